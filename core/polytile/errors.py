@@ -1,0 +1,140 @@
+"""Every error polytile raises on purpose.
+
+All of them derive from :class:`PolytileError`, so ``except polytile.PolytileError``
+catches everything that is the user's to fix.  Each error carries enough context to be
+read on its own: the file and line, the op, the setting, the plugin, and for unknown
+names the close matches.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Iterable
+
+
+def close_matches(name: str, candidates: Iterable[str], limit: int = 3) -> list[str]:
+    """The registered names nearest to ``name``, best first."""
+    return difflib.get_close_matches(name, list(candidates), n=limit, cutoff=0.5)
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """A ``"; did you mean 'x' or 'y'?"`` suffix, or ``""`` when nothing is close."""
+    matches = close_matches(name, candidates)
+    if not matches:
+        return ""
+    quoted = [f"'{m}'" for m in matches]
+    joined = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+    return f"; did you mean {joined}?"
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """Where something came from: a Python kernel's file, line and column (1-based)."""
+
+    file: str
+    line: int
+    column: int = 0
+
+    def __str__(self) -> str:
+        if self.column:
+            return f"{self.file}:{self.line}:{self.column}"
+        return f"{self.file}:{self.line}"
+
+
+class PolytileError(Exception):
+    """Base of every error polytile raises for something the user can fix."""
+
+
+class ConfigError(PolytileError, ValueError):
+    """A setting has a value that is not allowed."""
+
+
+class UnknownNameError(PolytileError, KeyError):
+    """A pass, option, target, op or plugin name that nothing registered.
+
+    The message lists close matches.  ``KeyError`` is a base class so that lookups
+    behave like dictionary lookups, but the message is not quoted like a bare KeyError.
+    """
+
+    def __init__(self, kind: str, name: str, known: Iterable[str], where: str = ""):
+        self.kind = kind
+        self.name = name
+        self.known = sorted(set(known))
+        suffix = did_you_mean(name, self.known)
+        if not suffix and self.known and len(self.known) <= 12:
+            suffix = "; known: " + ", ".join(self.known)
+        location = f" {where}" if where else ""
+        super().__init__(f"unknown {kind} '{name}'{location}{suffix}")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class IRParseError(PolytileError):
+    """Malformed IR text: carries the line and column of the offending token."""
+
+    def __init__(self, message: str, source_name: str, line: int, column: int, source_line: str = ""):
+        self.message = message
+        self.source_name = source_name
+        self.line = line
+        self.column = column
+        self.source_line = source_line
+        text = f"{source_name}:{line}:{column}: error: {message}"
+        if source_line:
+            text += f"\n  {source_line}\n  {' ' * (column - 1)}^"
+        super().__init__(text)
+
+
+class VerificationError(PolytileError):
+    """Invalid IR: names the op and where it came from."""
+
+    def __init__(self, message: str, op_name: str = "", location: object = None):
+        self.message = message
+        self.op_name = op_name
+        self.location = location
+        where = f"{location}: " if location is not None else ""
+        what = f"'{op_name}' op " if op_name else ""
+        super().__init__(f"{where}error: {what}{message}")
+
+
+class CompilationError(PolytileError):
+    """A mistake in a kernel, shown at its source line with a caret."""
+
+    def __init__(self, message: str, location: SourceLocation | None = None, source_line: str | None = None):
+        self.message = message
+        self.location = location
+        self.source_line = source_line
+        text = f"{location}: error: {message}" if location else f"error: {message}"
+        if source_line is not None and location is not None:
+            caret = " " * max(location.column - 1, 0) + "^"
+            text += f"\n    {source_line}\n    {caret}"
+        super().__init__(text)
+
+
+class PassFailure(PolytileError):
+    """A pass raised while compiling: an internal compiler error, named by pass."""
+
+    def __init__(self, pass_name: str, cause: BaseException, ir_dump_hint: str = ""):
+        self.pass_name = pass_name
+        self.cause = cause
+        hint = f"\n{ir_dump_hint}" if ir_dump_hint else ""
+        super().__init__(f"internal compiler error in pass '{pass_name}': {type(cause).__name__}: {cause}{hint}")
+
+
+class PluginError(PolytileError):
+    """A plugin failed to load, or raised in a hook, or clashes with another plugin."""
+
+    def __init__(self, message: str, plugin: str = "", distribution: str = "", hook: str = ""):
+        self.plugin = plugin
+        self.distribution = distribution
+        self.hook = hook
+        super().__init__(message)
+
+
+class PluginConflictError(PluginError):
+    """Two plugins claim the same name (a target, a pass, an op)."""
+
+
+class TargetError(PolytileError):
+    """No backend can compile for the requested target, or the target is malformed."""
