@@ -1,0 +1,373 @@
+"""The ``tile`` dialect: the hardware-neutral tile operations kernels are written in.
+
+Program ids, ranges, shape manipulation, pointer arithmetic, memory access, dot and
+reductions.  Tiles have static shapes; pointer tiles address global memory elementwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..ir import types as t
+from ..ir.constraints import AnyType, BoolLike, FloatLike, IntLike, Numeric, NumericOrPointer, PointerLike, Scalar, Tile
+from ..ir.opdef import (
+    Attr,
+    Elementwise,
+    HasParent,
+    Operand,
+    Pure,
+    ReadsMemory,
+    RegionDef,
+    Result,
+    ReturnLike,
+    Terminator,
+    define_op,
+    op_error,
+)
+from ..ir.operation import Operation
+from ..ir.registry import Dialect
+
+
+def _shape(value) -> tuple[int, ...]:
+    return t.shape_of(value.type)
+
+
+@define_op
+class ProgramIdOp(Operation):
+    """The index of this program along grid ``axis`` (0, 1 or 2)."""
+
+    name = "tile.program_id"
+    axis = Attr(int)
+    result = Result(AnyType)
+    traits = (Pure,)
+    infer_result_types = staticmethod(lambda operands, attributes: [t.i32])
+
+    def verify_op(self) -> None:
+        if self.axis not in (0, 1, 2):
+            raise op_error(self, f"axis must be 0, 1 or 2, got {self.axis}")
+        if self.result.type != t.i32:
+            raise op_error(self, f"result must be i32, got {self.result.type}")
+
+
+@define_op
+class NumProgramsOp(Operation):
+    """The number of programs along grid ``axis``."""
+
+    name = "tile.num_programs"
+    axis = Attr(int)
+    result = Result(AnyType)
+    traits = (Pure,)
+    infer_result_types = staticmethod(lambda operands, attributes: [t.i32])
+    verify_op = ProgramIdOp.verify_op
+
+
+@define_op
+class ArangeOp(Operation):
+    """The integers ``start, start+1, ..., end-1`` as a 1-D tile of i32."""
+
+    name = "tile.arange"
+    start = Attr(int)
+    end = Attr(int)
+    result = Result(Tile)
+    traits = (Pure,)
+    infer_result_types = staticmethod(lambda operands, attributes: [t.TileType((attributes["end"] - attributes["start"],), t.i32)])
+
+    def verify_op(self) -> None:
+        n = self.end - self.start
+        if n <= 0:
+            raise op_error(self, f"end ({self.end}) must be greater than start ({self.start})")
+        if self.result.type.without_layout() != t.TileType((n,), t.i32):
+            raise op_error(self, f"result must be tile<{n}xi32>, got {self.result.type}")
+
+
+@define_op
+class SplatOp(Operation):
+    """A tile with every element equal to a scalar."""
+
+    name = "tile.splat"
+    value = Operand(Scalar)
+    result = Result(Tile)
+    traits = (Pure,)
+
+    def verify_op(self) -> None:
+        if self.result.type.element != self.value.type:
+            raise op_error(self, f"splats {self.value.type} into a tile of {self.result.type.element}")
+
+
+@define_op
+class BroadcastOp(Operation):
+    """Stretches dimensions of size 1 to the result's shape."""
+
+    name = "tile.broadcast"
+    source = Operand(Tile)
+    result = Result(Tile)
+    traits = (Pure,)
+
+    def verify_op(self) -> None:
+        src, dst = self.source.type, self.result.type
+        if src.element != dst.element or src.rank != dst.rank:
+            raise op_error(self, f"cannot broadcast {src} to {dst}: element type and rank must match")
+        for a, b in zip(src.shape, dst.shape):
+            if a != b and a != 1:
+                raise op_error(self, f"cannot broadcast {src} to {dst}: only dimensions of size 1 stretch")
+
+
+@define_op
+class ExpandDimsOp(Operation):
+    """Inserts a dimension of size 1 at ``axis``."""
+
+    name = "tile.expand_dims"
+    source = Operand(Tile)
+    axis = Attr(int)
+    result = Result(Tile)
+    traits = (Pure,)
+
+    @staticmethod
+    def infer_result_types(operands: dict, attributes: dict) -> list[t.Type]:
+        src = operands["source"].type
+        shape = list(src.shape)
+        shape.insert(attributes["axis"], 1)
+        return [t.TileType(tuple(shape), src.element)]
+
+    def verify_op(self) -> None:
+        src = self.source.type
+        if not 0 <= self.axis <= src.rank:
+            raise op_error(self, f"axis {self.axis} is out of range for a tile of rank {src.rank}")
+        expected = self.infer_result_types({"source": self.source}, {"axis": self.axis})[0]
+        if self.result.type.without_layout() != expected:
+            raise op_error(self, f"result must be {expected}, got {self.result.type}")
+
+
+@define_op
+class ReshapeOp(Operation):
+    """The same elements in row-major order, in another shape."""
+
+    name = "tile.reshape"
+    source = Operand(Tile)
+    result = Result(Tile)
+    traits = (Pure,)
+
+    def verify_op(self) -> None:
+        src, dst = self.source.type, self.result.type
+        if src.numel != dst.numel or src.element != dst.element:
+            raise op_error(self, f"cannot reshape {src} to {dst}")
+
+
+@define_op
+class TransOp(Operation):
+    """Permutes dimensions: result dim i is source dim ``order[i]``."""
+
+    name = "tile.trans"
+    source = Operand(Tile)
+    order = Attr(tuple)
+    result = Result(Tile)
+    traits = (Pure,)
+
+    def verify_op(self) -> None:
+        src, dst = self.source.type, self.result.type
+        if sorted(self.order) != list(range(src.rank)):
+            raise op_error(self, f"order {list(self.order)} is not a permutation of 0..{src.rank - 1}")
+        if tuple(src.shape[i] for i in self.order) != dst.shape or src.element != dst.element:
+            raise op_error(self, f"transposing {src} by {list(self.order)} does not give {dst}")
+
+
+@define_op
+class AddPtrOp(Operation):
+    """``pointer + offset`` elements (not bytes), elementwise for tiles."""
+
+    name = "tile.addptr"
+    ptr = Operand(PointerLike)
+    offset = Operand(IntLike)
+    result = Result(PointerLike)
+    traits = (Pure, Elementwise)
+    infer_result_types = staticmethod(lambda operands, attributes: [operands["ptr"].type])
+
+    def verify_op(self) -> None:
+        if self.result.type != self.ptr.type:
+            raise op_error(self, f"result must have the pointer's type {self.ptr.type}")
+        if _shape(self.ptr) != _shape(self.offset):
+            raise op_error(self, f"pointer and offset shapes differ: {self.ptr.type} and {self.offset.type}")
+
+
+_CACHE_MODIFIERS = ("", ".ca", ".cg", ".cv", ".cs", ".wb", ".wt")
+_EVICTION_POLICIES = ("", "evict_first", "evict_last", "evict_normal")
+
+
+def _check_mask_and_shape(op: Operation, ptr, mask, what: str) -> None:
+    if mask is not None and _shape(mask) != _shape(ptr):
+        raise op_error(op, f"mask shape {mask.type} differs from the {what} shape {ptr.type}")
+
+
+@define_op
+class LoadOp(Operation):
+    """Loads through a pointer (tile); masked-off lanes take ``other`` (undefined without it)."""
+
+    name = "tile.load"
+    ptr = Operand(PointerLike)
+    mask = Operand(BoolLike, optional=True)
+    other = Operand(AnyType, optional=True)
+    result = Result(AnyType)
+    cache = Attr(str, default="")
+    evict = Attr(str, default="")
+    volatile = Attr(bool, default=False)
+    traits = (ReadsMemory,)
+
+    @staticmethod
+    def infer_result_types(operands: dict, attributes: dict) -> list[t.Type]:
+        ptr_type = operands["ptr"].type
+        return [t.like(ptr_type, t.element_type(ptr_type).pointee)]
+
+    def verify_op(self) -> None:
+        expected = self.infer_result_types({"ptr": self.ptr}, {})[0]
+        if t.element_type(self.result.type) != t.element_type(expected) or _shape(self.result) != _shape(self.ptr):
+            raise op_error(self, f"loading through {self.ptr.type} gives {expected}, not {self.result.type}")
+        _check_mask_and_shape(self, self.ptr, self.mask, "pointer")
+        if self.other is not None and self.other.type.__class__ is not self.result.type.__class__:
+            raise op_error(self, f"'other' must have the result type {self.result.type}, got {self.other.type}")
+        if self.cache not in _CACHE_MODIFIERS:
+            raise op_error(self, f"unknown cache modifier '{self.cache}'; use one of {', '.join(repr(c) for c in _CACHE_MODIFIERS)}")
+        if self.evict not in _EVICTION_POLICIES:
+            raise op_error(self, f"unknown eviction policy '{self.evict}'; use one of {', '.join(repr(c) for c in _EVICTION_POLICIES)}")
+
+
+@define_op
+class StoreOp(Operation):
+    """Stores ``value`` through a pointer (tile) where ``mask`` holds."""
+
+    name = "tile.store"
+    ptr = Operand(PointerLike)
+    value = Operand(AnyType)
+    mask = Operand(BoolLike, optional=True)
+    cache = Attr(str, default="")
+    evict = Attr(str, default="")
+
+    def verify_op(self) -> None:
+        pointee = t.element_type(self.ptr.type).pointee
+        if t.element_type(self.value.type) != pointee or _shape(self.value) != _shape(self.ptr):
+            raise op_error(self, f"cannot store {self.value.type} through {self.ptr.type}")
+        _check_mask_and_shape(self, self.ptr, self.mask, "pointer")
+
+
+ATOMIC_KINDS = ("add", "fadd", "max", "min", "umax", "umin", "and", "or", "xor", "xchg")
+MEMORY_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
+MEMORY_SCOPES = ("gpu", "cta", "sys")
+
+
+@define_op
+class AtomicRMWOp(Operation):
+    """Atomically combines ``value`` into memory; returns the old values."""
+
+    name = "tile.atomic_rmw"
+    ptr = Operand(PointerLike)
+    value = Operand(NumericOrPointer)
+    mask = Operand(BoolLike, optional=True)
+    result = Result(AnyType)
+    kind = Attr(str)
+    sem = Attr(str, default="acq_rel")
+    scope = Attr(str, default="gpu")
+    infer_result_types = staticmethod(lambda operands, attributes: [operands["value"].type])
+
+    def verify_op(self) -> None:
+        for attr, allowed in (("kind", ATOMIC_KINDS), ("sem", MEMORY_SEMANTICS), ("scope", MEMORY_SCOPES)):
+            if self.attributes[attr] not in allowed:
+                raise op_error(self, f"unknown {attr} '{self.attributes[attr]}'; use one of {', '.join(allowed)}")
+        if self.result.type != self.value.type:
+            raise op_error(self, f"result must have the value's type {self.value.type}")
+        _check_mask_and_shape(self, self.ptr, self.mask, "pointer")
+
+
+@define_op
+class AtomicCASOp(Operation):
+    """Atomic compare-and-swap; returns the old values."""
+
+    name = "tile.atomic_cas"
+    ptr = Operand(PointerLike)
+    compare = Operand(Numeric)
+    value = Operand(Numeric)
+    result = Result(Numeric)
+    sem = Attr(str, default="acq_rel")
+    scope = Attr(str, default="gpu")
+    infer_result_types = staticmethod(lambda operands, attributes: [operands["value"].type])
+
+
+INPUT_PRECISIONS = ("tf32", "tf32x3", "ieee")
+
+
+@define_op
+class DotOp(Operation):
+    """Matrix product ``a @ b + acc`` of 2-D tiles (MxK by KxN, accumulated MxN)."""
+
+    name = "tile.dot"
+    a = Operand(Tile)
+    b = Operand(Tile)
+    acc = Operand(Tile)
+    result = Result(Tile)
+    input_precision = Attr(str, default="tf32")
+    max_num_imprecise_acc = Attr(int, default=0)
+    traits = (Pure,)
+    infer_result_types = staticmethod(lambda operands, attributes: [operands["acc"].type])
+
+    def verify_op(self) -> None:
+        a, b, acc = self.a.type, self.b.type, self.acc.type
+        if a.rank != 2 or b.rank != 2 or acc.rank != 2:
+            raise op_error(self, f"needs 2-D tiles, got {a}, {b}, {acc}")
+        (m, k), (k2, n) = a.shape, b.shape
+        if k != k2 or acc.shape != (m, n):
+            raise op_error(self, f"shapes do not chain: {a} @ {b} accumulated into {acc}")
+        if self.input_precision not in INPUT_PRECISIONS:
+            raise op_error(self, f"unknown input_precision '{self.input_precision}'; use one of {', '.join(INPUT_PRECISIONS)}")
+        if self.result.type != acc:
+            raise op_error(self, f"result must have the accumulator's type {acc}")
+
+
+@define_op
+class ReduceOp(Operation):
+    """Reduces ``operands`` (tiles of one shape) along ``axis`` with the combine region.
+
+    The region takes two values per operand (the accumulated ones, then the new ones)
+    and ends in ``tile.reduce_return``.
+    """
+
+    name = "tile.reduce"
+    sources = Operand(Tile, variadic=True)
+    outputs = Result(AnyType, variadic=True)
+    axis = Attr(int)
+    combine = RegionDef(terminators=("tile.reduce_return",))
+    traits = (Pure,)
+
+    def verify_op(self) -> None:
+        if not self.sources:
+            raise op_error(self, "needs at least one operand")
+        shapes = {s.type.shape for s in self.sources}
+        if len(shapes) != 1:
+            raise op_error(self, "operands must have one shape")
+        shape = next(iter(shapes))
+        if not 0 <= self.axis < len(shape):
+            raise op_error(self, f"axis {self.axis} is out of range for rank {len(shape)}")
+        reduced = shape[: self.axis] + shape[self.axis + 1:]
+        for source, result in zip(self.sources, self.results):
+            expected = t.TileType(reduced, source.type.element) if reduced else source.type.element
+            if t.shape_of(result.type) != t.shape_of(expected) or t.element_type(result.type) != source.type.element:
+                raise op_error(self, f"reducing {source.type} along axis {self.axis} gives {expected}, not {result.type}")
+        args = self.combine.block.arguments
+        elements = [s.type.element for s in self.sources]
+        if [a.type for a in args] != elements * 2:
+            raise op_error(self, "the combine region must take two scalars per operand: "
+                                 f"({', '.join(str(e) for e in elements * 2)})")
+
+
+@define_op
+class ReduceReturnOp(Operation):
+    """Ends a combine region of ``tile.reduce``."""
+
+    name = "tile.reduce_return"
+    values = Operand(AnyType, variadic=True)
+    traits = (Terminator, ReturnLike, HasParent("tile.reduce"))
+
+
+TILE_DIALECT = Dialect(
+    "tile",
+    ops=(ProgramIdOp, NumProgramsOp, ArangeOp, SplatOp, BroadcastOp, ExpandDimsOp, ReshapeOp, TransOp, AddPtrOp,
+         LoadOp, StoreOp, AtomicRMWOp, AtomicCASOp, DotOp, ReduceOp, ReduceReturnOp),
+    doc="Hardware-neutral tile operations.",
+)

@@ -1,0 +1,150 @@
+"""Attribute values: the immutable, compile-time data an operation carries.
+
+Attributes are plain Python values wherever one fits:
+
+========================  =============================  ======================
+Python value              text                           example
+========================  =============================  ======================
+``bool``                  ``true`` / ``false``           ``noinline = true``
+``int``                   decimal                        ``axis = 0``
+``float``                 always with ``.``/``e``        ``value = 1.0``, ``inf``
+``str``                   double-quoted, escaped         ``cache = "ca"``
+``tuple``                 ``[a, b]``                     ``shape = [128, 64]``
+:class:`~.types.Type`     the type                       ``type = f32``
+:class:`SymbolRef`        ``@name``                      ``callee = @helper``
+:class:`DialectAttribute` ``#name<...>``                 layouts, plugin data
+========================  =============================  ======================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .types import Type
+
+
+@dataclass(frozen=True)
+class SymbolRef:
+    """A reference to a symbol (a function) by name: ``@name``."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return format_symbol(self.name)
+
+
+class DialectAttribute:
+    """Base for attributes that dialects and plugins register (layouts, descriptors).
+
+    Subclasses are frozen dataclasses with an ``attribute_name`` such as
+    ``"gpu.blocked"``; they print as ``#gpu.blocked<...>``.  Fields print as a
+    ``key = value`` list by default; override :meth:`format_parameters` and
+    :meth:`parse_parameters` for a custom spelling.
+    """
+
+    attribute_name: ClassVar[str] = ""
+
+    def format_parameters(self) -> str:
+        return ", ".join(
+            f"{f.name} = {format_attribute(getattr(self, f.name))}" for f in dataclasses.fields(self)  # type: ignore[arg-type]
+        )
+
+    @classmethod
+    def parse_parameters(cls, parser: Any) -> "DialectAttribute":
+        values: dict[str, Any] = {}
+        fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        while not parser.peek_is(">"):
+            if values:
+                parser.expect(",")
+            key = parser.parse_identifier("a parameter name")
+            if key not in fields:
+                parser.error(f"'#{cls.attribute_name}' has no parameter '{key}' (it has {', '.join(sorted(fields))})")
+            parser.expect("=")
+            values[key] = parser.parse_attribute_value()
+        try:
+            return cls(**values)
+        except (TypeError, ValueError) as exc:
+            parser.error(f"bad parameters for '#{cls.attribute_name}': {exc}")
+            raise  # unreachable: error() raises
+
+    def __str__(self) -> str:
+        return format_attribute(self)
+
+
+_BARE_SYMBOL_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.$")
+
+
+def format_symbol(name: str) -> str:
+    if name and not name[0].isdigit() and all(c in _BARE_SYMBOL_CHARS for c in name):
+        return "@" + name
+    return "@" + format_string(name)
+
+
+def format_string(text: str) -> str:
+    out = ['"']
+    for ch in text:
+        if ch == '"' or ch == "\\":
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def format_float(value: float) -> str:
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    text = repr(float(value))
+    # repr gives "1e+20" for some values: add nothing, it already parses back as a float.
+    return text
+
+
+def format_attribute(value: Any) -> str:
+    """The text form of an attribute value (see the table in this module's docstring)."""
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return format_float(value)
+    if isinstance(value, str):
+        return format_string(value)
+    if isinstance(value, tuple):
+        return "[" + ", ".join(format_attribute(v) for v in value) + "]"
+    if isinstance(value, Type):
+        return str(value)
+    if isinstance(value, SymbolRef):
+        return str(value)
+    if isinstance(value, DialectAttribute):
+        return f"#{value.attribute_name}<{value.format_parameters()}>"
+    raise TypeError(f"{type(value).__name__} {value!r} is not an IR attribute value")
+
+
+def is_attribute_value(value: Any) -> bool:
+    if isinstance(value, (bool, int, float, str, Type, SymbolRef, DialectAttribute)):
+        return True
+    if isinstance(value, tuple):
+        return all(is_attribute_value(v) for v in value)
+    return False
+
+
+def normalize_attribute(value: Any) -> Any:
+    """Lists become tuples so attributes stay immutable and hashable."""
+    if isinstance(value, list):
+        return tuple(normalize_attribute(v) for v in value)
+    if isinstance(value, tuple):
+        return tuple(normalize_attribute(v) for v in value)
+    return value

@@ -1,0 +1,201 @@
+"""The IR printer.  Its output parses back to the same IR (see :mod:`.parser`).
+
+Every op prints in one generic form derived from its definition::
+
+    %r = dialect.op %a, %b grp(%c, %d) {attr = 1} : result-types {region} {region} loc(...)
+
+Operands of the fixed groups, and of a variadic group when it is the only one, are
+listed in order; optional groups (and variadic ones when there are several) are written
+as ``name(...)``, so ``tile.load %p mask(%m)`` says which operand is the mask.  Operand types are not printed: every value is defined before it is used.
+Ops may provide ``print_custom``/``parse_custom`` for a friendlier form (``func.func``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+from .attributes import format_attribute
+from .operation import Block, Operation, Region
+from .types import (
+    BlockPointerType,
+    DialectType,
+    FloatType,
+    FunctionType,
+    IntType,
+    PointerType,
+    TileType,
+    Type,
+)
+from .values import Value
+
+_NAME_HINT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def format_type(t: Type) -> str:
+    if isinstance(t, (IntType, FloatType)):
+        return t.spelling
+    if isinstance(t, PointerType):
+        inner = format_type(t.pointee)
+        return f"ptr<{inner}>" if t.address_space == 1 else f"ptr<{inner}, {t.address_space}>"
+    if isinstance(t, TileType):
+        dims = "x".join(str(d) for d in t.shape)
+        layout = "" if t.layout is None else ", " + format_attribute(t.layout)
+        return f"tile<{dims}x{format_type(t.element)}{layout}>"
+    if isinstance(t, BlockPointerType):
+        tile = t.tile
+        return f"block_ptr<{'x'.join(str(d) for d in tile.shape)}x{format_type(tile.element)}>"
+    if isinstance(t, FunctionType):
+        return f"({', '.join(map(format_type, t.inputs))}) -> {format_result_types(t.results)}"
+    if isinstance(t, DialectType):
+        return f"!{t.type_name}<{t.format_parameters()}>"
+    raise TypeError(f"cannot print type {t!r}")
+
+
+def format_result_types(types: Iterable[Type]) -> str:
+    types = list(types)
+    if len(types) == 1 and not isinstance(types[0], FunctionType):
+        return format_type(types[0])
+    return "(" + ", ".join(map(format_type, types)) + ")"
+
+
+def format_location(location: Any) -> str:
+    from ..errors import SourceLocation
+    from .attributes import format_string
+
+    if isinstance(location, SourceLocation):
+        return f"loc({format_string(location.file)}:{location.line}:{location.column})"
+    return f"loc({format_string(str(location))})"
+
+
+class Printer:
+    """Prints ops with stable value names: name hints where values have them, else numbers."""
+
+    def __init__(self, print_locations: bool = False, indent: str = "  "):
+        self.print_locations = print_locations
+        self.indent_unit = indent
+        self._lines: list[str] = []
+        self._names: dict[Value, str] = {}
+        self._used: set[str] = set()
+        self._counter = 0
+
+    # -- naming -----------------------------------------------------------------------
+    def _reset_names(self) -> None:
+        self._names = {}
+        self._used = set()
+        self._counter = 0
+
+    def name_of(self, value: Value) -> str:
+        name = self._names.get(value)
+        if name is None:
+            # A value printed before its definition (an op printed alone): number it.
+            name = self._assign(value)
+        return name
+
+    def _assign(self, value: Value) -> str:
+        hint = value.name_hint
+        if hint and _NAME_HINT.match(hint):
+            name, suffix = hint, 0
+            while name in self._used:
+                suffix += 1
+                name = f"{hint}_{suffix}"
+        else:
+            while str(self._counter) in self._used:
+                self._counter += 1
+            name = str(self._counter)
+            self._counter += 1
+        self._used.add(name)
+        self._names[value] = "%" + name
+        return "%" + name
+
+    # -- output -----------------------------------------------------------------------
+    def emit(self, depth: int, text: str) -> None:
+        self._lines.append(self.indent_unit * depth + text)
+
+    def print_module_text(self, module: Operation) -> str:
+        self._lines = []
+        self._reset_names()
+        if module.name == "builtin.module" and not module.attributes:
+            for op in module.regions[0].block:
+                self._reset_names()
+                self.print_op(op, 0)
+        else:
+            self.print_op(module, 0)
+        return "\n".join(self._lines) + "\n"
+
+    def print_operation_text(self, op: Operation) -> str:
+        self._lines = []
+        self._reset_names()
+        self.print_op(op, 0)
+        return "\n".join(self._lines)
+
+    def print_op(self, op: Operation, depth: int) -> None:
+        custom = getattr(type(op), "print_custom", None)
+        if custom is not None:
+            custom(op, self, depth)
+            return
+        head = self.format_op_head(op)
+        if not op.regions:
+            self.emit(depth, head + self.location_suffix(op))
+            return
+        self.emit(depth, head + " {")
+        for index, region in enumerate(op.regions):
+            if index:
+                self.emit(depth, "} {")
+            self.print_region_body(region, depth)
+        self.emit(depth, "}" + self.location_suffix(op))
+
+    def format_op_head(self, op: Operation) -> str:
+        parts = []
+        if op.results:
+            parts.append(", ".join(self._assign(r) for r in op.results) + " = ")
+        parts.append(op.name)
+        operand_text = self.format_operands(op)
+        if operand_text:
+            parts.append(" " + operand_text)
+        if op.attributes:
+            parts.append(" " + self.format_attribute_dict(op.attributes))
+        if op.results:
+            parts.append(" : " + ", ".join(format_type(r.type) for r in op.results))
+        return "".join(parts)
+
+    def format_operands(self, op: Operation) -> str:
+        definition = op.definition
+        if not definition.variable_operand_groups:
+            return ", ".join(self.name_of(v) for v in op.operands)
+        positional, keyworded = [], []
+        for group, values in op.operand_groups():
+            if definition.is_keyworded(group):
+                if values:
+                    keyworded.append(f"{group.name}({', '.join(self.name_of(v) for v in values)})")
+            else:
+                positional.extend(self.name_of(v) for v in values)
+        return " ".join(x for x in (", ".join(positional), " ".join(keyworded)) if x)
+
+    def format_attribute_dict(self, attributes: dict[str, Any]) -> str:
+        items = ", ".join(f"{key} = {format_attribute(attributes[key])}" for key in sorted(attributes))
+        return "{" + items + "}"
+
+    def location_suffix(self, op: Operation) -> str:
+        if self.print_locations and op.location is not None:
+            return " " + format_location(op.location)
+        return ""
+
+    def print_region_body(self, region: Region, depth: int) -> None:
+        for index, block in enumerate(region.blocks):
+            if index or block.arguments:
+                self.print_block_header(block, index, depth)
+            for op in block:
+                self.print_op(op, depth + 1)
+
+    def print_block_header(self, block: Block, index: int, depth: int) -> None:
+        args = ", ".join(f"{self._assign(a)}: {format_type(a.type)}" for a in block.arguments)
+        self.emit(depth, f"^bb{index}({args}):" if block.arguments else f"^bb{index}:")
+
+    def format_block_arguments(self, block: Block) -> str:
+        return ", ".join(f"{self._assign(a)}: {format_type(a.type)}" for a in block.arguments)
+
+
+def print_ir(op: Operation, print_locations: bool = False) -> str:
+    """The text of a module (or any op); parse it back with :func:`.parser.parse_module`."""
+    return Printer(print_locations=print_locations).print_module_text(op)

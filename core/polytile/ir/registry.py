@@ -1,0 +1,85 @@
+"""The IR registry: which ops, types and attributes exist, by name, and who owns them.
+
+The core's dialects register on import of :mod:`polytile.dialects`; plugins register
+theirs through the ``polytile_register_dialects`` hook.  The parser asks the registry by
+name; on a miss it loads plugins once (see :attr:`IRRegistry.on_miss`) before giving up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..plugins.registry import Registry
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """A named group of ops, types and attributes that a plugin registers at once."""
+
+    name: str
+    ops: tuple[type, ...] = ()
+    types: tuple[type, ...] = ()
+    attributes: tuple[type, ...] = ()
+    doc: str = ""
+    constant_materializer: Callable[..., Any] | None = field(default=None, compare=False)
+
+
+class IRRegistry:
+    def __init__(self) -> None:
+        self.ops: Registry[type] = Registry("op")
+        self.types: Registry[type] = Registry("type")
+        self.attributes: Registry[type] = Registry("attribute")
+        self.dialects: Registry[Dialect] = Registry("dialect")
+        #: Called once with no arguments on the first lookup miss (the plugin manager
+        #: sets it to load plugin dialects); then the lookup is retried.
+        self.on_miss: Callable[[], None] | None = None
+
+    def register_op(self, cls: type) -> None:
+        existing = self.ops.find(cls.name)
+        if existing is not None and existing.__qualname__ == cls.__qualname__ and existing.__module__ == cls.__module__:
+            # A module imported twice (tests reloading) redefines the same op: keep the new one.
+            self.ops._entries[cls.name] = (cls, self.ops.owner_of(cls.name))
+            return
+        self.ops.add(cls.name, cls)
+
+    def register(self, dialect: Dialect) -> None:
+        """Register a plugin's dialect (called from ``polytile_register_dialects``)."""
+        self.dialects.add(dialect.name, dialect)
+        for op in dialect.ops:
+            if self.ops.find(op.name) is op:
+                # Defined (and so registered) when the plugin module was imported:
+                # attribute it to the plugin now that we know who that is.
+                self.ops._entries[op.name] = (op, self.ops._owner)
+            else:
+                self.ops.add(op.name, op)
+        for type_cls in dialect.types:
+            self.types.add(type_cls.type_name, type_cls)
+        for attr_cls in dialect.attributes:
+            self.attributes.add(attr_cls.attribute_name, attr_cls)
+
+    def _lookup(self, registry: Registry, name: str, where: str = "") -> Any:
+        found = registry.find(name)
+        if found is None and self.on_miss is not None:
+            loader, self.on_miss = self.on_miss, None
+            loader()
+            found = registry.find(name)
+        if found is None:
+            registry.get(name, where)  # raises UnknownNameError with close matches
+        return found
+
+    def op(self, name: str, where: str = "") -> type:
+        return self._lookup(self.ops, name, where)
+
+    def type(self, name: str, where: str = "") -> type:
+        return self._lookup(self.types, name, where)
+
+    def attribute(self, name: str, where: str = "") -> type:
+        return self._lookup(self.attributes, name, where)
+
+    def constant_materializer(self, dialect: str) -> Callable[..., Any] | None:
+        found = self.dialects.find(dialect)
+        return None if found is None else found.constant_materializer
+
+
+IR_REGISTRY = IRRegistry()
