@@ -1,0 +1,746 @@
+"""Every setting and environment variable of polytile, in one place.
+
+Each setting is declared once in :data:`SETTINGS` with its type, default, environment
+variable and documentation; the docs page and the CLI are generated from that table
+through :func:`describe`.  A value is looked up, first match wins, in:
+
+1. ``polytile.config.set(...)`` (or an :func:`override` block),
+2. the setting's environment variable (``POLYTILE_*``; a few settings then fall back to a
+   standard variable such as ``CUDA_HOME``),
+3. the project file: ``[tool.polytile]`` in the nearest ``pyproject.toml`` or the
+   top-level keys of the nearest ``polytile.toml``, searching from the current directory
+   upwards,
+4. the default.
+
+The target has one more source in front, the ``target=`` argument of a call, and two
+behind, the first active device and then the interpreter: see :func:`resolve_target`.
+
+Paths are checked for syntax only.  Whether ``ptxas_path`` exists is checked by the code
+that runs it, which can name the setting and :func:`source_of` in its error; checking here
+would make every ``get`` fail on a machine where a stale ``CUDA_HOME`` points nowhere even
+when nothing there needs CUDA.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+
+from .errors import ConfigError, UnknownNameError, did_you_mean
+from .target import Target, TargetError
+
+__all__ = [
+    "Config",
+    "Setting",
+    "SettingInfo",
+    "SETTINGS",
+    "TargetChoice",
+    "UnknownSettingError",
+    "check_environment",
+    "describe",
+    "get",
+    "override",
+    "project_file",
+    "reload",
+    "reset",
+    "resolve_target",
+    "set",
+    "settings",
+    "source_of",
+]
+
+
+class UnknownSettingError(UnknownNameError, ConfigError):
+    """A setting name that polytile does not have (in a call or in a project file).
+
+    Both an :class:`UnknownNameError` (lookups behave like a dict) and a
+    :class:`ConfigError` (``except ConfigError`` catches every configuration mistake).
+    """
+
+
+class _Invalid(Exception):
+    """A value failed its check; the message says what is wrong and what is allowed.
+
+    Raised by the kinds and validators, turned into a ConfigError by the caller, which
+    knows the setting and where the value came from.
+    """
+
+
+# Where a value came from decides how it is spelled: environment variables are text,
+# project files are TOML, set() takes Python objects.  Messages use the spelling of the
+# source the user wrote the value in.
+_ENV, _TOML, _PYTHON = "env", "toml", "python"
+
+
+class _Kind:
+    """A type of setting: converts and checks values from each kind of source."""
+
+    description = ""
+
+    def from_env(self, raw: str) -> Any:
+        return self.from_value(raw.strip(), _ENV, None)
+
+    def from_value(self, value: Any, origin: str, base_dir: Path | None) -> Any:
+        raise NotImplementedError
+
+    def show(self, value: Any) -> str:
+        return repr(value)
+
+
+class _Bool(_Kind):
+    description = "bool"
+    _TRUE = frozenset({"1", "true", "yes", "on"})
+    _FALSE = frozenset({"0", "false", "no", "off"})
+
+    def from_env(self, raw: str) -> bool:
+        word = raw.strip().lower()
+        if word in self._TRUE:
+            return True
+        if word in self._FALSE:
+            return False
+        raise _Invalid(f"{raw!r} is not a boolean; use 1/0, true/false, yes/no, on/off")
+
+    def from_value(self, value: Any, origin: str, base_dir: Path | None) -> bool:
+        if isinstance(value, bool):
+            return value
+        allowed = "true or false" if origin == _TOML else "True or False"
+        raise _Invalid(f"{value!r} is not a boolean; use {allowed}")
+
+    def show(self, value: Any) -> str:
+        return "true" if value else "false"
+
+
+class _Int(_Kind):
+    description = "int"
+
+    def from_env(self, raw: str) -> int:
+        try:
+            return int(raw.strip(), 10)
+        except ValueError:
+            raise _Invalid(f"{raw!r} is not an integer; use decimal digits such as 4") from None
+
+    def from_value(self, value: Any, origin: str, base_dir: Path | None) -> int:
+        # bool is an int subclass, but `jobs = true` is a mistake, not 1.
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise _Invalid(f"{value!r} is not an integer")
+
+    def show(self, value: Any) -> str:
+        return str(value)
+
+
+class _Str(_Kind):
+    description = "str"
+
+    def from_value(self, value: Any, origin: str, base_dir: Path | None) -> str:
+        if isinstance(value, str):
+            return value
+        raise _Invalid(f"{value!r} is not a string")
+
+
+class _Path(_Kind):
+    description = "path"
+
+    def from_value(self, value: Any, origin: str, base_dir: Path | None) -> Path:
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if not isinstance(value, str):
+            raise _Invalid(f"{value!r} is not a path; use a string such as '/opt/cuda'")
+        if not value.strip():
+            raise _Invalid("an empty string is not a path")
+        if "\0" in value:
+            raise _Invalid(f"{value!r} is not a path: it contains a NUL character")
+        path = Path(os.path.expanduser(value))
+        # A relative path in a project file means relative to that file, so the project
+        # behaves the same from whichever subdirectory it is run.
+        if base_dir is not None and not path.is_absolute():
+            path = base_dir / path
+        return path
+
+    def show(self, value: Any) -> str:
+        return str(value)
+
+
+class _StrList(_Kind):
+    description = "list of str"
+
+    def from_env(self, raw: str) -> tuple[str, ...]:
+        return tuple(item.strip() for item in raw.split(",") if item.strip())
+
+    def from_value(self, value: Any, origin: str, base_dir: Path | None) -> tuple[str, ...]:
+        # A bare string would otherwise be split into characters by tuple().
+        if isinstance(value, str):
+            return self.from_env(value)
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                if not isinstance(item, str):
+                    raise _Invalid(f"{value!r} is not a list of strings: {item!r} is a {type(item).__name__}")
+            return tuple(value)
+        what = "an array of strings" if origin == _TOML else "a list of strings or a comma-separated string"
+        raise _Invalid(f"{value!r} is not a list of strings; use {what}")
+
+    def show(self, value: Any) -> str:
+        return ", ".join(value) if value else "empty"
+
+
+class _Choice(_Kind):
+    def __init__(self, *choices: str):
+        self.choices = choices
+        self.description = "one of " + ", ".join(choices)
+
+    def from_value(self, value: Any, origin: str, base_dir: Path | None) -> str:
+        if isinstance(value, str) and value.strip().lower() in self.choices:
+            return value.strip().lower()
+        allowed = ", ".join(f"'{c}'" for c in self.choices)
+        raise _Invalid(f"{value!r} is not allowed; use one of {allowed}")
+
+    def show(self, value: Any) -> str:
+        return str(value)
+
+
+class _TargetKind(_Kind):
+    description = "target"
+
+    def from_value(self, value: Any, origin: str, base_dir: Path | None) -> str:
+        if isinstance(value, (str, Target)):
+            try:
+                return str(Target.parse(value))
+            except TargetError:
+                pass
+        raise _Invalid(
+            f"{value!r} is not a target; use 'backend:arch' such as 'nvidia:sm_90a' or "
+            "'amd:gfx942', or 'interp'"
+        )
+
+    def show(self, value: Any) -> str:
+        return str(value)
+
+
+BOOL, INT, STR, PATH, STR_LIST, TARGET = _Bool(), _Int(), _Str(), _Path(), _StrList(), _TargetKind()
+
+
+def _names(value: tuple[str, ...]) -> None:
+    """Items of a name list: no empty names, no blanks, no commas (env lists split on them)."""
+    for item in value:
+        if not item or item != item.strip() or "," in item or any(c.isspace() for c in item):
+            raise _Invalid(f"{item!r} is not a name; names have no spaces or commas")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The declaration of one setting.
+
+    ``env`` lists the environment variables read, first set one wins: the ``POLYTILE_*``
+    variable, then any standard variables it falls back to.  ``default_factory`` computes
+    a default that depends on the environment (``cache_dir``); ``default_text`` is how the
+    docs show such a default.  ``validator`` raises ``_Invalid`` for a converted value
+    that the type alone does not rule out.
+    """
+
+    name: str
+    kind: _Kind
+    default: Any
+    env: tuple[str, ...]
+    doc: str
+    optional: bool = False
+    validator: Callable[[Any], None] | None = None
+    default_factory: Callable[[], Any] | None = None
+    default_text: str | None = None
+
+    @property
+    def type_description(self) -> str:
+        return f"{self.kind.description} or unset" if self.optional else self.kind.description
+
+    @property
+    def env_description(self) -> str:
+        if len(self.env) <= 1:
+            return self.env[0] if self.env else ""
+        return f"{self.env[0]}, then {', '.join(self.env[1:])}"
+
+    def default_value(self) -> Any:
+        return self.default_factory() if self.default_factory is not None else self.default
+
+    def show_default(self) -> str:
+        if self.default_text is not None:
+            return self.default_text
+        if self.default is None:
+            return "unset"
+        return self.kind.show(self.default)
+
+    def convert(self, value: Any, origin: str, base_dir: Path | None = None) -> Any:
+        """``value`` checked and converted; raises ``_Invalid``."""
+        if value is None:
+            if self.optional and origin == _PYTHON:
+                return None
+            hint = f"; use reset('{self.name}') to go back to the default" if origin == _PYTHON else ""
+            raise _Invalid(f"None is not allowed, the value must be a {self.kind.description}{hint}")
+        if origin == _ENV:
+            converted = self.kind.from_env(value)
+        else:
+            converted = self.kind.from_value(value, origin, base_dir)
+        if self.validator is not None:
+            self.validator(converted)
+        return converted
+
+
+class SettingInfo(NamedTuple):
+    """One row of :func:`describe`: every field is display text."""
+
+    name: str
+    type: str
+    default: str
+    env: str
+    doc: str
+
+
+def _default_cache_dir() -> Path:
+    # The XDG spec says a relative XDG_CACHE_HOME is invalid and must be ignored.
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "polytile"
+    return Path(os.path.expanduser("~")) / ".cache" / "polytile"
+
+
+def _declare(*settings: Setting) -> dict[str, Setting]:
+    return {s.name: s for s in settings}
+
+
+SETTINGS: dict[str, Setting] = _declare(
+    Setting(
+        "target", TARGET, None, ("POLYTILE_TARGET",), optional=True,
+        doc="The target to compile for when a call does not pass target=, as 'backend:arch' "
+        "(for example 'nvidia:sm_90a', 'amd:gfx942') or 'interp'. Only the syntax is checked "
+        "here; whether an installed backend knows the target is checked when compiling. "
+        "When unset, polytile uses the first active device of an installed backend, else the "
+        "interpreter.",
+    ),
+    Setting(
+        "disabled_plugins", STR_LIST, (), ("POLYTILE_DISABLE_PLUGINS",), validator=_names,
+        doc="Plugins and backends that are not loaded, by entry-point name or by distribution "
+        "name (for example 'polytile-tma'). Use it to work around a broken plugin or to compare "
+        "results with and without one.",
+    ),
+    Setting(
+        "dump_ir", BOOL, False, ("POLYTILE_DUMP_IR",),
+        doc="Print the IR after every pass and every stage while compiling, to stderr or to "
+        "dump_ir_dir.",
+    ),
+    Setting(
+        "dump_ir_dir", PATH, None, ("POLYTILE_DUMP_IR_DIR",), optional=True,
+        doc="Write the IR dumps asked for by dump_ir, print_ir_before and print_ir_after to "
+        "files in this directory (created when needed) instead of stderr.",
+    ),
+    Setting(
+        "print_ir_before", STR_LIST, (), ("POLYTILE_PRINT_IR_BEFORE",), validator=_names,
+        doc="Print the IR before each of these passes (pass names, or 'all'). The pass manager "
+        "reports a name that no pass has.",
+    ),
+    Setting(
+        "print_ir_after", STR_LIST, (), ("POLYTILE_PRINT_IR_AFTER",), validator=_names,
+        doc="Print the IR after each of these passes (pass names, or 'all'). The pass manager "
+        "reports a name that no pass has.",
+    ),
+    Setting(
+        "time_passes", BOOL, False, ("POLYTILE_TIME_PASSES",),
+        doc="After each compilation, print how long every pass and stage took.",
+    ),
+    Setting(
+        "verify_each", BOOL, False, ("POLYTILE_VERIFY_EACH",),
+        doc="Run the IR verifier after every pass, so a pass that breaks the IR is named at "
+        "once. Slower; the test suite turns it on.",
+    ),
+    Setting(
+        "cache_dir", PATH, None, ("POLYTILE_CACHE_DIR",),
+        default_factory=_default_cache_dir,
+        default_text="$XDG_CACHE_HOME/polytile, or ~/.cache/polytile",
+        doc="Directory of the on-disk cache of compiled kernels. The default follows "
+        "XDG_CACHE_HOME when it is set to an absolute path.",
+    ),
+    Setting(
+        "cache", BOOL, True, ("POLYTILE_CACHE",),
+        doc="Read and write the on-disk kernel cache. Turn it off to force every kernel to be "
+        "compiled again; kernels are still kept in memory for the life of the process.",
+    ),
+    Setting(
+        "interpreter_bounds_check", BOOL, True, ("POLYTILE_INTERP_BOUNDS_CHECK",),
+        doc="In the interpreter, report a load or store outside its array (naming the kernel "
+        "line) instead of reading or writing out of bounds. Turn it off only to measure the "
+        "interpreter's speed.",
+    ),
+    Setting(
+        "cuda_home", PATH, None, ("POLYTILE_CUDA_HOME", "CUDA_HOME", "CUDA_PATH"), optional=True,
+        doc="Root of the CUDA toolkit, where ptxas (bin/) and libdevice (nvvm/libdevice/) are "
+        "looked for. When unset, the NVIDIA backend looks in the nvidia-cuda-nvcc wheel and "
+        "on PATH.",
+    ),
+    Setting(
+        "libdevice_path", PATH, None, ("POLYTILE_LIBDEVICE",), optional=True,
+        doc="The libdevice bitcode file (libdevice.10.bc) to link math functions from, when "
+        "the one under cuda_home is not the one wanted.",
+    ),
+    Setting(
+        "ptxas_path", PATH, None, ("POLYTILE_PTXAS",), optional=True,
+        doc="The ptxas executable used when nvidia_assembler is 'ptxas'. When unset, it is "
+        "looked for under cuda_home, then on PATH.",
+    ),
+    Setting(
+        "nvidia_assembler", _Choice("nvjitlink", "ptxas"), "nvjitlink", ("POLYTILE_NVIDIA_ASSEMBLER",),
+        doc="How PTX becomes a cubin: 'nvjitlink' links in process with nvJitLink; 'ptxas' runs "
+        "the ptxas executable (see ptxas_path).",
+    ),
+    Setting(
+        "rocm_path", PATH, None, ("POLYTILE_ROCM_PATH", "ROCM_PATH"), optional=True,
+        doc="Root of the ROCm installation, where ld.lld (llvm/bin/) and the device libraries "
+        "(amdgcn/bitcode/) are looked for.",
+    ),
+    Setting(
+        "amd_lld", PATH, None, ("POLYTILE_AMD_LLD",), optional=True,
+        doc="The ld.lld executable that links AMDGPU objects into HSACO code objects. When "
+        "unset, it is looked for under rocm_path, then on PATH (ld.lld, ld.lld-NN).",
+    ),
+    Setting(
+        "amd_device_libs", PATH, None, ("POLYTILE_AMD_DEVICE_LIBS",), optional=True,
+        doc="Directory of the ROCm device library bitcode (ocml, ockl) to link math functions "
+        "from, when the one under rocm_path is not the one wanted.",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class TargetChoice:
+    """The target :func:`resolve_target` chose and, in words, why."""
+
+    target: Target
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.target} ({self.reason})"
+
+
+_SET_SOURCE = "polytile.config.set()"
+_DEFAULT_SOURCE = "default"
+_NOT_FOUND = object()
+
+
+def _encode_env_key(variable: str) -> Any:
+    # os.environ.get() encodes the key and decodes the value on every call, which is most
+    # of the cost of get() on the launch path.  os.environ keeps the encoded mapping in
+    # _data (bytes on POSIX, upper-cased str on Windows); looking the pre-encoded key up
+    # there sees every change made through os.environ at a fraction of the cost.  Where
+    # that private mapping is missing, _env_raw falls back to os.environ itself.
+    encode = getattr(os.environ, "encodekey", None)
+    return encode(variable) if callable(encode) else variable
+
+
+class _ProjectFile:
+    """A project file that was found: where, and its values already checked."""
+
+    __slots__ = ("path", "source", "values")
+
+    def __init__(self, path: Path, source: str, values: dict[str, Any]):
+        self.path = path
+        self.source = source
+        self.values = values
+
+
+def _load_toml(path: Path) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError:
+            raise ConfigError(
+                f"cannot read {path}: reading TOML on Python 3.10 needs the 'tomli' package "
+                "(pip install tomli)"
+            ) from None
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"cannot read {path}: it is not valid TOML: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+class Config:
+    """Programmatic values, caches of parsed environment values and project files.
+
+    The module-level functions act on one global instance.  Another instance over its own
+    table of settings is only useful in tests.
+    """
+
+    def __init__(self, table: Mapping[str, Setting] | None = None):
+        self._table: Mapping[str, Setting] = SETTINGS if table is None else dict(table)
+        self._set: dict[str, Any] = {}
+        # name -> (variable, raw value, parsed value).  The raw value is compared on every
+        # read, so a change to os.environ is seen without re-parsing unchanged values.
+        self._env_cache: dict[str, tuple[str, str, Any]] = {}
+        self._project_cache: dict[str, _ProjectFile | None] = {}
+        self._env_keys = {name: tuple((v, _encode_env_key(v)) for v in s.env) for name, s in self._table.items()}
+
+    # -- reading ---------------------------------------------------------------------
+
+    def get(self, name: str) -> Any:
+        """The current value of the setting ``name``."""
+        value = self._set.get(name, _NOT_FOUND)
+        if value is _NOT_FOUND:
+            setting = self._setting(name)
+            value = self._env_value(setting)
+            if value is _NOT_FOUND:
+                value = self._project_value(name)
+                if value is _NOT_FOUND:
+                    value = setting.default_value()
+        # Tuples are stored so that a caller cannot change a cached list in place.
+        return list(value) if isinstance(value, tuple) else value
+
+    def source_of(self, name: str) -> str:
+        """Where the current value of ``name`` comes from, in words."""
+        self._setting(name)
+        if name in self._set:
+            return _SET_SOURCE
+        # The environment is not parsed here, so that a bad value can still be explained.
+        variable, _ = self._env_raw(name)
+        if variable is not None:
+            return f"environment variable {variable}"
+        project = self._project()
+        if project is not None and name in project.values:
+            return project.source
+        return _DEFAULT_SOURCE
+
+    def project_file(self) -> Path | None:
+        """The project file that applies in the current directory, if any."""
+        project = self._project()
+        return project.path if project is not None else None
+
+    # -- writing ---------------------------------------------------------------------
+
+    def set(self, **values: Any) -> None:
+        """Set values from code; they win over every other source but a call argument.
+
+        All values are checked before any is applied, so a bad one changes nothing.
+        """
+        self._set.update(self._check_programmatic(values))
+
+    def reset(self, *names: str) -> None:
+        """Forget values given to :meth:`set`; with no names, forget all of them."""
+        if not names:
+            self._set.clear()
+            return
+        for name in names:
+            self._setting(name, where="passed to polytile.config.reset()")
+        for name in names:
+            self._set.pop(name, None)
+
+    def override(self, **values: Any) -> "_Override":
+        """A ``with`` block in which ``values`` are set; on exit the previous state returns."""
+        return _Override(self, self._check_programmatic(values))
+
+    def reload(self) -> None:
+        """Forget cached environment values and project-file lookups.
+
+        Project files are looked up once per working directory; call this after editing one
+        in a running process.
+        """
+        self._env_cache.clear()
+        self._project_cache.clear()
+
+    # -- target ------------------------------------------------------------------------
+
+    def resolve_target(
+        self,
+        explicit: "str | Target | None" = None,
+        *,
+        active_devices: Callable[[], Sequence[tuple[Target, str]]] | None = None,
+    ) -> TargetChoice:
+        """Choose the target: argument, set(), environment, project file, device, interpreter.
+
+        ``active_devices`` returns ``(target, description)`` pairs in priority order; it is
+        slow (it may initialize drivers), so it is called only when nothing earlier chose.
+        """
+        if explicit is not None:
+            source = "target= argument"
+            return TargetChoice(Target.parse(explicit, where=source), source)
+        value = self.get("target")
+        if value is not None:
+            return TargetChoice(Target.parse(value), self.source_of("target"))
+        if active_devices is not None:
+            for target, description in active_devices():
+                target = Target.parse(target, where="active_devices")
+                return TargetChoice(target, f"first active device: {description} (backend '{target.backend}')")
+        return TargetChoice(Target("interp"), "no installed backend has an active device; using the interpreter")
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _setting(self, name: str, where: str = "") -> Setting:
+        try:
+            return self._table[name]
+        except (KeyError, TypeError):
+            raise UnknownSettingError("setting", str(name), self._table, where=where) from None
+
+    def _check_programmatic(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        checked = {}
+        for name, value in values.items():
+            setting = self._setting(name, where="passed to polytile.config.set()")
+            checked[name] = self._convert(setting, value, _PYTHON, _SET_SOURCE)
+        return checked
+
+    @staticmethod
+    def _convert(setting: Setting, value: Any, origin: str, source: str, base_dir: Path | None = None) -> Any:
+        try:
+            return setting.convert(value, origin, base_dir)
+        except _Invalid as e:
+            raise ConfigError(f"setting '{setting.name}' from {source}: {e}") from None
+
+    def _env_raw(self, name: str) -> tuple[str | None, Any]:
+        """The first variable of ``name`` that is set, and its raw (maybe undecoded) text."""
+        data = getattr(os.environ, "_data", None)
+        if not isinstance(data, dict):
+            data = os.environ
+            for variable, _ in self._env_keys[name]:
+                raw = data.get(variable)
+                # An empty variable counts as unset, as `FOO= cmd` is the usual way to unset one.
+                if raw and not raw.isspace():
+                    return variable, raw
+            return None, None
+        for variable, key in self._env_keys[name]:
+            raw = data.get(key)
+            if raw and not raw.isspace():
+                return variable, raw
+        return None, None
+
+    def _env_value(self, setting: Setting) -> Any:
+        variable, raw = self._env_raw(setting.name)
+        if variable is None:
+            return _NOT_FOUND
+        cached = self._env_cache.get(setting.name)
+        if cached is not None and cached[0] == variable and cached[1] == raw:
+            return cached[2]
+        text = os.environ.get(variable, "")
+        value = self._convert(setting, text, _ENV, f"environment variable {variable}")
+        self._env_cache[setting.name] = (variable, raw, value)
+        return value
+
+    def _project_value(self, name: str) -> Any:
+        project = self._project()
+        if project is None:
+            return _NOT_FOUND
+        return project.values.get(name, _NOT_FOUND)
+
+    def _project(self) -> _ProjectFile | None:
+        try:
+            cwd = os.getcwd()
+        except OSError:  # the working directory was deleted
+            return None
+        try:
+            return self._project_cache[cwd]
+        except KeyError:
+            pass
+        # A broken file is not cached, so that fixing it takes effect without reload().
+        project = self._find_project(Path(cwd))
+        self._project_cache[cwd] = project
+        return project
+
+    def _find_project(self, start: Path) -> _ProjectFile | None:
+        for directory in (start, *start.parents):
+            candidate = directory / "polytile.toml"
+            if candidate.is_file():
+                return self._read_project(candidate, _load_toml(candidate), str(candidate))
+            candidate = directory / "pyproject.toml"
+            if candidate.is_file():
+                table = self._polytile_table(candidate)
+                if table is not None:
+                    return self._read_project(candidate, table, f"[tool.polytile] in {candidate}")
+        return None
+
+    @staticmethod
+    def _polytile_table(path: Path) -> dict[str, Any] | None:
+        """``[tool.polytile]`` of a pyproject.toml, or None when it has none.
+
+        A pyproject.toml without that table belongs to a project that does not configure
+        polytile (or to some enclosing project), so the search goes on past it.
+        """
+        try:
+            text = path.read_bytes()
+        except OSError:
+            return None
+        # Most pyproject.toml files never mention polytile; skip them without parsing.
+        if b"polytile" not in text:
+            return None
+        tool = _load_toml(path).get("tool")
+        if not isinstance(tool, dict) or "polytile" not in tool:
+            return None
+        table = tool["polytile"]
+        if not isinstance(table, dict):
+            raise ConfigError(f"[tool.polytile] in {path} must be a table of settings, got {table!r}")
+        return table
+
+    def _read_project(self, path: Path, table: dict[str, Any], source: str) -> _ProjectFile:
+        values = {}
+        for key, value in table.items():
+            setting = self._setting(key, where=f"in {source}")
+            values[key] = self._convert(setting, value, _TOML, source, base_dir=path.parent)
+        return _ProjectFile(path, source, values)
+
+
+class _Override:
+    """Restores exactly the programmatic values that were there before, including absence."""
+
+    __slots__ = ("_config", "_values", "_saved")
+
+    def __init__(self, config: Config, values: dict[str, Any]):
+        self._config = config
+        self._values = values
+        self._saved: dict[str, Any] = {}
+
+    def __enter__(self) -> None:
+        state = self._config._set
+        self._saved = {name: state.get(name, _NOT_FOUND) for name in self._values}
+        state.update(self._values)
+
+    def __exit__(self, *exc: object) -> None:
+        state = self._config._set
+        for name, previous in self._saved.items():
+            if previous is _NOT_FOUND:
+                state.pop(name, None)
+            else:
+                state[name] = previous
+
+
+def _describe(table: Iterable[Setting]) -> list[SettingInfo]:
+    return [SettingInfo(s.name, s.type_description, s.show_default(), s.env_description, s.doc) for s in table]
+
+
+def describe() -> list[SettingInfo]:
+    """Every setting as ``(name, type, default, env, doc)`` display text, in table order."""
+    return _describe(SETTINGS.values())
+
+
+def settings() -> list[Setting]:
+    """Every setting's declaration, in table order."""
+    return list(SETTINGS.values())
+
+
+def check_environment(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Warnings for ``POLYTILE_*`` variables that no setting reads (usually typos)."""
+    environ = os.environ if environ is None else environ
+    known = {variable for s in SETTINGS.values() for variable in s.env if variable.startswith("POLYTILE_")}
+    warnings = []
+    for variable in sorted(environ):
+        if variable.startswith("POLYTILE_") and variable not in known:
+            warnings.append(f"environment variable {variable} is not read by polytile{did_you_mean(variable, known)}")
+    return warnings
+
+
+_config = Config()
+
+get = _config.get
+set = _config.set  # noqa: A001 - the API is polytile.config.set(...)
+reset = _config.reset
+override = _config.override
+source_of = _config.source_of
+project_file = _config.project_file
+reload = _config.reload
+resolve_target = _config.resolve_target
