@@ -1,0 +1,40 @@
+"""Helpers for testing passes with IR text in and IR text out.
+
+    from polytile.testing import apply_passes
+    assert apply_passes(INPUT, CSE()) == EXPECTED
+
+Plugin authors use the same helpers for their own passes.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+
+from .ir import parse_module, print_ir, verify
+from .passes.pass_base import Pass, PassContext
+
+
+def dedent(text: str) -> str:
+    """Strip the common indentation and the leading newline of a triple-quoted IR text."""
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def apply_passes(ir_text: str, *passes: Pass, context: PassContext | None = None, verify_each: bool = True) -> str:
+    """Parse ``ir_text``, run ``passes`` in order (verifying after each), print the result."""
+    module = parse_module(dedent(ir_text))
+    verify(module)
+    context = context or PassContext()
+    for pass_ in passes:
+        preserved = pass_.run(module, context)
+        context.analyses.invalidate(preserved) if preserved is not None else context.analyses.clear()
+        if verify_each:
+            verify(module)
+    return print_ir(module)
+
+
+def roundtrip(ir_text: str) -> str:
+    """``print(parse(text))``; equal to ``dedent(text)`` for canonical text."""
+    return print_ir(parse_module(dedent(ir_text)))
+
+
