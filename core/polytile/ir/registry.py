@@ -31,9 +31,10 @@ class IRRegistry:
         self.types: Registry[type] = Registry("type")
         self.attributes: Registry[type] = Registry("attribute")
         self.dialects: Registry[Dialect] = Registry("dialect")
-        #: Called once with no arguments on the first lookup miss (the plugin manager
-        #: sets it to load plugin dialects); then the lookup is retried.
-        self.on_miss: Callable[[], None] | None = None
+        #: Called once with no arguments on the first lookup miss, then the lookup is
+        #: retried: by default it loads the plugins' dialects, so the parser knows ops
+        #: that installed plugins define without importing every plugin up front.
+        self.on_miss: Callable[[], None] | None = _load_plugin_dialects
 
     def register_op(self, cls: type) -> None:
         existing = self.ops.find(cls.name)
@@ -80,6 +81,12 @@ class IRRegistry:
     def constant_materializer(self, dialect: str) -> Callable[..., Any] | None:
         found = self.dialects.find(dialect)
         return None if found is None else found.constant_materializer
+
+
+def _load_plugin_dialects() -> None:
+    from ..plugins.manager import get_plugin_manager
+
+    get_plugin_manager().run_registration("polytile_register_dialects", IR_REGISTRY)
 
 
 IR_REGISTRY = IRRegistry()
