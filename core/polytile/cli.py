@@ -1,0 +1,176 @@
+"""The ``polytile`` command.
+
+    polytile info                       backends, plugins, devices, the chosen target and why
+    polytile passes                     every registered pass with its options and owner
+    polytile opt in.ir -p PIPELINE      run passes over an IR file, like mlir-opt
+    polytile config                     every setting, its value and where it came from
+
+A user error prints ``polytile: error: ...`` and exits with status 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from .passes.registry import pass_registry
+    from .plugins.manager import get_plugin_manager
+
+    manager = get_plugin_manager()
+    try:
+        pass_registry()  # so that the report shows which plugin provides which passes
+    except Exception as exc:  # a broken plugin must not hide the rest of the report
+        print(f"warning: passes could not be listed: {exc}", file=sys.stderr)
+    info = manager.info(refresh_devices=True)
+    out = [f"polytile {info.version}", "", "Backends:"]
+    if info.backends_error:
+        out.append(f"  error: {info.backends_error}")
+    for backend in info.backends:
+        archs = ", ".join(backend.architectures) if backend.architectures else "(no architectures)"
+        owner = backend.provided_by
+        out.append(f"  {backend.name:<8} {backend.description}")
+        out.append(f"           from {owner.distribution} {owner.version}".rstrip())
+        out.append(f"           targets: {archs}")
+        if backend.devices:
+            for device in backend.devices:
+                out.append(f"           device: {device}")
+        else:
+            reason = backend.no_device_reason or "no device found"
+            out.append(f"           no device: {reason}")
+    out += ["", "Plugins:"]
+    for plugin in info.plugins:
+        version = f" {plugin.version}" if plugin.version else ""
+        line = f"  {plugin.name:<12} {plugin.status:<9} {plugin.distribution}{version} ({plugin.group})"
+        out.append(line)
+        if plugin.reason:
+            out.append(f"               {plugin.reason}")
+        for problem in plugin.problems:
+            out.append(f"               problem: {problem}")
+        for kind, names in sorted(plugin.provides.items()):
+            out.append(f"               {kind}s: {', '.join(names)}")
+    if info.unknown_disabled:
+        out.append(f"  (setting 'disabled_plugins' names unknown plugins: {', '.join(info.unknown_disabled)})")
+    out += ["", "Target:"]
+    if info.target:
+        out.append(f"  {info.target}  ({info.target_reason})")
+    else:
+        out.append(f"  none: {info.target_error}")
+    print("\n".join(out))
+    return 0
+
+
+def _cmd_passes(args: argparse.Namespace) -> int:
+    from .passes.registry import pass_registry
+
+    registry = pass_registry()
+    for name, cls, owner in sorted(registry.items()):
+        summary = cls.summary or (cls.__doc__ or "").strip().split("\n")[0]
+        print(f"{name:<16} {summary}")
+        print(f"{'':<16} from {owner.distribution}" + (f" {owner.version}" if owner.version else "")
+              + (f" (plugin '{owner.name}')" if owner.name != "core" else ""))
+        for option, type_name, default, doc in cls.describe_options():
+            detail = f" - {doc}" if doc else ""
+            print(f"{'':<16}   {option}: {type_name} = {default!r}{detail}")
+    return 0
+
+
+def _read_input(path: str) -> tuple[str, str]:
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read(), path
+    except OSError as exc:
+        from .errors import PolytileError
+
+        raise PolytileError(f"cannot read IR file '{path}': {exc.strerror}") from None
+
+
+def _cmd_opt(args: argparse.Namespace) -> int:
+    from .ir import parse_module, print_ir, verify
+    from .passes.instrumentation import IRPrinter, PassTimer, Verifier, check_pass_names
+    from .passes.manager import PassManager
+    from .passes.pipeline import parse_pipeline
+
+    text, source = _read_input(args.input)
+    module = parse_module(text, source)
+    verify(module)
+    pipeline = parse_pipeline(args.pipeline or "")
+    instruments = [] if args.no_verify_each else [Verifier()]
+    before = check_pass_names(args.print_ir_before or [], "--print-ir-before")
+    after = check_pass_names(args.print_ir_after or [], "--print-ir-after")
+    if before or after:
+        instruments.append(IRPrinter(before, after, print_locations=args.print_locations))
+    if args.time_passes:
+        instruments.append(PassTimer())
+    PassManager(pipeline, instruments).run(module, label=source)
+    result = print_ir(module, print_locations=args.print_locations)
+    if args.output and args.output != "-":
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(result)
+    else:
+        sys.stdout.write(result)
+    return 0
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    from . import config
+
+    for setting in config.describe():
+        try:
+            value = config.get(setting.name)
+            source = config.source_of(setting.name)
+        except Exception as exc:  # show a bad value instead of stopping at it
+            value, source = f"<invalid: {exc}>", config.source_of(setting.name)
+        env = f" [{setting.env}]" if setting.env else ""
+        print(f"{setting.name} = {value!r}   ({source}){env}")
+    for warning in config.check_environment():
+        print(f"warning: {warning}")
+    return 0
+
+
+def _split_names(text: str) -> list[str]:
+    return [part for part in text.split(",") if part]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="polytile", description="polytile: a multi-backend tile-kernel compiler")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    sub.add_parser("info", help="installed backends and plugins, devices, the chosen target and why").set_defaults(
+        func=_cmd_info)
+    sub.add_parser("passes", help="every registered pass with its options and owner").set_defaults(func=_cmd_passes)
+    sub.add_parser("config", help="every setting, its value and where the value came from").set_defaults(
+        func=_cmd_config)
+    opt = sub.add_parser("opt", help="run a pass pipeline over an IR file (like mlir-opt)")
+    opt.add_argument("input", help="IR file, or - for standard input")
+    opt.add_argument("-p", "--pipeline", default="", help="pipeline text, e.g. 'canonicalize,cse,licm{...}'")
+    opt.add_argument("-o", "--output", help="write the result here instead of standard output")
+    opt.add_argument("--print-ir-before", type=_split_names, metavar="PASSES", help="comma-separated pass names or 'all'")
+    opt.add_argument("--print-ir-after", type=_split_names, metavar="PASSES", help="comma-separated pass names or 'all'")
+    opt.add_argument("--time-passes", action="store_true", help="print the time of each pass")
+    opt.add_argument("--no-verify-each", action="store_true", help="do not verify the IR after every pass")
+    opt.add_argument("--print-locations", action="store_true", help="print source locations (loc(...))")
+    opt.set_defaults(func=_cmd_opt)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .errors import PolytileError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except PolytileError as exc:
+        print(f"polytile: error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

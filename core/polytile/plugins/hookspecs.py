@@ -1,0 +1,291 @@
+"""Every hook a polytile plugin can implement.
+
+A plugin is a module (or any object) whose functions are marked with
+:data:`polytile.plugins.hookimpl` and whose names match a spec below.  It is found
+through an entry point in the group ``polytile.backends`` (a backend) or
+``polytile.plugins`` (anything else)::
+
+    # pyproject.toml of the distribution "polytile-myplugin"
+    [project.entry-points."polytile.plugins"]
+    myplugin = "polytile_myplugin.plugin"
+
+The core registers its own backends and passes through these same hooks.
+
+Rules that hold for every hook:
+
+* Hooks are called with keyword arguments only.  An implementation may accept fewer
+  arguments than the spec names (``def polytile_cache_key(options)`` is fine), so specs
+  can grow new arguments without breaking plugins.
+* Implementations run one at a time in pluggy's order: the plugin registered last runs
+  first, unless ``@hookimpl(tryfirst=True)`` or ``@hookimpl(trylast=True)`` says otherwise.
+  Hook wrappers are not supported.
+* The four ``polytile_register_*`` hooks fill a registry.  Everything an implementation
+  registers is attributed to its plugin.  If the implementation raises, its entries are
+  removed again, the plugin is marked as failed (``polytile info`` shows why), and only
+  asking for something it would have provided raises an error naming it.  Two plugins
+  registering the same name is always an error naming both distributions.
+* An exception from any other hook becomes a :class:`~polytile.errors.PluginError` that
+  names the plugin, its distribution and the hook.
+* Import vendor modules (``cuda.bindings``, ``hip``) inside hook bodies, never at the
+  plugin's import time: plugins are imported whenever polytile needs its plugin manager.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+from . import hookspec
+
+if TYPE_CHECKING:
+    from ..target import Target
+
+
+# -- registration hooks ---------------------------------------------------------------
+
+
+@hookspec
+def polytile_register_backends(registry: Any) -> None:
+    """Register the backends (compilation targets) this plugin provides.
+
+    :param registry: the backend registry.  Call ``registry.register(backend)`` with an
+        *instance* of a :class:`polytile.backend.Backend` subclass; it is keyed by
+        ``backend.name``, the part of a target before ``:`` (``"amd"`` for
+        ``amd:gfx942``).
+    :return: ignored.
+
+    Called once per process, the first time polytile needs to know the backends
+    (resolving a target, choosing one, ``polytile info``).  Keep it cheap: create the
+    backend object, do not look for devices here (that is
+    :meth:`Backend.active_devices`, called later and only when needed).
+
+    Name the entry point after the backend (``amd = "polytile_amd.plugin"``): when the
+    plugin fails to import or this hook raises, a request for target ``amd:...`` then
+    reports that plugin's error instead of "unknown target backend".
+
+    Example::
+
+        from polytile.backend import Backend
+        from polytile.plugins import hookimpl
+
+        class AmdBackend(Backend):
+            name = "amd"
+            description = "AMD GPUs through HSACO code objects"
+            architectures = ("gfx90a", "gfx942", "gfx950")
+
+        @hookimpl
+        def polytile_register_backends(registry):
+            registry.register(AmdBackend())
+    """
+
+
+@hookspec
+def polytile_register_dialects(registry: Any) -> None:
+    """Register IR dialects: the ops, types and attributes this plugin adds to the IR.
+
+    :param registry: the IR registry of :mod:`polytile.ir`.  Call
+        ``registry.register(dialect)`` with a :class:`polytile.ir.registry.Dialect`
+        grouping the op, type and attribute classes; each is keyed by its own name
+        (``op.name``, ``type_name``, ``attribute_name``).
+    :return: ignored.
+
+    Called once per process, the first time the IR needs a name it does not know (the
+    parser meeting ``tma.descriptor_load``, say), so a plugin's dialect costs nothing to
+    a program that never uses it.  The interpreter semantics and per-backend lowerings of
+    the ops travel with the op definitions.
+
+    Example::
+
+        from polytile.ir.registry import Dialect
+        from polytile.plugins import hookimpl
+
+        @hookimpl
+        def polytile_register_dialects(registry):
+            from polytile_tma import ops, types   # import the IR classes lazily
+            registry.register(Dialect(
+                name="tma",
+                ops=(ops.DescriptorLoad, ops.DescriptorStore),
+                types=(types.TensorDescriptorType,),
+                doc="Hopper tensor memory accelerator",
+            ))
+    """
+
+
+@hookspec
+def polytile_register_passes(registry: Any) -> None:
+    """Register pass classes so that pipelines and ``--pipeline`` text can name them.
+
+    :param registry: the pass registry of :mod:`polytile.passes`.  Call
+        ``registry.register(PassClass)`` with the class (not an instance); it is keyed
+        by the class's pass name.
+    :return: ignored.
+
+    Called once per process, the first time a pass is looked up by name.  Registering a
+    pass does not run it: put it into pipelines with :func:`polytile_configure_pipeline`.
+
+    Example::
+
+        from polytile.passes import Pass
+        from polytile.plugins import hookimpl
+
+        class SizeLDS(Pass):
+            name = "lds-size"
+            def run(self, module, context):
+                ...
+
+        @hookimpl
+        def polytile_register_passes(registry):
+            registry.register(SizeLDS)
+    """
+
+
+@hookspec
+def polytile_register_builtins(registry: Any) -> None:
+    """Register language builtins that kernels reach through ``polytile.language``.
+
+    :param registry: the builtin registry of :mod:`polytile.language`.  Call
+        ``registry.register(builtin)`` with a builtin function defined with the
+        language's builtin decorator; it is keyed by the function's name and becomes
+        ``pl.<name>`` inside kernels.  A builtin name the core already defines is a
+        conflict, not an override.
+    :return: ignored.
+
+    Called once per process, the first time the frontend resolves a ``pl.`` name it does
+    not know, so plain ``import polytile.language`` stays fast.
+
+    Example::
+
+        from polytile.plugins import hookimpl
+
+        @hookimpl
+        def polytile_register_builtins(registry):
+            from polytile_tma.language import make_tensor_descriptor
+            registry.register(make_tensor_descriptor)   # pl.make_tensor_descriptor
+    """
+
+
+# -- compilation hooks ----------------------------------------------------------------
+
+
+@hookspec
+def polytile_configure_pipeline(pipeline: Any, target: "Target", options: Any) -> None:
+    """Insert, replace or remove passes in the pipeline of one compilation.
+
+    :param pipeline: the pass pipeline the backend built, editable in place.  Its
+        stages (``tile``, ``distribute``, ``memory``, ``llvm``, ``assemble``) and every
+        pass in them are named anchors: insert before or after a stage or a pass,
+        replace a pass, or remove one.  Anchors are by name, never by position, so
+        plugins compose.  Naming an anchor the pipeline lacks is an error that names
+        your plugin.
+    :param target: the resolved :class:`~polytile.target.Target` (``nvidia:sm_90a``).
+    :param options: the backend's parsed options object
+        (a :class:`~polytile.backend.BackendOptions` subclass).
+    :return: ignored.
+
+    Called once per compilation, after the backend's ``configure_pipeline`` has
+    appended its stages, and before any pass runs.  Check ``target`` first: most plugins
+    only apply to some backends or architectures.  Whatever makes your change differ
+    between compilations must also enter :func:`polytile_cache_key`.
+
+    Example::
+
+        from polytile.plugins import hookimpl
+
+        @hookimpl
+        def polytile_configure_pipeline(pipeline, target, options):
+            if target.backend != "nvidia" or target.arch != "sm_90a":
+                return
+            pipeline.insert_after("tile.cse", "tma-lowering")
+            pipeline.replace("gpu.pipeline-loads", "tma-pipeline-loads")
+    """
+
+
+@hookspec
+def polytile_cache_key(target: "Target", options: Any) -> str | None:
+    """Return a string that must enter the compile cache key, or ``None``.
+
+    :param target: the resolved target of the compilation.
+    :param options: the backend's parsed options object.
+    :return: a string (a hash of your settings, a toolchain version), or ``None`` when
+        nothing beyond your plugin's name and version matters.
+
+    Every loaded plugin's name and distribution version enter the cache key anyway; use
+    this hook for what else changes generated code: an environment variable you read, an
+    external tool's version, a data file.  Called once per compilation before the
+    on-disk cache is consulted, so keep it fast and deterministic (no timestamps, no
+    object ids).
+
+    Example::
+
+        import os
+        from polytile.plugins import hookimpl
+
+        @hookimpl
+        def polytile_cache_key(target, options):
+            if target.backend != "amd":
+                return None
+            return "lds-budget=" + os.environ.get("POLYTILE_LDS_BUDGET", "default")
+    """
+
+
+@hookspec(firstresult=True)
+def polytile_adapt_argument(value: Any, target: "Target") -> Any:
+    """Turn a kernel launch argument the runtime does not know into one it does.
+
+    :param value: the argument as the user passed it (a tensor descriptor object, a
+        library's array type).
+    :param target: the target of the kernel being launched.
+    :return: the replacement (a tensor, a pointer, a scalar, or a tuple the runtime
+        knows how to pass), or ``None`` to let other plugins try.
+
+    Called at specialization time for each argument whose type the runtime does not
+    recognise, once per new argument type, not on every launch; the first non-``None``
+    result wins (``firstresult``).  Return ``None`` quickly for values that are not
+    yours.
+
+    Example::
+
+        from polytile.plugins import hookimpl
+        from polytile_tma.descriptor import TensorDescriptor
+
+        @hookimpl
+        def polytile_adapt_argument(value, target):
+            if not isinstance(value, TensorDescriptor):
+                return None
+            return value.pack(target)   # a 128-byte CUtensorMap and the base pointer
+    """
+
+
+@hookspec
+def polytile_compile_metadata(kernel_name: str, target: "Target", metadata: dict[str, Any]) -> None:
+    """Add entries to a compiled kernel's metadata.
+
+    :param kernel_name: the kernel's name.
+    :param target: the target it was compiled for.
+    :param metadata: the metadata dict of the compiled kernel (shared memory bytes,
+        number of warps, ...).  Add keys prefixed with your plugin's name; do not change
+        the core's or the backend's keys.  Values must be JSON-serialisable: the dict is
+        stored in the on-disk cache next to the binary.
+    :return: ignored.
+
+    Called once per compilation, after the last pipeline stage, before the result is
+    written to the cache; a cache hit reads the stored metadata and does not call it.
+
+    Example::
+
+        from polytile.plugins import hookimpl
+
+        @hookimpl
+        def polytile_compile_metadata(kernel_name, target, metadata):
+            if target.backend == "amd":
+                from polytile_lds.budget import lds_budget
+                metadata["lds.budget_bytes"] = lds_budget(target.arch)
+    """
+
+
+#: Hooks that fill a registry (see :meth:`PluginManager.run_registration`).
+REGISTRATION_HOOKS: Mapping[str, str] = {
+    "polytile_register_backends": "backends",
+    "polytile_register_dialects": "IR dialects",
+    "polytile_register_passes": "passes",
+    "polytile_register_builtins": "language builtins",
+}

@@ -1,0 +1,711 @@
+"""The plugin manager: finds, loads and calls polytile's plugins.
+
+It wraps ``pluggy.PluginManager("polytile")``.  On first use it registers the core's own
+plugin modules (:data:`BUILTIN_PLUGINS`), then every entry point of the groups
+``polytile.backends`` and ``polytile.plugins`` that the setting ``disabled_plugins``
+does not name.
+
+A plugin that fails (cannot be imported, has malformed hooks, raises in a registration
+hook) is recorded and taken out: its hooks are no longer called and whatever it
+registered is removed again.  Nothing fails until something needs what the plugin would
+have provided; then the plugin's own error is raised, naming it and its distribution.
+Other plugins keep working.  Two plugins claiming one name is a hard error at once.
+
+Most code needs only :func:`get_plugin_manager`::
+
+    manager = get_plugin_manager()
+    backend, target = manager.backends.resolve("amd:gfx942")
+    manager.run_registration("polytile_register_passes", PASS_REGISTRY)
+    extra = manager.call_hook("polytile_cache_key", target=target, options=options)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import logging
+import re
+import threading
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Protocol, Sequence
+
+import pluggy
+
+from .. import __version__
+from ..errors import PluginConflictError, PluginError, did_you_mean
+from ..target import Target
+from . import PROJECT_NAME, hookspecs
+from .backends import BackendRegistry, describe_device
+from .registry import CORE_OWNER, PluginInfo, Registry
+
+#: The core's own plugin modules, registered before any entry point, owned by the core.
+#: A module of this list that does not exist (yet) is skipped.
+BUILTIN_PLUGINS: list[str] = [
+    "polytile.interpreter.plugin",
+    "polytile.passes.builtin",
+]
+
+#: Entry point groups searched for plugins, backends first.
+ENTRY_POINT_GROUPS: tuple[str, ...] = ("polytile.backends", "polytile.plugins")
+
+LOADED = "loaded"
+DISABLED = "disabled"
+FAILED = "failed"
+
+REGISTRATION_HOOKS = tuple(hookspecs.REGISTRATION_HOOKS)
+HOOK_NAMES = tuple(sorted(name for name in vars(hookspecs) if name.startswith("polytile_")))
+
+log = logging.getLogger("polytile.plugins")
+
+
+class EntryPointLike(Protocol):
+    """What the manager needs of an entry point (``importlib.metadata.EntryPoint``)."""
+
+    name: str
+    value: str
+    group: str
+
+    def load(self) -> Any: ...
+
+
+@dataclass
+class PluginRecord:
+    """One plugin as the manager knows it: where it came from and how it fared."""
+
+    info: PluginInfo
+    #: Entry point group, ``"builtin"`` for the core, ``"direct"`` for :meth:`PluginManager.register`.
+    group: str
+    #: What the entry point names (``"polytile_amd.plugin"``); the module names for the core.
+    value: str
+    version: str = ""
+    status: str = LOADED
+    #: One line: why the plugin is disabled or failed.
+    reason: str = ""
+    #: The hook that raised; empty when the plugin failed before any hook ran.
+    hook: str = ""
+    #: The error raised when something needs what this plugin would have provided.
+    error: PluginError | None = field(default=None, repr=False)
+    traceback: str = field(default="", repr=False)
+    #: Failures that did not take the plugin out (a crashed device probe).
+    problems: list[str] = field(default_factory=list)
+    plugin: Any = field(default=None, repr=False)
+    pluggy_name: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def distribution(self) -> str:
+        return self.info.distribution
+
+    @property
+    def cache_name(self) -> str:
+        if self.info == CORE_OWNER:
+            return "polytile"
+        return f"{self.info.distribution}:{self.info.name}"
+
+
+@dataclass
+class BackendReport:
+    name: str
+    description: str
+    provided_by: PluginInfo
+    architectures: tuple[str, ...]
+    default_architecture: str | None
+    devices: list[str]
+    #: Why there is no device; empty when there are devices.
+    no_device_reason: str = ""
+    probe_failed: bool = False
+
+
+@dataclass
+class PluginReport:
+    name: str
+    distribution: str
+    version: str
+    group: str
+    value: str
+    status: str
+    reason: str = ""
+    hook: str = ""
+    problems: list[str] = field(default_factory=list)
+    #: What the plugin registered, by registry kind: ``{"backend": ["amd"], "pass": [...]}``.
+    provides: dict[str, list[str]] = field(default_factory=dict)
+    traceback: str = ""
+
+
+@dataclass
+class PolytileInfo:
+    """Everything ``polytile info`` shows, as plain data."""
+
+    version: str
+    plugins: list[PluginReport]
+    backends: list[BackendReport]
+    #: Names in the setting ``disabled_plugins`` that match no installed plugin.
+    unknown_disabled: list[str]
+    #: Set when the backends could not be listed (two plugins claim one backend).
+    backends_error: str = ""
+    target: str = ""
+    target_reason: str = ""
+    target_error: str = ""
+
+
+@dataclass
+class _Filled:
+    """A registry that a registration hook has filled, kept to withdraw failed plugins."""
+
+    hook: str
+    registry: Any
+    parts: list[Any]
+    error: PluginError | None = None
+
+
+def _normalize(name: str) -> str:
+    # Distribution names compare like pip compares them: "Polytile_AMD" is "polytile-amd".
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _summary(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _distribution_of(ep: Any) -> tuple[str, str]:
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return "unknown distribution", ""
+    name = getattr(dist, "name", None)
+    if not name:
+        metadata = getattr(dist, "metadata", None)
+        name = metadata["Name"] if metadata is not None else ""
+    return name or "unknown distribution", getattr(dist, "version", "") or ""
+
+
+def discover_entry_points() -> list[Any]:
+    """Installed entry points of :data:`ENTRY_POINT_GROUPS`, in a deterministic order.
+
+    Sorted by name within a group so that the target chosen on a machine with two kinds
+    of device does not depend on the order of ``sys.path``; an entry point seen twice
+    (a distribution on ``sys.path`` twice) counts once.
+    """
+    from importlib.metadata import entry_points
+
+    found: list[Any] = []
+    seen: set[tuple[str, str, str, str]] = set()
+    for group in ENTRY_POINT_GROUPS:
+        eps = sorted(entry_points(group=group), key=lambda ep: (ep.name, _distribution_of(ep)[0]))
+        for ep in eps:
+            key = (group, ep.name, ep.value, _normalize(_distribution_of(ep)[0]))
+            if key not in seen:
+                seen.add(key)
+                found.append(ep)
+    return found
+
+
+def _registry_parts(registry: Any) -> list[Any]:
+    """The :class:`Registry` objects that ``registry`` consists of.
+
+    A registry object with its own ``owned_by``/``remove_owned_by`` counts as one; an
+    object holding several registries as attributes (the IR registry: ops, types,
+    attributes, dialects) counts as those.
+    """
+    if isinstance(registry, Registry):
+        return [registry]
+    if callable(getattr(registry, "owned_by", None)) and callable(getattr(registry, "remove_owned_by", None)):
+        return [registry]
+    parts = [value for value in getattr(registry, "__dict__", {}).values() if isinstance(value, Registry)]
+    if not parts:
+        raise TypeError(
+            "run_registration() needs a polytile.plugins.registry.Registry or an object holding "
+            f"Registry attributes, got {type(registry).__qualname__}"
+        )
+    return parts
+
+
+class PluginManager:
+    """polytile's plugins: loading, attribution, failures, and calling hooks.
+
+    :param entry_points: the entry points to load (objects with ``name``, ``value``,
+        ``group``, ``dist`` and ``load()``); ``None`` discovers the installed ones.
+    :param builtins: the core's plugin modules, as dotted names or module objects;
+        ``None`` means :data:`BUILTIN_PLUGINS`.
+    :param disabled: names of plugins not to load (entry point or distribution
+        names); ``None`` reads the setting ``disabled_plugins``.
+
+    Nothing is imported or loaded until first use.
+    """
+
+    def __init__(
+        self,
+        *,
+        entry_points: Iterable[EntryPointLike] | None = None,
+        builtins: Sequence[Any] | None = None,
+        disabled: Iterable[str] | None = None,
+    ):
+        self._pm = pluggy.PluginManager(PROJECT_NAME)
+        self._pm.add_hookspecs(hookspecs)
+        self._entry_points = None if entry_points is None else list(entry_points)
+        self._builtins = None if builtins is None else list(builtins)
+        self._disabled_setting = None if disabled is None else list(disabled)
+        self._lock = threading.RLock()
+        self._loaded = False
+        self._load_error: BaseException | None = None
+        self._records: list[PluginRecord] = []
+        self._by_pluggy_name: dict[str, PluginRecord] = {}
+        self._unknown_disabled: list[str] = []
+        self._filled: dict[tuple[str, int], _Filled] = {}
+        self._backends: BackendRegistry | None = None
+        self._backends_ready = False
+
+    @property
+    def pluggy_manager(self) -> pluggy.PluginManager:
+        """The underlying pluggy manager, for diagnostics; call hooks through this class."""
+        return self._pm
+
+    # -- loading --------------------------------------------------------------------
+
+    def _ensure_loaded(self) -> None:
+        if not self._loaded:
+            with self._lock:
+                if not self._loaded:
+                    try:
+                        self._load()
+                    except Exception as exc:
+                        # Loading again would register the plugins that did load twice.
+                        self._load_error = exc
+                        raise
+                    finally:
+                        self._loaded = True
+                    return
+        if self._load_error is not None:
+            raise self._load_error
+
+    def _load(self) -> None:
+        disabled = self._disabled_names()
+        self._load_builtins()
+        used: set[str] = set()
+        entry_points = discover_entry_points() if self._entry_points is None else self._entry_points
+        for ep in entry_points:
+            distribution, version = _distribution_of(ep)
+            info = PluginInfo(ep.name, distribution, version)
+            record = PluginRecord(info, ep.group, ep.value, version, pluggy_name=f"{ep.group}:{distribution}:{ep.name}")
+            self._records.append(record)
+            matched = next(
+                (n for n in disabled if _normalize(n) in (_normalize(ep.name), _normalize(distribution))), None
+            )
+            if matched is not None:
+                used.add(matched)
+                self._disable(record, matched)
+                continue
+            try:
+                plugin = ep.load()
+            except Exception as exc:
+                self._fail(record, exc, hook="")
+                continue
+            self._register_plugin(plugin, record)
+        self._unknown_disabled = [n for n in disabled if n not in used]
+
+    def _disabled_names(self) -> list[str]:
+        names: Any = self._disabled_setting
+        if names is None:
+            try:
+                config = importlib.import_module("polytile.config")
+            except ModuleNotFoundError as exc:
+                if exc.name != "polytile.config":
+                    raise
+                return []
+            names = config.get("disabled_plugins") or []
+        if isinstance(names, str):
+            names = names.split(",")
+        return [n.strip() for n in names if n and n.strip()]
+
+    def _load_builtins(self) -> None:
+        builtins = list(BUILTIN_PLUGINS) if self._builtins is None else self._builtins
+        record = PluginRecord(CORE_OWNER, "builtin", "", __version__)
+        self._records.append(record)
+        modules: list[str] = []
+        for item in builtins:
+            if isinstance(item, str):
+                try:
+                    plugin = importlib.import_module(item)
+                except ModuleNotFoundError as exc:
+                    if exc.name == item:
+                        continue
+                    raise self._core_error(f"polytile's builtin plugin module '{item}' failed to import", exc) from exc
+                except Exception as exc:
+                    raise self._core_error(f"polytile's builtin plugin module '{item}' failed to import", exc) from exc
+                name = item
+            else:
+                plugin, name = item, getattr(item, "__name__", type(item).__qualname__)
+            try:
+                self._pm.register(plugin, name=f"builtin:{name}")
+            except (pluggy.PluginValidationError, ValueError) as exc:
+                raise self._core_error(f"polytile's builtin plugin module '{name}' has malformed hooks", exc) from exc
+            self._by_pluggy_name[f"builtin:{name}"] = record
+            problem = self._hook_problems(plugin)
+            if problem:
+                raise PluginError(f"polytile's builtin plugin module '{name}' {problem}; this is a bug in polytile",
+                                  plugin=CORE_OWNER.name, distribution=CORE_OWNER.distribution)
+            modules.append(name)
+        record.value = ", ".join(modules)
+
+    @staticmethod
+    def _core_error(what: str, exc: BaseException, hook: str = "") -> PluginError:
+        return PluginError(f"{what}: {_summary(exc)}; this is a bug in polytile, please report it",
+                           plugin=CORE_OWNER.name, distribution=CORE_OWNER.distribution, hook=hook)
+
+    def _register_plugin(self, plugin: Any, record: PluginRecord) -> None:
+        record.plugin = plugin
+        if self._pm.is_registered(plugin):
+            # Two entry points naming one module (one per group): its hooks run once.
+            other = self._pm.get_name(plugin)
+            record.reason = f"same module as {self._by_pluggy_name[other].info.describe()}"
+            return
+        try:
+            self._pm.register(plugin, name=record.pluggy_name)
+        except pluggy.PluginValidationError as exc:
+            self._fail(record, exc, hook="", reason=f"its hook implementations do not match polytile's hooks: {exc}")
+            return
+        except ValueError as exc:
+            self._fail(record, exc, hook="")
+            return
+        self._by_pluggy_name[record.pluggy_name] = record
+        problem = self._hook_problems(plugin)
+        if problem:
+            self._fail(record, None, hook="", reason=problem)
+
+    def _hook_problems(self, plugin: Any) -> str:
+        for caller in self._pm.get_hookcallers(plugin) or []:
+            if caller.spec is None:
+                return f"implements unknown hook '{caller.name}'{did_you_mean(caller.name, HOOK_NAMES)}"
+            for impl in caller.get_hookimpls():
+                if impl.plugin is plugin and (impl.hookwrapper or getattr(impl, "wrapper", False)):
+                    return f"implements hook '{caller.name}' as a hook wrapper, which polytile does not support"
+        return ""
+
+    def _disable(self, record: PluginRecord, setting_name: str) -> None:
+        record.status = DISABLED
+        record.reason = f"disabled by the setting 'disabled_plugins' (entry '{setting_name}')"
+        record.error = PluginError(
+            f"{record.info.describe()} is disabled by the setting 'disabled_plugins' (entry '{setting_name}'); "
+            "remove that entry to use it",
+            plugin=record.info.name, distribution=record.info.distribution,
+        )
+
+    def _fail(self, record: PluginRecord, exc: BaseException | None, hook: str, reason: str = "") -> None:
+        reason = reason or (_summary(exc) if exc is not None else "unknown failure")
+        where = f"failed in hook '{hook}'" if hook else "failed to load"
+        record.status = FAILED
+        record.reason = reason
+        record.hook = hook
+        record.error = PluginError(
+            f"{record.info.describe()} {where}: {reason}; fix or uninstall it, "
+            f"or disable it with the setting 'disabled_plugins' (add '{record.info.name}')",
+            plugin=record.info.name, distribution=record.info.distribution, hook=hook,
+        )
+        if exc is not None:
+            record.error.__cause__ = exc
+            record.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        log.warning("%s %s and is skipped: %s (see `polytile info`)", record.info.describe(), where, reason)
+        self._withdraw(record)
+
+    def _withdraw(self, record: PluginRecord) -> None:
+        for filled in self._filled.values():
+            for part in filled.parts:
+                part.remove_owned_by(record.info)
+        if record.plugin is not None and self._pm.get_name(record.plugin) == record.pluggy_name:
+            self._pm.unregister(record.plugin)
+
+    def register(self, plugin: Any, info: PluginInfo, *, value: str = "") -> PluginRecord:
+        """Register a plugin object directly (tests, embedding applications).
+
+        ``info`` names it (use the distribution your code ships in).  Registries that
+        were already filled get the plugin's registrations at once.
+        """
+        self._ensure_loaded()
+        with self._lock:
+            name = f"direct:{info.distribution}:{info.name}:{len(self._records)}"
+            record = PluginRecord(info, "direct", value or getattr(plugin, "__name__", type(plugin).__qualname__),
+                                  info.version, pluggy_name=name)
+            self._records.append(record)
+            self._register_plugin(plugin, record)
+            for filled in list(self._filled.values()):
+                if record.status != LOADED or filled.error is not None:
+                    continue
+                for impl in self._impls(filled.hook):
+                    if impl.plugin is plugin:
+                        self._register_from(impl, filled)
+        return record
+
+    # -- registration hooks -----------------------------------------------------------
+
+    def run_registration(self, hook_name: str, registry: Any) -> Any:
+        """Call registration hook ``hook_name`` with ``registry=registry``; return ``registry``.
+
+        Each plugin's implementation runs inside ``owned_by(plugin)`` on every part of
+        ``registry`` (a :class:`Registry`, or an object with Registry attributes), so
+        each entry is attributed.  An implementation that raises is withdrawn (see the
+        module docstring).  A conflict between two plugins raises
+        :class:`~polytile.errors.PluginConflictError` now and again on every later call.
+        Calling this again for the same registry object does nothing.
+        """
+        if hook_name not in REGISTRATION_HOOKS:
+            raise ValueError(
+                f"'{hook_name}' is not a registration hook; registration hooks are {', '.join(REGISTRATION_HOOKS)}"
+            )
+        self._ensure_loaded()
+        with self._lock:
+            key = (hook_name, id(registry))
+            filled = self._filled.get(key)
+            if filled is None:
+                filled = _Filled(hook_name, registry, _registry_parts(registry))
+                self._filled[key] = filled
+                try:
+                    for impl in self._impls(hook_name):
+                        self._register_from(impl, filled)
+                except PluginError as exc:
+                    filled.error = exc
+                    raise
+            elif filled.error is not None:
+                raise filled.error
+        return registry
+
+    def _register_from(self, impl: Any, filled: _Filled) -> None:
+        record = self._by_pluggy_name.get(impl.plugin_name)
+        if record is None or record.status != LOADED:
+            return
+        kwargs = self._arguments(impl, {"registry": filled.registry}, filled.hook, record)
+        with contextlib.ExitStack() as stack:
+            for part in filled.parts:
+                stack.enter_context(part.owned_by(record.info))
+            try:
+                impl.function(**kwargs)
+            except PluginConflictError:
+                raise
+            except Exception as exc:
+                self._registration_failed(record, exc, filled.hook)
+
+    def _registration_failed(self, record: PluginRecord, exc: Exception, hook: str) -> None:
+        if record.info == CORE_OWNER:
+            raise self._core_error(f"polytile's own hook '{hook}' failed", exc, hook) from exc
+        self._fail(record, exc, hook)
+
+    # -- calling hooks ----------------------------------------------------------------
+
+    def _impls(self, hook_name: str) -> list[Any]:
+        # pluggy calls the last registered implementation first (tryfirst/trylast aside).
+        return list(reversed(getattr(self._pm.hook, hook_name).get_hookimpls()))
+
+    @staticmethod
+    def _arguments(impl: Any, kwargs: dict[str, Any], hook_name: str, record: PluginRecord) -> dict[str, Any]:
+        # Like pluggy: an implementation receives only the arguments it names.
+        try:
+            return {name: kwargs[name] for name in impl.argnames}
+        except KeyError as exc:
+            raise PluginError(
+                f"{record.info.describe()} implements hook '{hook_name}' with argument '{exc.args[0]}', "
+                f"which the hook does not have (it has: {', '.join(kwargs) or 'none'})",
+                plugin=record.info.name, distribution=record.info.distribution, hook=hook_name,
+            ) from None
+
+    def _caller(self, hook_name: str, kwargs: dict[str, Any]) -> Any:
+        if hook_name in REGISTRATION_HOOKS:
+            raise ValueError(f"'{hook_name}' fills a registry: call run_registration('{hook_name}', registry)")
+        caller = getattr(self._pm.hook, hook_name, None)
+        if caller is None or caller.spec is None:
+            raise ValueError(f"unknown hook '{hook_name}'{did_you_mean(hook_name, HOOK_NAMES)}")
+        expected = set(caller.spec.argnames)
+        if set(kwargs) != expected:
+            missing, extra = sorted(expected - set(kwargs)), sorted(set(kwargs) - expected)
+            raise TypeError(f"hook '{hook_name}' takes the keyword arguments {', '.join(sorted(expected))}; "
+                            f"missing: {', '.join(missing) or 'none'}, unexpected: {', '.join(extra) or 'none'}")
+        return caller
+
+    def _call_each(self, hook_name: str, kwargs: dict[str, Any]) -> Iterator[tuple[PluginRecord, Any]]:
+        # The caller has checked the hook and its arguments with _caller().
+        self._ensure_loaded()
+        for impl in self._impls(hook_name):
+            record = self._by_pluggy_name.get(impl.plugin_name)
+            if record is None or record.status != LOADED:
+                continue
+            arguments = self._arguments(impl, kwargs, hook_name, record)
+            try:
+                result = impl.function(**arguments)
+            except PluginError as exc:
+                if exc.plugin:  # already names the plugin at fault
+                    raise
+                raise self._hook_error(record, hook_name, exc) from exc
+            except Exception as exc:
+                raise self._hook_error(record, hook_name, exc) from exc
+            yield record, result
+
+    @staticmethod
+    def _hook_error(record: PluginRecord, hook_name: str, exc: BaseException) -> PluginError:
+        return PluginError(f"{record.info.describe()} failed in hook '{hook_name}': {_summary(exc)}",
+                           plugin=record.info.name, distribution=record.info.distribution, hook=hook_name)
+
+    def call_hook(self, hook_name: str, /, **kwargs: Any) -> Any:
+        """Call a non-registration hook with keyword arguments.
+
+        Returns the list of non-``None`` results in call order, or for a
+        ``firstresult`` hook the first non-``None`` result (``None`` if there is none).
+        An exception from a plugin becomes a :class:`~polytile.errors.PluginError` naming
+        the plugin, its distribution and the hook; the cause is chained.
+        """
+        firstresult = bool(self._caller(hook_name, kwargs).spec.opts.get("firstresult"))
+        results = []
+        for _, result in self._call_each(hook_name, kwargs):
+            if result is not None:
+                if firstresult:
+                    return result
+                results.append(result)
+        return None if firstresult else results
+
+    # -- what the rest of polytile asks -----------------------------------------------
+
+    @property
+    def backends(self) -> BackendRegistry:
+        """Every installed backend; ``polytile_register_backends`` runs on first access."""
+        if self._backends_ready:
+            return self._backends  # type: ignore[return-value]
+        with self._lock:
+            if self._backends is None:
+                self._backends = BackendRegistry(explain_missing=self.failure_for, report_problem=self._record_problem)
+            self.run_registration("polytile_register_backends", self._backends)
+            self._backends_ready = True
+            return self._backends
+
+    def plugins(self) -> list[PluginRecord]:
+        """Every plugin: the core first, then entry points in load order, with status."""
+        self._ensure_loaded()
+        return list(self._records)
+
+    def failure_for(self, name: str) -> PluginError | None:
+        """The error of the failed or disabled plugin called ``name`` (entry point or
+        distribution name), or ``None``.  Registries raise it when asked for a name such
+        a plugin would have provided."""
+        self._ensure_loaded()
+        wanted = _normalize(name)
+        for record in self._records:
+            if record.status != LOADED and wanted in (_normalize(record.info.name), _normalize(record.info.distribution)):
+                return record.error
+        return None
+
+    def _record_problem(self, owner: PluginInfo, message: str) -> None:
+        log.warning("%s: %s", owner.describe(), message)
+        for record in self._records:
+            if record.info == owner and message not in record.problems:
+                record.problems.append(message)
+
+    def cache_key_components(self, target: Target, options: Any) -> list[str]:
+        """Sorted strings for the compile cache key: ``"name==version"`` of every loaded
+        plugin (the core as ``polytile==<version>``), and ``"name: <string>"`` for each
+        string a plugin returned from ``polytile_cache_key``."""
+        self._ensure_loaded()
+        parts = {f"{r.cache_name}=={r.version}" for r in self._records if r.status == LOADED}
+        kwargs = {"target": target, "options": options}
+        self._caller("polytile_cache_key", kwargs)
+        for record, result in self._call_each("polytile_cache_key", kwargs):
+            if result is None:
+                continue
+            if not isinstance(result, str):
+                raise PluginError(
+                    f"{record.info.describe()} returned {type(result).__name__} from hook 'polytile_cache_key'; "
+                    "it must return a string or None",
+                    plugin=record.info.name, distribution=record.info.distribution, hook="polytile_cache_key",
+                )
+            parts.add(f"{record.cache_name}: {result}")
+        return sorted(parts)
+
+    def choose_target(self, explicit: "str | Target | None" = None) -> Any:
+        """The target to compile for, and why (a ``polytile.config.TargetChoice``).
+
+        The order of precedence is the configuration's (:func:`polytile.config.resolve_target`);
+        the devices it falls back on come from :meth:`BackendRegistry.describe_devices`.
+        The chosen target is then checked against the installed backends and completed
+        with the backend's default architecture.
+        """
+        from .. import config
+
+        backends = self.backends
+        choice = config.resolve_target(explicit, active_devices=backends.describe_devices)
+        _, target = backends.resolve(choice.target, where=str(choice.reason))
+        if target != choice.target:
+            if dataclasses.is_dataclass(choice):
+                choice = dataclasses.replace(choice, target=target)
+            elif hasattr(choice, "_replace"):
+                choice = choice._replace(target=target)
+        return choice
+
+    def info(self, refresh_devices: bool = False) -> PolytileInfo:
+        """What ``polytile info`` shows; never raises for a plugin's failure."""
+        self._ensure_loaded()
+        report = PolytileInfo(__version__, [], [], list(self._unknown_disabled))
+        try:
+            backends: BackendRegistry | None = self.backends
+        except PluginError as exc:
+            backends = None
+            report.backends_error = str(exc)
+            report.target_error = f"no target can be chosen: {exc}"
+        if backends is not None:
+            # Before the plugin reports: a crashing probe adds a problem to its plugin.
+            for backend in backends.ordered():
+                probe = backends.probe(backend.name, refresh=refresh_devices)
+                report.backends.append(BackendReport(
+                    backend.name, backend.description, backends.owner_of(backend.name), tuple(backend.architectures),
+                    backend.default_architecture, [describe_device(backend, d) for d in probe.devices],
+                    probe.reason, probe.failed,
+                ))
+            try:
+                choice = self.choose_target()
+                report.target, report.target_reason = str(choice.target), str(choice.reason)
+            except Exception as exc:  # info must show a broken setup, not crash on it
+                report.target_error = str(exc) if isinstance(exc, PluginError) else _summary(exc)
+        provides: dict[PluginInfo, dict[str, list[str]]] = {}
+        for filled in list(self._filled.values()):
+            for part in filled.parts:
+                kind = getattr(part, "kind", filled.hook)
+                for name, _, owner in part.items() if callable(getattr(part, "items", None)) else ():
+                    provides.setdefault(owner, {}).setdefault(kind, []).append(name)
+        for r in self._records:
+            registered = provides.get(r.info, {}) if r.status == LOADED else {}
+            report.plugins.append(PluginReport(
+                r.info.name, r.info.distribution, r.version, r.group, r.value, r.status, r.reason, r.hook,
+                list(r.problems), {kind: sorted(names) for kind, names in registered.items()}, r.traceback,
+            ))
+        return report
+
+
+_manager: PluginManager | None = None
+_manager_lock = threading.Lock()
+
+
+def get_plugin_manager() -> PluginManager:
+    """The process-wide plugin manager, created on first call (plugins load on first use)."""
+    global _manager
+    manager = _manager
+    if manager is None:
+        with _manager_lock:
+            if _manager is None:
+                _manager = PluginManager()
+            manager = _manager
+    return manager
+
+
+def reset_plugin_manager(manager: PluginManager | None = None) -> PluginManager | None:
+    """Replace the process-wide manager (tests): with ``manager``, or with none so that the
+    next :func:`get_plugin_manager` builds a fresh one.  Returns the previous manager."""
+    global _manager
+    with _manager_lock:
+        previous, _manager = _manager, manager
+    return previous
+
+
+__all__ = [
+    "BUILTIN_PLUGINS", "ENTRY_POINT_GROUPS", "DISABLED", "FAILED", "LOADED", "BackendReport", "PluginManager",
+    "PluginRecord", "PluginReport", "PolytileInfo", "discover_entry_points", "get_plugin_manager",
+    "reset_plugin_manager",
+]
