@@ -1,0 +1,45 @@
+"""What polytile needs to know about each AMD architecture it compiles for.
+
+The table is the single source of truth: the backend's architecture list, the mapping
+from a device's ``gcnArchName`` to an architecture, and the limits the layout and memory
+stages check against all come from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class AmdArchitecture:
+    name: str
+    family: str
+    #: Threads per wavefront: 64 on the gfx9 (CDNA) chips, 32 by default on gfx11 (RDNA3).
+    wavefront_size: int
+    #: LDS (shared memory) one workgroup may allocate, bytes.
+    lds_bytes: int
+    #: Matrix cores: MFMA on CDNA, WMMA on RDNA3.
+    matrix_instructions: str
+
+
+def _table(*archs: AmdArchitecture) -> Mapping[str, AmdArchitecture]:
+    return MappingProxyType({a.name: a for a in archs})
+
+
+ARCHITECTURES: Mapping[str, AmdArchitecture] = _table(
+    AmdArchitecture("gfx90a", "CDNA2", wavefront_size=64, lds_bytes=65536, matrix_instructions="mfma"),
+    AmdArchitecture("gfx942", "CDNA3", wavefront_size=64, lds_bytes=65536, matrix_instructions="mfma"),
+    AmdArchitecture("gfx950", "CDNA4", wavefront_size=64, lds_bytes=163840, matrix_instructions="mfma"),
+    AmdArchitecture("gfx1100", "RDNA3", wavefront_size=32, lds_bytes=65536, matrix_instructions="wmma"),
+)
+
+
+def architecture_for_gcn_arch_name(gcn_arch_name: str) -> AmdArchitecture | None:
+    """The architecture for a device's ``gcnArchName`` ("gfx942:sramecc+:xnack-"), if any.
+
+    The feature suffixes (sramecc, xnack) do not change what we generate, so only the
+    processor name before the first ``:`` matters.
+    """
+    return ARCHITECTURES.get(gcn_arch_name.split(":", 1)[0].strip())

@@ -1,0 +1,138 @@
+"""The AMD backend: targets, options and device discovery.
+
+``hip`` (hip-python) is imported only inside :meth:`AmdBackend.active_devices`: it needs
+the ROCm runtime, and compiling for AMD (llvmlite and ld.lld) must work without one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from polytile.backend import Backend, BackendOptions, BackendUnavailable, Device
+from polytile.errors import ConfigError
+from polytile.target import Target
+
+from .architectures import ARCHITECTURES, architecture_for_gcn_arch_name
+
+#: 0 lets the compiler choose; 4, 16 and 32 pick the MFMA 4x4, 16x16 or 32x32 shapes.
+_MATRIX_INSTR_NONKDIM = (0, 4, 16, 32)
+
+
+@dataclass(frozen=True)
+class AmdOptions(BackendOptions):
+    #: Occupancy hint (``amdgpu-waves-per-eu``); 0 leaves it to the compiler.
+    waves_per_eu: int = 0
+    #: Non-K dimension of the matrix instruction used for ``dot``; 0 leaves it to the compiler.
+    matrix_instr_nonkdim: int = 0
+
+
+class AmdBackend(Backend):
+    name = "amd"
+    description = "AMD GPUs (CDNA2/3/4, RDNA3) through LLVM AMDGPU, ld.lld and the HIP runtime"
+    architectures = tuple(ARCHITECTURES)
+    default_architecture = None
+    options_class = AmdOptions
+
+    def check_options(self, options: BackendOptions) -> None:
+        super().check_options(options)
+        assert isinstance(options, AmdOptions)
+        if options.waves_per_eu < 0:
+            raise ConfigError(
+                f"option 'waves_per_eu' of backend 'amd' must be >= 0 (0 lets the compiler choose), got {options.waves_per_eu}"
+            )
+        if options.matrix_instr_nonkdim not in _MATRIX_INSTR_NONKDIM:
+            raise ConfigError(
+                "option 'matrix_instr_nonkdim' of backend 'amd' must be one of "
+                + ", ".join(map(str, _MATRIX_INSTR_NONKDIM))
+                + f" (0 lets the compiler choose), got {options.matrix_instr_nonkdim}"
+            )
+
+    def active_devices(self) -> list[Device]:
+        hip = _import_hip()
+        try:
+            (err,) = hip.hipInit(0)
+        except (RuntimeError, OSError) as exc:  # hip-python raises when libamdhip64.so cannot be loaded
+            raise BackendUnavailable(f"ROCm runtime not found: {exc}") from exc
+        if _error_name(err) == "hipErrorNoDevice":
+            return []
+        if _error_name(err) != "hipSuccess":
+            raise BackendUnavailable(f"ROCm runtime not usable: hipInit failed with {_error_name(err)}")
+        try:
+            return _enumerate(hip)
+        except (RuntimeError, OSError) as exc:
+            raise BackendUnavailable(f"ROCm runtime failed while listing devices: {exc}") from exc
+
+    def versions(self) -> Mapping[str, str]:
+        return _installed_versions("llvmlite", "hip-python")
+
+
+def _import_hip() -> Any:
+    try:
+        from hip import hip
+    except ModuleNotFoundError as exc:
+        if exc.name in (None, "hip", "hip.hip"):
+            raise BackendUnavailable("hip-python is not installed (pip install 'polytile-amd[rocm]')") from exc
+        raise BackendUnavailable(f"ROCm runtime not found: hip-python failed to import: {exc}") from exc
+    except (ImportError, OSError, RuntimeError) as exc:
+        raise BackendUnavailable(f"ROCm runtime not found: hip-python failed to import: {exc}") from exc
+    return hip
+
+
+def _error_name(err: Any) -> str:
+    return getattr(err, "name", None) or str(err)
+
+
+def _check(result: tuple, call: str) -> Any:
+    err, *values = result
+    if _error_name(err) != "hipSuccess":
+        raise BackendUnavailable(f"HIP runtime call {call} failed with {_error_name(err)}")
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).split(b"\0", 1)[0].decode(errors="replace")
+    return str(value)
+
+
+def _enumerate(hip: Any) -> list[Device]:
+    result = hip.hipGetDeviceCount()
+    if _error_name(result[0]) == "hipErrorNoDevice":
+        return []
+    count = _check(result, "hipGetDeviceCount")
+    devices: list[Device] = []
+    unsupported: list[str] = []
+    for index in range(count):
+        props = _check(hip.hipGetDeviceProperties(index), "hipGetDeviceProperties")
+        name = _text(props.name)
+        gcn_arch_name = _text(props.gcnArchName)
+        arch = architecture_for_gcn_arch_name(gcn_arch_name)
+        if arch is None:
+            unsupported.append(f"device {index} '{name}' ({gcn_arch_name or 'unknown architecture'})")
+            continue
+        properties = {
+            "gcn_arch_name": gcn_arch_name,
+            "multiprocessor_count": int(props.multiProcessorCount),
+            "shared_memory_per_block": int(props.sharedMemPerBlock),
+            "wavefront_size": int(props.warpSize),
+        }
+        devices.append(Device(Target("amd", arch.name), name, index, properties))
+    if unsupported and not devices:
+        # Say why a machine with a GPU shows no device, rather than an unexplained [].
+        raise BackendUnavailable(
+            "no supported AMD GPU: found " + ", ".join(unsupported) + "; polytile-amd compiles for " + ", ".join(ARCHITECTURES)
+        )
+    return devices
+
+
+def _installed_versions(*distributions: str) -> dict[str, str]:
+    from importlib import metadata  # costs ~20 ms; only the compile cache needs it
+
+    versions = {}
+    for dist in distributions:
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return versions

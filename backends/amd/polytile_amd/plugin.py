@@ -1,0 +1,10 @@
+"""Entry point of polytile-amd (group ``polytile.backends``)."""
+
+from polytile.plugins import hookimpl
+
+from .backend import AmdBackend
+
+
+@hookimpl
+def polytile_register_backends(registry):
+    registry.register(AmdBackend())

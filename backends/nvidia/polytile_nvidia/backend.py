@@ -1,0 +1,162 @@
+"""The NVIDIA backend: targets, options and device discovery.
+
+``cuda.bindings`` is imported only inside :meth:`NvidiaBackend.active_devices`, so that
+``import polytile`` and compiling for NVIDIA on a machine without a GPU stay cheap and
+work without a driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from polytile.backend import Backend, BackendOptions, BackendUnavailable, Device
+from polytile.errors import ConfigError
+from polytile.target import Target
+
+from .architectures import ARCHITECTURES, architecture_for_compute_capability
+
+#: A block holds at most 1024 threads on every architecture we support.
+_MAX_NUM_WARPS = 1024 // 32
+#: Thread block clusters go up to 16 blocks (8 portably) on Hopper.
+_MAX_NUM_CTAS = 16
+_MAX_REGISTERS_PER_THREAD = 255
+
+_CUINIT_HINTS = {
+    "CUDA_ERROR_INSUFFICIENT_DRIVER": "the NVIDIA driver is older than the CUDA version cuda-bindings was built for; "
+    "upgrade the driver or install an older cuda-bindings",
+    "CUDA_ERROR_NOT_INITIALIZED": "the driver could not initialise; see `nvidia-smi`",
+    "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH": "the kernel driver and libcuda.so are different versions; reboot or reinstall the driver",
+    "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE": "the forward-compatibility libcuda in use does not support this GPU",
+}
+
+
+@dataclass(frozen=True)
+class NvidiaOptions(BackendOptions):
+    #: Blocks per thread block cluster (Hopper); 1 means no cluster.
+    num_ctas: int = 1
+    #: Register cap per thread passed to ptxas as ``.maxnreg``; None lets ptxas choose.
+    maxnreg: int | None = None
+    #: Let LLVM and ptxas contract a * b + c into fma (changes rounding).
+    enable_fp_fusion: bool = True
+
+
+class NvidiaBackend(Backend):
+    name = "nvidia"
+    description = "NVIDIA GPUs (Ampere, Ada, Hopper) through LLVM NVPTX, ptxas and the CUDA driver"
+    architectures = tuple(ARCHITECTURES)
+    default_architecture = None
+    options_class = NvidiaOptions
+
+    def check_options(self, options: BackendOptions) -> None:
+        super().check_options(options)
+        assert isinstance(options, NvidiaOptions)
+        if options.num_warps > _MAX_NUM_WARPS:
+            raise ConfigError(
+                f"option 'num_warps' of backend 'nvidia' must be at most {_MAX_NUM_WARPS} "
+                f"(a block holds at most 1024 threads), got {options.num_warps}"
+            )
+        if not 1 <= options.num_ctas <= _MAX_NUM_CTAS:
+            raise ConfigError(
+                f"option 'num_ctas' of backend 'nvidia' must be between 1 and {_MAX_NUM_CTAS}, got {options.num_ctas}"
+            )
+        # The base class checks plain int fields only; an optional int needs checking here.
+        maxnreg = options.maxnreg
+        if maxnreg is not None and (
+            isinstance(maxnreg, bool) or not isinstance(maxnreg, int) or not 1 <= maxnreg <= _MAX_REGISTERS_PER_THREAD
+        ):
+            raise ConfigError(
+                f"option 'maxnreg' of backend 'nvidia' must be None or an integer between 1 and "
+                f"{_MAX_REGISTERS_PER_THREAD} (registers per thread), got {maxnreg!r}"
+            )
+
+    def active_devices(self) -> list[Device]:
+        driver = _import_driver()
+        try:
+            (err,) = driver.cuInit(0)
+        except (RuntimeError, OSError) as exc:  # cuda-bindings raises when libcuda.so cannot be loaded
+            raise BackendUnavailable(f"CUDA driver not found: {exc}") from exc
+        if _error_name(err) == "CUDA_ERROR_NO_DEVICE":
+            return []
+        if _error_name(err) != "CUDA_SUCCESS":
+            name = _error_name(err)
+            hint = _CUINIT_HINTS.get(name)
+            raise BackendUnavailable(f"CUDA driver not usable: cuInit failed with {name}" + (f" ({hint})" if hint else ""))
+        try:
+            return _enumerate(driver)
+        except (RuntimeError, OSError) as exc:
+            raise BackendUnavailable(f"CUDA driver failed while listing devices: {exc}") from exc
+
+    def versions(self) -> Mapping[str, str]:
+        return _installed_versions("llvmlite", "cuda-bindings")
+
+
+def _import_driver() -> Any:
+    try:
+        from cuda.bindings import driver
+    except ModuleNotFoundError as exc:
+        if exc.name in (None, "cuda", "cuda.bindings", "cuda.bindings.driver"):
+            raise BackendUnavailable("cuda-bindings is not installed (pip install cuda-bindings)") from exc
+        raise BackendUnavailable(f"CUDA driver not found: cuda-bindings failed to import: {exc}") from exc
+    except (ImportError, OSError, RuntimeError) as exc:
+        raise BackendUnavailable(f"CUDA driver not found: cuda-bindings failed to import: {exc}") from exc
+    return driver
+
+
+def _error_name(err: Any) -> str:
+    return getattr(err, "name", None) or str(err)
+
+
+def _check(result: tuple, call: str) -> Any:
+    err, *values = result
+    if _error_name(err) != "CUDA_SUCCESS":
+        raise BackendUnavailable(f"CUDA driver call {call} failed with {_error_name(err)}")
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def _enumerate(driver: Any) -> list[Device]:
+    attr = driver.CUdevice_attribute
+    count = _check(driver.cuDeviceGetCount(), "cuDeviceGetCount")
+    devices: list[Device] = []
+    unsupported: list[str] = []
+    for index in range(count):
+        dev = _check(driver.cuDeviceGet(index), "cuDeviceGet")
+        raw_name = _check(driver.cuDeviceGetName(256, dev), "cuDeviceGetName")
+        name = raw_name.split(b"\0", 1)[0].decode(errors="replace") if isinstance(raw_name, bytes) else str(raw_name)
+
+        def get(attribute: str) -> int:
+            return int(_check(driver.cuDeviceGetAttribute(getattr(attr, attribute), dev), "cuDeviceGetAttribute"))
+
+        major = get("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR")
+        minor = get("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR")
+        arch = architecture_for_compute_capability(major, minor)
+        if arch is None:
+            unsupported.append(f"device {index} '{name}' (compute capability {major}.{minor})")
+            continue
+        properties = {
+            "compute_capability": (major, minor),
+            "multiprocessor_count": get("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
+            "shared_memory_per_block_optin": get("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+        }
+        devices.append(Device(Target("nvidia", arch.name), name, index, properties))
+    if unsupported and not devices:
+        # Say why a machine with a GPU shows no device, rather than an unexplained [].
+        raise BackendUnavailable(
+            "no supported NVIDIA GPU: found "
+            + ", ".join(unsupported)
+            + "; polytile-nvidia compiles for "
+            + ", ".join(ARCHITECTURES)
+        )
+    return devices
+
+
+def _installed_versions(*distributions: str) -> dict[str, str]:
+    from importlib import metadata  # costs ~20 ms; only the compile cache needs it
+
+    versions = {}
+    for dist in distributions:
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return versions

@@ -1,0 +1,10 @@
+"""Entry point of polytile-nvidia (group ``polytile.backends``)."""
+
+from polytile.plugins import hookimpl
+
+from .backend import NvidiaBackend
+
+
+@hookimpl
+def polytile_register_backends(registry):
+    registry.register(NvidiaBackend())

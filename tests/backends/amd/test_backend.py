@@ -1,0 +1,302 @@
+"""The AMD backend's targets, options, device discovery and architecture table.
+
+Device discovery runs against a fake ``hip`` module so that the mapping from
+``gcnArchName`` to architecture is tested on machines without ROCm.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import subprocess
+import sys
+import types
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from polytile.backend import BackendUnavailable
+from polytile.errors import ConfigError, TargetError, UnknownNameError
+from polytile.target import Target
+from polytile_amd import ARCHITECTURES, AmdBackend, AmdOptions
+from polytile_amd.architectures import architecture_for_gcn_arch_name
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def backend() -> AmdBackend:
+    return AmdBackend()
+
+
+# -- targets ---------------------------------------------------------------------------
+
+
+def test_identity(backend):
+    assert backend.name == "amd"
+    assert backend.description
+    assert backend.architectures == ("gfx90a", "gfx942", "gfx950", "gfx1100")
+    assert backend.default_architecture is None
+    assert backend.options_class is AmdOptions
+
+
+@pytest.mark.parametrize("arch", ["gfx90a", "gfx942", "gfx950", "gfx1100"])
+def test_resolves_known_architectures(backend, arch):
+    assert backend.resolve_target(Target.parse(f"amd:{arch}")) == Target("amd", arch)
+
+
+def test_target_without_architecture_lists_choices(backend):
+    with pytest.raises(TargetError) as info:
+        backend.resolve_target(Target.parse("amd"))
+    message = str(info.value)
+    assert "names no architecture" in message
+    for arch in backend.architectures:
+        assert f"'amd:{arch}'" in message
+
+
+@pytest.mark.parametrize("arch, suggestion", [("gfx940", "gfx942"), ("gfx90", "gfx90a"), ("gfx1101", "gfx1100")])
+def test_unknown_architecture_suggests_close_matches(backend, arch, suggestion):
+    with pytest.raises(UnknownNameError) as info:
+        backend.resolve_target(Target("amd", arch))
+    assert info.value.name == arch
+    assert f"'{suggestion}'" in str(info.value)
+    assert "did you mean" in str(info.value)
+
+
+def test_foreign_backend_target_is_rejected(backend):
+    with pytest.raises(TargetError, match="cannot compile for target 'nvidia:sm_90a'"):
+        backend.resolve_target(Target.parse("nvidia:sm_90a"))
+
+
+# -- options ---------------------------------------------------------------------------
+
+
+def test_default_options(backend):
+    options = backend.parse_options({})
+    assert options == AmdOptions()
+    assert (options.num_warps, options.waves_per_eu, options.matrix_instr_nonkdim) == (4, 0, 0)
+
+
+def test_options_are_parsed(backend):
+    options = backend.parse_options({"num_warps": 8, "num_stages": 2, "waves_per_eu": 2, "matrix_instr_nonkdim": 16})
+    assert isinstance(options, AmdOptions)
+    assert (options.num_warps, options.num_stages, options.waves_per_eu, options.matrix_instr_nonkdim) == (8, 2, 2, 16)
+
+
+@pytest.mark.parametrize("name, suggestion", [("wave_per_eu", "waves_per_eu"), ("matrix_instr_nonk_dim", "matrix_instr_nonkdim"), ("num_warp", "num_warps")])
+def test_unknown_option_suggests_close_matches(backend, name, suggestion):
+    with pytest.raises(UnknownNameError) as info:
+        backend.parse_options({name: 1})
+    assert "option for backend 'amd'" in str(info.value)
+    assert f"'{suggestion}'" in str(info.value)
+
+
+def test_nvidia_option_is_unknown_here(backend):
+    with pytest.raises(UnknownNameError, match="maxnreg"):
+        backend.parse_options({"maxnreg": 64})
+
+
+@pytest.mark.parametrize(
+    "options, fragment",
+    [
+        ({"num_warps": "4"}, "'num_warps' of backend 'amd' must be an integer"),
+        ({"waves_per_eu": 1.5}, "'waves_per_eu' of backend 'amd' must be an integer"),
+        ({"matrix_instr_nonkdim": True}, "'matrix_instr_nonkdim' of backend 'amd' must be an integer"),
+        ({"debug": "yes"}, "'debug' of backend 'amd' must be True or False"),
+    ],
+)
+def test_option_of_wrong_type_is_rejected(backend, options, fragment):
+    with pytest.raises(ConfigError) as info:
+        backend.parse_options(options)
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("num_warps", [0, -1, 3, 12])
+def test_bad_num_warps_is_rejected(backend, num_warps):
+    with pytest.raises(ConfigError, match="num_warps"):
+        backend.parse_options({"num_warps": num_warps})
+
+
+@pytest.mark.parametrize("options", [{"waves_per_eu": -1}, {"matrix_instr_nonkdim": 8}, {"matrix_instr_nonkdim": 64}])
+def test_out_of_range_option_is_rejected(backend, options):
+    (name,) = options
+    with pytest.raises(ConfigError, match=f"'{name}'"):
+        backend.parse_options(options)
+
+
+# -- devices on this machine -----------------------------------------------------------
+
+
+def test_active_devices_without_rocm_is_unavailable(backend):
+    # No ROCm on the development and CI machines: with or without hip-python installed,
+    # the answer is BackendUnavailable with a reason, never another exception.
+    with pytest.raises(BackendUnavailable) as info:
+        backend.active_devices()
+    assert str(info.value).startswith(("hip-python is not installed", "ROCm runtime not found:")), str(info.value)
+
+
+def test_missing_hip_python_is_reported(backend, monkeypatch):
+    monkeypatch.setitem(sys.modules, "hip", None)
+    with pytest.raises(BackendUnavailable, match="^hip-python is not installed"):
+        backend.active_devices()
+
+
+# -- devices through a fake hip --------------------------------------------------------
+
+
+class hipError_t(enum.IntEnum):
+    hipSuccess = 0
+    hipErrorNoDevice = 100
+    hipErrorInvalidValue = 1
+
+
+def fake_hip(gpus=(), init_result=hipError_t.hipSuccess, init_raises=None):
+    """A stand-in for ``hip.hip`` with hip-python's tuple-returning calls."""
+    ok = hipError_t.hipSuccess
+
+    def hipInit(flags):
+        if init_raises is not None:
+            raise init_raises
+        return (init_result,)
+
+    def hipGetDeviceProperties(index):
+        name, gcn, cus, lds, wave = gpus[index]
+        props = types.SimpleNamespace(
+            name=name.encode(), gcnArchName=gcn, multiProcessorCount=cus, sharedMemPerBlock=lds, warpSize=wave
+        )
+        return (ok, props)
+
+    return types.SimpleNamespace(
+        hipError_t=hipError_t,
+        hipInit=hipInit,
+        hipGetDeviceCount=lambda: (ok, len(gpus)) if gpus else (hipError_t.hipErrorNoDevice, 0),
+        hipGetDeviceProperties=hipGetDeviceProperties,
+    )
+
+
+@pytest.fixture
+def install_hip(monkeypatch):
+    def install(hip):
+        package = types.ModuleType("hip")
+        package.hip = hip
+        monkeypatch.setitem(sys.modules, "hip", package)
+        monkeypatch.setitem(sys.modules, "hip.hip", hip)
+
+    return install
+
+
+MI300X = ("AMD Instinct MI300X", "gfx942:sramecc+:xnack-", 304, 65536, 64)
+MI250X = ("AMD Instinct MI250X", "gfx90a:sramecc+:xnack-", 110, 65536, 64)
+RX7900 = ("Radeon RX 7900 XTX", "gfx1100", 48, 65536, 32)
+MI100 = ("AMD Instinct MI100", "gfx908:sramecc+:xnack-", 120, 65536, 64)
+
+
+def test_devices_map_gcn_arch_name_to_architecture(backend, install_hip):
+    install_hip(fake_hip([MI300X, MI250X, RX7900]))
+    devices = backend.active_devices()
+    assert [(d.index, d.name, str(d.target)) for d in devices] == [
+        (0, "AMD Instinct MI300X", "amd:gfx942"),
+        (1, "AMD Instinct MI250X", "amd:gfx90a"),
+        (2, "Radeon RX 7900 XTX", "amd:gfx1100"),
+    ]
+    assert devices[0].properties["gcn_arch_name"] == "gfx942:sramecc+:xnack-"
+    assert devices[0].properties["multiprocessor_count"] == 304
+    assert devices[2].properties["wavefront_size"] == 32
+
+
+def test_unsupported_devices_are_skipped(backend, install_hip):
+    install_hip(fake_hip([MI100, MI300X]))
+    assert [(d.index, str(d.target)) for d in backend.active_devices()] == [(1, "amd:gfx942")]
+
+
+def test_only_unsupported_devices_says_why(backend, install_hip):
+    install_hip(fake_hip([MI100]))
+    with pytest.raises(BackendUnavailable) as info:
+        backend.active_devices()
+    assert str(info.value).startswith("no supported AMD GPU")
+    assert "AMD Instinct MI100" in str(info.value) and "gfx908" in str(info.value)
+
+
+def test_no_device_is_an_empty_list(backend, install_hip):
+    install_hip(fake_hip(init_result=hipError_t.hipErrorNoDevice))
+    assert backend.active_devices() == []
+    install_hip(fake_hip([]))
+    assert backend.active_devices() == []
+
+
+def test_missing_rocm_runtime_is_reported(backend, install_hip):
+    install_hip(fake_hip(init_raises=RuntimeError("failed to dlopen libamdhip64.so")))
+    with pytest.raises(BackendUnavailable, match="^ROCm runtime not found: failed to dlopen libamdhip64.so"):
+        backend.active_devices()
+
+
+def test_failing_init_is_reported(backend, install_hip):
+    install_hip(fake_hip(init_result=hipError_t.hipErrorInvalidValue))
+    with pytest.raises(BackendUnavailable, match="hipInit failed with hipErrorInvalidValue"):
+        backend.active_devices()
+
+
+# -- architecture table ----------------------------------------------------------------
+
+
+def test_table_matches_backend():
+    assert tuple(ARCHITECTURES) == AmdBackend.architectures
+
+
+@pytest.mark.parametrize(
+    "arch, wavefront, lds",
+    [("gfx90a", 64, 65536), ("gfx942", 64, 65536), ("gfx950", 64, 163840), ("gfx1100", 32, 65536)],
+)
+def test_architecture_data(arch, wavefront, lds):
+    data = ARCHITECTURES[arch]
+    assert data.name == arch
+    assert data.wavefront_size == wavefront
+    assert data.lds_bytes == lds
+    assert data.matrix_instructions == ("wmma" if arch.startswith("gfx11") else "mfma")
+
+
+def test_table_is_read_only():
+    with pytest.raises(TypeError):
+        ARCHITECTURES["gfx908"] = ARCHITECTURES["gfx90a"]  # type: ignore[index]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ARCHITECTURES["gfx942"].lds_bytes = 0  # type: ignore[misc]
+
+
+def test_gcn_arch_name_lookup():
+    assert architecture_for_gcn_arch_name("gfx950:sramecc+:xnack-").name == "gfx950"
+    assert architecture_for_gcn_arch_name("gfx1100").name == "gfx1100"
+    assert architecture_for_gcn_arch_name("gfx908") is None
+    assert architecture_for_gcn_arch_name("") is None
+
+
+# -- versions and import cost ----------------------------------------------------------
+
+
+def test_versions_are_installed_distributions(backend):
+    versions = dict(backend.versions())
+    assert set(versions) <= {"llvmlite", "hip-python"}
+    for dist, version in versions.items():
+        assert version == metadata.version(dist)
+
+
+def test_import_loads_no_vendor_module():
+    code = (
+        "import sys, polytile_amd, polytile_amd.plugin\n"
+        "polytile_amd.AmdBackend().versions()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('hip', 'llvmlite')))\n"
+    )
+    path = os.pathsep.join([str(REPO / "core"), str(REPO / "backends" / "amd"), os.environ.get("PYTHONPATH", "")])
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path}, check=True
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def test_plugin_registers_the_backend():
+    from polytile_amd import plugin
+
+    registered = []
+    plugin.polytile_register_backends(registry=types.SimpleNamespace(register=registered.append))
+    assert len(registered) == 1 and isinstance(registered[0], AmdBackend)

@@ -1,0 +1,358 @@
+"""The NVIDIA backend's targets, options, device discovery and architecture table.
+
+Device discovery runs against a fake ``cuda.bindings.driver`` so that the mapping from
+compute capability to architecture is tested on machines without a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import subprocess
+import sys
+import types
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from polytile.backend import BackendUnavailable, Device
+from polytile.errors import ConfigError, TargetError, UnknownNameError
+from polytile.target import Target
+from polytile_nvidia import ARCHITECTURES, NvidiaBackend, NvidiaOptions
+from polytile_nvidia.architectures import architecture_for_compute_capability
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def backend() -> NvidiaBackend:
+    return NvidiaBackend()
+
+
+# -- targets ---------------------------------------------------------------------------
+
+
+def test_identity(backend):
+    assert backend.name == "nvidia"
+    assert backend.description
+    assert backend.architectures == ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
+    assert backend.default_architecture is None
+    assert backend.options_class is NvidiaOptions
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"])
+def test_resolves_known_architectures(backend, arch):
+    assert backend.resolve_target(Target.parse(f"nvidia:{arch}")) == Target("nvidia", arch)
+
+
+def test_target_without_architecture_lists_choices(backend):
+    with pytest.raises(TargetError) as info:
+        backend.resolve_target(Target.parse("nvidia"))
+    message = str(info.value)
+    assert "names no architecture" in message
+    for arch in backend.architectures:
+        assert f"'nvidia:{arch}'" in message
+
+
+@pytest.mark.parametrize("arch, suggestion", [("sm_9a", "sm_90a"), ("sm_89a", "sm_89"), ("sm80", "sm_80")])
+def test_unknown_architecture_suggests_close_matches(backend, arch, suggestion):
+    with pytest.raises(UnknownNameError) as info:
+        backend.resolve_target(Target("nvidia", arch))
+    assert info.value.name == arch
+    assert f"'{suggestion}'" in str(info.value)
+    assert "did you mean" in str(info.value)
+
+
+def test_foreign_backend_target_is_rejected(backend):
+    with pytest.raises(TargetError, match="cannot compile for target 'amd:gfx942'"):
+        backend.resolve_target(Target.parse("amd:gfx942"))
+
+
+# -- options ---------------------------------------------------------------------------
+
+
+def test_default_options(backend):
+    options = backend.parse_options({})
+    assert options == NvidiaOptions()
+    assert (options.num_warps, options.num_ctas, options.maxnreg, options.enable_fp_fusion) == (4, 1, None, True)
+
+
+def test_options_are_parsed(backend):
+    options = backend.parse_options({"num_warps": 8, "num_stages": 4, "num_ctas": 2, "maxnreg": 128, "enable_fp_fusion": False})
+    assert isinstance(options, NvidiaOptions)
+    assert (options.num_warps, options.num_stages, options.num_ctas, options.maxnreg, options.enable_fp_fusion) == (
+        8,
+        4,
+        2,
+        128,
+        False,
+    )
+
+
+def test_options_are_immutable(backend):
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        backend.parse_options({}).num_warps = 8  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("name, suggestion", [("num_warp", "num_warps"), ("maxnregs", "maxnreg"), ("enable_fp_fuse", "enable_fp_fusion")])
+def test_unknown_option_suggests_close_matches(backend, name, suggestion):
+    with pytest.raises(UnknownNameError) as info:
+        backend.parse_options({name: 1})
+    assert "option for backend 'nvidia'" in str(info.value)
+    assert f"'{suggestion}'" in str(info.value)
+
+
+def test_amd_option_is_unknown_here(backend):
+    with pytest.raises(UnknownNameError, match="waves_per_eu"):
+        backend.parse_options({"waves_per_eu": 2})
+
+
+@pytest.mark.parametrize(
+    "options, fragment",
+    [
+        ({"num_warps": "4"}, "'num_warps' of backend 'nvidia' must be an integer"),
+        ({"num_warps": 4.0}, "'num_warps' of backend 'nvidia' must be an integer"),
+        ({"num_ctas": True}, "'num_ctas' of backend 'nvidia' must be an integer"),
+        ({"enable_fp_fusion": 1}, "'enable_fp_fusion' of backend 'nvidia' must be True or False"),
+        ({"maxnreg": "128"}, "'maxnreg' of backend 'nvidia' must be None or an integer"),
+        ({"maxnreg": True}, "'maxnreg' of backend 'nvidia' must be None or an integer"),
+    ],
+)
+def test_option_of_wrong_type_is_rejected(backend, options, fragment):
+    with pytest.raises(ConfigError) as info:
+        backend.parse_options(options)
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("num_warps", [0, -4, 3, 6, 64])
+def test_bad_num_warps_is_rejected(backend, num_warps):
+    with pytest.raises(ConfigError, match="num_warps") as info:
+        backend.parse_options({"num_warps": num_warps})
+    assert str(num_warps) in str(info.value)
+
+
+@pytest.mark.parametrize("num_warps", [1, 2, 4, 8, 16, 32])
+def test_good_num_warps_is_accepted(backend, num_warps):
+    assert backend.parse_options({"num_warps": num_warps}).num_warps == num_warps
+
+
+@pytest.mark.parametrize("options", [{"num_ctas": 0}, {"num_ctas": 17}, {"maxnreg": 0}, {"maxnreg": 256}, {"num_stages": 0}])
+def test_out_of_range_option_is_rejected(backend, options):
+    (name,) = options
+    with pytest.raises(ConfigError, match=f"'{name}'"):
+        backend.parse_options(options)
+
+
+# -- devices on this machine -----------------------------------------------------------
+
+
+def test_active_devices_here_is_a_list_or_a_clear_reason(backend):
+    try:
+        devices = backend.active_devices()
+    except BackendUnavailable as exc:
+        message = str(exc)
+        assert message.startswith(
+            ("cuda-bindings is not installed", "CUDA driver not found:", "CUDA driver not usable:", "no supported NVIDIA GPU")
+        ), message
+        assert "Traceback" not in message
+    else:
+        assert isinstance(devices, list)
+        for device in devices:
+            assert isinstance(device, Device)
+            assert device.target.backend == "nvidia" and device.target.arch in backend.architectures
+
+
+def test_missing_cuda_bindings_is_reported(backend, monkeypatch):
+    for module in ("cuda", "cuda.bindings", "cuda.bindings.driver"):
+        monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(BackendUnavailable, match="^cuda-bindings is not installed"):
+        backend.active_devices()
+
+
+# -- devices through a fake driver -----------------------------------------------------
+
+
+class CUresult(enum.Enum):
+    CUDA_SUCCESS = 0
+    CUDA_ERROR_NO_DEVICE = 100
+    CUDA_ERROR_INSUFFICIENT_DRIVER = 35
+
+
+class CUdevice_attribute(enum.Enum):
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
+
+
+def fake_driver(gpus=(), init_result=CUresult.CUDA_SUCCESS, init_raises=None):
+    """A stand-in for ``cuda.bindings.driver`` with the same tuple-returning calls."""
+    ok = CUresult.CUDA_SUCCESS
+    attr = CUdevice_attribute
+
+    def cuInit(flags):
+        if init_raises is not None:
+            raise init_raises
+        return (init_result,)
+
+    def cuDeviceGetAttribute(attribute, dev):
+        name, (major, minor), sms, smem = gpus[dev]
+        values = {
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: major,
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: minor,
+            attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: sms,
+            attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: smem,
+        }
+        return (ok, values[attribute])
+
+    return types.SimpleNamespace(
+        CUresult=CUresult,
+        CUdevice_attribute=CUdevice_attribute,
+        cuInit=cuInit,
+        cuDeviceGetCount=lambda: (ok, len(gpus)),
+        cuDeviceGet=lambda index: (ok, index),
+        cuDeviceGetName=lambda length, dev: (ok, gpus[dev][0].encode() + b"\0" * (length - len(gpus[dev][0]))),
+        cuDeviceGetAttribute=cuDeviceGetAttribute,
+    )
+
+
+@pytest.fixture
+def install_driver(monkeypatch):
+    def install(driver):
+        bindings = types.ModuleType("cuda.bindings")
+        bindings.driver = driver
+        monkeypatch.setitem(sys.modules, "cuda", types.ModuleType("cuda"))
+        monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
+        monkeypatch.setitem(sys.modules, "cuda.bindings.driver", driver)
+
+    return install
+
+
+H100 = ("NVIDIA H100 80GB HBM3", (9, 0), 132, 232448)
+A100 = ("NVIDIA A100-SXM4-80GB", (8, 0), 108, 166912)
+RTX3090 = ("NVIDIA GeForce RTX 3090", (8, 6), 82, 101376)
+L4 = ("NVIDIA L4", (8, 9), 58, 101376)
+V100 = ("Tesla V100-SXM2-16GB", (7, 0), 80, 98304)
+
+
+def test_devices_map_compute_capability_to_architecture(backend, install_driver):
+    install_driver(fake_driver([H100, A100, RTX3090, L4]))
+    devices = backend.active_devices()
+    assert [(d.index, d.name, str(d.target)) for d in devices] == [
+        (0, "NVIDIA H100 80GB HBM3", "nvidia:sm_90a"),
+        (1, "NVIDIA A100-SXM4-80GB", "nvidia:sm_80"),
+        (2, "NVIDIA GeForce RTX 3090", "nvidia:sm_86"),
+        (3, "NVIDIA L4", "nvidia:sm_89"),
+    ]
+    assert dict(devices[0].properties) == {
+        "compute_capability": (9, 0),
+        "multiprocessor_count": 132,
+        "shared_memory_per_block_optin": 232448,
+    }
+
+
+def test_unsupported_devices_are_skipped(backend, install_driver):
+    install_driver(fake_driver([V100, H100]))
+    devices = backend.active_devices()
+    assert [(d.index, str(d.target)) for d in devices] == [(1, "nvidia:sm_90a")]
+
+
+def test_only_unsupported_devices_says_why(backend, install_driver):
+    install_driver(fake_driver([V100]))
+    with pytest.raises(BackendUnavailable) as info:
+        backend.active_devices()
+    message = str(info.value)
+    assert message.startswith("no supported NVIDIA GPU")
+    assert "Tesla V100-SXM2-16GB" in message and "7.0" in message and "sm_90a" in message
+
+
+def test_no_device_is_an_empty_list(backend, install_driver):
+    install_driver(fake_driver(init_result=CUresult.CUDA_ERROR_NO_DEVICE))
+    assert backend.active_devices() == []
+    install_driver(fake_driver([]))
+    assert backend.active_devices() == []
+
+
+def test_missing_libcuda_is_reported(backend, install_driver):
+    install_driver(fake_driver(init_raises=RuntimeError("libcuda.so.1: cannot open shared object file")))
+    with pytest.raises(BackendUnavailable, match="^CUDA driver not found: libcuda.so.1: cannot open"):
+        backend.active_devices()
+
+
+def test_old_driver_is_reported(backend, install_driver):
+    install_driver(fake_driver(init_result=CUresult.CUDA_ERROR_INSUFFICIENT_DRIVER))
+    with pytest.raises(BackendUnavailable, match="CUDA_ERROR_INSUFFICIENT_DRIVER.*upgrade the driver"):
+        backend.active_devices()
+
+
+# -- architecture table ----------------------------------------------------------------
+
+
+def test_table_matches_backend():
+    assert tuple(ARCHITECTURES) == NvidiaBackend.architectures
+
+
+@pytest.mark.parametrize(
+    "arch, capability, smem, wgmma",
+    [
+        ("sm_80", (8, 0), 166912, False),
+        ("sm_86", (8, 6), 101376, False),
+        ("sm_89", (8, 9), 101376, False),
+        ("sm_90", (9, 0), 232448, False),
+        ("sm_90a", (9, 0), 232448, True),
+    ],
+)
+def test_architecture_data(arch, capability, smem, wgmma):
+    data = ARCHITECTURES[arch]
+    assert data.name == arch
+    assert data.compute_capability == capability
+    assert data.shared_memory_per_block_optin == smem
+    assert data.has_wgmma is wgmma
+    assert data.warp_size == 32
+
+
+def test_table_is_read_only():
+    with pytest.raises(TypeError):
+        ARCHITECTURES["sm_100"] = ARCHITECTURES["sm_90"]  # type: ignore[index]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ARCHITECTURES["sm_90"].has_wgmma = True  # type: ignore[misc]
+
+
+def test_compute_capability_lookup():
+    assert architecture_for_compute_capability(9, 0).name == "sm_90a"
+    assert architecture_for_compute_capability(8, 0).name == "sm_80"
+    assert architecture_for_compute_capability(7, 5) is None
+    assert architecture_for_compute_capability(10, 0) is None
+
+
+# -- versions and import cost ----------------------------------------------------------
+
+
+def test_versions_are_installed_distributions(backend):
+    versions = dict(backend.versions())
+    assert set(versions) <= {"llvmlite", "cuda-bindings"}
+    for dist, version in versions.items():
+        assert version == metadata.version(dist)
+
+
+def test_import_loads_no_vendor_module():
+    code = (
+        "import sys, polytile_nvidia, polytile_nvidia.plugin\n"
+        "polytile_nvidia.NvidiaBackend().versions()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cuda', 'llvmlite')))\n"
+    )
+    path = os.pathsep.join([str(REPO / "core"), str(REPO / "backends" / "nvidia"), os.environ.get("PYTHONPATH", "")])
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path}, check=True
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def test_plugin_registers_the_backend():
+    from polytile_nvidia import plugin
+
+    registered = []
+    plugin.polytile_register_backends(registry=types.SimpleNamespace(register=registered.append))
+    assert len(registered) == 1 and isinstance(registered[0], NvidiaBackend)
