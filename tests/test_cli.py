@@ -1,0 +1,129 @@
+"""The `polytile` command: info, passes, opt, config."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+
+import pytest
+
+from polytile.cli import main
+
+INPUT = """\
+func.func @k(%a: i32) -> i32 attributes {kernel = true} {
+  %zero = arith.constant {value = 0} : i32
+  %x = arith.addi %a, %zero : i32
+  %y = arith.addi %a, %zero : i32
+  %s = arith.muli %x, %y : i32
+  func.return %s
+}
+"""
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "polytile.cli", *args], capture_output=True, text=True)
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        importlib.metadata.distribution(distribution)
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def test_info_lists_backends_and_the_chosen_target():
+    for distribution in ("polytile-nvidia", "polytile-amd"):
+        assert _installed(distribution), f"{distribution} is not installed: run ./dev setup (or ./dev test)"
+    run = run_cli("info")
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    for line in ("nvidia ", "amd ", "interp ", "targets: sm_80, sm_86, sm_89, sm_90, sm_90a",
+                 "targets: gfx90a, gfx942, gfx950, gfx1100", "from polytile-nvidia 0.1.0", "from polytile-amd 0.1.0"):
+        assert line in out, f"{line!r} missing from:\n{out}"
+    assert out.count("no device:") >= 2  # this machine has no GPU
+    assert "Target:\n  interp  (no installed backend has an active device; using the interpreter)" in out
+    assert "passes: canonicalize, cse, dce, inline, licm" in out
+
+
+def test_info_explains_a_configured_target(monkeypatch):
+    monkeypatch.setenv("POLYTILE_TARGET", "amd:gfx942")
+    run = run_cli("info")
+    assert "amd:gfx942  (environment variable POLYTILE_TARGET)" in run.stdout
+
+
+def test_passes_lists_options_and_owners(capsys):
+    assert main(["passes"]) == 0
+    out = capsys.readouterr().out
+    for name in ("canonicalize", "cse", "dce", "inline", "licm"):
+        assert f"\n{name} " in "\n" + out
+    assert "from polytile" in out
+    assert "max-iterations: int = 10" in out
+
+
+def test_opt_runs_a_pipeline(tmp_path, capsys):
+    source = tmp_path / "in.ir"
+    source.write_text(INPUT)
+    assert main(["opt", str(source), "-p", "canonicalize,cse"]) == 0
+    out = capsys.readouterr().out
+    assert out == (
+        "func.func @k(%a: i32) -> i32 attributes {kernel = true} {\n"
+        "  %s = arith.muli %a, %a : i32\n"
+        "  func.return %s\n"
+        "}\n"
+    )
+
+
+def test_opt_writes_output_and_prints_ir_after_passes(tmp_path, capsys):
+    source = tmp_path / "in.ir"
+    source.write_text(INPUT)
+    output = tmp_path / "out.ir"
+    assert main(["opt", str(source), "-p", "cse", "-o", str(output), "--print-ir-after", "cse", "--time-passes"]) == 0
+    err = capsys.readouterr().err
+    assert "IR after cse (main)" in err and "pass timing" in err
+    assert "%y" not in output.read_text()
+
+
+def test_opt_reads_standard_input():
+    run = subprocess.run([sys.executable, "-m", "polytile.cli", "opt", "-", "-p", "dce"], input=INPUT,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "func.return %s" in run.stdout
+
+
+@pytest.mark.parametrize("ir, pipeline, message", [
+    ("func.func @k() {\n  func.return\n", "cse", "in.ir:3:1: error: missing '}' to close a region"),
+    ("func.func @k() {\n  %x = arith.bogus : i32\n  func.return\n}\n", "cse", "unknown op 'arith.bogus'"),
+    (INPUT, "csee", "unknown pass 'csee'; did you mean 'cse'?"),
+    (INPUT, "cse{agressive=1}", "unknown option of pass 'cse' 'agressive'"),
+    ("func.func @k(%a: i32) -> i32 {\n  func.return\n}\n", "cse",
+     "'func.return' op returns () but the function returns (i32)"),
+])
+def test_opt_errors_are_clear_and_without_traceback(tmp_path, ir, pipeline, message):
+    source = tmp_path / "in.ir"
+    source.write_text(ir)
+    run = run_cli("opt", str(source), "-p", pipeline)
+    assert run.returncode == 1
+    assert run.stderr.startswith("polytile: error: ")
+    assert message in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_opt_missing_file():
+    run = run_cli("opt", "/no/such/file.ir")
+    assert run.returncode == 1 and "cannot read IR file '/no/such/file.ir'" in run.stderr
+
+
+def test_config_shows_values_and_sources(monkeypatch):
+    monkeypatch.setenv("POLYTILE_TIME_PASSES", "1")
+    run = run_cli("config")
+    assert run.returncode == 0
+    assert "time_passes = True   (environment variable POLYTILE_TIME_PASSES)" in run.stdout
+    assert "verify_each" in run.stdout
+
+
+def test_unknown_target_lists_close_matches(monkeypatch):
+    monkeypatch.setenv("POLYTILE_TARGET", "nvidai:sm_90a")
+    run = run_cli("info")
+    assert "unknown target backend 'nvidai'" in run.stdout and "did you mean 'nvidia'" in run.stdout
