@@ -140,6 +140,15 @@ def _signed(fn):
     return lambda a, b: fn(sem.as_signed(a), sem.as_signed(b))
 
 
+def _no_signed_overflow(fn):
+    def guarded(a, b):
+        if sem.signed_division_overflows(sem.as_signed(a), sem.as_signed(b)):
+            return None
+        return fn(a, b)
+
+    return guarded
+
+
 def _unsigned(fn):
     return lambda a, b: fn(sem.as_unsigned(a), sem.as_unsigned(b))
 
@@ -169,9 +178,9 @@ INTEGER_BINARY_OPS: list[tuple[str, Callable, bool, str]] = [
     ("addi", operator.add, True, "Integer addition (wrapping)."),
     ("subi", operator.sub, False, "Integer subtraction (wrapping)."),
     ("muli", operator.mul, True, "Integer multiplication (wrapping)."),
-    ("divsi", _guard_divisor(_signed(sem.trunc_div)), False, "Signed division, rounding toward zero."),
+    ("divsi", _guard_divisor(_no_signed_overflow(_signed(sem.trunc_div))), False, "Signed division, rounding toward zero."),
     ("divui", _guard_divisor(_unsigned(np.floor_divide)), False, "Unsigned division."),
-    ("remsi", _guard_divisor(_signed(sem.trunc_rem)), False, "Signed remainder; the sign follows the dividend."),
+    ("remsi", _guard_divisor(_no_signed_overflow(_signed(sem.trunc_rem))), False, "Signed remainder; the sign follows the dividend."),
     ("remui", _guard_divisor(_unsigned(np.remainder)), False, "Unsigned remainder."),
     ("andi", np.bitwise_and, True, "Bitwise and."),
     ("ori", np.bitwise_or, True, "Bitwise or."),
@@ -348,10 +357,16 @@ class SelectOp(Operation):
 
 def _cast_semantics(kind: str):
     def apply(a: np.ndarray, dtype) -> np.ndarray | None:
+        dtype = np.dtype(dtype)
+        if kind == "bitcast":
+            return a.view(dtype)  # the same bits, read as another type
         if kind in ("extsi", "sitofp"):
-            a = sem.as_signed(a)
+            # i1 is signed: true is -1 when sign-extended or converted as signed.
+            a = -a.astype(np.int8) if a.dtype == np.bool_ else sem.as_signed(a)
         elif kind in ("extui", "uitofp"):
             a = sem.as_unsigned(a)
+        elif kind == "trunci" and dtype == np.bool_:
+            return (a & 1).astype(np.bool_)  # truncation keeps the lowest bit
         if kind in ("fptosi", "fptoui"):
             if not np.all(np.isfinite(a)):
                 return None

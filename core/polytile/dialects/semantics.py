@@ -38,13 +38,22 @@ def trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """C-style division, rounding toward zero (NumPy's // floors)."""
     q = np.floor_divide(a, b)
     r = a - q * b
-    adjust = (r != 0) & ((r < 0) != (b < 0))
+    # Flooring went one too far down exactly when the division is inexact and the
+    # true quotient is negative (operands of opposite signs).
+    adjust = (r != 0) & ((a < 0) != (b < 0))
     return np.where(adjust, q + 1, q).astype(a.dtype)
 
 
 def trunc_rem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """C-style remainder: the sign follows the dividend."""
     return (a - trunc_div(a, b) * b).astype(a.dtype)
+
+
+def signed_division_overflows(a: np.ndarray, b: np.ndarray) -> bool:
+    """INT_MIN / -1 does not fit: undefined in LLVM, so never folded."""
+    if a.dtype.kind != "i":
+        return False
+    return bool(np.any((a == np.iinfo(a.dtype).min) & (b == -1)))
 
 
 def shift_amount_ok(b: np.ndarray, width: int) -> bool:
