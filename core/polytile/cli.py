@@ -29,7 +29,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
     if info.backends_error:
         out.append(f"  error: {info.backends_error}")
     for backend in info.backends:
-        archs = ", ".join(backend.architectures) if backend.architectures else "(no architectures)"
+        archs = ", ".join(f"{backend.name}:{a}" for a in backend.architectures) if backend.architectures \
+            else backend.name
         owner = backend.provided_by
         out.append(f"  {backend.name:<8} {backend.description}")
         out.append(f"           from {owner.distribution} {owner.version}".rstrip())
@@ -37,6 +38,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
         if backend.devices:
             for device in backend.devices:
                 out.append(f"           device: {device}")
+        elif not backend.architectures:
+            out.append("           runs on this machine's CPU: the target used when no device is found")
         else:
             reason = backend.no_device_reason or "no device found"
             out.append(f"           no device: {reason}")
@@ -50,7 +53,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
         for problem in plugin.problems:
             out.append(f"               problem: {problem}")
         for kind, names in sorted(plugin.provides.items()):
-            out.append(f"               {kind}s: {', '.join(names)}")
+            plural = kind + ("es" if kind.endswith("s") else "s")
+            out.append(f"               {plural}: {', '.join(names)}")
     if info.unknown_disabled:
         out.append(f"  (setting 'disabled_plugins' names unknown plugins: {', '.join(info.unknown_disabled)})")
     out += ["", "Target:"]

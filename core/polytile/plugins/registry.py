@@ -11,6 +11,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Generic, Iterator, TypeVar
 
+from .. import __version__
 from ..errors import PluginConflictError, UnknownNameError
 
 T = TypeVar("T")
@@ -30,7 +31,7 @@ class PluginInfo:
 
 
 #: The owner of everything the core registers itself.
-CORE_OWNER = PluginInfo("core", "polytile")
+CORE_OWNER = PluginInfo("core", "polytile", __version__)
 
 
 class Registry(Generic[T]):
