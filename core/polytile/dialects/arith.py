@@ -173,6 +173,17 @@ def _mulhi(a: np.ndarray, b: np.ndarray, signed: bool) -> np.ndarray:
     return unsigned.view(a.dtype)
 
 
+def _ieee_maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # IEEE maximum: NaN wins, and +0.0 is greater than -0.0 (np.maximum ignores the sign).
+    zeros = (a == 0) & (b == 0)
+    return np.where(zeros, np.where(np.signbit(a), b, a), np.maximum(a, b))
+
+
+def _ieee_minimum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    zeros = (a == 0) & (b == 0)
+    return np.where(zeros, np.where(np.signbit(a), a, b), np.minimum(a, b))
+
+
 # name, NumPy semantics, commutative, summary
 INTEGER_BINARY_OPS: list[tuple[str, Callable, bool, str]] = [
     ("addi", operator.add, True, "Integer addition (wrapping)."),
@@ -204,12 +215,31 @@ FLOAT_BINARY_OPS: list[tuple[str, Callable, bool, str]] = [
     ("mulf", operator.mul, True, "Float multiplication."),
     ("divf", operator.truediv, False, "Float division (IEEE)."),
     ("remf", np.fmod, False, "Float remainder with the sign of the dividend (C fmod)."),
-    ("maximumf", np.maximum, True, "Float maximum; NaN if either is NaN."),
-    ("minimumf", np.minimum, True, "Float minimum; NaN if either is NaN."),
+    ("maximumf", _ieee_maximum, True, "Float maximum; NaN if either is NaN; +0.0 > -0.0."),
+    ("minimumf", _ieee_minimum, True, "Float minimum; NaN if either is NaN; -0.0 < +0.0."),
     ("maxnumf", np.fmax, True, "Float maximum ignoring a NaN."),
     ("minnumf", np.fmin, True, "Float minimum ignoring a NaN."),
     ("powf", np.power, False, "Float power."),
 ]
+
+
+def _i1_aware(short: str, fn: Callable) -> Callable:
+    """i1 values are NumPy bools; compute on them as 1-bit integers.
+
+    Signed ops (``*si``) read true as -1, the rest as 1; the result keeps the low bit,
+    as a 1-bit register would.  A shift of an i1 by anything but 0 is out of range."""
+    signed = short.endswith("si")
+
+    def on_bits(a: np.ndarray, b: np.ndarray):
+        if a.dtype != np.bool_:
+            return fn(a, b)
+        if short.startswith("sh") and np.any(b):
+            return None
+        widen = (lambda x: -x.astype(np.int8)) if signed else (lambda x: x.astype(np.int8))
+        result = fn(widen(a), widen(b))
+        return None if result is None else (np.asarray(result) & 1).astype(np.bool_)
+
+    return on_bits
 
 
 def _make_binary(short: str, fn: Callable, commutative: bool, summary: str, constraint) -> type[Operation]:
@@ -231,7 +261,7 @@ def _make_binary(short: str, fn: Callable, commutative: bool, summary: str, cons
 
 BINARY_OPS: dict[str, type[Operation]] = {}
 for _name, _fn, _comm, _doc in INTEGER_BINARY_OPS:
-    BINARY_OPS[_name] = _make_binary(_name, _fn, _comm, _doc, IntLike)
+    BINARY_OPS[_name] = _make_binary(_name, _i1_aware(_name, _fn), _comm, _doc, IntLike)
 for _name, _fn, _comm, _doc in FLOAT_BINARY_OPS:
     BINARY_OPS[_name] = _make_binary(_name, _fn, _comm, _doc, FloatLike)
 

@@ -10,7 +10,7 @@ from ..ir.constraints import FloatLike, IntLike
 from ..ir.opdef import Elementwise, Operand, Pure, Result, SameOperandsAndResultType, define_op
 from ..ir.operation import Operation
 from ..ir.registry import Dialect
-from .arith import _fold_elementwise
+from .arith import _fold_elementwise, materialize_constant
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -74,6 +74,7 @@ class FmaOp(Operation):
     infer_result_types = staticmethod(lambda operands, attributes: [operands["a"].type])
 
 
-MATH_DIALECT = Dialect("math", ops=(*UNARY_OPS.values(), FmaOp), doc="Elementwise math functions.")
+MATH_DIALECT = Dialect("math", ops=(*UNARY_OPS.values(), FmaOp), doc="Elementwise math functions.",
+                       constant_materializer=materialize_constant)
 
 
