@@ -98,8 +98,8 @@ class FuncOp(Operation):
                 pos = parser.pos
                 if not parser.accept("%"):
                     parser.error("expected an argument like '%x: i32'")
-                arg_name = parser.parse_identifier("an argument name") if not parser.text[parser.pos].isdigit() \
-                    else str(parser.parse_integer())
+                numbered = parser.text[parser.pos:parser.pos + 1].isdigit()
+                arg_name = str(parser.parse_integer()) if numbered else parser.parse_identifier("an argument name")
                 parser.expect(":", f"after argument '%{arg_name}'")
                 arguments.append((arg_name, parser.parse_type(), pos))
                 if parser.accept(")"):
@@ -127,6 +127,8 @@ class CallOp(Operation):
     callee = Attr(SymbolRef)
 
     def verify_symbol_uses(self, module: Operation) -> None:
+        if not isinstance(self.callee, SymbolRef):
+            return  # the op's own verification reports the missing or malformed 'callee'
         target = module.lookup_symbol(self.callee.name)  # type: ignore[attr-defined]
         if target is None or target.name != "func.func":
             raise op_error(self, f"calls '@{self.callee.name}', which is not a function in this module")

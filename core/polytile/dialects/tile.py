@@ -165,7 +165,7 @@ class TransOp(Operation):
 
     def verify_op(self) -> None:
         src, dst = self.source.type, self.result.type
-        if sorted(self.order) != list(range(src.rank)):
+        if not all(type(i) is int for i in self.order) or sorted(self.order) != list(range(src.rank)):
             raise op_error(self, f"order {list(self.order)} is not a permutation of 0..{src.rank - 1}")
         if tuple(src.shape[i] for i in self.order) != dst.shape or src.element != dst.element:
             raise op_error(self, f"transposing {src} by {list(self.order)} does not give {dst}")
@@ -222,7 +222,7 @@ class LoadOp(Operation):
         if t.element_type(self.result.type) != t.element_type(expected) or _shape(self.result) != _shape(self.ptr):
             raise op_error(self, f"loading through {self.ptr.type} gives {expected}, not {self.result.type}")
         _check_mask_and_shape(self, self.ptr, self.mask, "pointer")
-        if self.other is not None and self.other.type.__class__ is not self.result.type.__class__:
+        if self.other is not None and self.other.type != self.result.type:
             raise op_error(self, f"'other' must have the result type {self.result.type}, got {self.other.type}")
         if self.cache not in _CACHE_MODIFIERS:
             raise op_error(self, f"unknown cache modifier '{self.cache}'; use one of {', '.join(repr(c) for c in _CACHE_MODIFIERS)}")
@@ -269,8 +269,9 @@ class AtomicRMWOp(Operation):
 
     def verify_op(self) -> None:
         for attr, allowed in (("kind", ATOMIC_KINDS), ("sem", MEMORY_SEMANTICS), ("scope", MEMORY_SCOPES)):
-            if self.attributes[attr] not in allowed:
-                raise op_error(self, f"unknown {attr} '{self.attributes[attr]}'; use one of {', '.join(allowed)}")
+            value = getattr(self, attr)  # the declared default when the text leaves it out
+            if value not in allowed:
+                raise op_error(self, f"unknown {attr} '{value}'; use one of {', '.join(allowed)}")
         if self.result.type != self.value.type:
             raise op_error(self, f"result must have the value's type {self.value.type}")
         _check_mask_and_shape(self, self.ptr, self.mask, "pointer")
@@ -345,6 +346,8 @@ class ReduceOp(Operation):
         if not 0 <= self.axis < len(shape):
             raise op_error(self, f"axis {self.axis} is out of range for rank {len(shape)}")
         reduced = shape[: self.axis] + shape[self.axis + 1:]
+        if len(self.results) != len(self.sources):
+            raise op_error(self, f"reduces {len(self.sources)} operands but has {len(self.results)} results")
         for source, result in zip(self.sources, self.results):
             expected = t.TileType(reduced, source.type.element) if reduced else source.type.element
             if t.shape_of(result.type) != t.shape_of(expected) or t.element_type(result.type) != source.type.element:
@@ -354,6 +357,10 @@ class ReduceOp(Operation):
         if [a.type for a in args] != elements * 2:
             raise op_error(self, "the combine region must take two scalars per operand: "
                                  f"({', '.join(str(e) for e in elements * 2)})")
+        returned = self.combine.block.last_op
+        if returned is not None and [v.type for v in returned.operands] != elements:
+            raise op_error(returned, f"returns ({', '.join(str(v.type) for v in returned.operands)}) but the "
+                                     f"reduction combines ({', '.join(map(str, elements))})")
 
 
 @define_op

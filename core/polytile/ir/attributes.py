@@ -58,10 +58,13 @@ class DialectAttribute:
         fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         while not parser.peek_is(">"):
             if values:
-                parser.expect(",")
+                parser.expect(",", f"or '>' in '#{cls.attribute_name}<'")
+            parser.skip_space()
+            key_pos = parser.pos
             key = parser.parse_identifier("a parameter name")
             if key not in fields:
-                parser.error(f"'#{cls.attribute_name}' has no parameter '{key}' (it has {', '.join(sorted(fields))})")
+                parser.error(f"'#{cls.attribute_name}' has no parameter '{key}' (it has {', '.join(sorted(fields))})",
+                             key_pos)
             parser.expect("=")
             values[key] = parser.parse_attribute_value()
         try:
@@ -78,7 +81,7 @@ _BARE_SYMBOL_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 
 
 def format_symbol(name: str) -> str:
-    if name and not name[0].isdigit() and all(c in _BARE_SYMBOL_CHARS for c in name):
+    if name and (name[0].isalpha() or name[0] == "_") and all(c in _BARE_SYMBOL_CHARS for c in name):
         return "@" + name
     return "@" + format_string(name)
 

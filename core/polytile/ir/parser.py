@@ -44,6 +44,8 @@ class Parser:
     # -- low level --------------------------------------------------------------------
     def error(self, message: str, pos: int | None = None) -> None:
         pos = self.pos if pos is None else pos
+        if not self.text[pos:].strip():
+            pos = len(self.text[:pos].rstrip())  # at end of input: point after the last token
         line = self.text.count("\n", 0, pos) + 1
         line_start = self.text.rfind("\n", 0, pos) + 1
         line_end = self.text.find("\n", pos)
@@ -165,7 +167,7 @@ class Parser:
             shape = tuple(int(d) for d in dims.group(1).split("x")[:-1])
             element = self.parse_type()
             layout = None
-            if name == "tile" and self.accept(","):
+            if self.accept(","):
                 layout = self.parse_attribute_value()
             self.expect(">", f"to close '{name}<'")
             try:
@@ -200,11 +202,13 @@ class Parser:
 
     # -- attributes -------------------------------------------------------------------
     def parse_integer(self, what: str = "an integer") -> int:
+        self.skip_space()
         start = self.pos
         m = self.match(_NUMBER)
         if not m or any(c in m.group(0) for c in ".eE") and not m.group(0).lower().startswith(("0x", "-0x")):
             self.error(f"expected {what}, found {self._describe_here()}", start)
-        return int(m.group(0), 0)
+        text = m.group(0)
+        return int(text, 16) if text.lower().lstrip("-").startswith("0x") else int(text)
 
     def parse_attribute_value(self) -> Any:
         self.skip_space()
@@ -245,7 +249,7 @@ class Parser:
             if any(c in text for c in ".eE"):
                 return float(text)
             return int(text)
-        if self.peek_is("(") or self.peek_identifier():
+        if self.peek_is("(") or self.peek_is("!") or self.peek_identifier():
             return self.parse_type()
         self.error(f"expected an attribute value, found {self._describe_here()}")
 
@@ -255,6 +259,7 @@ class Parser:
         if self.accept("}"):
             return attributes
         while True:
+            self.skip_space()
             start = self.pos
             key = self.parse_identifier("an attribute name")
             if key in attributes:
@@ -265,16 +270,18 @@ class Parser:
                 return attributes
             self.expect(",", "or '}' in the attribute dictionary")
 
-    def _at_attribute_dict(self) -> bool:
-        """``{`` followed by ``name =`` (or ``}``) opens attributes; else a region."""
+    def _at_attribute_dict(self, has_regions: bool = True) -> bool:
+        """For an op without regions, ``{`` opens attributes.  For an op with regions,
+        ``{`` followed by ``name =`` does; else it opens a region (``{}`` is an empty
+        region: the printer never prints an empty attribute dictionary)."""
         self.skip_space()
         if not self.text.startswith("{", self.pos):
             return False
+        if not has_regions:
+            return True
         save = self.pos
         self.pos += 1
         try:
-            if self.peek_is("}"):
-                return True
             m = self.match(_IDENT)
             return bool(m) and self.peek_is("=") and not self.peek_is("==")
         finally:
@@ -391,7 +398,7 @@ class Parser:
                     self.pos = save
                     break
                 if ident in keyworded:
-                    self.error(f"operand group '{ident}' is given twice")
+                    self.error(f"operand group '{ident}' is given twice", save)
                 keyworded[ident] = self.parse_value_list()
                 self.expect(")", f"to close '{ident}('")
             positional_groups = [g for g in definition.operands if g.name not in keyworded_groups]
@@ -415,7 +422,7 @@ class Parser:
             if definition.needs_segments:
                 segments = tuple(segments_list)
         attributes: dict[str, Any] = {}
-        if self._at_attribute_dict():
+        if self._at_attribute_dict(bool(definition.regions)):
             attributes = self.parse_attribute_dict()
         result_types: list[Type] = []
         if self.accept(":"):
@@ -436,6 +443,8 @@ class Parser:
         ``entry_arguments`` are names and types of the entry block's arguments when a
         custom format declared them outside the braces (``func.func @f(%a: i32)``).
         """
+        self.skip_space()
+        open_pos = self.pos
         self.expect("{")
         region = Region()
         self._scopes.append({})
@@ -448,7 +457,8 @@ class Parser:
             if self.accept("}"):
                 break
             if self.at_end():
-                self.error("missing '}' to close a region")
+                open_line = self.text.count("\n", 0, open_pos) + 1
+                self.error(f"missing '}}' to close the region opened at line {open_line}")
             if self.peek_is("^"):
                 if started or len(block):
                     region.add_block(block)

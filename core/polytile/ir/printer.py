@@ -16,6 +16,7 @@ import re
 from typing import Any, Iterable
 
 from .attributes import format_attribute
+from .opdef import IsolatedFromAbove
 from .operation import Block, Operation, Region
 from .types import (
     BlockPointerType,
@@ -43,8 +44,7 @@ def format_type(t: Type) -> str:
         layout = "" if t.layout is None else ", " + format_attribute(t.layout)
         return f"tile<{dims}x{format_type(t.element)}{layout}>"
     if isinstance(t, BlockPointerType):
-        tile = t.tile
-        return f"block_ptr<{'x'.join(str(d) for d in tile.shape)}x{format_type(tile.element)}>"
+        return "block_ptr" + format_type(t.tile)[len("tile"):]
     if isinstance(t, FunctionType):
         return f"({', '.join(map(format_type, t.inputs))}) -> {format_result_types(t.results)}"
     if isinstance(t, DialectType):
@@ -115,9 +115,13 @@ class Printer:
     def print_module_text(self, module: Operation) -> str:
         self._lines = []
         self._reset_names()
-        if module.name == "builtin.module" and not module.attributes:
+        bare = not module.attributes and not (self.print_locations and module.location is not None)
+        if bare and module.name == "builtin.module":
+            body = module.regions[0].block
+            # A lone module inside would read back as the top-level module itself.
+            bare = not (len(body) == 1 and body.first_op.name == "builtin.module")
+        if module.name == "builtin.module" and bare:
             for op in module.regions[0].block:
-                self._reset_names()
                 self.print_op(op, 0)
         else:
             self.print_op(module, 0)
@@ -130,6 +134,19 @@ class Printer:
         return "\n".join(self._lines)
 
     def print_op(self, op: Operation, depth: int) -> None:
+        if op.regions and not op.results and op.has_trait(IsolatedFromAbove):
+            # Names inside an isolated op (a function) are its own: number them from 0
+            # in each function, and keep the enclosing names for what follows.
+            saved = self._names, self._used, self._counter
+            self._reset_names()
+            try:
+                self._print_op(op, depth)
+            finally:
+                self._names, self._used, self._counter = saved
+            return
+        self._print_op(op, depth)
+
+    def _print_op(self, op: Operation, depth: int) -> None:
         custom = getattr(type(op), "print_custom", None)
         if custom is not None:
             custom(op, self, depth)

@@ -42,6 +42,11 @@ class IntType(ScalarType):
     width: int
     signed: bool = True
 
+    def __post_init__(self) -> None:
+        if self.width not in (1, 8, 16, 32, 64) or (self.width == 1 and not self.signed):
+            raise ValueError(f"unsupported integer type {'i' if self.signed else 'u'}{self.width} "
+                             "(use i1, i8..i64 or u8..u64)")
+
     @property
     def spelling(self) -> str:
         return f"{'i' if self.signed else 'u'}{self.width}"
