@@ -254,3 +254,52 @@ def test_load_infers_its_result_from_the_pointer():
     block = Block([t.TileType((8, 2), t.PointerType(t.bf16, 3))])
     load = LoadOp.build(block.arguments[0])
     assert load.result.type == t.TileType((8, 2), t.bf16)
+
+
+def test_reduce_combine_region_is_isolated_from_above():
+    # As in Triton, a combine function sees only its arguments: a backend turns it into
+    # a shuffle tree without looking outside it.
+    text = """\
+func.func @k(%t: tile<4xf32>, %scale: f32) -> f32 {
+  %r = tile.reduce %t {axis = 0} : f32 {
+  ^bb0(%a: f32, %b: f32):
+    %s = arith.addf %a, %b : f32
+    %m = arith.mulf %s, %scale : f32
+    tile.reduce_return %m
+  }
+  func.return %r
+}
+"""
+    with pytest.raises(Exception) as info:
+        verify(parse_module(text))
+    assert "does not dominate this use" in str(info.value) and "'arith.mulf' op" in str(info.value)
+
+
+def test_canonicalize_keeps_combine_constants_inside_the_region():
+    from polytile.passes.canonicalize import Canonicalize
+    from polytile.testing import apply_passes
+
+    out = apply_passes("""
+        func.func @k(%t: tile<4xf32>) -> f32 {
+          %r = tile.reduce %t {axis = 0} : f32 {
+          ^bb0(%a: f32, %b: f32):
+            %s = arith.addf %a, %b : f32
+            %two = arith.constant {value = 2.0} : f32
+            %m = arith.mulf %s, %two : f32
+            tile.reduce_return %m
+          }
+          func.return %r
+        }
+    """, Canonicalize())
+    assert out == """\
+func.func @k(%t: tile<4xf32>) -> f32 {
+  %r = tile.reduce %t {axis = 0} : f32 {
+  ^bb0(%a: f32, %b: f32):
+    %two = arith.constant {value = 2.0} : f32
+    %s = arith.addf %a, %b : f32
+    %m = arith.mulf %s, %two : f32
+    tile.reduce_return %m
+  }
+  func.return %r
+}
+"""

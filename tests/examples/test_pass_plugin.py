@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,9 +27,12 @@ PLUGIN_SOURCE = ROOT / "examples" / "pass_plugin"
 @pytest.fixture(scope="module")
 def installed_plugin(tmp_path_factory):
     target = tmp_path_factory.mktemp("site")
+    # Build from a copy: setuptools leaves build/ and egg-info folders beside the source.
+    source = tmp_path_factory.mktemp("source") / "pass_plugin"
+    shutil.copytree(PLUGIN_SOURCE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     result = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--target", str(target), str(PLUGIN_SOURCE)],
+         "--target", str(target), str(source)],
         capture_output=True, text=True,
     )
     assert result.returncode == 0, f"pip could not install the example plugin:\n{result.stdout}\n{result.stderr}"

@@ -14,6 +14,7 @@ from ..ir.opdef import (
     Attr,
     Elementwise,
     HasParent,
+    IsolatedFromAbove,
     Operand,
     Pure,
     ReadsMemory,
@@ -326,7 +327,8 @@ class ReduceOp(Operation):
     """Reduces ``operands`` (tiles of one shape) along ``axis`` with the combine region.
 
     The region takes two values per operand (the accumulated ones, then the new ones)
-    and ends in ``tile.reduce_return``.
+    and ends in ``tile.reduce_return``.  It is isolated from above, as in Triton: a
+    backend can turn it into a shuffle tree without looking outside it.
     """
 
     name = "tile.reduce"
@@ -334,7 +336,7 @@ class ReduceOp(Operation):
     outputs = Result(AnyType, variadic=True)
     axis = Attr(int)
     combine = RegionDef(terminators=("tile.reduce_return",))
-    traits = (Pure,)
+    traits = (Pure, IsolatedFromAbove)
 
     def verify_op(self) -> None:
         if not self.sources:
