@@ -37,8 +37,7 @@ def same(a, b) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, float):
-        if math.isnan(a):
-            return math.isnan(b)
+        # Bit equality: -0.0 differs from 0.0, and a NaN keeps its sign and payload.
         return struct.pack("<d", a) == struct.pack("<d", b)
     if isinstance(a, tuple):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
@@ -208,3 +207,19 @@ def test_random_attributes_on_an_op_round_trip(attributes):
     assert print_ir(module) == text
     parsed = module.regions[0].block.first_op.entry_block.first_op.attributes
     assert same(tuple(sorted(parsed.items())), tuple(sorted(attributes.items())))
+
+
+@pytest.mark.parametrize("bits, text", [
+    (0x7FF8000000000000, "nan"),
+    (0xFFF8000000000000, "nan(0xfff8000000000000)"),
+    (0x7FF0000000000001, "nan(0x7ff0000000000001)"),
+])
+def test_nan_sign_and_payload_survive_the_text(bits, text):
+    value = struct.unpack("<d", struct.pack("<Q", bits))[0]
+    assert format_float(value) == text
+    assert struct.pack("<d", parse_value(text)) == struct.pack("<d", value)
+
+
+def test_nan_bits_must_be_a_nan():
+    with pytest.raises(IRParseError, match="0x3ff0000000000000 are not the bits of a NaN"):
+        parse_value("nan(0x3ff0000000000000)")

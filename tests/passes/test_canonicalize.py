@@ -134,7 +134,8 @@ def _format(value) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         if math.isnan(value):
-            return "nan"
+            bits = struct.unpack("<Q", struct.pack("<d", value))[0]
+            return "nan" if bits == 0x7FF8000000000000 else f"nan(0x{bits:016x})"
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
         return repr(value)

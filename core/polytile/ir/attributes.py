@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import struct
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -103,14 +104,25 @@ def format_string(text: str) -> str:
     return "".join(out)
 
 
+CANONICAL_NAN_BITS = 0x7FF8000000000000
+
+
+def float_bits(value: float) -> int:
+    return struct.unpack("<Q", struct.pack("<d", value))[0]
+
+
+def float_from_bits(bits: int) -> float:
+    return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+
 def format_float(value: float) -> str:
     if math.isnan(value):
-        return "nan"
+        bits = float_bits(value)
+        # A NaN's sign and payload can come out of folding; keep them exact.
+        return "nan" if bits == CANONICAL_NAN_BITS else f"nan(0x{bits:016x})"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    text = repr(float(value))
-    # repr gives "1e+20" for some values: add nothing, it already parses back as a float.
-    return text
+    return repr(float(value))  # shortest text that reads back as the same double
 
 
 def format_attribute(value: Any) -> str:

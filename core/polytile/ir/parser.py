@@ -7,11 +7,12 @@ are structured), and every name is scoped to the region that defines it.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Callable
 
 from ..errors import IRParseError, SourceLocation, UnknownNameError
-from .attributes import SymbolRef
+from .attributes import SymbolRef, float_from_bits
 from .opdef import is_discardable_attribute
 from .operation import Block, Operation, Region
 from .registry import IR_REGISTRY
@@ -31,6 +32,7 @@ _VALUE = re.compile(r"%([A-Za-z0-9_.$-]+)")
 _BLOCK = re.compile(r"\^([A-Za-z0-9_]+)")
 _NUMBER = re.compile(r"-?(?:0x[0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)")
 _DIMS = re.compile(r"((?:\d+x)+)")
+_HEX_BITS = re.compile(r"0x[0-9a-fA-F]{1,16}")
 _STRING_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 
 
@@ -237,7 +239,19 @@ class Parser:
             value = cls.parse_parameters(self)
             self.expect(">", f"to close '#{name}<'")
             return value
-        for word, value in (("true", True), ("false", False), ("inf", float("inf")), ("-inf", float("-inf")), ("nan", float("nan"))):
+        if self.text.startswith("nan(", self.pos):
+            self.pos += 4
+            bits_pos = self.pos
+            m = self.match(_HEX_BITS)
+            if not m:
+                self.error("expected the bits of a NaN like 'nan(0x7ff8000000000001)'", bits_pos)
+            self.expect(")", "to close 'nan('")
+            value = float_from_bits(int(m.group(0), 16))
+            if not math.isnan(value):
+                self.error(f"{m.group(0)} are not the bits of a NaN", bits_pos)
+            return value
+        for word, value in (("true", True), ("false", False), ("inf", float("inf")), ("-inf", float("-inf")),
+                            ("nan", float("nan"))):
             if self.text.startswith(word, self.pos) and not _continues_identifier(self.text, self.pos + len(word)):
                 self.pos += len(word)
                 return value
