@@ -24,7 +24,7 @@ from ..ir.opdef import (
     op_error,
 )
 from ..ir.operation import Block, Operation, Region
-from ..ir.printer import format_result_types, format_type
+from ..ir.printer import format_result_types
 from ..ir.registry import Dialect
 from ..ir.types import FunctionType, Type
 from ..ir.values import Value

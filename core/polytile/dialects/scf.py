@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ir.constraints import AnyType, BoolLike, Index, IntScalar
+from ..ir.constraints import AnyType, BoolLike, IntScalar
 from ..ir.opdef import (
     HasParent,
     Operand,

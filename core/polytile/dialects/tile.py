@@ -6,10 +6,9 @@ reductions.  Tiles have static shapes; pointer tiles address global memory eleme
 
 from __future__ import annotations
 
-from typing import Any
 
 from ..ir import types as t
-from ..ir.constraints import AnyType, BoolLike, FloatLike, IntLike, Numeric, NumericOrPointer, PointerLike, Scalar, Tile
+from ..ir.constraints import AnyType, BoolLike, IntLike, Numeric, NumericOrPointer, PointerLike, Scalar, Tile
 from ..ir.opdef import (
     Attr,
     Elementwise,

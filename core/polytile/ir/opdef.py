@@ -23,7 +23,7 @@ registered under its name so the parser finds it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Sequence
 
 from ..errors import VerificationError
 from .attributes import SymbolRef, is_attribute_value, normalize_attribute

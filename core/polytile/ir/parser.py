@@ -13,7 +13,6 @@ from typing import Any, Callable
 
 from ..errors import IRParseError, SourceLocation, UnknownNameError
 from .attributes import SymbolRef, float_from_bits
-from .opdef import is_discardable_attribute
 from .operation import Block, Operation, Region
 from .registry import IR_REGISTRY
 from .types import (
