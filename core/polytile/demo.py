@@ -61,8 +61,16 @@ def main(argv: list[str] | None = None) -> int:
             print(print_ir(result.module))
         launch = getattr(result.backend, "launch", None)
         if launch is None:
-            print(f"backend '{result.backend.name}' cannot launch kernels yet; rerun with --target interp")
-            return 1
+            if args.target:
+                print(f"backend '{result.backend.name}' compiles but cannot launch kernels yet; "
+                      "use --target interp")
+                return 1
+            # The chosen device's backend cannot run kernels yet: show the run on the
+            # interpreter rather than stopping the demo.
+            print(f"backend '{result.backend.name}' cannot launch kernels yet; running on the interpreter instead")
+            module = parse_module(VECTOR_ADD, "vector_add.ir")
+            result = compile_module(module, "interp", label="add_kernel")
+            launch = result.backend.launch
         rng = np.random.default_rng(0)
         x = rng.standard_normal(args.n, dtype=np.float32)
         y = rng.standard_normal(args.n, dtype=np.float32)
