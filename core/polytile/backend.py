@@ -74,7 +74,10 @@ class Backend:
                 + ", ".join(f"'{self.name}:{a}'" for a in self.architectures)
             )
         if arch not in self.architectures:
-            raise UnknownNameError(f"architecture for backend '{self.name}'", arch, self.architectures)
+            from .errors import did_you_mean
+
+            raise TargetError(f"target '{target}': backend '{self.name}' has no architecture '{arch}'"
+                              f"{did_you_mean(arch, self.architectures)} (it has {', '.join(self.architectures)})")
         return Target(self.name, arch)
 
     def parse_options(self, options: Mapping[str, Any]) -> BackendOptions:

@@ -94,23 +94,26 @@ def _read_input(path: str) -> tuple[str, str]:
 
 
 def _cmd_opt(args: argparse.Namespace) -> int:
+    from . import config
     from .ir import parse_module, print_ir, verify
-    from .passes.instrumentation import IRPrinter, PassTimer, Verifier, check_pass_names
     from .passes.manager import PassManager
     from .passes.pipeline import parse_pipeline
 
     text, source = _read_input(args.input)
-    module = parse_module(text, source)
+    module = parse_module(text, source, locate=True)
     verify(module)
     pipeline = parse_pipeline(args.pipeline or "")
-    instruments = [] if args.no_verify_each else [Verifier()]
-    before = check_pass_names(args.print_ir_before or [], "--print-ir-before")
-    after = check_pass_names(args.print_ir_after or [], "--print-ir-after")
-    if before or after:
-        instruments.append(IRPrinter(before, after, print_locations=args.print_locations))
+    # The flags add to the settings (POLYTILE_PRINT_IR_AFTER=... works here too), and
+    # opt verifies after every pass unless told not to, as mlir-opt does.
+    overrides: dict = {"verify_each": not args.no_verify_each}
+    if args.print_ir_before:
+        overrides["print_ir_before"] = config.get("print_ir_before") + args.print_ir_before
+    if args.print_ir_after:
+        overrides["print_ir_after"] = config.get("print_ir_after") + args.print_ir_after
     if args.time_passes:
-        instruments.append(PassTimer())
-    PassManager(pipeline, instruments).run(module, label=source)
+        overrides["time_passes"] = True
+    with config.override(**overrides):
+        PassManager(pipeline).run(module, label=source)
     result = print_ir(module, print_locations=args.print_locations)
     if args.output and args.output != "-":
         with open(args.output, "w", encoding="utf-8") as handle:
@@ -123,16 +126,23 @@ def _cmd_opt(args: argparse.Namespace) -> int:
 def _cmd_config(args: argparse.Namespace) -> int:
     from . import config
 
+    invalid = 0
     for setting in config.describe():
+        source = config.source_of(setting.name)
         try:
             value = config.get(setting.name)
-            source = config.source_of(setting.name)
-        except Exception as exc:  # show a bad value instead of stopping at it
-            value, source = f"<invalid: {exc}>", config.source_of(setting.name)
+            shown = str(value) if hasattr(value, "__fspath__") else repr(value)
+        except Exception as exc:  # show every bad value, then fail
+            invalid += 1
+            shown = f"<invalid: {exc}>"
         env = f" [{setting.env}]" if setting.env else ""
-        print(f"{setting.name} = {value!r}   ({source}){env}")
+        print(f"{setting.name} = {shown}   ({source}){env}")
     for warning in config.check_environment():
         print(f"warning: {warning}")
+    if invalid:
+        print(f"polytile: error: {invalid} setting{'s have' if invalid > 1 else ' has'} an invalid value (above)",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -140,8 +150,30 @@ def _split_names(text: str) -> list[str]:
     return [part for part in text.split(",") if part]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, plus "did you mean" for a misspelled option."""
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            from .errors import did_you_mean
+
+            command = getattr(parsed, "command", None)
+            known = [o for a in self._subparser(command)._actions for o in a.option_strings]
+            unknown = next((e for e in extras if e.startswith("-")), extras[0])
+            self._subparser(command).error(f"unrecognized argument '{unknown}'{did_you_mean(unknown, known)}")
+        return parsed
+
+    def _subparser(self, command: str | None) -> argparse.ArgumentParser:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+                return action.choices[command]
+        return self
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="polytile", description="polytile: a multi-backend tile-kernel compiler")
+    parser = _Parser(prog="polytile", description="polytile: a multi-backend tile-kernel compiler",
+                     allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     sub.add_parser("info", help="installed backends and plugins, devices, the chosen target and why").set_defaults(
@@ -153,8 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("input", help="IR file, or - for standard input")
     opt.add_argument("-p", "--pipeline", default="", help="pipeline text, e.g. 'canonicalize,cse,licm{...}'")
     opt.add_argument("-o", "--output", help="write the result here instead of standard output")
-    opt.add_argument("--print-ir-before", type=_split_names, metavar="PASSES", help="comma-separated pass names or 'all'")
-    opt.add_argument("--print-ir-after", type=_split_names, metavar="PASSES", help="comma-separated pass names or 'all'")
+    opt.add_argument("--print-ir-before", type=_split_names, metavar="PASSES",
+                     help="comma-separated pass names or 'all' (adds to POLYTILE_PRINT_IR_BEFORE)")
+    opt.add_argument("--print-ir-after", type=_split_names, metavar="PASSES",
+                     help="comma-separated pass names or 'all' (adds to POLYTILE_PRINT_IR_AFTER)")
     opt.add_argument("--time-passes", action="store_true", help="print the time of each pass")
     opt.add_argument("--no-verify-each", action="store_true", help="do not verify the IR after every pass")
     opt.add_argument("--print-locations", action="store_true", help="print source locations (loc(...))")
@@ -170,10 +204,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except PolytileError as exc:
-        print(f"polytile: error: {exc}", file=sys.stderr)
+        print(format_error(exc), file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0
+
+
+def format_error(exc: BaseException) -> str:
+    """``polytile: error: ...``; messages that carry their own ``file:line: error:``
+    prefix keep it instead of getting a second ``error:``."""
+    text = str(exc)
+    first_line = text.split("\n", 1)[0]
+    if first_line.startswith("error: "):
+        return f"polytile: {text}"
+    if ": error: " in first_line:
+        return f"polytile: {text}"
+    return f"polytile: error: {text}"
 
 
 if __name__ == "__main__":

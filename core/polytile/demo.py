@@ -84,8 +84,12 @@ def main(argv: list[str] | None = None) -> int:
               + ("matches NumPy" if ok else "MISMATCH against NumPy"))
         return 0 if ok else 1
     except PolytileError as exc:
-        print(f"polytile: error: {exc}", file=sys.stderr)
+        from .cli import format_error
+
+        print(format_error(exc), file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `python -m polytile.demo | head`
+        return 0
 
 
 if __name__ == "__main__":

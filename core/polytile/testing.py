@@ -11,6 +11,7 @@ from __future__ import annotations
 import textwrap
 
 
+from .errors import VerificationError
 from .ir import parse_module, print_ir, verify
 from .passes.pass_base import Pass, PassContext
 
@@ -29,7 +30,11 @@ def apply_passes(ir_text: str, *passes: Pass, context: PassContext | None = None
         preserved = pass_.run(module, context)
         context.analyses.invalidate(preserved) if preserved is not None else context.analyses.clear()
         if verify_each:
-            verify(module)
+            try:
+                verify(module)
+            except VerificationError as exc:
+                raise VerificationError(f"{exc.message} (the IR became invalid in pass '{pass_.name}')",
+                                        exc.op_name, exc.location) from None
     return print_ir(module)
 
 

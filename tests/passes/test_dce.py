@@ -355,3 +355,18 @@ def test_pass_metadata():
     assert DeadCodeElimination.name == "dce"
     assert DeadCodeElimination.summary
     assert DeadCodeElimination(remove_unused_functions=False).spelling() == "dce{remove-unused-functions=false}"
+
+
+def test_a_module_without_kernels_keeps_its_functions():
+    # polytile opt -p dce on a file of helpers must not empty it.
+    text = """\
+func.func @helper(%a: i32) -> i32 {
+  %unused = arith.muli %a, %a : i32
+  func.return %a
+}
+"""
+    assert apply_passes(text, DeadCodeElimination()) == """\
+func.func @helper(%a: i32) -> i32 {
+  func.return %a
+}
+"""

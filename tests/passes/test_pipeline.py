@@ -186,7 +186,8 @@ def test_internal_error_names_the_pass_and_offers_the_ir():
         PassManager(parse("tag,boom"), []).run(module)
     message = str(info.value)
     assert "internal compiler error in pass 'boom': RuntimeError: kaput" in message
-    assert "POLYTILE_PRINT_IR_BEFORE=boom" in message
+    assert f"It was raised at {__file__}:" in message and ", in run: raise RuntimeError(\"kaput\")" in message
+    assert "POLYTILE_PRINT_IR_BEFORE=boom (polytile opt: --print-ir-before boom)" in message
     path = message.rsplit(" ", 1)[1]
     assert "func.func @k" in open(path).read()
 
@@ -275,3 +276,10 @@ def test_dedent_helper_keeps_text():
           b
     """) == "a\n  b\n"
     assert print_ir(parse_module(MODULE)) == MODULE
+
+
+def test_apply_passes_names_the_pass_that_broke_the_ir():
+    from polytile.testing import apply_passes
+
+    with pytest.raises(VerificationError, match="became invalid in pass 'breaker'"):
+        apply_passes(MODULE, Breaker())

@@ -36,9 +36,12 @@ _STRING_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 
 
 class Parser:
-    def __init__(self, text: str, source_name: str = "<ir>"):
+    def __init__(self, text: str, source_name: str = "<ir>", locate: bool = False):
         self.text = text
         self.source_name = source_name
+        #: Give ops without ``loc(...)`` their place in this text, as mlir-opt does, so
+        #: that verifier errors on a hand-written IR file point into it.
+        self.locate = locate
         self.pos = 0
         self._scopes: list[dict[str, Value]] = []
 
@@ -378,8 +381,10 @@ class Parser:
             self.define_value(rname, result, pos)
         if self.accept("loc("):
             op.location = self._parse_location_body()
-        if op.location is None:
-            op.location = None
+        if op.location is None and self.locate:
+            line = self.text.count("\n", 0, name_pos) + 1
+            column = name_pos - (self.text.rfind("\n", 0, name_pos) + 1) + 1
+            op.location = SourceLocation(self.source_name, line, column)
         return op
 
     def _parse_location_body(self) -> Any:
@@ -524,12 +529,13 @@ def _continues_identifier(text: str, pos: int) -> bool:
     return pos < len(text) and (text[pos].isalnum() or text[pos] in "_.$")
 
 
-def parse_module(text: str, source_name: str = "<ir>") -> Operation:
+def parse_module(text: str, source_name: str = "<ir>", locate: bool = False) -> Operation:
     """Parse IR text into a ``builtin.module``.  Top-level ops without an explicit
-    ``module { }`` are wrapped in one."""
+    ``module { }`` are wrapped in one.  With ``locate``, ops that have no ``loc(...)``
+    get ``source_name:line:column`` of their name in the text."""
     import polytile.dialects  # noqa: F401  (registers the core dialects)
 
-    return Parser(text, source_name).parse_top_level()
+    return Parser(text, source_name, locate).parse_top_level()
 
 
 def parse_type(text: str) -> Type:

@@ -99,6 +99,10 @@ def _unreachable_functions(module: Operation) -> list[Operation]:
     if not module.regions or not module.regions[0].blocks:
         return []
     top = list(module.regions[0].blocks[0])
+    if not any(isinstance(op, FuncOp) and op.attributes.get("kernel", False) for op in top):
+        # A module without kernels is a library (helpers given to polytile opt): its
+        # entry points are unknown, so nothing in it is unreachable.
+        return []
     candidates = {op.attributes["sym_name"]: op for op in top
                   if isinstance(op, FuncOp) and not op.attributes.get("kernel", False)}
     if not candidates:

@@ -9,6 +9,7 @@ pass was given is written to a file whose path the message gives.
 from __future__ import annotations
 
 import tempfile
+import traceback
 import time
 from typing import Any, Iterable
 
@@ -38,7 +39,7 @@ class PassManager:
             except PolytileError:
                 raise
             except Exception as exc:  # an internal compiler error, reported by pass
-                raise PassFailure(pass_.name, exc, _dump_hint(module, pass_.name, stage.name)) from exc
+                raise PassFailure(pass_.name, exc, _raised_at(exc) + _dump_hint(module, pass_.name, stage.name)) from exc
             seconds = time.perf_counter() - start
             if preserved is None:
                 context.analyses.clear()
@@ -51,11 +52,21 @@ class PassManager:
         return context
 
 
+def _raised_at(exc: BaseException) -> str:
+    """Where the pass raised, so a plugin author sees their own line without a traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f"It was raised at {last.filename}:{last.lineno}, in {last.name}: {last.line}\n"
+
+
 def _dump_hint(module: Any, pass_name: str, stage: str) -> str:
     """Where the IR is, for the bug report: written as the failing pass left it (the
     input would need a print before every pass, too slow to do always)."""
     hint = (f"This is a bug in polytile or in the plugin that provides pass '{pass_name}' (stage '{stage}'). "
-            f"To see the IR the pass was given, rerun with POLYTILE_PRINT_IR_BEFORE={pass_name}.")
+            f"To see the IR the pass was given, rerun with POLYTILE_PRINT_IR_BEFORE={pass_name} "
+            f"(polytile opt: --print-ir-before {pass_name}).")
     try:
         from ..ir.printer import print_ir
 

@@ -6,6 +6,7 @@ hook; :func:`pass_registry` runs it once, lazily.
 
 from __future__ import annotations
 
+from ..errors import UnknownNameError
 from ..plugins.registry import Registry
 from .pass_base import Pass, check_pass_class
 
@@ -23,6 +24,29 @@ class PassRegistry(Registry[type]):
         """A configured instance of the pass ``name``; unknown names and options list
         close matches."""
         return self.get(name, where).from_options(options or {}, where)
+
+    def get(self, name: str, where: str = "") -> type:
+        try:
+            return super().get(name, where)
+        except UnknownNameError as exc:
+            notes = _unavailable_plugins_note()
+            if notes:
+                exc.args = (exc.args[0] + notes,)
+            raise
+
+
+def _unavailable_plugins_note() -> str:
+    """A pass nobody registered may belong to a plugin that failed or is disabled: say so,
+    so the user does not hunt for a typo that is not there."""
+    from ..plugins.manager import get_plugin_manager
+
+    lines = []
+    for record in get_plugin_manager().plugins():
+        if record.status == "failed":
+            lines.append(f"\nnote: {record.info.describe()} failed to load, so its passes are missing: {record.reason}")
+        elif record.status == "disabled":
+            lines.append(f"\nnote: {record.info.describe()} is disabled ({record.reason})")
+    return "".join(lines)
 
 
 _REGISTRY: PassRegistry | None = None

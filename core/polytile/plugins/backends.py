@@ -103,7 +103,13 @@ class BackendRegistry(Registry[Backend]):
             if where:
                 location = f"{location} (from {where})".strip()
             raise UnknownNameError("target backend", parsed.backend, self.names(), location)
-        return backend, backend.resolve_target(parsed)
+        try:
+            return backend, backend.resolve_target(parsed)
+        except (TargetError, UnknownNameError) as exc:
+            if not where:
+                raise
+            message = str(exc)
+            raise TargetError(f"{message} (the target came from {where})") from None
 
     def ordered(self) -> list[Backend]:
         """Backends in the order targets are chosen from: the core's own backends

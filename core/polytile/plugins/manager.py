@@ -34,7 +34,7 @@ from typing import Any, Iterable, Iterator, Protocol, Sequence
 import pluggy
 
 from .. import __version__
-from ..errors import PluginConflictError, PluginError, did_you_mean
+from ..errors import PluginConflictError, PluginError, PolytileError, did_you_mean
 from ..target import Target
 from . import PROJECT_NAME, hookspecs
 from .backends import BackendRegistry, describe_device
@@ -663,7 +663,7 @@ class PluginManager:
                 choice = self.choose_target()
                 report.target, report.target_reason = str(choice.target), str(choice.reason)
             except Exception as exc:  # info must show a broken setup, not crash on it
-                report.target_error = str(exc) if isinstance(exc, PluginError) else _summary(exc)
+                report.target_error = str(exc) if isinstance(exc, PolytileError) else _summary(exc)
         provides: dict[PluginInfo, dict[str, list[str]]] = {}
         for filled in list(self._filled.values()):
             for part in filled.parts:
