@@ -324,7 +324,7 @@ SETTINGS: dict[str, Setting] = _declare(
     ),
     Setting(
         "dump_ir", BOOL, False, ("POLYTILE_DUMP_IR",),
-        doc="Print the IR after every pass and every stage while compiling, to stderr or to "
+        doc="Print the IR before the pipeline and after every pass while compiling, to stderr or to "
         "dump_ir_dir.",
     ),
     Setting(
@@ -344,7 +344,7 @@ SETTINGS: dict[str, Setting] = _declare(
     ),
     Setting(
         "time_passes", BOOL, False, ("POLYTILE_TIME_PASSES",),
-        doc="After each compilation, print how long every pass and stage took.",
+        doc="After each compilation, print how long every pass took.",
     ),
     Setting(
         "verify_each", BOOL, False, ("POLYTILE_VERIFY_EACH",),
