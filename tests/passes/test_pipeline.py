@@ -283,3 +283,11 @@ def test_apply_passes_names_the_pass_that_broke_the_ir():
 
     with pytest.raises(VerificationError, match="became invalid in pass 'breaker'"):
         apply_passes(MODULE, Breaker())
+
+
+def test_anchors_take_pass_instances_only():
+    pipeline = parse("tile(tag)")
+    with pytest.raises(TypeError, match="pipelines hold Pass instances, got str 'tag'.*MyPass\\(\\)"):
+        pipeline.insert_after("tag", "tag")
+    with pytest.raises(TypeError, match="got type"):
+        pipeline.replace("tag", Tag)

@@ -97,22 +97,31 @@ class Pipeline:
             raise ConfigError(f"anchor '{anchor}': the pass occurs only {len(matches)} times")
         return matches[occurrence - 1]
 
+    @staticmethod
+    def _check_passes(passes: tuple) -> list[Pass]:
+        for item in passes:
+            if not isinstance(item, Pass):
+                hint = " (make it with the pass class, e.g. MyPass(), or pass_registry().create(name))" \
+                    if isinstance(item, (str, type)) else ""
+                raise TypeError(f"pipelines hold Pass instances, got {type(item).__name__} {item!r}{hint}")
+        return list(passes)
+
     def insert_before(self, anchor: str, *passes: Pass) -> None:
         stage, index = self._find(anchor)
         position = 0 if index is None else index
-        stage.passes[position:position] = list(passes)
+        stage.passes[position:position] = self._check_passes(passes)
 
     def insert_after(self, anchor: str, *passes: Pass) -> None:
         stage, index = self._find(anchor)
         position = len(stage.passes) if index is None else index + 1
-        stage.passes[position:position] = list(passes)
+        stage.passes[position:position] = self._check_passes(passes)
 
     def replace(self, anchor: str, *passes: Pass) -> None:
         stage, index = self._find(anchor)
         if index is None:
-            stage.passes[:] = list(passes)
+            stage.passes[:] = self._check_passes(passes)
         else:
-            stage.passes[index:index + 1] = list(passes)
+            stage.passes[index:index + 1] = self._check_passes(passes)
 
     def remove(self, anchor: str) -> None:
         self.replace(anchor)
