@@ -121,7 +121,7 @@ def test_if_create_and_builder():
     (["%0 = scf.for %i, %i, %i, %x : f32 {", "^bb0(%k: i32, %a: f32):", "  !scf.yield %k", "}"], "scf.yield",
      "yields (i32) but the loop carries (f32)"),
     (["scf.for %x, %x, %x {", "^bb0(%k: f32):", "  scf.yield", "!}"], "scf.for",
-     "operand 'lower' must be an integer scalar, got f32"),
+     "operand 'lower' must be an i32 or i64 scalar, got f32"),
     (["%0 = scf.for %i, %i, %i, %x : f32 {", "^bb0(%k: i32, %a: f32):", "  %1 = arith.addf %a, %a : f32", "!}"],
      "scf.for", "region 'body' must end with 'scf.yield', found 'arith.addf'"),
     (["scf.if %m {", "  scf.yield", "} {", "  scf.yield", "!}"], "scf.if", "condition must be an i1 scalar, got tile<4xi1>"),
@@ -169,3 +169,25 @@ def test_condition_must_be_inside_a_while():
 def test_yield_must_be_inside_a_loop_or_if():
     assert_verify_error("!scf.yield\n", "scf.yield", "must be inside 'scf.for' or 'scf.if' or 'scf.while', "
                                                      "found in 'builtin.module'")
+
+
+@pytest.mark.parametrize("body, op, message", [
+    (["scf.while {", "  !scf.condition %m", "} {", "  scf.yield", "}"], "scf.condition",
+     "condition must be an i1 scalar, got tile<4xi1>"),
+    (["scf.for %s, %s, %s {", "^bb0(%k: i16):", "  scf.yield", "!}"], "scf.for",
+     "operand 'lower' must be an i32 or i64 scalar, got i16"),
+    (["scf.for %u, %u, %u {", "^bb0(%k: u32):", "  scf.yield", "!}"], "scf.for",
+     "operand 'lower' must be an i32 or i64 scalar, got u32"),
+    (["scf.for %c, %c, %c {", "^bb0(%k: i1):", "  scf.yield", "!}"], "scf.for",
+     "operand 'lower' must be an i32 or i64 scalar, got i1"),
+    (["scf.for %i, %i, %c {", "^bb0(%k: i32):", "  scf.yield", "!}"], "scf.for",
+     "operand 'step' must be an i32 or i64 scalar, got i1"),
+])
+def test_loop_bounds_are_i32_or_i64_and_while_conditions_scalar(body, op, message):
+    signature = "%i: i32, %s: i16, %u: u32, %c: i1, %m: tile<4xi1>"
+    assert_verify_error(func(signature, *body, "func.return"), op, message)
+
+
+def test_i64_loops_verify():
+    verify(parse_module(func("%n: i64", "scf.for %n, %n, %n {", "^bb0(%k: i64):", "  scf.yield", "}",
+                             "func.return")))

@@ -851,3 +851,24 @@ def test_a_rule_failing_unexpectedly_is_reported_with_the_op():
 def test_register_rule_rejects_non_op_classes():
     with pytest.raises(TypeError):
         register_rule(int, lambda *a: None)
+
+
+def test_signed_division_of_i1_wraps_like_a_one_bit_register():
+    # true is -1 as a signed i1: -1 / -1 = 1 (low bit: true), -1 % -1 = 0.
+    text = """\
+func.func @k(%out: ptr<i8>) attributes {kernel = true} {
+  %t = arith.constant {value = true} : i1
+  %d = arith.divsi %t, %t : i1
+  %r = arith.remsi %t, %t : i1
+  %de = arith.extui %d : i8
+  %re = arith.extui %r : i8
+  %one = arith.constant {value = 1} : i32
+  %p1 = tile.addptr %out, %one : ptr<i8>
+  tile.store %out, %de
+  tile.store %p1, %re
+  func.return
+}
+"""
+    out = np.zeros(2, dtype=np.int8)
+    run_kernel(parse_module(text), "k", (1,), [out])
+    assert out.tolist() == [1, 0]

@@ -13,7 +13,7 @@ from typing import Any
 
 from polytile.ir import IR_REGISTRY, Dialect, DialectAttribute, DialectType, Type
 from polytile.ir.constraints import AnyType, IntScalar, Tile
-from polytile.ir.opdef import Attr, Operand, Pure, Result, define_op, op_error
+from polytile.ir.opdef import Attr, Operand, Pure, RegionDef, Result, define_op, op_error
 from polytile.ir.operation import Operation
 from polytile.plugins.registry import PluginInfo
 
@@ -96,9 +96,17 @@ class UseTileOp(Operation):
     infer_result_types = staticmethod(lambda operands, attributes: [operands["source"].type])
 
 
+@define_op
+class MultiBlockOp(Operation):
+    """An op whose region may hold several blocks (the core's structured ops have one)."""
+
+    name = "test.multi_block"
+    body = RegionDef(single_block=False)
+
+
 TEST_DIALECT = Dialect(
     "test",
-    ops=(MakeDescOp, UseTileOp),
+    ops=(MakeDescOp, UseTileOp, MultiBlockOp),
     types=(DescType, TokenType),
     attributes=(LayoutAttr, SwizzleAttr),
     doc="Test plugin dialect.",

@@ -189,6 +189,89 @@ def test_block_linked_list_operations():
     assert len(block) == 0 and block.first_op is None and block.last_op is None
 
 
+def _links_are_sound(block: Block) -> None:
+    ops, op, prev = [], block.first_op, None
+    while op is not None:
+        assert op.parent is block and op.prev_op is prev
+        ops.append(op)
+        prev, op = op, op.next_op
+    assert block.last_op is prev and len(block) == len(ops)
+
+
+def test_inserting_before_an_erased_anchor_is_refused_and_the_list_stays_intact():
+    func, b, (x,) = make_func(t.i32)
+    a, m = b.create(AddI, x, x), b.create(MulI, x, x)
+    m.erase()
+    with pytest.raises(ValueError, match=r"the insertion point's anchor op 'arith.muli' is no longer in this block "
+                                         r"\(was it erased\?\)"):
+        func.entry_block.insert_before(SubI.build(x, x), m)
+    with pytest.raises(ValueError, match="anchor op 'arith.muli' is no longer in this block"):
+        func.entry_block.insert_after(SubI.build(x, x), m)
+    assert func.entry_block.ops == [a]
+    _links_are_sound(func.entry_block)
+
+
+def test_an_anchor_of_another_block_is_refused():
+    func, b, (x,) = make_func(t.i32)
+    a = b.create(AddI, x, x)
+    other = Block()
+    c = other.append(ConstantOp.build(value=1, result_types=[t.i32]))
+    sub = SubI.build(x, x)
+    with pytest.raises(ValueError, match="anchor op 'arith.constant' is in another block"):
+        func.entry_block.insert_before(sub, c)
+    with pytest.raises(ValueError, match="anchor op 'arith.constant' is in another block"):
+        func.entry_block.insert_after(sub, c)
+    assert sub.parent is None and func.entry_block.ops == [a] and other.ops == [c]
+    _links_are_sound(func.entry_block)
+    _links_are_sound(other)
+
+
+def test_moving_next_to_a_detached_op_leaves_the_op_in_place():
+    func, b, (x,) = make_func(t.i32)
+    a, m = b.create(AddI, x, x), b.create(MulI, x, x)
+    loose = SubI.build(x, x)
+    with pytest.raises(ValueError, match="cannot move 'arith.addi' next to 'arith.subi', which is in no block"):
+        a.move_before(loose)
+    with pytest.raises(ValueError, match="cannot move 'arith.addi' next to itself"):
+        a.move_after(a)
+    assert func.entry_block.ops == [a, m]
+    _links_are_sound(func.entry_block)
+
+
+def test_a_builder_goes_on_where_its_erased_anchor_was():
+    # The usual rewrite: create the replacement before the op, erase the op, create more.
+    func, b, (x,) = make_func(t.i32)
+    a, m, z = b.create(AddI, x, x), b.create(MulI, x, x), b.create(SubI, x, x)
+    here = Builder.before(m)
+    c1 = here.create(ConstantOp, value=1, result_types=[t.i32])
+    m.erase()
+    c2 = here.create(ConstantOp, value=2, result_types=[t.i32])
+    c3 = here.create(ConstantOp, value=3, result_types=[t.i32])
+    assert func.entry_block.ops == [a, c1, c2, c3, z]
+    _links_are_sound(func.entry_block)
+
+
+def test_a_builder_whose_anchor_was_erased_before_it_inserted_anything_raises():
+    func, b, (x,) = make_func(t.i32)
+    a, m = b.create(AddI, x, x), b.create(MulI, x, x)
+    here = Builder.before(m)
+    m.erase()
+    with pytest.raises(ValueError, match=r"anchor op 'arith.muli' is no longer in this block \(was it erased\?\); "
+                                         "set a new insertion point"):
+        here.create(SubI, x, x)
+    assert func.entry_block.ops == [a]
+    _links_are_sound(func.entry_block)
+
+
+def test_an_insertion_point_next_to_an_op_in_no_block_is_refused():
+    (x,) = Block([t.i32]).arguments
+    loose = AddI.build(x, x)
+    with pytest.raises(ValueError, match="'arith.addi' is in no block: there is no insertion point next to it"):
+        Builder.before(loose)
+    with pytest.raises(ValueError, match="'arith.addi' is in no block"):
+        InsertionPoint.after(loose)
+
+
 def test_iterating_a_block_tolerates_erasing_the_current_op():
     func, b, (x,) = make_func(t.i32)
     for _ in range(4):
@@ -397,15 +480,18 @@ def test_builder_at_restores_on_error():
 # -- building from definitions ----------------------------------------------------------
 
 
-def test_build_infers_result_types_and_fills_defaults():
+def test_build_infers_result_types_and_stores_no_defaults():
     func, b, (p, m) = make_func(t.TileType((4,), t.PointerType(t.f16)), t.TileType((4,), t.i1))
     load = b.create(LoadOp, p, mask=m)
     assert load.result.type == t.TileType((4,), t.f16)
     assert load.operand_segments == (1, 1, 0)
     assert load.mask is m and load.other is None
-    assert load.attributes == {"cache": "", "evict": "", "volatile": False}
+    assert load.attributes == {}  # the defaults are read through the properties
+    assert (load.cache, load.evict, load.volatile) == ("", "", False)
     load.cache = ".cg"
     assert load.get_attr("cache") == ".cg"
+    load.cache = ""  # back to the default: removed, not stored
+    assert "cache" not in load.attributes and load.cache == ""
     ext = b.create(CASTS["extf"], load.result, result_types=[t.TileType((4,), t.f32)])
     assert ext.result.type == t.TileType((4,), t.f32)
 

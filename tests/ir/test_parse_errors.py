@@ -49,14 +49,14 @@ CASES = [
               func.return
             }
         """),
-        "value '%0' is defined twice", 3, 3, id="defined-twice"),
+        "value '%0' is already defined at line 2", 3, 3, id="defined-twice"),
     pytest.param(
         ir("""
             func.func @f(%a: i32, %a: f32) {
               func.return
             }
         """),
-        "value '%a' is defined twice", 1, 23, id="argument-defined-twice"),
+        "value '%a' is already defined at line 1", 1, 23, id="argument-defined-twice"),
     pytest.param(
         ir("""
             func.func @f(%a: i32) {

@@ -8,8 +8,8 @@ import pytest
 
 from polytile.dialects.builtin import ModuleOp
 from polytile.dialects.func import FuncOp
-from polytile.errors import SourceLocation
-from polytile.ir import Printer, parse_module, print_ir, verify
+from polytile.errors import IRParseError, SourceLocation
+from polytile.ir import Block, Printer, Region, parse_module, print_ir, verify
 from polytile.ir import types as t
 from polytile.testing import roundtrip
 
@@ -380,3 +380,204 @@ def test_location_file_names_are_escaped():
     ret = module.body.block.first_op.entry_block.first_op
     assert ret.location == SourceLocation('a"b\\c.py', 1, 2)
     assert 'loc("a\\"b\\\\c.py":1:2)' in print_ir(module, print_locations=True)
+
+
+# -- regions of several blocks ------------------------------------------------------------
+
+
+def _multi_block(*blocks: Block) -> ModuleOp:
+    from ._testdialect import MultiBlockOp
+
+    module = ModuleOp.build()
+    module.body.block.append(MultiBlockOp([], [], {}, [Region(list(blocks))]))
+    return module
+
+
+def test_an_empty_entry_block_before_a_second_block_is_kept():
+    # Without a '^bb0:' header the entry block vanished: '^bb1' became the entry block.
+    module = _multi_block(Block(), Block([t.i32]))
+    verify(module)
+    text = print_ir(module)
+    assert text == "test.multi_block {\n^bb0:\n^bb1(%0: i32):\n}\n"
+    again = parse_module(text)
+    assert [len(b.arguments) for b in again.body.block.first_op.regions[0].blocks] == [0, 1]
+    assert print_ir(again) == text
+
+
+@pytest.mark.parametrize("text", [
+    ir("""
+        test.multi_block {
+        ^bb0:
+          %0 = arith.constant {value = 1} : i32
+        ^bb1:
+        ^bb2(%a: i32):
+          %1 = arith.addi %a, %a : i32
+        }
+    """),
+    ir("""
+        test.multi_block {
+        ^bb0:
+        ^bb1:
+        }
+    """),
+    ir("""
+        test.multi_block {
+        ^bb0(%a: i32):
+        ^bb1:
+        }
+    """),
+])
+def test_regions_of_several_blocks_round_trip(text):
+    assert_roundtrip(text)
+
+
+def test_a_single_entry_block_without_arguments_has_no_header():
+    assert print_ir(_multi_block(Block())) == "test.multi_block {\n}\n"
+    # A leading label names the entry block; the printer leaves it out for a lone block.
+    assert roundtrip("test.multi_block {\n^bb0:\n}\n") == "test.multi_block {\n}\n"
+
+
+def test_a_function_without_arguments_keeps_an_empty_entry_block():
+    # func.func declares its entry block in its signature: '^bb1' inside is the second block.
+    text = ir("""
+        func.func @f() {
+        ^bb1:
+          func.return
+        }
+    """)
+    module = parse_module(text)
+    assert [len(b) for b in module.body.block.first_op.body.blocks] == [0, 1]
+    assert print_ir(module) == text
+
+
+# -- the empty module ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["", "\n", "  // only a comment\n"])
+def test_empty_text_is_the_empty_module_and_prints_as_empty_text(text):
+    module = parse_module(text)
+    assert len(module.body.block) == 0
+    assert print_ir(module) == ""
+    assert print_ir(parse_module(print_ir(module))) == ""
+
+
+# -- value names: no shadowing ---------------------------------------------------------
+
+
+def test_redefining_an_enclosing_value_in_a_nested_region_is_a_parse_error():
+    text = ir("""
+        func.func @k(%a: i32, %c: i1) {
+          %x = arith.addi %a, %a : i32
+          scf.if %c {
+            %x = arith.muli %a, %a : i32
+            scf.yield
+          } {
+            scf.yield
+          }
+          func.return
+        }
+    """)
+    with pytest.raises(IRParseError) as info:
+        parse_module(text)
+    err = info.value
+    assert err.message == "value '%x' is already defined at line 2"
+    assert (err.line, err.column) == (4, 5)
+
+
+def test_a_block_argument_may_not_shadow_an_enclosing_value():
+    text = ir("""
+        func.func @k(%lo: i32, %i: i32) {
+          scf.for %lo, %lo, %lo {
+          ^bb0(%i: i32):
+            scf.yield
+          }
+          func.return
+        }
+    """)
+    with pytest.raises(IRParseError, match=r"value '%i' is already defined at line 1"):
+        parse_module(text)
+
+
+def test_sibling_regions_and_isolated_ops_may_reuse_names():
+    # Sibling regions do not see each other, and a function starts a fresh namespace,
+    # as the printer assumes when it numbers each function from %0.
+    text = ir("""
+        %0 = arith.constant {value = 1} : i32
+        func.func @f(%a: i32, %c: i1) {
+          %0 = arith.addi %a, %a : i32
+          scf.if %c {
+            %x = arith.muli %a, %a : i32
+            scf.yield
+          } {
+            %x = arith.subi %a, %a : i32
+            scf.yield
+          }
+          func.return
+        }
+        func.func @g(%a: i32) {
+          %0 = arith.addi %a, %a : i32
+          func.return
+        }
+    """)
+    module = parse_module(text)
+    verify(module)
+    assert print_ir(module).count("%0 = ") == 3
+
+
+# -- declared defaults: never stored, never printed -------------------------------------
+
+
+def test_an_explicit_default_in_the_text_is_not_stored():
+    text = ir("""
+        func.func @f(%p: tile<4xptr<f32>>) {
+          %a = tile.load %p {cache = "", evict = "evict_last", volatile = false} : tile<4xf32>
+          func.return
+        }
+    """)
+    module = parse_module(text)
+    load = module.body.block.first_op.entry_block.first_op
+    assert load.attributes == {"evict": "evict_last"}
+    assert load.cache == "" and load.volatile is False
+    assert print_ir(module) == text.replace('{cache = "", evict = "evict_last", volatile = false}',
+                                            '{evict = "evict_last"}')
+
+
+def test_built_and_parsed_ops_are_the_same_op():
+    from polytile.dialects.tile import DotOp
+    from polytile.ir import Builder
+    from polytile.passes.cse import CommonSubexpressionElimination
+    from polytile.passes.pass_base import PassContext
+
+    module = parse_module(ir("""
+        func.func @f(%a: tile<16x16xf16>, %b: tile<16x16xf16>, %c: tile<16x16xf32>) -> tile<16x16xf32> {
+          %d = tile.dot %a, %b, %c : tile<16x16xf32>
+          func.return %d
+        }
+    """))
+    func = module.body.block.first_op
+    ret = func.entry_block.last_op
+    a, b, c = func.arguments
+    built = Builder.before(ret).create(DotOp, a, b, c, input_precision="tf32")  # the default, spelled out
+    assert built.attributes == {} and built.input_precision == "tf32" and built.max_num_imprecise_acc == 0
+    assert str(built) == "%0 = tile.dot %a, %b, %c : tile<16x16xf32>"
+    ret.set_operand(0, built.result)
+    CommonSubexpressionElimination().run(module, PassContext())
+    assert len(func.entry_block) == 2  # CSE merged the two spellings
+
+
+def test_set_attr_to_the_default_removes_it_and_the_printer_never_writes_a_default():
+    from polytile.dialects.tile import LoadOp
+
+    module = parse_module("func.func @f(%p: ptr<f32>) {\n  %0 = tile.load %p : f32\n  func.return\n}\n")
+    load = module.body.block.first_op.entry_block.first_op
+    assert isinstance(load, LoadOp)
+    load.set_attr("volatile", True)
+    assert load.attributes == {"volatile": True}
+    load.volatile = False
+    assert load.attributes == {}
+    # 0 is not false and -0.0 is not 0.0: only the same attribute counts as the default.
+    load.set_attr("volatile", 0)
+    assert load.attributes == {"volatile": 0}
+    # A pass that writes into the dictionary directly still gets canonical text.
+    load.attributes["volatile"] = False
+    assert "tile.load %p : f32" in print_ir(module)

@@ -223,11 +223,21 @@ FLOAT_BINARY_OPS: list[tuple[str, Callable, bool, str]] = [
 ]
 
 
+def widen_i1(x: np.ndarray, signed: bool) -> np.ndarray:
+    """An i1 (a NumPy bool) as an int8 holding its value: true is -1 read as signed (a
+    1-bit two's complement number), 1 read as unsigned.  Other integers pass through."""
+    x = np.asarray(x)
+    if x.dtype != np.bool_:
+        return x
+    return -x.astype(np.int8) if signed else x.astype(np.int8)
+
+
 def _i1_aware(short: str, fn: Callable) -> Callable:
     """i1 values are NumPy bools; compute on them as 1-bit integers.
 
     Signed ops (``*si``) read true as -1, the rest as 1; the result keeps the low bit,
-    as a 1-bit register would.  A shift of an i1 by anything but 0 is out of range."""
+    as a 1-bit register would.  A shift of an i1 by anything but 0 is out of range, and
+    so is signed division of the minimum, -1 (true), by -1: its quotient +1 does not fit."""
     signed = short.endswith("si")
 
     def on_bits(a: np.ndarray, b: np.ndarray):
@@ -235,8 +245,11 @@ def _i1_aware(short: str, fn: Callable) -> Callable:
             return fn(a, b)
         if short.startswith("sh") and np.any(b):
             return None
-        widen = (lambda x: -x.astype(np.int8)) if signed else (lambda x: x.astype(np.int8))
-        result = fn(widen(a), widen(b))
+        wide_a, wide_b = widen_i1(a, signed), widen_i1(b, signed)
+        # Widened to int8, -1 is no longer the minimum, so fn's own overflow check misses it.
+        if short in ("divsi", "remsi") and np.any((wide_a == -1) & (wide_b == -1)):
+            return None
+        result = fn(wide_a, wide_b)
         return None if result is None else (np.asarray(result) & 1).astype(np.bool_)
 
     return on_bits
@@ -282,9 +295,15 @@ class NegFOp(Operation):
 # --------------------------------------------------------------------------------------
 # Comparisons and select
 
+def _signed_compare(fn):
+    # i1 true is -1 as a signed number, so "slt true, false" holds (as_signed keeps bools).
+    return lambda a, b: fn(sem.as_signed(widen_i1(a, True)), sem.as_signed(widen_i1(b, True)))
+
+
 INTEGER_PREDICATES: dict[str, Callable] = {
     "eq": np.equal, "ne": np.not_equal,
-    "slt": _signed(np.less), "sle": _signed(np.less_equal), "sgt": _signed(np.greater), "sge": _signed(np.greater_equal),
+    "slt": _signed_compare(np.less), "sle": _signed_compare(np.less_equal),
+    "sgt": _signed_compare(np.greater), "sge": _signed_compare(np.greater_equal),
     "ult": _unsigned(np.less), "ule": _unsigned(np.less_equal), "ugt": _unsigned(np.greater), "uge": _unsigned(np.greater_equal),
 }
 
@@ -385,6 +404,25 @@ class SelectOp(Operation):
 # --------------------------------------------------------------------------------------
 # Casts
 
+def _float_to_int(a: np.ndarray, dtype: np.dtype, signed: bool) -> np.ndarray | None:
+    """fptosi / fptoui: truncate toward zero; None unless every value, truncated, fits.
+
+    NaN, infinities and out-of-range values give poison in LLVM (and NumPy's cast gives
+    platform-dependent garbage), so they never fold and the interpreter reports them.
+    The op, not the result type, says whether the integer is read as signed."""
+    width = 1 if dtype == np.bool_ else dtype.itemsize * 8
+    with np.errstate(all="ignore"):
+        whole = np.trunc(np.asarray(a).astype(np.float64))  # f16 / f32 / f64 widen exactly
+        # Bounds are powers of two, exact as floats: lo <= whole < hi.
+        lo, hi = (-float(2 ** (width - 1)), float(2 ** (width - 1))) if signed else (0.0, float(2 ** width))
+        if not np.all(np.isfinite(whole) & (whole >= lo) & (whole < hi)):
+            return None
+        if dtype == np.bool_:
+            return whole != 0  # the fitting values are 0 and -1 (signed) or 0 and 1
+        as_int = np.dtype(f"int{width}") if signed else np.dtype(f"uint{width}")
+        return whole.astype(as_int).view(dtype)
+
+
 def _cast_semantics(kind: str):
     def apply(a: np.ndarray, dtype) -> np.ndarray | None:
         dtype = np.dtype(dtype)
@@ -398,8 +436,7 @@ def _cast_semantics(kind: str):
         elif kind == "trunci" and dtype == np.bool_:
             return (a & 1).astype(np.bool_)  # truncation keeps the lowest bit
         if kind in ("fptosi", "fptoui"):
-            if not np.all(np.isfinite(a)):
-                return None
+            return _float_to_int(a, dtype, signed=kind == "fptosi")
         return a.astype(dtype)
 
     return apply

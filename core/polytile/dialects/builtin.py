@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
+from ..ir.attributes import format_symbol, symbol_refs_in
 from ..ir.opdef import IsolatedFromAbove, RegionDef, SymbolTable, define_op, op_error
 from ..ir.operation import Operation
 from ..ir.registry import Dialect
@@ -53,10 +54,33 @@ class ModuleOp(Operation):
             if sym in seen:
                 raise op_error(op, f"redefines symbol '@{sym}'")
             seen[sym] = op
-        for op in self.walk():
-            verify_call = getattr(op, "verify_symbol_uses", None)
-            if verify_call is not None:
-                verify_call(self)
+
+    def verify_regions(self) -> None:
+        """Symbol uses, checked after every op inside has verified (so a callee's
+        ``function_type`` is known to be a function type when a call is matched to it)."""
+        for op in self._ops_in_this_symbol_table():
+            verify_uses = getattr(op, "verify_symbol_uses", None)
+            if verify_uses is not None:
+                verify_uses(self)
+            for key in sorted(op.attributes):
+                for ref in symbol_refs_in(op.attributes[key]):
+                    if self.lookup_symbol(ref.name) is None:
+                        raise op_error(op, f"attribute '{key}' refers to {format_symbol(ref.name)}, "
+                                           "which is not a symbol in this module")
+
+    def _ops_in_this_symbol_table(self) -> Iterator[Operation]:
+        """This module and the ops nested in it, but not inside a nested module: a nested
+        symbol table resolves its own references (and checks them when it verifies)."""
+        yield self
+        stack = [self]
+        while stack:
+            for region in stack.pop().regions:
+                for block in region.blocks:
+                    for op in block:
+                        if op.has_trait(SymbolTable):
+                            continue
+                        yield op
+                        stack.append(op)
 
 
 BUILTIN_DIALECT = Dialect("builtin", ops=(ModuleOp,), doc="The module container.")

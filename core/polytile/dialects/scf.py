@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ir.constraints import AnyType, BoolLike, IntScalar
+from ..ir.constraints import AnyType, BoolLike, Index
 from ..ir.opdef import (
     HasParent,
     Operand,
@@ -37,9 +37,9 @@ class ForOp(Operation):
     """A counted loop with loop-carried values."""
 
     name = "scf.for"
-    lower = Operand(IntScalar)
-    upper = Operand(IntScalar)
-    step = Operand(IntScalar)
+    lower = Operand(Index)  # i32 or i64, as in Triton: backends compute the trip count in these widths
+    upper = Operand(Index)
+    step = Operand(Index)
     init_args = Operand(AnyType, variadic=True)
     outputs = Result(AnyType, variadic=True)
     body = RegionDef(terminators=("scf.yield",))
@@ -137,6 +137,11 @@ class ConditionOp(Operation):
     condition = Operand(BoolLike)
     args = Operand(AnyType, variadic=True)
     traits = (Terminator, HasParent("scf.while"))
+
+    def verify_op(self) -> None:
+        # One loop decision, not one per lane: a tile condition has no meaning here.
+        if self.condition.type != i1:
+            raise op_error(self, f"condition must be an i1 scalar, got {self.condition.type}")
 
 
 @define_op

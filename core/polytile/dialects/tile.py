@@ -17,6 +17,7 @@ from ..ir.opdef import (
     Operand,
     Pure,
     ReadsMemory,
+    RecursivelyPure,
     RegionDef,
     Result,
     ReturnLike,
@@ -268,12 +269,14 @@ class AtomicRMWOp(Operation):
     infer_result_types = staticmethod(lambda operands, attributes: [operands["value"].type])
 
     def verify_op(self) -> None:
-        for attr, allowed in (("kind", ATOMIC_KINDS), ("sem", MEMORY_SEMANTICS), ("scope", MEMORY_SCOPES)):
-            value = getattr(self, attr)  # the declared default when the text leaves it out
-            if value not in allowed:
-                raise op_error(self, f"unknown {attr} '{value}'; use one of {', '.join(allowed)}")
+        if self.kind not in ATOMIC_KINDS:
+            raise op_error(self, f"unknown kind '{self.kind}'; use one of {', '.join(ATOMIC_KINDS)}")
+        _check_memory_order(self)
         if self.result.type != self.value.type:
             raise op_error(self, f"result must have the value's type {self.value.type}")
+        pointee = t.element_type(self.ptr.type).pointee
+        if t.element_type(self.value.type) != pointee or _shape(self.value) != _shape(self.ptr):
+            raise op_error(self, f"cannot combine {self.value.type} into memory through {self.ptr.type}")
         _check_mask_and_shape(self, self.ptr, self.mask, "pointer")
 
 
@@ -290,8 +293,35 @@ class AtomicCASOp(Operation):
     scope = Attr(str, default="gpu")
     infer_result_types = staticmethod(lambda operands, attributes: [operands["value"].type])
 
+    def verify_op(self) -> None:
+        _check_memory_order(self)
+        if not self.compare.type == self.value.type == self.result.type:
+            raise op_error(self, f"compare, value and result must have one type, got {self.compare.type}, "
+                                 f"{self.value.type} -> {self.result.type}")
+        pointee = t.element_type(self.ptr.type).pointee
+        if t.element_type(self.value.type) != pointee or _shape(self.value) != _shape(self.ptr):
+            raise op_error(self, f"cannot compare-and-swap {self.value.type} through {self.ptr.type}")
+
+
+def _check_memory_order(op: Operation) -> None:
+    for attr, allowed in (("sem", MEMORY_SEMANTICS), ("scope", MEMORY_SCOPES)):
+        value = getattr(op, attr)  # the declared default when the text leaves it out
+        if value not in allowed:
+            raise op_error(op, f"unknown {attr} '{value}'; use one of {', '.join(allowed)}")
+
 
 INPUT_PRECISIONS = ("tf32", "tf32x3", "ieee")
+
+#: The element types ``tile.dot`` multiplies, and the accumulator types each allows
+#: (what tensor cores and matrix cores provide; f16 inputs may accumulate in f16).
+DOT_ACCUMULATORS: dict[t.Type, tuple[t.Type, ...]] = {
+    t.f16: (t.f32, t.f16),
+    t.bf16: (t.f32,),
+    t.f32: (t.f32,),
+    t.f8e4m3: (t.f32,),
+    t.f8e5m2: (t.f32,),
+    t.i8: (t.i32,),
+}
 
 
 @define_op
@@ -315,6 +345,15 @@ class DotOp(Operation):
         (m, k), (k2, n) = a.shape, b.shape
         if k != k2 or acc.shape != (m, n):
             raise op_error(self, f"shapes do not chain: {a} @ {b} accumulated into {acc}")
+        if a.element != b.element:
+            raise op_error(self, f"a and b must have one element type, got {a.element} and {b.element}")
+        accumulators = DOT_ACCUMULATORS.get(a.element)
+        if accumulators is None:
+            raise op_error(self, f"cannot multiply tiles of {a.element}; supported: "
+                                 + ", ".join(map(str, DOT_ACCUMULATORS)))
+        if acc.element not in accumulators:
+            raise op_error(self, f"a dot of {a.element} accumulates in {' or '.join(map(str, accumulators))}, "
+                                 f"not {acc.element}")
         if self.input_precision not in INPUT_PRECISIONS:
             raise op_error(self, f"unknown input_precision '{self.input_precision}'; use one of {', '.join(INPUT_PRECISIONS)}")
         if self.result.type != acc:
@@ -335,7 +374,8 @@ class ReduceOp(Operation):
     outputs = Result(AnyType, variadic=True)
     axis = Attr(int)
     combine = RegionDef(terminators=("tile.reduce_return",))
-    traits = (Pure, IsolatedFromAbove)
+    # Not Pure: the combine region is arbitrary code; a store in it must keep the op.
+    traits = (RecursivelyPure, IsolatedFromAbove)
 
     def verify_op(self) -> None:
         if not self.sources:

@@ -143,9 +143,19 @@ def division_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndar
 
 # Signed division wraps at run time (INT_MIN / -1 == INT_MIN, as GPUs compute it); the
 # ops' own semantics refuse that case because folding must not assume a result.
+def _signed_division(fn: Callable) -> Callable:
+    def divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if a.dtype == np.bool_:  # i1: true is -1; compute in 8 bits and keep the low bit
+            result = fn(arith.widen_i1(a, True), arith.widen_i1(b, True))
+            return (result & 1).astype(np.bool_)
+        return fn(sem.as_signed(a), sem.as_signed(b))
+
+    return divide
+
+
 _DIVISION_SEMANTICS: dict[type, Callable] = {
-    arith.BINARY_OPS["divsi"]: lambda a, b: sem.trunc_div(sem.as_signed(a), sem.as_signed(b)),
-    arith.BINARY_OPS["remsi"]: lambda a, b: sem.trunc_rem(sem.as_signed(a), sem.as_signed(b)),
+    arith.BINARY_OPS["divsi"]: _signed_division(sem.trunc_div),
+    arith.BINARY_OPS["remsi"]: _signed_division(sem.trunc_rem),
 }
 
 for _name in ("divsi", "divui", "remsi", "remui"):
@@ -160,7 +170,8 @@ def cast_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
     (value,) = operands
     result = type(op).semantics(np.asarray(value), result_dtype(op, ctx))
     if result is None:
-        raise ctx.error(op, "converts NaN or infinity to an integer, which is undefined")
+        raise ctx.error(op, "converts NaN, infinity or a value out of the integer type's range to an integer, "
+                                "which is undefined")
     return result
 
 

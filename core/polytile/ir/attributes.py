@@ -156,6 +156,32 @@ def is_attribute_value(value: Any) -> bool:
     return False
 
 
+def symbol_refs_in(value: Any) -> list[SymbolRef]:
+    """The symbol references inside an attribute value: itself, in lists, and in the
+    fields of dialect attributes (a plugin attribute may name a function)."""
+    if isinstance(value, SymbolRef):
+        return [value]
+    if isinstance(value, tuple):
+        return [ref for item in value for ref in symbol_refs_in(item)]
+    if isinstance(value, DialectAttribute) and dataclasses.is_dataclass(value):
+        return [ref for f in dataclasses.fields(value) for ref in symbol_refs_in(getattr(value, f.name))]
+    return []
+
+
+def same_attribute(a: Any, b: Any) -> bool:
+    """Whether two attribute values are the same IR attribute: equal and of one kind.
+
+    Stricter than ``==``: ``0 == False`` and ``0.0 == -0.0`` in Python, but they are
+    different attributes (``NaN`` is the same as a NaN of the same bits)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return float_bits(a) == float_bits(b)
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(same_attribute(x, y) for x, y in zip(a, b))
+    return bool(a == b)
+
+
 def normalize_attribute(value: Any) -> Any:
     """Lists become tuples so attributes stay immutable and hashable."""
     if isinstance(value, list):

@@ -13,11 +13,32 @@ OpT = TypeVar("OpT", bound=Operation)
 class InsertionPoint:
     """Before ``anchor`` in ``block``; at the block's end when ``anchor`` is None."""
 
-    __slots__ = ("block", "anchor")
+    __slots__ = ("block", "anchor", "last_inserted")
 
     def __init__(self, block: Block, anchor: Operation | None = None):
+        if anchor is not None and anchor.parent is not block:
+            raise ValueError(f"the anchor op '{anchor.name}' is not in this block")
         self.block = block
         self.anchor = anchor
+        #: The op a builder inserted here last: where to go on if ``anchor`` is erased.
+        self.last_inserted: Operation | None = None
+
+    def resolve(self) -> Operation | None:
+        """The op to insert before now (None: the block's end).
+
+        The common rewrite "create the replacement before op, erase op, create more"
+        erases the anchor: inserting then goes on right after what was inserted here
+        last, which is where the anchor stood.  Without such an op there is no telling
+        where the anchor was, and a ValueError says so (never a corrupt op list)."""
+        anchor = self.anchor
+        if anchor is None or anchor.parent is self.block:
+            return anchor
+        last = self.last_inserted
+        if last is not None and last.parent is self.block:
+            self.anchor = last.next_op
+            return self.anchor
+        raise ValueError(f"the insertion point's anchor op '{anchor.name}' is no longer in this block "
+                         "(was it erased?); set a new insertion point")
 
     @classmethod
     def at_end(cls, block: Block) -> "InsertionPoint":
@@ -29,11 +50,17 @@ class InsertionPoint:
 
     @classmethod
     def before(cls, op: Operation) -> "InsertionPoint":
-        return cls(op.parent, op)  # type: ignore[arg-type]
+        return cls(_block_of(op), op)
 
     @classmethod
     def after(cls, op: Operation) -> "InsertionPoint":
-        return cls(op.parent, op.next_op)  # type: ignore[arg-type]
+        return cls(_block_of(op), op.next_op)
+
+
+def _block_of(op: Operation) -> Block:
+    if op.parent is None:
+        raise ValueError(f"'{op.name}' is in no block: there is no insertion point next to it")
+    return op.parent
 
 
 class Builder:
@@ -62,8 +89,9 @@ class Builder:
     def insert(self, op: OpT) -> OpT:
         if self.insertion_point is None:
             raise ValueError("the builder has no insertion point")
-        block, anchor = self.insertion_point.block, self.insertion_point.anchor
-        block.insert_before(op, anchor)
+        point = self.insertion_point
+        point.block.insert_before(op, point.resolve())
+        point.last_inserted = op
         return op
 
     def create(self, op_class: type[OpT], *args: Any, location: Any = None, **kwargs: Any) -> OpT:

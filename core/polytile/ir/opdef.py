@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..errors import VerificationError
-from .attributes import SymbolRef, is_attribute_value, normalize_attribute
+from .attributes import SymbolRef, is_attribute_value, normalize_attribute, same_attribute
 from .constraints import AnyType, TypeConstraint
 from .operation import Block, Operation, Region
 from .types import Type
@@ -114,7 +114,7 @@ class ReadsMemory(Trait):
 
 
 class RecursivelyPure(Trait):
-    """Side-effect free exactly when every op in its regions is (``scf.for``, ``scf.if``)."""
+    """Side-effect free exactly when every op in its regions is (``scf.for``, ``scf.if``, ``tile.reduce``)."""
 
 
 class Commutative(Trait):
@@ -214,6 +214,8 @@ class OpDefinition:
     regions: tuple[RegionDef, ...]
     traits: tuple[type[Trait], ...]
     trait_types: frozenset = field(default_factory=frozenset)
+    #: Declared attributes that have a default, by name: never stored (see Operation.set_attr).
+    defaults: dict[str, Any] = field(default_factory=dict)
 
     @property
     def variable_operand_groups(self) -> list[Operand]:
@@ -341,6 +343,7 @@ def define_op(cls: type[Operation]) -> type[Operation]:
         regions=tuple(regions),
         traits=traits,
         trait_types=frozenset(traits),
+        defaults={a.name: normalize_attribute(a.default) for a in attributes if a.default is not None},
     )
     cls.definition = definition
     for i, group in enumerate(operands):
@@ -424,9 +427,6 @@ def build_op(
             items = [value]
         flat.extend(items)
         sizes.append(len(items))
-    for attr in definition.attributes:
-        if attr.name not in attributes and attr.default is not None:
-            attributes[attr.name] = attr.default
     if result_types is None:
         infer = getattr(cls, "infer_result_types", None)
         if infer is None:
@@ -434,13 +434,22 @@ def build_op(
                 raise TypeError(f"{cls.name} cannot infer its result types; pass result_types=")
             result_types = ()
         else:
-            result_types = infer(values_by_group, attributes)
+            # Inference sees every declared attribute, defaults included; the op itself
+            # stores only the attributes that differ from their defaults.
+            result_types = infer(values_by_group, {**definition.defaults, **attributes})
     if regions is None:
         regions = len(definition.regions)
     if isinstance(regions, int):
         regions = [Region([Block()]) for _ in range(regions)]
     segments = tuple(sizes) if definition.needs_segments else None
     return cls(flat, list(result_types), attributes, regions, location, segments)
+
+
+def is_default_attribute(cls: type[Operation], key: str, value: Any) -> bool:
+    """Whether ``value`` is the declared default of ``cls``'s attribute ``key``."""
+    definition = getattr(cls, "definition", None)
+    return (definition is not None and key in definition.defaults
+            and same_attribute(normalize_attribute(value), definition.defaults[key]))
 
 
 def is_discardable_attribute(key: str) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Sequence
 
-from .attributes import normalize_attribute
+from .attributes import normalize_attribute, same_attribute
 from .types import Type
 from .values import BlockArgument, OpResult, Use, Value
 
@@ -59,7 +59,9 @@ class Operation:
         self.results: tuple[OpResult, ...] = tuple(
             OpResult(t, self, i, names[i]) for i, t in enumerate(result_types)
         )
-        self.attributes: dict[str, Any] = {k: normalize_attribute(v) for k, v in (attributes or {}).items()}
+        self.attributes: dict[str, Any] = {}
+        for key, value in (attributes or {}).items():
+            self.set_attr(key, value)
         self.regions: tuple[Region, ...] = tuple(regions)
         for region in self.regions:
             region.parent = self
@@ -180,12 +182,21 @@ class Operation:
             op.drop_operand_uses()
 
     def move_before(self, anchor: "Operation") -> None:
+        self._check_move_anchor(anchor)
         self.detach()
         anchor.parent.insert_before(self, anchor)  # type: ignore[union-attr]
 
     def move_after(self, anchor: "Operation") -> None:
+        self._check_move_anchor(anchor)
         self.detach()
         anchor.parent.insert_after(self, anchor)  # type: ignore[union-attr]
+
+    def _check_move_anchor(self, anchor: "Operation") -> None:
+        # Checked before detaching, so that a bad anchor leaves this op where it was.
+        if anchor is self:
+            raise ValueError(f"cannot move '{self.name}' next to itself")
+        if anchor.parent is None:
+            raise ValueError(f"cannot move '{self.name}' next to '{anchor.name}', which is in no block")
 
     # -- definition-driven helpers ----------------------------------------------------
     @classmethod
@@ -196,7 +207,17 @@ class Operation:
         return self.attributes.get(name, default)
 
     def set_attr(self, name: str, value: Any) -> None:
-        self.attributes[name] = normalize_attribute(value)
+        """Set attribute ``name``.  A declared attribute set to its default is removed
+        instead: ops never store defaults, so that an op built in Python, one parsed
+        from text that leaves the default out and one whose text spells it are the same
+        op (CSE merges them; they print alike).  ``op.<attr>`` still reads the default."""
+        value = normalize_attribute(value)
+        definition = getattr(type(self), "definition", None)
+        if definition is not None and name in definition.defaults \
+                and same_attribute(value, definition.defaults[name]):
+            self.attributes.pop(name, None)
+            return
+        self.attributes[name] = value
 
     def clone(self, mapping: dict[Value, Value] | None = None) -> "Operation":
         """A deep copy; operands found in ``mapping`` are replaced, and the copy's
@@ -295,10 +316,21 @@ class Block:
         self._length += 1
         return op
 
+    def _check_anchor(self, anchor: Operation) -> None:
+        # Linking next to an op of another block (or a detached one, say an erased op a
+        # builder still points at) would splice this block's list into a foreign one.
+        if anchor.parent is not self:
+            raise ValueError(f"the insertion point's anchor op '{anchor.name}' is no longer in this block "
+                             "(was it erased?)" if anchor.parent is None else
+                             f"the insertion point's anchor op '{anchor.name}' is in another block")
+
     def insert_before(self, op: Operation, anchor: Operation | None) -> Operation:
-        """Insert ``op`` before ``anchor`` (at the end when ``anchor`` is None)."""
+        """Insert ``op`` before ``anchor`` (at the end when ``anchor`` is None).
+
+        ``anchor`` must be in this block (ValueError otherwise)."""
         if anchor is None:
             return self.append(op)
+        self._check_anchor(anchor)
         self._check_free(op)
         op.parent = self
         op.next_op = anchor
@@ -312,6 +344,8 @@ class Block:
         return op
 
     def insert_after(self, op: Operation, anchor: Operation) -> Operation:
+        """Insert ``op`` after ``anchor``, which must be in this block."""
+        self._check_anchor(anchor)
         return self.insert_before(op, anchor.next_op)
 
     def unlink(self, op: Operation) -> None:

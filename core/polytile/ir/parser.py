@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from ..errors import IRParseError, SourceLocation, UnknownNameError
 from .attributes import SymbolRef, float_from_bits
+from .opdef import IsolatedFromAbove
 from .operation import Block, Operation, Region
 from .registry import IR_REGISTRY
 from .types import (
@@ -43,7 +44,13 @@ class Parser:
         #: that verifier errors on a hand-written IR file point into it.
         self.locate = locate
         self.pos = 0
-        self._scopes: list[dict[str, Value]] = []
+        #: One scope per region being parsed: name -> (value, where it was defined).
+        self._scopes: list[dict[str, tuple[Value, int]]] = []
+        #: Per scope: whether it is the region of an IsolatedFromAbove op, whose names
+        #: start afresh (two functions may both define %0; a printed function does).
+        self._isolated: list[bool] = []
+        #: The classes of the ops being parsed, innermost last (their regions' owners).
+        self._op_stack: list[type[Operation]] = []
 
     # -- low level --------------------------------------------------------------------
     def error(self, message: str, pos: int | None = None) -> None:
@@ -305,18 +312,31 @@ class Parser:
 
     # -- values -----------------------------------------------------------------------
     def define_value(self, name: str, value: Value, pos: int) -> None:
-        scope = self._scopes[-1]
-        if name in scope:
-            self.error(f"value '%{name}' is defined twice", pos)
-        scope[name] = value
+        # A name may not shadow one visible here (as in MLIR): in nested regions a use
+        # would silently pick the inner value, and the printer never writes such text.
+        for scope, isolated in zip(reversed(self._scopes), reversed(self._isolated)):
+            if name in scope:
+                line = self.text.count("\n", 0, scope[name][1]) + 1
+                self.error(f"value '%{name}' is already defined at line {line}", pos)
+            if isolated:
+                break
+        self._scopes[-1][name] = (value, pos)
         if not name.isdigit():
             value.name_hint = name
 
+    def _push_scope(self, isolated: bool) -> None:
+        self._scopes.append({})
+        self._isolated.append(isolated)
+
+    def _pop_scope(self) -> None:
+        self._scopes.pop()
+        self._isolated.pop()
+
     def lookup_value(self, name: str, pos: int) -> Value:
         for scope in reversed(self._scopes):
-            value = scope.get(name)
-            if value is not None:
-                return value
+            found = scope.get(name)
+            if found is not None:
+                return found[0]
         self.error(f"use of undefined value '%{name}'", pos)
         raise AssertionError
 
@@ -371,10 +391,14 @@ class Parser:
         except UnknownNameError as exc:
             self.error(str(exc), name_pos)
         custom: Callable | None = getattr(cls, "parse_custom", None)
-        if custom is not None:
-            op = custom(self, [n for n, _ in result_names])
-        else:
-            op = self._parse_generic_op(cls, len(result_names), name_pos)
+        self._op_stack.append(cls)
+        try:
+            if custom is not None:
+                op = custom(self, [n for n, _ in result_names])
+            else:
+                op = self._parse_generic_op(cls, len(result_names), name_pos)
+        finally:
+            self._op_stack.pop()
         if len(op.results) != len(result_names):
             self.error(f"'{name}' has {len(op.results)} results but {len(result_names)} names were given", start)
         for (rname, pos), result in zip(result_names, op.results):
@@ -465,12 +489,15 @@ class Parser:
         open_pos = self.pos
         self.expect("{")
         region = Region()
-        self._scopes.append({})
+        owner = self._op_stack[-1] if self._op_stack else None
+        self._push_scope(owner is not None and owner.has_trait(IsolatedFromAbove))
         block = Block()
-        if entry_arguments:
-            for name, type_, pos in entry_arguments:
-                self.define_value(name, block.add_argument(type_), pos)
-        started = bool(entry_arguments)
+        for name, type_, pos in entry_arguments or ():
+            self.define_value(name, block.add_argument(type_), pos)
+        # A custom form that declares the entry block's arguments outside the braces
+        # has started the entry block, even with no arguments: a label inside the braces
+        # then starts the second block.  Otherwise a leading label names the entry block.
+        started = entry_arguments is not None
         while True:
             if self.accept("}"):
                 break
@@ -487,7 +514,7 @@ class Parser:
             block.append(self.parse_op())
             started = True
         region.add_block(block)
-        self._scopes.pop()
+        self._pop_scope()
         return region
 
     def _parse_block_header(self, block: Block) -> None:
@@ -512,11 +539,11 @@ class Parser:
     def parse_top_level(self) -> Operation:
         from ..dialects.builtin import ModuleOp
 
-        self._scopes.append({})
+        self._push_scope(True)
         ops: list[Operation] = []
         while not self.at_end():
             ops.append(self.parse_op())
-        self._scopes.pop()
+        self._pop_scope()
         if len(ops) == 1 and isinstance(ops[0], ModuleOp):
             return ops[0]
         module = ModuleOp.build()

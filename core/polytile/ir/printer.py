@@ -16,7 +16,7 @@ import re
 from typing import Any, Iterable
 
 from .attributes import format_attribute
-from .opdef import IsolatedFromAbove
+from .opdef import IsolatedFromAbove, is_default_attribute
 from .operation import Block, Operation, Region
 from .types import (
     BlockPointerType,
@@ -125,7 +125,8 @@ class Printer:
                 self.print_op(op, 0)
         else:
             self.print_op(module, 0)
-        return "\n".join(self._lines) + "\n"
+        # An empty module is the empty text (which parses back to an empty module).
+        return "\n".join(self._lines) + "\n" if self._lines else ""
 
     def print_operation_text(self, op: Operation) -> str:
         self._lines = []
@@ -170,8 +171,9 @@ class Printer:
         operand_text = self.format_operands(op)
         if operand_text:
             parts.append(" " + operand_text)
-        if op.attributes:
-            parts.append(" " + self.format_attribute_dict(op.attributes))
+        attributes = printed_attributes(op)
+        if attributes:
+            parts.append(" " + self.format_attribute_dict(attributes))
         if op.results:
             parts.append(" : " + ", ".join(format_type(r.type) for r in op.results))
         return "".join(parts)
@@ -199,8 +201,12 @@ class Printer:
         return ""
 
     def print_region_body(self, region: Region, depth: int) -> None:
+        # The entry block's header may be left out only when nothing could be confused:
+        # with several blocks, an empty entry block without arguments would otherwise
+        # vanish on parsing (the first label read would start the entry block).
+        several = len(region.blocks) > 1
         for index, block in enumerate(region.blocks):
-            if index or block.arguments:
+            if index or block.arguments or several:
                 self.print_block_header(block, index, depth)
             for op in block:
                 self.print_op(op, depth + 1)
@@ -211,6 +217,14 @@ class Printer:
 
     def format_block_arguments(self, block: Block) -> str:
         return ", ".join(f"{self._assign(a)}: {format_type(a.type)}" for a in block.arguments)
+
+
+def printed_attributes(op: Operation) -> dict[str, Any]:
+    """``op``'s attributes without those equal to their declared default.
+
+    Ops never store a default (see :meth:`.operation.Operation.set_attr`); this keeps
+    the text canonical even when a pass wrote one into ``op.attributes`` directly."""
+    return {k: v for k, v in op.attributes.items() if not is_default_attribute(type(op), k, v)}
 
 
 def print_ir(op: Operation, print_locations: bool = False) -> str:

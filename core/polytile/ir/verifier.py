@@ -49,6 +49,11 @@ class _Verifier:
                     self.visible[-1].update(inner.results)
                 self.visible.pop()
             self.visible = saved
+        # Checks that need the nested ops verified first (a module matching calls to
+        # the functions it holds): MLIR's region verifiers.
+        after_regions = getattr(op, "verify_regions", None)
+        if after_regions is not None:
+            after_regions()
 
 
 def verify_op_definition(op: Operation) -> None:
