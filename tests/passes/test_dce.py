@@ -3,6 +3,8 @@ must stay (stores, atomics, calls, volatile loads, kernels)."""
 
 from __future__ import annotations
 
+import pytest
+
 from polytile.ir import parse_module
 from polytile.passes.dce import DeadCodeElimination
 from polytile.passes.pass_base import PassContext
@@ -133,6 +135,55 @@ def test_a_loop_with_a_store_stays_even_if_its_results_are_unused():
           ^bb0(%iv: i32):
             tile.store %p, %iv
             scf.yield
+          }
+          func.return
+        }
+    """)
+
+
+@pytest.fixture(params=["Pure", "RecursivelyPure"])
+def reduce_trait(request, monkeypatch):
+    """tile.reduce is moving from ``Pure`` to ``RecursivelyPure``: DCE must judge it by
+    its combine region under either trait."""
+    from polytile.dialects.tile import ReduceOp
+    from polytile.ir.opdef import Pure, RecursivelyPure
+
+    chosen = Pure if request.param == "Pure" else RecursivelyPure
+    original = ReduceOp.has_trait.__func__
+
+    def has_trait(cls, trait):
+        if trait in (Pure, RecursivelyPure):
+            return trait is chosen
+        return original(cls, trait)
+
+    monkeypatch.setattr(ReduceOp, "has_trait", classmethod(has_trait))
+    return request.param
+
+
+def test_an_unused_reduce_stays_when_its_combine_region_has_an_atomic(reduce_trait):
+    check("""
+        func.func @f(%x: tile<8xf32>, %p: tile<8xptr<f32>>) attributes {kernel = true} {
+          %a, %q = tile.reduce %x, %p {axis = 0} : f32, ptr<f32> {
+          ^bb0(%l: f32, %lp: ptr<f32>, %r: f32, %rp: ptr<f32>):
+            %unused = arith.mulf %l, %r : f32
+            %old = tile.atomic_rmw %lp, %r {kind = "fadd"} : f32
+            %s = arith.addf %l, %r : f32
+            tile.reduce_return %s, %lp
+          }
+          %b = tile.reduce %x {axis = 0} : f32 {
+          ^bb0(%l2: f32, %r2: f32):
+            %s2 = arith.addf %l2, %r2 : f32
+            tile.reduce_return %s2
+          }
+          func.return
+        }
+    """, """
+        func.func @f(%x: tile<8xf32>, %p: tile<8xptr<f32>>) attributes {kernel = true} {
+          %a, %q = tile.reduce %x, %p {axis = 0} : f32, ptr<f32> {
+          ^bb0(%l: f32, %lp: ptr<f32>, %r: f32, %rp: ptr<f32>):
+            %old = tile.atomic_rmw %lp, %r {kind = "fadd"} : f32
+            %s = arith.addf %l, %r : f32
+            tile.reduce_return %s, %lp
           }
           func.return
         }

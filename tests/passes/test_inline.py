@@ -317,6 +317,29 @@ def test_dead_functions_are_removed_but_kernels_kept():
     """)
 
 
+def test_a_function_named_by_an_attribute_is_not_dead():
+    # Only a call used to count: @helper went and @k's pt.callback named nothing.
+    check("""
+        func.func @helper(%x: i32) -> i32 {
+          %y = func.call %x {callee = @inlined_into_helper} : i32
+          func.return %y
+        }
+        func.func @inlined_into_helper(%x: i32) -> i32 {
+          func.return %x
+        }
+        func.func @k(%x: i32) attributes {kernel = true, pt.callback = @helper} {
+          func.return
+        }
+    """, """
+        func.func @helper(%x: i32) -> i32 {
+          func.return %x
+        }
+        func.func @k(%x: i32) attributes {kernel = true, pt.callback = @helper} {
+          func.return
+        }
+    """)
+
+
 def test_dead_functions_are_kept_when_asked():
     check(DEAD_CODE, """
         func.func @used(%x: i32) -> i32 {

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from polytile.analysis.call_graph import CallGraph
 from polytile.ir import parse_module
-from polytile.passes.licm import LoopInvariantCodeMotion
+from polytile.passes.licm import LoopInvariantCodeMotion, hoist_loop_invariants
 from polytile.passes.pass_base import PassContext
 from polytile.testing import apply_passes, dedent
 
@@ -485,3 +487,148 @@ def test_pass_options_and_spelling():
     assert LoopInvariantCodeMotion.from_options({"hoist-from-while": "off"}) == \
         LoopInvariantCodeMotion(hoist_from_while=False)
     assert LoopInvariantCodeMotion(hoist_from_while=False).spelling() == "licm{hoist-from-while=false}"
+
+
+# --------------------------------------------------------------------------------------
+# Loop ops that plugins define
+
+
+@pytest.fixture(scope="module")
+def plugin_loops():
+    """Two plugin-style ops with a repeated body: ``myloop.repeat`` (registered as a loop
+    that may run zero times), ``myloop.once`` (registered as one whose body runs at least
+    once), and ``myloop.region`` (never registered: LICM must leave it alone)."""
+    from polytile.ir import IR_REGISTRY
+    from polytile.ir.constraints import IntScalar
+    from polytile.ir.opdef import Operand, RegionDef, Terminator, define_op
+    from polytile.ir.operation import Operation
+    from polytile.passes.licm import LOOP_BODIES, LoopRegion, register_loop
+
+    def loop_op(name: str, class_name: str) -> type:
+        namespace = {"name": name, "count": Operand(IntScalar), "body": RegionDef(terminators=("myloop.next",)),
+                     "__module__": __name__, "__qualname__": class_name, "__doc__": "Runs its body count times."}
+        return define_op(type(class_name, (Operation,), namespace))
+
+    next_op = define_op(type("NextOp", (Operation,), {
+        "name": "myloop.next", "traits": (Terminator,), "__module__": __name__, "__qualname__": "NextOp"}))
+    repeat, once, region = (loop_op("myloop.repeat", "RepeatOp"), loop_op("myloop.once", "OnceOp"),
+                            loop_op("myloop.region", "RegionOp"))
+    register_loop(repeat)
+    register_loop(once, lambda op: [LoopRegion(op.regions[0], runs_at_least_once=True)])
+    yield repeat, region
+    for cls in (repeat, once):
+        LOOP_BODIES.pop(cls)
+    for cls in (next_op, repeat, once, region):
+        IR_REGISTRY.ops._entries.pop(cls.name)
+
+
+PLUGIN_LOOP = """
+    func.func @k(%n: i32, %d: i32, %p: ptr<i32>) attributes {kernel = true} {
+      myloop.LOOP %n {
+      ^bb0(%i: i32):
+        %inv = arith.muli %n, %n : i32
+        %q = arith.divsi %n, %d : i32
+        %v = tile.load %p : i32
+        %a = arith.addi %inv, %i : i32
+        %b = arith.addi %a, %v : i32
+        %c = arith.addi %b, %q : i32
+        tile.store %p, %c
+        myloop.next
+      }
+      func.return
+    }
+"""
+
+
+def test_a_registered_plugin_loop_gets_licm(plugin_loops):
+    # May run zero times: the division (which may trap) stays, like in scf.while's body.
+    check(PLUGIN_LOOP.replace("LOOP", "repeat"), """
+        func.func @k(%n: i32, %d: i32, %p: ptr<i32>) attributes {kernel = true} {
+          %inv = arith.muli %n, %n : i32
+          myloop.repeat %n {
+          ^bb0(%i: i32):
+            %q = arith.divsi %n, %d : i32
+            %v = tile.load %p : i32
+            %a = arith.addi %inv, %i : i32
+            %b = arith.addi %a, %v : i32
+            %c = arith.addi %b, %q : i32
+            tile.store %p, %c
+            myloop.next
+          }
+          func.return
+        }
+    """)
+
+
+def test_a_plugin_loop_that_runs_at_least_once_lets_divisions_move(plugin_loops):
+    check(PLUGIN_LOOP.replace("LOOP", "once"), """
+        func.func @k(%n: i32, %d: i32, %p: ptr<i32>) attributes {kernel = true} {
+          %inv = arith.muli %n, %n : i32
+          %q = arith.divsi %n, %d : i32
+          myloop.once %n {
+          ^bb0(%i: i32):
+            %v = tile.load %p : i32
+            %a = arith.addi %inv, %i : i32
+            %b = arith.addi %a, %v : i32
+            %c = arith.addi %b, %q : i32
+            tile.store %p, %c
+            myloop.next
+          }
+          func.return
+        }
+    """)
+
+
+def test_an_unregistered_op_with_a_region_is_not_a_loop(plugin_loops):
+    unchanged(PLUGIN_LOOP.replace("LOOP", "region"))
+    module = parse_module(dedent(PLUGIN_LOOP.replace("LOOP", "region")))
+    op = next(op for op in module.walk() if op.name == "myloop.region")
+    with pytest.raises(ValueError, match="'myloop.region' is not a loop that LICM knows .*register_loop"):
+        hoist_loop_invariants(op)
+
+
+def test_invariants_leave_an_scf_for_nested_in_a_plugin_loop(plugin_loops):
+    check("""
+        func.func @k(%n: i32) attributes {kernel = true} {
+          %c0 = arith.constant {value = 0} : i32
+          %c1 = arith.constant {value = 1} : i32
+          myloop.repeat %n {
+          ^bb0(%i: i32):
+            %s = scf.for %c0, %n, %c1, %i : i32 {
+            ^bb0(%k: i32, %acc: i32):
+              %inv = arith.muli %n, %n : i32
+              %dep = arith.addi %i, %inv : i32
+              %next = arith.addi %acc, %dep : i32
+              scf.yield %next
+            }
+            myloop.next
+          }
+          func.return
+        }
+    """, """
+        func.func @k(%n: i32) attributes {kernel = true} {
+          %c0 = arith.constant {value = 0} : i32
+          %c1 = arith.constant {value = 1} : i32
+          %inv = arith.muli %n, %n : i32
+          myloop.repeat %n {
+          ^bb0(%i: i32):
+            %dep = arith.addi %i, %inv : i32
+            %s = scf.for %c0, %n, %c1, %i : i32 {
+            ^bb0(%k: i32, %acc: i32):
+              %next = arith.addi %acc, %dep : i32
+              scf.yield %next
+            }
+            myloop.next
+          }
+          func.return
+        }
+    """)
+
+
+def test_the_core_loops_are_in_the_table_and_only_op_classes_register():
+    from polytile.dialects.scf import ForOp, IfOp, WhileOp
+    from polytile.passes.licm import LOOP_BODIES, register_loop
+
+    assert ForOp in LOOP_BODIES and WhileOp in LOOP_BODIES and IfOp not in LOOP_BODIES
+    with pytest.raises(TypeError, match="register_loop needs an op class"):
+        register_loop("scf.for")

@@ -1,19 +1,19 @@
 """The ``dce`` pass: dead code elimination.
 
 Removes ops whose results nothing uses and whose removal nobody could observe (see
-:func:`~.rewrite.is_side_effect_free`: pure ops, loads that are not volatile, and
-``scf.for`` / ``scf.if`` whose bodies are made of such ops), the unused results of
-``scf.if`` and the loop-carried values of ``scf.for`` that only feed themselves, and
-functions that no kernel can reach through calls (symbol DCE).
+:func:`~.rewrite.is_side_effect_free`: pure ops, loads that are not volatile, and ops
+with regions, such as ``scf.for``, ``scf.if`` or ``tile.reduce``, whose regions hold only
+such ops), the unused results of ``scf.if`` and the loop-carried values of ``scf.for``
+that only feed themselves, and functions that nothing live refers to (symbol DCE: any
+``@name`` in any attribute is a reference, see :mod:`polytile.analysis.symbols`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, Callable, ClassVar
 
-from ..dialects.func import FuncOp
-from ..ir.attributes import SymbolRef
+from ..analysis.symbols import unreachable_functions
 from ..ir.operation import Block, Operation
 from .canonical_patterns import drop_if_results, drop_loop_carried
 from .pass_base import Pass, PassContext, PreservedAnalyses
@@ -74,56 +74,6 @@ RESULT_PRUNERS: dict[str, Callable[[Operation, Rewriter], Operation | None]] = {
 
 
 # --------------------------------------------------------------------------------------
-# Symbols
-
-
-def _symbol_refs(value: Any) -> Iterator[str]:
-    if isinstance(value, SymbolRef):
-        yield value.name
-    elif isinstance(value, tuple):
-        for item in value:
-            yield from _symbol_refs(item)
-
-
-def _referenced_symbols(op: Operation) -> set[str]:
-    names: set[str] = set()
-    for inner in op.walk():
-        for value in inner.attributes.values():
-            names.update(_symbol_refs(value))
-    return names
-
-
-def _unreachable_functions(module: Operation) -> list[Operation]:
-    """Functions that neither are kernels nor are referenced, through any chain of
-    references, from a kernel or from anything else in the module."""
-    if not module.regions or not module.regions[0].blocks:
-        return []
-    top = list(module.regions[0].blocks[0])
-    if not any(isinstance(op, FuncOp) and op.attributes.get("kernel", False) for op in top):
-        # A module without kernels is a library (helpers given to polytile opt): its
-        # entry points are unknown, so nothing in it is unreachable.
-        return []
-    candidates = {op.attributes["sym_name"]: op for op in top
-                  if isinstance(op, FuncOp) and not op.attributes.get("kernel", False)}
-    if not candidates:
-        return []
-    live: set[str] = set()
-    pending: list[str] = []
-    for op in top:
-        if isinstance(op, FuncOp) and op.attributes.get("sym_name") in candidates:
-            continue
-        pending.extend(_referenced_symbols(op))
-    while pending:
-        name = pending.pop()
-        if name in live:
-            continue
-        live.add(name)
-        if name in candidates:
-            pending.extend(_referenced_symbols(candidates[name]))
-    return [op for name, op in candidates.items() if name not in live]
-
-
-# --------------------------------------------------------------------------------------
 # The pass
 
 
@@ -143,7 +93,7 @@ class DeadCodeElimination(Pass):
         self._simplify_regions(module)
         functions = 0
         if self.remove_unused_functions:
-            for function in _unreachable_functions(module):
+            for function in unreachable_functions(module):
                 function.erase()
                 functions += 1
         context.count("dce.erased-ops", self._erased)

@@ -1,8 +1,10 @@
-"""Inline ``func.call`` sites, callees first, and drop functions nobody calls any more.
+"""Inline ``func.call`` sites, callees first, and drop functions nothing refers to any more.
 
 Helpers called from a kernel become part of it, so later passes (folding, CSE, LICM,
 layout assignment) see one straight-line body.  A callee marked ``noinline = true``
 stays a function and its calls stay; the helpers *it* calls are inlined into it.
+Afterwards, functions that nothing live refers to are removed; any ``@name`` in an
+attribute is a reference, as in ``dce``.
 
 Inlined ops keep their own source locations: an error in a helper should point at the
 helper's line, which is where the user has to fix it.
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..analysis.call_graph import CallEdge, CallGraph
+from ..analysis.symbols import unreachable_functions
 from ..errors import CompilationError, SourceLocation, VerificationError
 from ..ir.operation import Operation
 from ..ir.values import OpResult, Value
@@ -39,7 +42,7 @@ class Inliner(Pass):
     summary: ClassVar[str] = "inline calls to functions not marked noinline, callees first; drop dead functions"
 
     remove_dead_functions: bool = field(
-        default=True, metadata={"doc": "remove functions that are not kernels and that no remaining call uses"})
+        default=True, metadata={"doc": "remove functions that are not kernels and that nothing live refers to"})
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
         graph = context.analyses.get(CallGraph, module)
@@ -85,22 +88,16 @@ class Inliner(Pass):
 
     # -- dead functions ---------------------------------------------------------------
     def _remove_dead_functions(self, module: Any) -> int:
-        """Keep kernels and whatever they still call; remove the rest.
+        """Keep kernels and whatever they still refer to; remove the rest.
 
-        Functions reachable only from other dead functions (or only from themselves)
-        are dead too, so this is reachability from the kernels, not a use count.
-        A module without kernels is a library (``polytile opt`` on helpers): nothing in
-        it is dead, since we cannot know its entry points.
+        The same rule as ``dce``'s (:func:`~polytile.analysis.symbols.unreachable_functions`):
+        any ``@name`` in any attribute keeps a function, not only a call, so a helper
+        named by, say, a kernel's ``pt.callback`` attribute survives inlining.
         """
-        graph = CallGraph(module)
-        if not graph.kernels:
-            return 0
-        live = {id(f) for f in graph.reachable_from(graph.kernels)}
         removed = 0
-        for func in graph.functions:
-            if id(func) not in live:
-                func.erase()
-                removed += 1
+        for func in unreachable_functions(module):
+            func.erase()
+            removed += 1
         return removed
 
 

@@ -3,16 +3,23 @@
 ``instrumentation_from_config()`` builds the list the settings ask for
 (``dump_ir``, ``dump_ir_dir``, ``print_ir_before``, ``print_ir_after``, ``time_passes``,
 ``verify_each``); the API takes the same objects directly.
+
+After each pass the pass manager calls the instruments that check the IR
+(:attr:`PassInstrumentation.checks_ir`, the :class:`Verifier`) after all the others, so
+a dump of the IR after a pass is written even when that IR then fails to verify: the
+broken IR is what its reader needs to see.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any, Iterable
+from typing import IO, Any, ClassVar, Iterable, Mapping
 
 from ..errors import UnknownNameError, VerificationError
 from .pass_base import Pass
@@ -20,6 +27,11 @@ from .pass_base import Pass
 
 class PassInstrumentation:
     """Hooks around passes.  ``stage`` is the name of the stage running the pass."""
+
+    #: True for instruments that check the IR after a pass and may raise: their
+    #: ``after_pass`` runs after every other instrument's, so printers and timers see
+    #: the pass first.
+    checks_ir: ClassVar[bool] = False
 
     def before_pipeline(self, module: Any, label: str) -> None:
         pass
@@ -30,8 +42,54 @@ class PassInstrumentation:
     def after_pass(self, pass_: Pass, stage: str, module: Any, seconds: float) -> None:
         pass
 
-    def after_pipeline(self, module: Any, label: str) -> None:
-        pass
+    def after_pipeline(self, module: Any, label: str, *, statistics: Mapping[str, int] | None = None) -> None:
+        """The pipeline finished.  ``statistics`` are the counters the passes kept
+        (:meth:`PassContext.count`); an override without the keyword still works: the
+        pass manager only passes it to those that accept it."""
+
+
+def after_pass_order(instruments: Iterable[PassInstrumentation]) -> list[PassInstrumentation]:
+    """``instruments`` in the order their ``after_pass`` runs: those that check the IR
+    last, each group in its given order."""
+    instruments = list(instruments)
+    return ([i for i in instruments if not getattr(i, "checks_ir", False)]
+            + [i for i in instruments if getattr(i, "checks_ir", False)])
+
+
+def call_after_pipeline(instrument: Any, module: Any, label: str, statistics: Mapping[str, int]) -> None:
+    """``instrument.after_pipeline``, with ``statistics`` if its signature takes them
+    (instruments written before the keyword existed take ``(module, label)`` only)."""
+    method = instrument.after_pipeline
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable: do not guess
+        parameters = ()
+    if any(p.name == "statistics" or p.kind is p.VAR_KEYWORD for p in parameters):
+        method(module, label, statistics=statistics)
+    else:
+        method(module, label)
+
+
+def ir_dump_hint(module: Any, pass_name: str, stage: str) -> str:
+    """What to tell about a pass that failed or broke the IR: that it is a bug of the
+    pass, how to see its input, and a file holding the IR as the pass left it.
+
+    Only the output is written: the input would need a print before every pass, too
+    slow to do always, so the hint says how to get it.
+    """
+    hint = (f"This is a bug in polytile or in the plugin that provides pass '{pass_name}' (stage '{stage}'). "
+            f"To see the IR the pass was given, rerun with POLYTILE_PRINT_IR_BEFORE={pass_name} "
+            f"(polytile opt: --print-ir-before {pass_name}).")
+    try:
+        from ..ir.printer import print_ir
+
+        text = print_ir(module, print_locations=True)
+        with tempfile.NamedTemporaryFile("w", prefix=f"polytile-ice-{pass_name}-", suffix=".ir",
+                                         delete=False) as handle:
+            handle.write(text)
+        return hint + f"\nThe IR as the pass left it is in {handle.name}"
+    except Exception:  # the IR may be too broken to print; the hint still helps
+        return hint
 
 
 def _matches(pass_: Pass, selection: frozenset[str] | None) -> bool:
@@ -86,25 +144,30 @@ class IRPrinter(PassInstrumentation):
 
 
 class PassTimer(PassInstrumentation):
-    """Collects the wall time of every pass; :meth:`report` formats a table."""
+    """Collects the wall time of every pass and the passes' statistics; :meth:`report`
+    formats them as two tables."""
 
     def __init__(self, stream: IO[str] | None = None, print_on_finish: bool = True):
         self.stream = stream
         self.print_on_finish = print_on_finish
         self.records: list[tuple[str, str, float]] = []
+        #: The counters of the last pipeline (``{"cse.erased": 3}``), from after_pipeline.
+        self.statistics: dict[str, int] = {}
         self._start = 0.0
         self.total = 0.0
 
     def before_pipeline(self, module: Any, label: str) -> None:
         self.records = []
+        self.statistics = {}
         self._start = time.perf_counter()
         self._label = label
 
     def after_pass(self, pass_: Pass, stage: str, module: Any, seconds: float) -> None:
         self.records.append((stage, pass_.spelling(), seconds))
 
-    def after_pipeline(self, module: Any, label: str) -> None:
+    def after_pipeline(self, module: Any, label: str, *, statistics: Mapping[str, int] | None = None) -> None:
         self.total = time.perf_counter() - self._start
+        self.statistics = dict(statistics or {})
         if self.print_on_finish:
             (self.stream or sys.stderr).write(self.report() + "\n")
 
@@ -115,11 +178,20 @@ class PassTimer(PassInstrumentation):
         for stage, name, seconds in self.records:
             lines.append(f"{seconds * 1e3:10.3f}  {100 * seconds / total:5.1f}%  {stage}/{name}")
         lines.append(f"{total * 1e3:10.3f}  100.0%  total")
+        # Zero counters only say that a pass ran, which the table above already shows.
+        counted = sorted((name, value) for name, value in self.statistics.items() if value)
+        if counted:
+            width = max(len(name) for name, _ in counted)
+            lines.append("===- pass statistics -===")
+            lines.extend(f"{name:<{width}}  {value}" for name, value in counted)
         return "\n".join(lines)
 
 
 class Verifier(PassInstrumentation):
-    """Verifies the IR after every pass; an invalid result names the pass that made it."""
+    """Verifies the IR after every pass.  An invalid result names the pass that made it
+    and the file where the invalid IR was written (see :func:`ir_dump_hint`)."""
+
+    checks_ir = True
 
     def after_pass(self, pass_: Pass, stage: str, module: Any, seconds: float) -> None:
         from ..ir.verifier import verify
@@ -128,7 +200,8 @@ class Verifier(PassInstrumentation):
             verify(module)
         except VerificationError as exc:
             raise VerificationError(f"{exc.message} (the IR became invalid in pass '{pass_.name}' of stage "
-                                    f"'{stage}')", exc.op_name, exc.location) from None
+                                    f"'{stage}')\n{ir_dump_hint(module, pass_.name, stage)}",
+                                    exc.op_name, exc.location) from None
 
 
 def check_pass_names(names: Iterable[str], setting: str) -> frozenset[str]:
@@ -144,7 +217,8 @@ def check_pass_names(names: Iterable[str], setting: str) -> frozenset[str]:
 
 
 def instrumentation_from_config() -> list[PassInstrumentation]:
-    """What the current settings ask for, in the order they must run."""
+    """What the current settings ask for (the pass manager runs the Verifier's
+    ``after_pass`` last whatever its place here, see :func:`after_pass_order`)."""
     from .. import config
 
     result: list[PassInstrumentation] = []

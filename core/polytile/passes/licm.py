@@ -11,15 +11,20 @@ invariant can leave several levels of nesting in one run.  Ops that read memory 
 move: a store in the loop may change what they would read.  Ops that may trap (integer
 division and remainder) move only when that cannot add a trap: a divisor known to be
 safe, or a loop region known to run at least once.
+
+Which ops are loops, and which of their regions repeat, is a table keyed by op class
+(:data:`LOOP_BODIES`); ``scf.for`` and ``scf.while`` are registered below, and a plugin
+makes its own loop op take part with :func:`register_loop`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar, Sequence
 
+from ..dialects.scf import ForOp, WhileOp
 from ..ir.opdef import ConstantLike, Pure, ReadsMemory, Terminator
-from ..ir.operation import Block, Operation
+from ..ir.operation import Block, Operation, Region
 from ..ir.types import IntType, element_type
 from ..ir.values import BlockArgument, OpResult, Value
 from .pass_base import Pass, PassContext, PreservedAnalyses
@@ -34,20 +39,91 @@ _TRAPPING_DIVISIONS = {
 }
 
 
+@dataclass(frozen=True)
+class LoopRegion:
+    """A region of a loop op whose ops LICM may hoist to just before the op.
+
+    ``runs_at_least_once`` says the region's entry block runs whenever the op does (the
+    condition region of a while loop; a counted loop whose bounds are constants with
+    a nonzero trip count).  Only then may an op that can trap (integer division) move
+    out: otherwise it would run in a program that never ran it.
+    """
+
+    region: Region
+    runs_at_least_once: bool = False
+
+
+#: Given a loop op, the regions to hoist from, in the order to process them (a region
+#: whose hoisted values can make another's ops invariant goes first).
+LoopBodies = Callable[[Operation], Sequence[LoopRegion]]
+
+#: Op class -> its :data:`LoopBodies`.  Subclasses of a registered class use its entry.
+LOOP_BODIES: dict[type, LoopBodies] = {}
+
+
+def register_loop(op_class: type, bodies: LoopBodies | None = None) -> None:
+    """Make ``licm`` hoist invariant ops out of ops of ``op_class``.
+
+    ``bodies(op)`` returns the op's repeated regions, as :class:`LoopRegion` values.
+    Without it, every region of the op counts and none is assumed to run at least once,
+    which is always safe.  Call it next to the op's definition, so the entry exists whenever
+    the op does.  Registering a class again replaces its entry (a reloaded plugin)::
+
+        from polytile.passes.licm import LoopRegion, register_loop
+
+        register_loop(RepeatOp)                                   # every region, may run 0 times
+        register_loop(DoWhileOp, lambda op: [LoopRegion(op.body, runs_at_least_once=True)])
+
+    Only register ops whose regions may run any number of times, each time with the
+    same values from outside: hoisting computes those values once, before the op.
+    """
+    if not isinstance(op_class, type) or not issubclass(op_class, Operation):
+        raise TypeError(f"register_loop needs an op class, got {op_class!r}")
+    LOOP_BODIES[op_class] = bodies if bodies is not None else _every_region
+
+
+def loop_bodies_of(op: Operation) -> LoopBodies | None:
+    """The registered :data:`LoopBodies` of ``op``'s class (or a base class), or None."""
+    for cls in type(op).__mro__:
+        found = LOOP_BODIES.get(cls)
+        if found is not None:
+            return found
+    return None
+
+
+def _every_region(op: Operation) -> list[LoopRegion]:
+    return [LoopRegion(region) for region in op.regions]
+
+
+def _for_bodies(loop: Operation) -> list[LoopRegion]:
+    return [LoopRegion(loop.regions[0], runs_at_least_once=_for_runs_at_least_once(loop))]
+
+
+def _while_bodies(loop: Operation) -> list[LoopRegion]:
+    # The before region runs at least once (it decides whether the body runs at all),
+    # so whatever it computes may be computed up front; the body may run zero times.
+    # Before first: its hoisted values can make body ops invariant.
+    return [LoopRegion(loop.regions[0], runs_at_least_once=True), LoopRegion(loop.regions[1])]
+
+
+register_loop(ForOp, _for_bodies)
+register_loop(WhileOp, _while_bodies)
+
+
 @dataclass
 class LoopInvariantCodeMotion(Pass):
-    """Hoist loop-invariant side-effect-free ops out of scf.for and scf.while."""
+    """Hoist loop-invariant side-effect-free ops out of loops (scf.for, scf.while, and
+    the loop ops plugins register with :func:`register_loop`)."""
 
     name: ClassVar[str] = "licm"
-    summary: ClassVar[str] = "hoist loop-invariant pure ops out of scf.for and scf.while loops"
+    summary: ClassVar[str] = "hoist loop-invariant pure ops out of scf.for, scf.while and registered loop ops"
 
     hoist_from_while: bool = field(default=True, metadata={"doc": "also hoist out of scf.while loops"})
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
-        loop_names = ("scf.for", "scf.while") if self.hoist_from_while else ("scf.for",)
         # Post-order lists inner loops first; hoisting never adds or removes a loop, so
         # the list stays valid while ops move.
-        loops = [op for op in module.walk(post_order=True) if op.name in loop_names]
+        loops = [op for op in module.walk(post_order=True) if self._is_loop(op)]
         hoisted = 0
         for loop in loops:
             hoisted += hoist_loop_invariants(loop)
@@ -59,19 +135,26 @@ class LoopInvariantCodeMotion(Pass):
 
         return PreservedAnalyses.only(CallGraph)
 
+    def _is_loop(self, op: Operation) -> bool:
+        if not self.hoist_from_while and isinstance(op, WhileOp):
+            return False
+        return loop_bodies_of(op) is not None
+
 
 def hoist_loop_invariants(loop: Operation) -> int:
-    """Move the invariant ops of ``loop``'s regions to just before it; return how many."""
-    if loop.name == "scf.for":
-        return _hoist_from(loop.regions[0].block, loop, runs_at_least_once=_for_runs_at_least_once(loop))
-    if loop.name == "scf.while":
-        before, after = loop.regions[0].block, loop.regions[1].block
-        # The before region runs at least once (it decides whether the body runs at
-        # all), so whatever it computes may be computed up front; the body may run
-        # zero times.  Before first: its hoisted values can make body ops invariant.
-        count = _hoist_from(before, loop, runs_at_least_once=True)
-        return count + _hoist_from(after, loop, runs_at_least_once=False)
-    raise ValueError(f"'{loop.name}' is not a loop that LICM knows (scf.for, scf.while)")
+    """Move the invariant ops of ``loop``'s repeated regions to just before it; return
+    how many moved.  ``loop``'s class must be registered with :func:`register_loop`."""
+    bodies = loop_bodies_of(loop)
+    if bodies is None:
+        known = ", ".join(sorted(getattr(cls, "name", cls.__name__) for cls in LOOP_BODIES))
+        raise ValueError(f"'{loop.name}' is not a loop that LICM knows ({known}); a plugin registers its "
+                         "loop ops with polytile.passes.licm.register_loop")
+    count = 0
+    for body in bodies(loop):
+        for index, block in enumerate(body.region.blocks):
+            # Only the entry block is known to run when the region does.
+            count += _hoist_from(block, loop, runs_at_least_once=body.runs_at_least_once and index == 0)
+    return count
 
 
 def _hoist_from(block: Block, loop: Operation, runs_at_least_once: bool) -> int:

@@ -2,19 +2,25 @@
 
 A pass that raises a :class:`~polytile.errors.PolytileError` (a user's mistake found while
 compiling) lets it through unchanged.  Any other exception is an internal compiler
-error: it becomes :class:`~polytile.errors.PassFailure`, naming the pass, and the IR the
-pass was given is written to a file whose path the message gives.
+error: it becomes :class:`~polytile.errors.PassFailure`, naming the pass, and the IR as
+the pass left it (possibly half-changed) is written to a file whose path the message
+gives; the message also says how to print the IR the pass was given.
+
+Instruments run in their given order, except that those that check the IR (the
+verifier) run after the others after each pass, so an IR dump comes before a
+verification failure.  When the pipeline ends, instruments receive the context's
+statistics (``PassTimer`` prints them under its timing table).
 """
 
 from __future__ import annotations
 
-import tempfile
 import traceback
 import time
 from typing import Any, Iterable
 
 from ..errors import PassFailure, PolytileError
-from .instrumentation import PassInstrumentation, instrumentation_from_config
+from .instrumentation import (PassInstrumentation, after_pass_order, call_after_pipeline, instrumentation_from_config,
+                              ir_dump_hint)
 from .pass_base import PassContext
 from .pipeline import Pipeline
 
@@ -28,6 +34,7 @@ class PassManager:
     def run(self, module: Any, context: PassContext | None = None, label: str = "module") -> PassContext:
         context = context or PassContext()
         instruments = instrumentation_from_config() if self.instrumentation is None else self.instrumentation
+        after_pass = after_pass_order(instruments)
         for instrument in instruments:
             instrument.before_pipeline(module, label)
         for stage, pass_ in self.pipeline.passes():
@@ -39,16 +46,17 @@ class PassManager:
             except PolytileError:
                 raise
             except Exception as exc:  # an internal compiler error, reported by pass
-                raise PassFailure(pass_.name, exc, _raised_at(exc) + _dump_hint(module, pass_.name, stage.name)) from exc
+                hint = _raised_at(exc) + ir_dump_hint(module, pass_.name, stage.name)
+                raise PassFailure(pass_.name, exc, hint) from exc
             seconds = time.perf_counter() - start
             if preserved is None:
                 context.analyses.clear()
             else:
                 context.analyses.invalidate(preserved)
-            for instrument in instruments:
+            for instrument in after_pass:
                 instrument.after_pass(pass_, stage.name, module, seconds)
         for instrument in instruments:
-            instrument.after_pipeline(module, label)
+            call_after_pipeline(instrument, module, label, context.statistics)
         return context
 
 
@@ -59,24 +67,6 @@ def _raised_at(exc: BaseException) -> str:
         return ""
     last = frames[-1]
     return f"It was raised at {last.filename}:{last.lineno}, in {last.name}: {last.line}\n"
-
-
-def _dump_hint(module: Any, pass_name: str, stage: str) -> str:
-    """Where the IR is, for the bug report: written as the failing pass left it (the
-    input would need a print before every pass, too slow to do always)."""
-    hint = (f"This is a bug in polytile or in the plugin that provides pass '{pass_name}' (stage '{stage}'). "
-            f"To see the IR the pass was given, rerun with POLYTILE_PRINT_IR_BEFORE={pass_name} "
-            f"(polytile opt: --print-ir-before {pass_name}).")
-    try:
-        from ..ir.printer import print_ir
-
-        text = print_ir(module, print_locations=True)
-        with tempfile.NamedTemporaryFile("w", prefix=f"polytile-ice-{pass_name}-", suffix=".ir",
-                                         delete=False) as handle:
-            handle.write(text)
-        return hint + f"\nThe IR as the pass left it is in {handle.name}"
-    except Exception:  # the IR may be too broken to print; the hint still helps
-        return hint
 
 
 def run_pipeline(module: Any, pipeline: Pipeline | str, context: PassContext | None = None,

@@ -106,7 +106,8 @@ class PassContext:
     analyses: AnalysisManager = dataclasses.field(default_factory=AnalysisManager)
     target: Any = None
     options: Any = None
-    #: Counters a pass may bump ("cse.erased": 3); shown by ``--time-passes``.
+    #: Counters a pass may bump ("cse.erased": 3); the pass manager hands them to the
+    #: instruments when the pipeline ends, and ``--time-passes`` (PassTimer) prints them.
     statistics: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def count(self, key: str, amount: int = 1) -> None:

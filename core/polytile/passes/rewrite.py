@@ -54,23 +54,28 @@ def is_side_effect_free(op: Operation) -> bool:
     """Whether removing ``op`` (when its results are unused) cannot change behaviour.
 
     Reads count as free: an unused load may go.  A ``volatile = true`` read does not,
-    since the point of volatile is that the access itself is observable.
+    since the point of volatile is that the access itself is observable.  An op with
+    regions (``RecursivelyPure`` ones such as ``scf.for`` and ``tile.reduce``, and
+    ``Pure`` ones alike) is free only when every op in its regions is: a trait on the op
+    cannot vouch for the ops a kernel puts in its regions (an atomic in a combine region).
     """
-    if op.has_trait(Pure):
-        return True
+    if op.has_trait(Pure) or op.has_trait(RecursivelyPure):
+        return _regions_side_effect_free(op)
     if op.has_trait(ReadsMemory):
-        return not op.attributes.get("volatile", False)
-    if op.has_trait(RecursivelyPure):
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block:
-                    # A terminator only hands values to the parent op, which we are judging.
-                    if inner.has_trait(Terminator) and not inner.regions:
-                        continue
-                    if not is_side_effect_free(inner):
-                        return False
-        return True
+        return not op.attributes.get("volatile", False) and _regions_side_effect_free(op)
     return False
+
+
+def _regions_side_effect_free(op: Operation) -> bool:
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block:
+                # A terminator only hands values to the parent op, which we are judging.
+                if inner.has_trait(Terminator) and not inner.regions:
+                    continue
+                if not is_side_effect_free(inner):
+                    return False
+    return True
 
 
 def is_trivially_dead(op: Operation) -> bool:
