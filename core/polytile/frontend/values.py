@@ -1,0 +1,127 @@
+"""Helpers for values that flow out of branches, loops and functions.
+
+A run-time ``if`` or a call yields Python structures (tuples of tensors and numbers);
+these flatten them to IR values and back, and decide what must be yielded at all."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from ..ir import types as t
+from ..ir.operation import Block
+from ..language import core as lc, semantic as sem
+
+
+def _is_tensor(value: Any) -> bool:
+    return isinstance(value, lc.tensor)
+
+
+
+
+def _same_constant(a: Any, b: Any) -> bool:
+    a, b = lc.unwrap(a), lc.unwrap(b)
+    if _is_tensor(a) or _is_tensor(b):
+        return a is b
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same_constant(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def _structure(a: Any, b: Any, what: str, gen: Any, node: ast.AST) -> Any:
+    """How two branch values line up: a type for a leaf, a tuple of structures, or a constant."""
+    a, b = lc.unwrap(a), lc.unwrap(b)
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+        return tuple(_structure(x, y, what, gen, node) for x, y in zip(a, b))
+    if _same_constant(a, b):
+        return ("const", a)
+    numbers = (bool, int, float)
+    if (_is_tensor(a) or isinstance(a, numbers)) and (_is_tensor(b) or isinstance(b, numbers)):
+        if _is_tensor(a) and _is_tensor(b):
+            if a.type != b.type:
+                raise gen.error(node, f"{what} is {sem.type_name(a.type)} on one path and {sem.type_name(b.type)} "
+                                      "on the other; convert one with .to(...) so that both match")
+            return a.type
+        if _is_tensor(a) or _is_tensor(b):
+            return (a if _is_tensor(a) else b).type
+        return sem.literal_type(a) if type(a) is type(b) else t.f32
+    raise gen.error(node, f"{what} is {sem._describe(a)} on one path and {sem._describe(b)} on the other; "
+                          "values that differ between the branches of a run-time 'if' must be tensors or numbers")
+
+
+def _flatten(value: Any, structure: Any, gen: Any, node: ast.AST, what: str, side: str) -> list:
+    value = lc.unwrap(value)
+    if isinstance(structure, tuple) and structure and structure[0] == "const":
+        return []
+    if isinstance(structure, tuple):
+        return [v for item, s in zip(value, structure) for v in _flatten(item, s, gen, node, what, side)]
+    return [gen.materialize(value, structure)]
+
+
+def _flatten_types(structure: Any) -> list:
+    if isinstance(structure, tuple) and structure and structure[0] == "const":
+        return []
+    if isinstance(structure, tuple):
+        return [x for s in structure for x in _flatten_types(s)]
+    return [structure]
+
+
+def _unflatten(structure: Any, values: list) -> tuple[Any, list]:
+    if isinstance(structure, tuple) and structure and structure[0] == "const":
+        return structure[1], values
+    if isinstance(structure, tuple):
+        items = []
+        for s in structure:
+            item, values = _unflatten(s, values)
+            items.append(item)
+        return tuple(items), values
+    return values[0], values[1:]
+
+
+def _value_structure(value: Any) -> Any:
+    value = lc.unwrap(value)
+    if _is_tensor(value):
+        return value.type
+    if isinstance(value, (bool, int, float)):
+        return sem.literal_type(value)
+    if isinstance(value, tuple):
+        return tuple(_value_structure(v) for v in value)
+    return ("const", value)
+
+
+def _flatten_value(value: Any, structure: Any) -> list:
+    value = lc.unwrap(value)
+    if isinstance(structure, tuple) and structure and structure[0] == "const":
+        return []
+    if isinstance(structure, tuple):
+        return [v for item, s in zip(value, structure) for v in _flatten_value(item, s)]
+    return [sem.to_tensor(value, structure)]
+
+
+def _discard(block: Block) -> None:
+    """Forget a block generated on trial (its ops' uses of outer values included)."""
+    for op in list(block):
+        for inner in op.walk(post_order=True):
+            inner.drop_operand_uses()
+
+
+def _range_args(args: tuple) -> tuple:
+    arg1, arg2, step = args
+    if arg2 is None:
+        return 0, arg1, 1 if step is None else step
+    return arg1, arg2, 1 if step is None else step
+
+
+def _describe_node(node: ast.AST) -> str:
+    names = {"With": "'with' statements", "Try": "'try' statements", "Raise": "'raise'", "Lambda": "lambdas",
+             "FunctionDef": "nested function definitions", "ClassDef": "class definitions",
+             "ListComp": "list comprehensions", "GeneratorExp": "generator expressions", "Dict": "dicts",
+             "Set": "sets", "Import": "imports", "ImportFrom": "imports", "Global": "'global'",
+             "Nonlocal": "'nonlocal'", "Delete": "'del'", "Yield": "'yield'", "Await": "'await'",
+             "NamedExpr": "':=' expressions", "DictComp": "dict comprehensions", "Match": "'match' statements"}
+    kind = type(node).__name__
+    return names.get(kind, f"'{kind}'")
+
+
+def _describe_op(op: ast.operator) -> str:
+    return {ast.Pow: "**", ast.MatMult: "@"}.get(type(op), type(op).__name__)

@@ -1,0 +1,333 @@
+"""The language's value classes: dtypes, ``constexpr``, ``tensor``, and the builder context.
+
+Inside a ``@jit`` kernel every run-time value is a :class:`tensor` wrapping an IR value
+(a scalar or a tile); compile-time values (literals, ``constexpr`` parameters, shapes)
+stay plain Python values until an operation needs them in the IR.  Builtins emit IR
+through the *current context*, which the frontend installs while it generates a kernel
+(Triton passes a ``_builder`` argument instead; a context keeps builtin signatures the
+user's).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ..errors import CompilationError
+from ..ir import types as t
+
+# --------------------------------------------------------------------------------------
+# The current frontend context
+
+
+_STATE = threading.local()
+
+
+def current_context() -> Any:
+    """The frontend context generating the kernel now; an error outside a kernel."""
+    ctx = getattr(_STATE, "context", None)
+    if ctx is None:
+        raise CompilationError("polytile.language functions can only be called inside a @jit kernel "
+                               "(they build the kernel's IR; call the kernel with kernel[grid](...) instead)")
+    return ctx
+
+
+def set_context(ctx: Any) -> Any:
+    """Install ``ctx`` as the current context; returns the previous one (to restore)."""
+    previous = getattr(_STATE, "context", None)
+    _STATE.context = ctx
+    return previous
+
+
+def semantic_error(message: str) -> CompilationError:
+    """An error in the user's terms; the frontend adds the kernel line it happened on."""
+    return CompilationError(message)
+
+
+def builtin(fn):
+    """Marks a function as a language builtin: the frontend calls it directly while
+    generating code (its arguments are tensors and compile-time Python values)."""
+    fn.__polytile_builtin__ = True
+    return fn
+
+
+def is_builtin(fn: Any) -> bool:
+    return getattr(fn, "__polytile_builtin__", False)
+
+
+# --------------------------------------------------------------------------------------
+# constexpr
+
+
+class constexpr:
+    """A compile-time constant.
+
+    As an annotation (``BLOCK: pl.constexpr``) it makes a kernel parameter a
+    compile-time value: each distinct value compiles its own kernel.  ``pl.constexpr(v)``
+    wraps a value explicitly (module-level globals a kernel reads, for instance).
+    """
+
+    def __init__(self, value: Any = None):
+        self.value = value.value if isinstance(value, constexpr) else value
+
+    def __repr__(self) -> str:
+        return f"constexpr[{self.value!r}]"
+
+    def __index__(self) -> int:
+        return self.value.__index__()
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def __eq__(self, other: Any) -> bool:
+        return self.value == unwrap(other)
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+def unwrap(value: Any) -> Any:
+    """A constexpr's Python value (other values unchanged)."""
+    return value.value if isinstance(value, constexpr) else value
+
+
+# --------------------------------------------------------------------------------------
+# dtypes
+
+
+class dtype:
+    """An element type.  ``str(pl.float32) == "fp32"``, as in Triton."""
+
+    def __init__(self, name: str, ir_type: t.Type):
+        self.name = name
+        self.ir = ir_type
+
+    # Triton's predicates, which kernels use in static conditions.
+    def is_floating(self) -> bool:
+        return isinstance(self.ir, t.FloatType)
+
+    def is_int(self) -> bool:
+        return isinstance(self.ir, t.IntType)
+
+    def is_int_signed(self) -> bool:
+        return isinstance(self.ir, t.IntType) and self.ir.signed and self.ir.width > 1
+
+    def is_int_unsigned(self) -> bool:
+        return isinstance(self.ir, t.IntType) and not self.ir.signed
+
+    def is_bool(self) -> bool:
+        return self.ir == t.i1
+
+    def is_ptr(self) -> bool:
+        return False
+
+    def is_fp16(self) -> bool:
+        return self.ir == t.f16
+
+    def is_bf16(self) -> bool:
+        return self.ir == t.bf16
+
+    def is_fp32(self) -> bool:
+        return self.ir == t.f32
+
+    def is_fp64(self) -> bool:
+        return self.ir == t.f64
+
+    def is_fp8(self) -> bool:
+        return self.ir in (t.f8e4m3, t.f8e5m2)
+
+    @property
+    def primitive_bitwidth(self) -> int:
+        return self.ir.width
+
+    @property
+    def scalar(self) -> "dtype":
+        return self
+
+    def __eq__(self, other: Any) -> bool:
+        other = unwrap(other)
+        return isinstance(other, dtype) and self.ir == other.ir
+
+    def __hash__(self) -> int:
+        return hash(self.ir)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"pl.{_PYTHON_NAMES.get(self.name, self.name)}"
+
+
+class pointer_type(dtype):
+    """A pointer to ``element_ty`` elements (``pl.pointer_type(pl.float32)``)."""
+
+    def __init__(self, element_ty: dtype, address_space: int = 1):
+        self.element_ty = element_ty
+        self.address_space = address_space
+        super().__init__(f"pointer<{element_ty}>", t.PointerType(element_ty.ir, address_space))
+
+    def is_ptr(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"pl.pointer_type({self.element_ty!r})"
+
+
+int1 = dtype("int1", t.i1)
+int8 = dtype("int8", t.i8)
+int16 = dtype("int16", t.i16)
+int32 = dtype("int32", t.i32)
+int64 = dtype("int64", t.i64)
+uint8 = dtype("uint8", t.u8)
+uint16 = dtype("uint16", t.u16)
+uint32 = dtype("uint32", t.u32)
+uint64 = dtype("uint64", t.u64)
+float16 = dtype("fp16", t.f16)
+bfloat16 = dtype("bf16", t.bf16)
+float32 = dtype("fp32", t.f32)
+float64 = dtype("fp64", t.f64)
+float8e4nv = dtype("fp8e4nv", t.f8e4m3)
+float8e5 = dtype("fp8e5", t.f8e5m2)
+
+_ALL_DTYPES = (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+               float16, bfloat16, float32, float64, float8e4nv, float8e5)
+_PYTHON_NAMES = {"int1": "int1", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64",
+                 "fp8e4nv": "float8e4nv", "fp8e5": "float8e5"}
+_BY_IR: dict[t.Type, dtype] = {d.ir: d for d in _ALL_DTYPES}
+
+
+def dtype_of(ir_type: t.Type) -> dtype:
+    """The language dtype of an IR type's elements."""
+    element = t.element_type(ir_type)
+    if isinstance(element, t.PointerType):
+        return pointer_type(dtype_of(element.pointee), element.address_space)
+    found = _BY_IR.get(element)
+    if found is None:
+        raise semantic_error(f"type {element} has no language dtype")
+    return found
+
+
+# NumPy dtype names -> language dtypes (kernel arguments, `.to(np.float32)` would be odd).
+NUMPY_TO_DTYPE = {"bool": int1, "int8": int8, "int16": int16, "int32": int32, "int64": int64,
+                  "uint8": uint8, "uint16": uint16, "uint32": uint32, "uint64": uint64,
+                  "float16": float16, "float32": float32, "float64": float64}
+
+
+# --------------------------------------------------------------------------------------
+# tensor
+
+
+class tensor:
+    """A run-time value inside a kernel: a scalar or a tile, wrapping one IR value.
+
+    Python operators work on tensors and mix them with Python numbers, with Triton's
+    broadcasting and type promotion."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: Any):
+        self.handle = handle
+
+    @property
+    def type(self) -> t.Type:
+        return self.handle.type
+
+    @property
+    def dtype(self) -> dtype:
+        return dtype_of(self.handle.type)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return t.shape_of(self.handle.type)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __repr__(self) -> str:
+        return f"tensor<{self.type}>"
+
+    def __bool__(self) -> bool:
+        raise semantic_error("a run-time value cannot be used as a Python bool here; use it in an 'if' or "
+                             "'while' condition, or combine conditions with '&' and '|'")
+
+    def __iter__(self):
+        raise semantic_error("cannot iterate over a tensor")
+
+    __hash__ = object.__hash__
+
+    # Arithmetic and comparisons: see polytile.language.semantic.
+    def __add__(self, other): return _sem().binary("add", self, other)
+    def __radd__(self, other): return _sem().binary("add", other, self)
+    def __sub__(self, other): return _sem().binary("sub", self, other)
+    def __rsub__(self, other): return _sem().binary("sub", other, self)
+    def __mul__(self, other): return _sem().binary("mul", self, other)
+    def __rmul__(self, other): return _sem().binary("mul", other, self)
+    def __truediv__(self, other): return _sem().binary("truediv", self, other)
+    def __rtruediv__(self, other): return _sem().binary("truediv", other, self)
+    def __floordiv__(self, other): return _sem().binary("floordiv", self, other)
+    def __rfloordiv__(self, other): return _sem().binary("floordiv", other, self)
+    def __mod__(self, other): return _sem().binary("mod", self, other)
+    def __rmod__(self, other): return _sem().binary("mod", other, self)
+    def __and__(self, other): return _sem().binary("and", self, other)
+    def __rand__(self, other): return _sem().binary("and", other, self)
+    def __or__(self, other): return _sem().binary("or", self, other)
+    def __ror__(self, other): return _sem().binary("or", other, self)
+    def __xor__(self, other): return _sem().binary("xor", self, other)
+    def __rxor__(self, other): return _sem().binary("xor", other, self)
+    def __lshift__(self, other): return _sem().binary("lshift", self, other)
+    def __rlshift__(self, other): return _sem().binary("lshift", other, self)
+    def __rshift__(self, other): return _sem().binary("rshift", self, other)
+    def __rrshift__(self, other): return _sem().binary("rshift", other, self)
+    def __lt__(self, other): return _sem().compare("lt", self, other)
+    def __le__(self, other): return _sem().compare("le", self, other)
+    def __gt__(self, other): return _sem().compare("gt", self, other)
+    def __ge__(self, other): return _sem().compare("ge", self, other)
+    def __eq__(self, other): return _sem().compare("eq", self, other)  # type: ignore[override]
+    def __ne__(self, other): return _sem().compare("ne", self, other)  # type: ignore[override]
+    def __neg__(self): return _sem().negate(self)
+    def __pos__(self): return self
+    def __invert__(self): return _sem().invert(self)
+    def __abs__(self): return _std().abs(self)
+
+    def __pow__(self, other):
+        raise semantic_error("'**' is not supported on tensors; multiply, or use pl.exp2/pl.log2")
+
+    def __getitem__(self, index): return _sem().subscript(self, index)
+
+    # Methods, as in Triton.
+    def to(self, dtype: Any, fp_downcast_rounding: Any = None, bitcast: bool = False) -> "tensor":
+        return _sem().cast(self, unwrap(dtype), bitcast=bool(unwrap(bitcast)))
+
+    def reshape(self, *shape, can_reorder=False): return _std().reshape(self, *shape, can_reorder=can_reorder)
+    def view(self, *shape): return _std().reshape(self, *shape)
+    def trans(self, *dims): return _std().trans(self, *dims)
+    def permute(self, *dims): return _std().permute(self, *dims)
+    def expand_dims(self, axis): return _std().expand_dims(self, axis)
+    def broadcast_to(self, *shape): return _std().broadcast_to(self, *shape)
+    def sum(self, axis=None, keep_dims=False, dtype=None): return _std().sum(self, axis, keep_dims, dtype)
+    def max(self, axis=None, keep_dims=False): return _std().max(self, axis, keep_dims=keep_dims)
+    def min(self, axis=None, keep_dims=False): return _std().min(self, axis, keep_dims=keep_dims)
+    def exp(self): return _std().exp(self)
+    def log(self): return _std().log(self)
+    def sqrt(self): return _std().sqrt(self)
+    def sigmoid(self): return _std().sigmoid(self)
+
+    @property
+    def T(self) -> "tensor":
+        return _std().trans(self)
+
+
+def _sem():
+    from . import semantic
+
+    return semantic
+
+
+def _std():
+    from . import standard
+
+    return standard

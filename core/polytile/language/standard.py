@@ -1,0 +1,671 @@
+"""The language's builtins: ``pl.program_id``, ``pl.load``, ``pl.sum``, ``pl.dot`` ...
+
+Each one is a Python function the frontend calls while generating a kernel; it checks
+its arguments in the user's terms and emits core IR through the current context.
+Compile-time arguments (axes, shapes, dtypes) arrive as Python values.
+"""
+
+from __future__ import annotations
+
+import builtins as _py
+from typing import Any
+
+from ..dialects import arith, math as math_d, tile
+from ..ir import types as t
+from ..ir.builder import InsertionPoint
+from ..ir.operation import Block, Region
+from . import semantic as sem
+from .core import builtin, constexpr, current_context, dtype, float32, semantic_error, tensor, unwrap
+
+# --------------------------------------------------------------------------------------
+# Helpers
+
+
+def _const_int(value: Any, what: str) -> int:
+    value = unwrap(value)
+    if isinstance(value, _py.bool) or not isinstance(value, _py.int):
+        raise semantic_error(f"{what} must be a compile-time integer (a literal or a pl.constexpr), "
+                             f"got {sem._describe(value)}")
+    return value
+
+
+def _shape(shape: Any, what: str = "shape") -> tuple[int, ...]:
+    shape = unwrap(shape)
+    if isinstance(shape, (_py.int, constexpr)):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise semantic_error(f"{what} must be a tuple of compile-time integers, got {sem._describe(shape)}")
+    dims = tuple(_const_int(d, f"each dimension of the {what}") for d in shape)
+    for d in dims:
+        if d <= 0:
+            raise semantic_error(f"{what} {list(dims)} has a dimension that is not positive")
+    return dims
+
+
+def _dtype(value: Any, what: str = "dtype") -> dtype:
+    value = unwrap(value)
+    if not isinstance(value, dtype):
+        raise semantic_error(f"{what} must be a dtype such as pl.float32, got {sem._describe(value)}")
+    return value
+
+
+def _axis(axis: Any, rank: int) -> int:
+    axis = _const_int(axis, "axis")
+    if not -rank <= axis < rank:
+        raise semantic_error(f"axis {axis} is out of range for a tensor of rank {rank}")
+    return axis % rank
+
+
+def _vararg_shape(shape: tuple) -> tuple:
+    if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)):
+        return tuple(unwrap(shape[0]))
+    return shape
+
+
+# --------------------------------------------------------------------------------------
+# Programs and ranges
+
+
+@builtin
+def program_id(axis: Any) -> tensor:
+    """The index of this program along grid axis 0, 1 or 2."""
+    axis = _const_int(axis, "axis")
+    if axis not in (0, 1, 2):
+        raise semantic_error(f"program_id axis must be 0, 1 or 2, got {axis}")
+    return tensor(sem.emit(tile.ProgramIdOp, axis=axis).result)
+
+
+@builtin
+def num_programs(axis: Any) -> tensor:
+    """The number of programs along grid axis 0, 1 or 2."""
+    axis = _const_int(axis, "axis")
+    if axis not in (0, 1, 2):
+        raise semantic_error(f"num_programs axis must be 0, 1 or 2, got {axis}")
+    return tensor(sem.emit(tile.NumProgramsOp, axis=axis).result)
+
+
+@builtin
+def arange(start: Any, end: Any) -> tensor:
+    """``start, ..., end - 1`` as a 1-D int32 tile; ``end - start`` must be a power of two."""
+    start, end = _const_int(start, "arange's start"), _const_int(end, "arange's end")
+    n = end - start
+    if n <= 0:
+        raise semantic_error(f"arange's end ({end}) must be greater than its start ({start})")
+    if n & (n - 1):
+        raise semantic_error(f"arange's range must be a power of 2, got {n} (end - start = {end} - {start})")
+    return tensor(sem.emit(tile.ArangeOp, start=start, end=end).result)
+
+
+@builtin
+def full(shape: Any, value: Any, dtype: Any) -> tensor:
+    """A tile of ``shape`` with every element ``value`` (a number or a scalar tensor)."""
+    dims, element = _shape(shape), _dtype(dtype).ir
+    value = unwrap(value)
+    if isinstance(value, tensor):
+        if value.shape:
+            raise semantic_error(f"full's value must be a scalar, got a tensor of shape {list(value.shape)}")
+        return sem.broadcast_to_shape(sem.cast_type(value, element), dims)
+    return sem.constant(value, t.TileType(dims, element))
+
+
+@builtin
+def zeros(shape: Any, dtype: Any) -> tensor:
+    """A tile of zeros."""
+    return full(shape, 0, dtype)
+
+
+@builtin
+def zeros_like(input: Any) -> tensor:
+    """Zeros of ``input``'s shape and dtype."""
+    input = sem.to_tensor(input)
+    return sem.constant(0, input.type)
+
+
+@builtin
+def full_like(input: Any, value: Any, dtype: Any = None) -> tensor:
+    input = sem.to_tensor(input)
+    element = input.type if dtype is None else t.like(input.type, _dtype(dtype).ir)
+    return sem.constant(value, element) if not isinstance(unwrap(value), tensor) else \
+        full(input.shape, value, _dtype(dtype) if dtype is not None else input.dtype)
+
+
+@builtin
+def cdiv(x: Any, div: Any) -> Any:
+    """``ceil(x / div)`` for integers (compile-time when both are)."""
+    x, div = unwrap(x), unwrap(div)
+    if not isinstance(x, tensor) and not isinstance(div, tensor):
+        return (x + div - 1) // div
+    return (x + div - 1) // div
+
+
+# --------------------------------------------------------------------------------------
+# Casts and selection
+
+
+@builtin
+def cast(input: Any, dtype: Any, fp_downcast_rounding: Any = None, bitcast: Any = False) -> tensor:
+    return sem.cast(input, dtype, bool(unwrap(bitcast)))
+
+
+@builtin
+def where(condition: Any, x: Any, y: Any) -> tensor:
+    """``x`` where ``condition`` holds, else ``y``, elementwise with broadcasting."""
+    return sem.where(condition, x, y)
+
+
+def _minmax(kind: str, x: Any, y: Any, propagate_nan: Any) -> tensor:
+    x, y = sem.unify([x, y])
+    element = t.element_type(x.type)
+    if isinstance(element, t.FloatType):
+        # propagate_nan=NONE (Triton's default) may return either; we always propagate.
+        name = "maximumf" if kind == "max" else "minimumf"
+    elif isinstance(element, t.IntType):
+        name = ("max" if kind == "max" else "min") + ("si" if element.signed else "ui")
+    else:
+        raise semantic_error(f"pl.{kind}imum needs numbers, got {sem._describe(x)}")
+    return tensor(sem.emit(arith.BINARY_OPS[name], x.handle, y.handle).result)
+
+
+@builtin
+def maximum(x: Any, y: Any, propagate_nan: Any = None) -> tensor:
+    return _minmax("max", x, y, propagate_nan)
+
+
+@builtin
+def minimum(x: Any, y: Any, propagate_nan: Any = None) -> tensor:
+    return _minmax("min", x, y, propagate_nan)
+
+
+@builtin
+def clamp(x: Any, min: Any, max: Any, propagate_nan: Any = None) -> tensor:
+    return minimum(maximum(x, min), max)
+
+
+# --------------------------------------------------------------------------------------
+# Elementwise math
+
+
+def _math1(name: str, doc: str):
+    def fn(x: Any) -> tensor:
+        return sem.unary_float(name, x)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return builtin(fn)
+
+
+exp = _math1("exp", "e to the x, elementwise.")
+exp2 = _math1("exp2", "2 to the x, elementwise.")
+log = _math1("log", "Natural logarithm, elementwise.")
+log2 = _math1("log2", "Base-2 logarithm, elementwise.")
+sqrt = _math1("sqrt", "Square root, elementwise.")
+sqrt_rn = _math1("sqrt_rn", "Square root, correctly rounded.")
+rsqrt = _math1("rsqrt", "1 / sqrt(x), elementwise.")
+sin = _math1("sin", "Sine, elementwise.")
+cos = _math1("cos", "Cosine, elementwise.")
+erf = _math1("erf", "The error function, elementwise.")
+floor = _math1("floor", "Round down, elementwise.")
+ceil = _math1("ceil", "Round up, elementwise.")
+
+
+@builtin
+def abs(x: Any) -> tensor:
+    """Absolute value (integers wrap at the minimum; unsigned values are unchanged)."""
+    x = sem.to_tensor(x)
+    if t.is_float(x.type):
+        return tensor(sem.emit(math_d.UNARY_OPS["absf"], x.handle).result)
+    if t.is_integer(x.type):
+        element = t.element_type(x.type)
+        if not element.signed or element == t.i1:
+            return x
+        return tensor(sem.emit(math_d.UNARY_OPS["absi"], x.handle).result)
+    raise semantic_error(f"pl.abs needs a number, got {sem._describe(x)}")
+
+
+@builtin
+def fma(x: Any, y: Any, z: Any) -> tensor:
+    x, y, z = sem.unify([x, y, z])
+    if not t.is_float(x.type):
+        raise semantic_error("pl.fma needs floats")
+    return tensor(sem.emit(math_d.FmaOp, x.handle, y.handle, z.handle).result)
+
+
+@builtin
+def fdiv(x: Any, y: Any, ieee_rounding: Any = False) -> tensor:
+    return sem.binary("truediv", x, y)
+
+
+@builtin
+def div_rn(x: Any, y: Any) -> tensor:
+    return sem.binary("truediv", x, y)
+
+
+@builtin
+def umulhi(x: Any, y: Any) -> tensor:
+    x, y = sem.unify([x, y])
+    if not t.is_integer(x.type):
+        raise semantic_error("pl.umulhi needs integers")
+    return tensor(sem.emit(arith.BINARY_OPS["mulhiui"], x.handle, y.handle).result)
+
+
+@builtin
+def sigmoid(x: Any) -> tensor:
+    """``1 / (1 + exp(-x))``."""
+    x = sem.to_tensor(x)
+    return 1.0 / (1.0 + exp(-x if t.is_float(x.type) else -sem.cast_type(x, t.f32)))
+
+
+@builtin
+def softmax(x: Any, dim: Any = None, keep_dims: Any = False, ieee_rounding: Any = False) -> tensor:
+    """Softmax along ``dim`` (axis 0 by default, as Triton)."""
+    axis = 0 if unwrap(dim) is None else unwrap(dim)
+    z = x - max(x, axis, keep_dims=keep_dims)
+    num = exp(z)
+    return num / sum(num, axis, keep_dims=keep_dims)
+
+
+# --------------------------------------------------------------------------------------
+# Memory
+
+
+def _pointer_operand(pointer: Any, what: str) -> tensor:
+    pointer = unwrap(pointer)
+    if not isinstance(pointer, tensor) or not t.is_pointer(pointer.type):
+        raise semantic_error(f"pl.{what} needs a pointer (a kernel argument bound to an array, plus offsets), "
+                             f"got {sem._describe(pointer)}")
+    if isinstance(t.element_type(pointer.type).pointee, t.PointerType):
+        pass  # loading pointers is allowed
+    return pointer
+
+
+def _mask_for(mask: Any, shape: tuple[int, ...]) -> Any:
+    if mask is None:
+        return None
+    mask = sem.to_bool(sem.to_tensor(mask))
+    return sem.broadcast_to_shape(mask, sem.broadcast_shapes(shape, mask.shape)).handle
+
+
+@builtin
+def load(pointer: Any, mask: Any = None, other: Any = None, boundary_check: Any = (), padding_option: Any = "",
+         cache_modifier: Any = "", eviction_policy: Any = "", volatile: Any = False) -> tensor:
+    """Load through a pointer or a tile of pointers; lanes where ``mask`` is false take ``other``."""
+    pointer = _pointer_operand(pointer, "load")
+    mask, other = unwrap(mask), unwrap(other)
+    if unwrap(boundary_check) or unwrap(padding_option):
+        raise semantic_error("boundary_check and padding_option apply to block pointers, which are not supported yet")
+    if mask is not None:
+        mask_t = sem.to_bool(sem.to_tensor(mask))
+        shape = sem.broadcast_shapes(pointer.shape, mask_t.shape)
+        pointer = sem.broadcast_to_shape(pointer, shape)
+        mask = sem.broadcast_to_shape(mask_t, shape).handle
+    elif other is not None:
+        raise semantic_error("pl.load's 'other' needs a 'mask' (it gives the masked-off lanes their value)")
+    pointee = t.element_type(pointer.type).pointee
+    if other is not None:
+        other = sem.broadcast_to_shape(sem.cast_type(sem.to_tensor(other, pointee) if not isinstance(other, tensor)
+                                                     else other, pointee), pointer.shape).handle
+    attrs = {}
+    if unwrap(cache_modifier):
+        attrs["cache"] = unwrap(cache_modifier)
+    if unwrap(eviction_policy):
+        attrs["evict"] = unwrap(eviction_policy)
+    if unwrap(volatile):
+        attrs["volatile"] = True
+    return tensor(sem.emit(tile.LoadOp, pointer.handle, mask=mask, other=other, **attrs).result)
+
+
+@builtin
+def store(pointer: Any, value: Any, mask: Any = None, boundary_check: Any = (), cache_modifier: Any = "",
+          eviction_policy: Any = "") -> None:
+    """Store ``value`` (broadcast to the pointer's shape, converted to its element type) where ``mask`` holds."""
+    pointer = _pointer_operand(pointer, "store")
+    value, mask = unwrap(value), unwrap(mask)
+    if unwrap(boundary_check):
+        raise semantic_error("boundary_check applies to block pointers, which are not supported yet")
+    pointee = t.element_type(pointer.type).pointee
+    value = sem.to_tensor(value, pointee) if not isinstance(value, tensor) else value
+    shape = sem.broadcast_shapes(pointer.shape, value.shape)
+    if mask is not None:
+        mask = sem.to_bool(sem.to_tensor(mask))
+        shape = sem.broadcast_shapes(shape, mask.shape)
+        mask = sem.broadcast_to_shape(mask, shape).handle
+    pointer = sem.broadcast_to_shape(pointer, shape)
+    value = sem.broadcast_to_shape(sem.cast_type(value, pointee), shape)
+    attrs = {}
+    if unwrap(cache_modifier):
+        attrs["cache"] = unwrap(cache_modifier)
+    if unwrap(eviction_policy):
+        attrs["evict"] = unwrap(eviction_policy)
+    sem.emit(tile.StoreOp, pointer.handle, value.handle, mask=mask, **attrs)
+
+
+# --------------------------------------------------------------------------------------
+# Shapes
+
+
+@builtin
+def expand_dims(input: Any, axis: Any) -> tensor:
+    """Insert dimensions of size 1 at ``axis`` (an int or a tuple of ints)."""
+    input = sem.to_tensor(input)
+    axes = unwrap(axis)
+    axes = tuple(unwrap(a) for a in axes) if isinstance(axes, (tuple, list)) else (axes,)
+    new_rank = len(input.shape) + len(axes)
+    normalized = sorted(_axis(a, new_rank) for a in axes)
+    if len(set(normalized)) != len(normalized):
+        raise semantic_error(f"expand_dims got a repeated axis in {list(axes)}")
+    for a in normalized:
+        if not input.shape:
+            input = sem.broadcast_to_shape(input, (1,))
+            continue
+        input = tensor(sem.emit(tile.ExpandDimsOp, input.handle, axis=a).result)
+    return input
+
+
+@builtin
+def broadcast_to(input: Any, *shape: Any) -> tensor:
+    return sem.broadcast_to_shape(sem.to_tensor(input), _shape(_vararg_shape(shape)))
+
+
+@builtin
+def broadcast(input: Any, other: Any) -> tuple[tensor, tensor]:
+    a, b = sem.to_tensor(input), sem.to_tensor(other)
+    shape = sem.broadcast_shapes(a.shape, b.shape)
+    return sem.broadcast_to_shape(a, shape), sem.broadcast_to_shape(b, shape)
+
+
+@builtin
+def reshape(input: Any, *shape: Any, can_reorder: Any = False) -> tensor:
+    input = sem.to_tensor(input)
+    dims = _shape(_vararg_shape(shape))
+    n = 1
+    for d in dims:
+        n *= d
+    if n != input.numel:
+        raise semantic_error(f"cannot reshape a tensor of shape {list(input.shape)} ({input.numel} elements) "
+                             f"to {list(dims)} ({n} elements)")
+    if dims == input.shape:
+        return input
+    if not input.shape:
+        return sem.broadcast_to_shape(input, dims)
+    return tensor(sem.emit(tile.ReshapeOp, input.handle, result_types=[t.TileType(dims, input.type.element)]).result)
+
+
+view = reshape
+
+
+@builtin
+def permute(input: Any, *dims: Any) -> tensor:
+    input = sem.to_tensor(input)
+    order = tuple(_const_int(d, "each dimension") for d in _vararg_shape(dims))
+    if sorted(order) != list(_py.range(len(input.shape))):
+        raise semantic_error(f"{list(order)} is not a permutation of the dimensions of a rank-{len(input.shape)} tensor")
+    if order == tuple(_py.range(len(order))):
+        return input
+    shape = tuple(input.shape[i] for i in order)
+    return tensor(sem.emit(tile.TransOp, input.handle, order=order,
+                           result_types=[t.TileType(shape, input.type.element)]).result)
+
+
+@builtin
+def trans(input: Any, *dims: Any) -> tensor:
+    """Transpose; without ``dims`` a 2-D tensor's two axes swap."""
+    input = sem.to_tensor(input)
+    dims = _vararg_shape(dims)
+    if not dims:
+        if len(input.shape) != 2:
+            raise semantic_error(f"pl.trans without dims needs a 2-D tensor, got shape {list(input.shape)}")
+        dims = (1, 0)
+    return permute(input, *dims)
+
+
+# --------------------------------------------------------------------------------------
+# Reductions
+
+
+def _reduce_region(elements: list[t.Type], combine: Any) -> Region:
+    """A combine region taking two scalars per operand; ``combine(lhs, rhs)`` builds its body."""
+    ctx = current_context()
+    block = Block(elements * 2)
+    n = len(elements)
+    with ctx.builder.at(InsertionPoint.at_end(block)):
+        args = [tensor(a) for a in block.arguments]
+        results = combine(args[:n], args[n:])
+        results = results if isinstance(results, (tuple, list)) else (results,)
+        if len(results) != n:
+            raise semantic_error(f"the combine function must return {n} value(s), got {len(results)}")
+        handles = [sem.cast_type(sem.to_tensor(r, e), e).handle for r, e in zip(results, elements)]
+        sem.emit(tile.ReduceReturnOp, handles)
+    return Region([block])
+
+
+def reduce_values(inputs: list[tensor], axis: Any, combine: Any, keep_dims: Any = False) -> list[tensor]:
+    """Reduce ``inputs`` (tiles of one shape) along ``axis`` (None: all axes) with ``combine``."""
+    inputs = [sem.to_tensor(x) for x in inputs]
+    axis, keep_dims = unwrap(axis), bool(unwrap(keep_dims))
+    shape = inputs[0].shape
+    if not shape:
+        return inputs  # a scalar is its own reduction
+    if axis is None:
+        flat = [reshape(x, (x.numel,)) for x in inputs]
+        out = reduce_values(flat, 0, combine)
+        if keep_dims:
+            out = [reshape(o, (1,) * len(shape)) for o in out]
+        return out
+    axis = _axis(axis, len(shape))
+    reduced = shape[:axis] + shape[axis + 1:]
+    elements = [x.type.element for x in inputs]
+    region = _reduce_region(elements, combine)
+    result_types = [t.TileType(reduced, e) if reduced else e for e in elements]
+    op = sem.emit(tile.ReduceOp, [x.handle for x in inputs], axis=axis, result_types=result_types, regions=[region])
+    out = [tensor(r) for r in op.results]
+    if keep_dims:
+        out = [expand_dims(o, axis) for o in out]
+    return out
+
+
+@builtin
+def reduce(input: Any, axis: Any, combine_fn: Any, keep_dims: Any = False) -> Any:
+    """Reduce with a ``@jit`` combine function of two (tuples of) scalars."""
+    ctx = current_context()
+    inputs = list(input) if isinstance(input, tuple) else [input]
+
+    def combine(lhs, rhs):
+        return ctx.call_function(combine_fn, [*lhs, *rhs])
+
+    out = reduce_values(inputs, axis, combine, keep_dims)
+    return tuple(out) if isinstance(input, tuple) else out[0]
+
+
+def _binary_combine(name_float: str, name_int: str):
+    def combine(lhs, rhs):
+        a, b = lhs[0], rhs[0]
+        name = name_float if t.is_float(a.type) else name_int
+        if name == "max" or name == "min":
+            signed = t.element_type(a.type).signed
+            name = name + ("si" if signed else "ui")
+        return tensor(sem.emit(arith.BINARY_OPS[name], a.handle, b.handle).result)
+
+    return combine
+
+
+@builtin
+def sum(input: Any, axis: Any = None, keep_dims: Any = False, dtype: Any = None) -> tensor:
+    """Sum along ``axis`` (all axes when None).  Integers narrower than 32 bits sum in (u)int32."""
+    input = sem.to_tensor(input)
+    if unwrap(dtype) is not None:
+        input = sem.cast(input, dtype)
+    else:
+        element = t.element_type(input.type)
+        if isinstance(element, t.IntType) and element.width < 32:
+            input = sem.cast_type(input, t.i32 if element.signed or element == t.i1 else t.u32)
+    return reduce_values([input], axis, _binary_combine("addf", "addi"), keep_dims)[0]
+
+
+@builtin
+def max(input: Any, axis: Any = None, return_indices: Any = False, return_indices_tie_break_left: Any = True,
+        keep_dims: Any = False) -> tensor:
+    """Maximum along ``axis`` (all axes when None); NaN propagates."""
+    if unwrap(return_indices):
+        raise semantic_error("pl.max(..., return_indices=True) is not supported yet")
+    input = sem.to_tensor(input)
+    if t.is_bool(input.type):
+        input = sem.cast_type(input, t.i32)
+    return reduce_values([input], axis, _binary_combine("maximumf", "max"), keep_dims)[0]
+
+
+@builtin
+def min(input: Any, axis: Any = None, return_indices: Any = False, return_indices_tie_break_left: Any = True,
+        keep_dims: Any = False) -> tensor:
+    """Minimum along ``axis`` (all axes when None); NaN propagates."""
+    if unwrap(return_indices):
+        raise semantic_error("pl.min(..., return_indices=True) is not supported yet")
+    input = sem.to_tensor(input)
+    if t.is_bool(input.type):
+        input = sem.cast_type(input, t.i32)
+    return reduce_values([input], axis, _binary_combine("minimumf", "min"), keep_dims)[0]
+
+
+@builtin
+def xor_sum(input: Any, axis: Any = None, keep_dims: Any = False) -> tensor:
+    input = sem.to_tensor(input)
+    if not t.is_integer(input.type):
+        raise semantic_error("pl.xor_sum needs integers")
+    return reduce_values([input], axis, _binary_combine("xori", "xori"), keep_dims)[0]
+
+
+# --------------------------------------------------------------------------------------
+# dot
+
+
+_PRECISIONS = {"tf32": "tf32", "tf32x3": "tf32x3", "ieee": "ieee"}
+
+
+@builtin
+def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, allow_tf32: Any = None,
+        max_num_imprecise_acc: Any = None, out_dtype: Any = float32) -> tensor:
+    """``input @ other (+ acc)`` of 2-D tiles (M x K by K x N); M, N, K >= 16."""
+    a, b = sem.to_tensor(input), sem.to_tensor(other)
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise semantic_error(f"pl.dot needs 2-D tensors, got shapes {list(a.shape)} and {list(b.shape)}")
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        raise semantic_error(f"pl.dot: the inner dimensions differ: {list(a.shape)} @ {list(b.shape)}")
+    if builtins_min(m, n, k) < 16:
+        raise semantic_error(f"pl.dot needs every dimension >= 16, got M={m}, N={n}, K={k}")
+    ea, eb = a.type.element, b.type.element
+    if ea != eb:
+        if t.is_float(a.type) and t.is_float(b.type):
+            common = sem.promote_types(ea, eb)
+            a, b = sem.cast_type(a, common), sem.cast_type(b, common)
+        else:
+            raise semantic_error(f"pl.dot operands must have one dtype, got {a.dtype} and {b.dtype}")
+    acc = unwrap(acc)
+    if acc is None:
+        if t.is_integer(a.type):
+            out = t.i32
+        else:
+            out = _dtype(out_dtype, "out_dtype").ir
+            if a.type.element == t.f64:
+                out = t.f64
+        acc = sem.constant(0, t.TileType((m, n), out))
+    else:
+        acc = sem.to_tensor(acc)
+        if acc.shape != (m, n):
+            raise semantic_error(f"pl.dot: acc has shape {list(acc.shape)}, expected {[m, n]}")
+    precision = unwrap(input_precision)
+    if precision is None:
+        precision = "tf32" if unwrap(allow_tf32) in (None, True) else "ieee"
+    if precision not in _PRECISIONS:
+        raise semantic_error(f"unknown input_precision '{precision}'; use 'tf32', 'tf32x3' or 'ieee'")
+    attrs = {"input_precision": precision}
+    if unwrap(max_num_imprecise_acc):
+        attrs["max_num_imprecise_acc"] = _const_int(max_num_imprecise_acc, "max_num_imprecise_acc")
+    return tensor(sem.emit(tile.DotOp, a.handle, b.handle, acc.handle, **attrs).result)
+
+
+builtins_min = _py.min
+
+
+# --------------------------------------------------------------------------------------
+# Compile-time helpers and hints
+
+
+@builtin
+def static_assert(cond: Any, msg: Any = "") -> None:
+    """Fail compilation when the compile-time ``cond`` is false."""
+    cond = unwrap(cond)
+    if isinstance(cond, tensor):
+        raise semantic_error("pl.static_assert needs a compile-time condition; this one depends on run-time values")
+    if not cond:
+        raise semantic_error(f"static assertion failed{': ' + str(unwrap(msg)) if unwrap(msg) else ''}")
+
+
+@builtin
+def static_print(*values: Any, sep: str = " ", end: str = "\n") -> None:
+    """Print at compile time (run-time values print as their type)."""
+    print(*[unwrap(v) for v in values], sep=sep, end=end)
+
+
+def _hint(name: str, input: Any, values: Any) -> tensor:
+    input = sem.to_tensor(input)
+    vals = unwrap(values)
+    vals = tuple(unwrap(v) for v in vals) if isinstance(vals, (tuple, list)) else (vals,)
+    for v in vals:
+        _const_int(v, f"{name}'s values")
+    op = input.handle.defining_op
+    if op is not None:
+        # A discardable hint: passes may use it for axis info, any pass may drop it.
+        op.set_attr(f"pt.{name}", vals if len(vals) > 1 else vals[0])
+    return input
+
+
+@builtin
+def multiple_of(input: Any, values: Any) -> tensor:
+    """Hint that ``input``'s values are multiples of ``values``."""
+    return _hint("multiple_of", input, values)
+
+
+@builtin
+def max_contiguous(input: Any, values: Any) -> tensor:
+    """Hint that the first ``values`` elements of ``input`` are contiguous."""
+    return _hint("max_contiguous", input, values)
+
+
+@builtin
+def max_constancy(input: Any, values: Any) -> tensor:
+    return _hint("max_constancy", input, values)
+
+
+@builtin
+def debug_barrier() -> None:
+    """A no-op on the interpreter (programs do not share memory there)."""
+
+
+class static_range:
+    """``for i in pl.static_range(...)``: unrolled at compile time; bounds are constexpr."""
+
+    def __init__(self, arg1: Any, arg2: Any = None, step: Any = None):
+        self.args = (arg1, arg2, step)
+
+    def __iter__(self):
+        raise semantic_error("pl.static_range can only be used as the iterable of a 'for' loop in a kernel")
+
+
+class range:
+    """``for i in pl.range(...)``: a run-time loop, with loop hints (``num_stages``, ...)."""
+
+    def __init__(self, arg1: Any, arg2: Any = None, step: Any = None, num_stages: Any = None,
+                 loop_unroll_factor: Any = None, disallow_acc_multi_buffer: Any = False, flatten: Any = False,
+                 warp_specialize: Any = False):
+        self.args = (arg1, arg2, step)
+        self.hints = {"num_stages": num_stages, "loop_unroll_factor": loop_unroll_factor,
+                      "disallow_acc_multi_buffer": disallow_acc_multi_buffer or None, "flatten": flatten or None,
+                      "warp_specialize": warp_specialize or None}
+
+    def __iter__(self):
+        raise semantic_error("pl.range can only be used as the iterable of a 'for' loop in a kernel")
+
+
+__all__ = [name for name, value in list(globals().items()) if getattr(value, "__polytile_builtin__", False)]
+__all__ += ["static_range", "range", "view", "reduce_values"]
+__all__ = [n for n in __all__ if n not in ("builtins_min",)]

@@ -1,0 +1,55 @@
+"""Blocked matrix multiplication: a 2-D grid of programs, a K loop carrying the
+accumulator, pl.dot on float16 tiles accumulating in float32.  Run: python examples/matmul.py"""
+
+import numpy as np
+
+import polytile.language as pl
+import polytile.runtime as pt
+
+
+@pt.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                  BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr, BLOCK_K: pl.constexpr):
+    pid_m = pl.program_id(0)
+    pid_n = pl.program_id(1)
+    offs_m = pid_m * BLOCK_M + pl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + pl.arange(0, BLOCK_N)
+    offs_k = pl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    acc = pl.zeros((BLOCK_M, BLOCK_N), dtype=pl.float32)
+    for k in range(0, pl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        a = pl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
+        b = pl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)
+        acc = pl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    pl.store(c_ptrs, acc.to(pl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    (M, K), (_, N) = a.shape, b.shape
+    c = np.empty((M, N), dtype=np.float16)
+    grid = lambda meta: (pt.cdiv(M, meta["BLOCK_M"]), pt.cdiv(N, meta["BLOCK_N"]))  # noqa: E731
+    matmul_kernel[grid](a, b, c, M, N, K, a.strides[0] // a.itemsize, a.strides[1] // a.itemsize,
+                        b.strides[0] // b.itemsize, b.strides[1] // b.itemsize,
+                        c.strides[0] // c.itemsize, c.strides[1] // c.itemsize,
+                        BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
+    return c
+
+
+def main(M: int = 100, N: int = 72, K: int = 130) -> bool:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    reference = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)
+    ok = np.allclose(matmul(a, b), reference, rtol=1e-2, atol=1e-2)
+    print(f"matmul {M}x{K} @ {K}x{N}: {'matches NumPy' if ok else 'MISMATCH'}")
+    return ok
+
+
+if __name__ == "__main__":
+    raise SystemExit(0 if main() else 1)

@@ -1,0 +1,167 @@
+"""The JIT runtime: launching, grids, the specialization cache, Triton-style aliasing."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polytile.language as pl
+from polytile.runtime import LaunchError, cdiv, jit, next_power_of_2
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@jit
+def fill_kernel(out_ptr, value, n, BLOCK: pl.constexpr):
+    offs = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+    pl.store(out_ptr + offs, value, mask=offs < n)
+
+
+def test_host_helpers():
+    assert cdiv(10, 4) == 3 and cdiv(8, 4) == 2
+    assert [next_power_of_2(n) for n in (0, 1, 2, 3, 5, 64, 65)] == [1, 1, 2, 4, 8, 64, 128]
+
+
+def test_tuple_and_callable_grids():
+    out = np.zeros(100, np.float32)
+    fill_kernel[(cdiv(100, 32),)](out, 2.0, 100, BLOCK=32)
+    assert (out == 2.0).all()
+    seen = {}
+
+    def grid(meta):
+        seen.update(meta)
+        return (cdiv(meta["n"], meta["BLOCK"]),)
+
+    fill_kernel[grid](out, 3.0, 100, BLOCK=16)
+    assert (out == 3.0).all()
+    assert seen["BLOCK"] == 16 and seen["n"] == 100
+
+
+def test_specialization_cache_hits_and_recompiles():
+    @jit
+    def k(out_ptr, value, BLOCK: pl.constexpr):
+        pl.store(out_ptr + pl.arange(0, BLOCK), value)
+
+    out32, out64 = np.zeros(16, np.float32), np.zeros(16, np.float64)
+    k[(1,)](out32, 1.0, BLOCK=16)
+    k[(1,)](out32, 2.0, BLOCK=16)          # same key: a cache hit
+    assert k.compile_count == 1
+    k[(1,)](out32, 2.0, BLOCK=8)           # a new constexpr value recompiles
+    assert k.compile_count == 2
+    k[(1,)](out64, 2.0, BLOCK=16)          # a new array dtype recompiles
+    assert k.compile_count == 3
+    k[(1,)](out32, 7, BLOCK=16)            # an int instead of a float: another specialization
+    assert k.compile_count == 4 and (out32 == 7).all()
+    k[(1,)](out32, 2**40, BLOCK=16)        # i64 is not i32
+    assert k.compile_count == 5
+
+
+def test_bool_and_int_constexprs_are_distinct():
+    @jit
+    def k(out_ptr, C: pl.constexpr):
+        pl.store(out_ptr, C + 1 if isinstance(C, bool) else C * 10)
+
+    out = np.zeros(1, np.int32)
+    k[(1,)](out, True)
+    assert out[0] == 2
+    k[(1,)](out, 1)
+    assert out[0] == 10
+    assert k.compile_count == 2
+
+
+SCALE = pl.constexpr(3)
+
+
+@jit
+def global_kernel(out_ptr):
+    pl.store(out_ptr, SCALE * 2)
+
+
+def test_constexpr_globals_recompile_when_changed():
+    global SCALE
+    out = np.zeros(1, np.int32)
+    global_kernel[(1,)](out)
+    assert out[0] == 6
+    SCALE = pl.constexpr(5)
+    try:
+        global_kernel[(1,)](out)
+        assert out[0] == 10 and global_kernel.compile_count == 2
+    finally:
+        SCALE = pl.constexpr(3)
+
+
+def test_launch_errors_name_the_kernel_and_argument():
+    with pytest.raises(LaunchError, match="'fill_kernel': argument 'out_ptr' is list"):
+        fill_kernel[(1,)]([1, 2], 1.0, 2, BLOCK=2)
+    with pytest.raises(LaunchError, match="missing a required argument: 'n'"):
+        fill_kernel[(1,)](np.zeros(2, np.float32), 1.0, BLOCK=2)
+    with pytest.raises(LaunchError, match="grid must be a tuple"):
+        fill_kernel["x"](np.zeros(2, np.float32), 1.0, 2, BLOCK=2)
+    with pytest.raises(LaunchError, match=r"launch it with fill_kernel\[grid\]"):
+        fill_kernel(np.zeros(2, np.float32), 1.0, 2, BLOCK=2)
+
+
+def test_interpreter_errors_point_at_the_kernel_line():
+    from polytile.interpreter.executor import InterpreterError
+
+    out = np.zeros(4, np.float32)
+    with pytest.raises(InterpreterError) as info:
+        fill_kernel[(1,)](out, 1.0, 100, BLOCK=8)  # the mask lets lanes past the array's end
+    assert info.value.location.file == __file__
+    assert "fill_kernel" in str(info.value)
+
+
+def test_launch_options_are_accepted():
+    out = np.zeros(8, np.float32)
+    fill_kernel[(1,)](out, 1.0, 8, BLOCK=8, num_warps=8, num_stages=2)
+    assert (out == 1).all()
+
+
+TRITON_STYLE = '''
+import numpy as np
+import polytile.runtime as triton
+import polytile.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, output_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    block_start = pid * BLOCK_SIZE
+    offsets = block_start + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    output = x + y
+    tl.store(output_ptr + offsets, output, mask=mask)
+
+
+x = np.random.rand(1000).astype(np.float32)
+y = np.random.rand(1000).astype(np.float32)
+output = np.empty_like(x)
+n_elements = output.size
+grid = lambda meta: (triton.cdiv(n_elements, meta['BLOCK_SIZE']), )
+add_kernel[grid](x, y, output, n_elements, BLOCK_SIZE=1024)
+assert np.array_equal(output, x + y)
+print("ok")
+'''
+
+
+def test_triton_kernel_runs_with_only_imports_changed(tmp_path):
+    script = tmp_path / "triton_style.py"
+    script.write_text(textwrap.dedent(TRITON_STYLE))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("name", ["vector_add", "softmax", "matmul"])
+def test_examples_run(name, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"example_{name}", ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main()
