@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import subprocess
 import sys
 
@@ -122,6 +123,55 @@ def test_opt_errors_are_clear_and_without_traceback(tmp_path, ir, pipeline, mess
 def test_opt_missing_file():
     run = run_cli("opt", "/no/such/file.ir")
     assert run.returncode == 1 and "cannot read IR file '/no/such/file.ir'" in run.stderr
+
+
+def test_opt_input_that_is_not_utf8_is_named(tmp_path):
+    source = tmp_path / "latin1.ir"
+    source.write_bytes(b"func.func @k() {\n  // caf\xe9\n  func.return\n}\n")
+    run = run_cli("opt", str(source))
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert run.stderr == (f"polytile: error: cannot read IR file '{source}': it is not UTF-8 text "
+                          "(byte 0xe9 on line 2, at byte offset 25); save it as UTF-8\n")
+    run = subprocess.run([sys.executable, "-m", "polytile.cli", "opt", "-"], input=source.read_bytes(),
+                         capture_output=True)
+    assert run.returncode == 1 and b"cannot read IR from standard input: it is not UTF-8 text" in run.stderr
+
+
+def test_opt_output_that_cannot_be_written_is_named(tmp_path):
+    source = tmp_path / "in.ir"
+    source.write_text(INPUT)
+    target = tmp_path / "no-such-dir" / "x.ir"
+    run = run_cli("opt", str(source), "-o", str(target))
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert run.stderr == f"polytile: error: cannot write output file '{target}': No such file or directory\n"
+
+
+def test_info_shows_the_whole_report_despite_bad_settings(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.polytile]\ncache = "yes please"\ntime_passes = true\n')
+    env = {**os.environ, "POLYTILE_DISABLE_PLUGINS": "polytile amd", "POLYTILE_DUMP_IR": "maybe",
+           "POLYTILE_TRAGET": "interp"}
+    run = subprocess.run([sys.executable, "-m", "polytile.cli", "info"], capture_output=True, text=True,
+                         cwd=tmp_path, env=env)
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    out = run.stdout
+    # The report is all there: every backend and plugin (the unreadable disabled_plugins
+    # disables none), and the target, whose own chain runs into the broken project file.
+    for line in ("interp   NumPy interpreter", "amd          loaded", "nvidia       loaded",
+                 "passes: canonicalize, cse, dce, inline, licm", "Target:\n  none: setting 'cache' from",
+                 "(the setting 'disabled_plugins' cannot be read, see below: no plugin is disabled)"):
+        assert line in out, f"{line!r} missing from:\n{out}"
+    problems = out.split("Configuration problems:\n", 1)[1].splitlines()
+    assert problems == [
+        "  error: setting 'disabled_plugins' from environment variable POLYTILE_DISABLE_PLUGINS: 'polytile amd' "
+        "is not a name; names have no spaces or commas",
+        "  error: setting 'dump_ir' from environment variable POLYTILE_DUMP_IR: 'maybe' is not a boolean; use 1/0, "
+        "true/false, yes/no, on/off",
+        f"  error: setting 'cache' from [tool.polytile] in {tmp_path / 'pyproject.toml'}: 'yes please' is not a "
+        "boolean; use true or false",
+        "  warning: environment variable POLYTILE_TRAGET is not read by polytile; did you mean 'POLYTILE_TARGET', "
+        "'POLYTILE_PTXAS' or 'POLYTILE_CACHE'?",
+    ]
+    assert run.stderr == "polytile: error: 3 problems in the setup (above)\n"
 
 
 def test_config_shows_values_and_sources(monkeypatch):

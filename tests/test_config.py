@@ -15,7 +15,7 @@ from polytile.config import SETTINGS, Config, Setting, TargetChoice, UnknownSett
 from polytile.errors import ConfigError, TargetError, UnknownNameError
 from polytile.target import Target
 
-ALL_ENV_VARS = sorted({v for s in SETTINGS.values() for v in s.env} | {"XDG_CACHE_HOME"})
+ALL_ENV_VARS = sorted({v for s in SETTINGS.values() for v in (*s.env, *s.fallback_env)} | {"XDG_CACHE_HOME"})
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -153,6 +153,34 @@ def test_fallback_environment_variables_in_order(monkeypatch):
     assert config.get("rocm_path") == Path("/opt/rocm-7")
 
 
+def test_standard_toolkit_variables_rank_below_the_project_file(clean_config, monkeypatch):
+    # CUDA_HOME and ROCM_PATH are set machine-wide; a project that names its toolkit wins.
+    monkeypatch.setenv("CUDA_HOME", "/usr/local/cuda-12.4")
+    monkeypatch.setenv("CUDA_PATH", "/opt/cuda-path")
+    monkeypatch.setenv("ROCM_PATH", "/opt/rocm-6.0")
+    pyproject = write(clean_config / "pyproject.toml",
+                      '[tool.polytile]\ncuda_home = "/opt/cuda-13.0"\nrocm_path = "/opt/rocm-6.4"\n')
+    assert config.get("cuda_home") == Path("/opt/cuda-13.0")
+    assert config.source_of("cuda_home") == f"[tool.polytile] in {pyproject}"
+    assert config.get("rocm_path") == Path("/opt/rocm-6.4")
+    assert config.source_of("rocm_path") == f"[tool.polytile] in {pyproject}"
+    # The polytile variable still wins over the project file, and set() over everything.
+    monkeypatch.setenv("POLYTILE_CUDA_HOME", "/scratch/cuda")
+    assert config.get("cuda_home") == Path("/scratch/cuda")
+    assert config.source_of("cuda_home") == "environment variable POLYTILE_CUDA_HOME"
+    config.set(cuda_home="/mine/cuda")
+    assert config.get("cuda_home") == Path("/mine/cuda")
+    # Without the project file, the standard variables are read, CUDA_HOME first.
+    pyproject.unlink()
+    config.reset()
+    config.reload()
+    monkeypatch.delenv("POLYTILE_CUDA_HOME")
+    assert config.get("cuda_home") == Path("/usr/local/cuda-12.4")
+    assert config.source_of("cuda_home") == "environment variable CUDA_HOME"
+    assert config.get("rocm_path") == Path("/opt/rocm-6.0")
+    assert config.source_of("rocm_path") == "environment variable ROCM_PATH"
+
+
 def test_paths_expand_home(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("POLYTILE_PTXAS", "~/bin/ptxas")
@@ -183,6 +211,27 @@ def test_set_none_on_an_optional_setting_hides_the_environment(monkeypatch):
     config.set(dump_ir_dir=None)
     assert config.get("dump_ir_dir") is None
     assert config.source_of("dump_ir_dir") == "polytile.config.set()"
+
+
+def test_set_none_on_the_target_says_why_in_the_reason(clean_config, monkeypatch):
+    monkeypatch.setenv("POLYTILE_TARGET", "amd:gfx942")
+    pyproject = write(clean_config / "pyproject.toml", '[tool.polytile]\ntarget = "nvidia:sm_80"\n')
+    config.set(target=None)
+    note = ("polytile.config.set(target=None) asked for the first active device or the interpreter, ignoring "
+            f"environment variable POLYTILE_TARGET and [tool.polytile] in {pyproject}")
+    choice = config.resolve_target(active_devices=Devices([]))
+    assert choice.target == Target("interp")
+    assert choice.reason == f"no installed backend has an active device; using the interpreter; {note}"
+    choice = config.resolve_target(active_devices=Devices([H200]))
+    assert choice.reason == f"first active device: NVIDIA H200 (backend 'nvidia'); {note}"
+    # reset() goes back to the whole chain.
+    config.reset("target")
+    assert config.resolve_target(active_devices=Devices([H200])).target == Target("amd", "gfx942")
+
+
+def test_target_reason_does_not_claim_a_device_search_that_did_not_happen():
+    choice = config.resolve_target()
+    assert choice == TargetChoice(Target("interp"), "devices were not looked for; using the interpreter")
 
 
 def test_choice_is_case_insensitive(monkeypatch):
@@ -557,7 +606,8 @@ def test_describe_drives_docs_and_matches_the_table():
     assert [r.name for r in rows] == list(SETTINGS)
     by_name = {r.name: r for r in rows}
     assert by_name["cuda_home"] == (
-        "cuda_home", "path or unset", "unset", "POLYTILE_CUDA_HOME, then CUDA_HOME, CUDA_PATH", SETTINGS["cuda_home"].doc
+        "cuda_home", "path or unset", "unset", "POLYTILE_CUDA_HOME (after the project file: CUDA_HOME, then CUDA_PATH)",
+        SETTINGS["cuda_home"].doc
     )
     assert by_name["nvidia_assembler"].type == "one of nvjitlink, ptxas"
     assert by_name["nvidia_assembler"].default == "nvjitlink"
@@ -578,6 +628,74 @@ def test_docs_page_lists_every_setting_as_declared():
         assert rows[info.name] == [info.type, info.default, info.env], info.name
         # Each setting's full doc paragraph appears on the page word for word.
         assert info.doc in " ".join(text.split()), info.name
+
+
+NOT_BUILT_YET = {"cache", "cache_dir", "cuda_home", "ptxas_path", "nvidia_assembler", "libdevice_path",
+                 "rocm_path", "amd_lld", "amd_device_libs"}
+
+
+def test_settings_without_a_reader_say_so():
+    # Declared ahead of the code generators and the disk cache; a user must not think they act.
+    for name, setting in SETTINGS.items():
+        assert ("(not built yet)" in setting.doc) == (name in NOT_BUILT_YET), name
+    page = " ".join((REPO / "docs" / "configuration.md").read_text().split())
+    for name in NOT_BUILT_YET:
+        assert f"`{name}`" in page.split("## Settings", 1)[1].split("|", 1)[0], name
+
+
+def test_problems_lists_every_bad_value_at_once(clean_config, monkeypatch):
+    assert config.problems() == []
+    monkeypatch.setenv("POLYTILE_TIME_PASSES", "maybe")
+    monkeypatch.setenv("CUDA_HOME", "/opt/cuda")  # fine
+    path = write(clean_config / "polytile.toml", 'cache = "x"\ntargt = "interp"\ndump_ir = true\n')
+    assert config.problems() == [
+        "setting 'time_passes' from environment variable POLYTILE_TIME_PASSES: 'maybe' is not a boolean; use 1/0, "
+        "true/false, yes/no, on/off",
+        f"setting 'cache' from {path}: 'x' is not a boolean; use true or false",
+        f"unknown setting 'targt' in {path}; did you mean 'target'?",
+    ]
+    write(clean_config / "polytile.toml", "cache = \n")
+    [problem] = [p for p in config.problems() if "polytile.toml" in p]
+    assert problem.startswith(f"cannot read {clean_config / 'polytile.toml'}: it is not valid TOML")
+
+
+def test_watchers_hear_of_every_programmatic_change():
+    heard = []
+    cfg = Config()
+    cfg.watch("disabled_plugins", lambda: heard.append(cfg.get("disabled_plugins")))
+    cfg.set(disabled_plugins=["a"])
+    cfg.set(dump_ir=True)  # another setting: not announced
+    with cfg.override(disabled_plugins=["b"]):
+        pass
+    cfg.reset("disabled_plugins")
+    cfg.set(disabled_plugins=["c"])
+    cfg.reset()
+    cfg.reload()
+    assert heard == [["a"], ["b"], ["a"], [], ["c"], [], []]
+    with pytest.raises(UnknownSettingError, match="unknown setting 'disabled' passed to polytile.config.watch"):
+        cfg.watch("disabled", lambda: None)
+
+
+def test_the_suite_runs_without_the_developers_environment():
+    # tests/conftest.py removes POLYTILE_* variables and leaves no project file in reach.
+    kept = {"POLYTILE_VERIFY_EACH", "POLYTILE_AMD_LLD"}
+    assert [v for v in os.environ if v.startswith("POLYTILE_") and v not in kept] == []
+    assert "CUDA_HOME" not in os.environ and "ROCM_PATH" not in os.environ
+    assert config.project_file() is None
+    assert config.get("disabled_plugins") == [] and config.get("target") is None
+
+
+def test_conftest_shields_the_suite_from_the_shell(tmp_path):
+    # The check above, run by pytest in the environment a developer might have.
+    write(tmp_path / "pyproject.toml", '[tool.polytile]\ntarget = "amd:gfx942"\ndisabled_plugins = ["x"]\n')
+    env = {**os.environ, "POLYTILE_TARGET": "nvidia:sm_90", "POLYTILE_DISABLE_PLUGINS": "polytile-amd",
+           "POLYTILE_INTERP_BOUNDS_CHECK": "0", "CUDA_HOME": "/opt/cuda"}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(REPO),
+         f"{Path(__file__).resolve()}::test_the_suite_runs_without_the_developers_environment"],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_check_environment_flags_unknown_polytile_variables():

@@ -16,10 +16,24 @@ from typing import Sequence
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
+    from . import config
+    from .errors import ConfigError
     from .passes.registry import pass_registry
-    from .plugins.manager import get_plugin_manager
+    from .plugins.manager import PluginManager, get_plugin_manager, reset_plugin_manager
 
-    manager = get_plugin_manager()
+    # info is where a user looks when something is wrong: a bad setting is listed at the
+    # end and the rest of the report is still shown.
+    problems = config.problems()
+    unreadable_disabled = False
+    try:
+        manager = get_plugin_manager()
+    except ConfigError as exc:
+        unreadable_disabled = True
+        # 'disabled_plugins' is unreadable: show every plugin rather than none.
+        if str(exc) not in problems:
+            problems.append(str(exc))
+        manager = PluginManager(disabled=())
+        reset_plugin_manager(manager)
     try:
         pass_registry()  # so that the report shows which plugin provides which passes
     except Exception as exc:  # a broken plugin must not hide the rest of the report
@@ -44,6 +58,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
             reason = backend.no_device_reason or "no device found"
             out.append(f"           no device: {reason}")
     out += ["", "Plugins:"]
+    if info.load_error:
+        out.append(f"  error: {info.load_error}")
     for plugin in info.plugins:
         version = f" {plugin.version}" if plugin.version else ""
         line = f"  {plugin.name:<12} {plugin.status:<9} {plugin.distribution}{version} ({plugin.group})"
@@ -55,6 +71,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
         for kind, names in sorted(plugin.provides.items()):
             plural = kind + ("es" if kind.endswith("s") else "s")
             out.append(f"               {plural}: {', '.join(names)}")
+    if unreadable_disabled:
+        out.append("  (the setting 'disabled_plugins' cannot be read, see below: no plugin is disabled)")
     if info.unknown_disabled:
         out.append(f"  (setting 'disabled_plugins' names unknown plugins: {', '.join(info.unknown_disabled)})")
     out += ["", "Target:"]
@@ -62,7 +80,16 @@ def _cmd_info(args: argparse.Namespace) -> int:
         out.append(f"  {info.target}  ({info.target_reason})")
     else:
         out.append(f"  none: {info.target_error}")
+    warnings = config.check_environment()
+    if problems or warnings:
+        out += ["", "Configuration problems:"]
+        out += [f"  error: {problem}" for problem in problems]
+        out += [f"  warning: {warning}" for warning in warnings]
     print("\n".join(out))
+    failed = len(problems) + bool(info.load_error)
+    if failed:
+        print(f"polytile: error: {failed} problem{'s' if failed > 1 else ''} in the setup (above)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -82,15 +109,37 @@ def _cmd_passes(args: argparse.Namespace) -> int:
 
 
 def _read_input(path: str) -> tuple[str, str]:
-    if path == "-":
-        return sys.stdin.read(), "<stdin>"
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read(), path
-    except OSError as exc:
-        from .errors import PolytileError
+    from .errors import PolytileError
 
-        raise PolytileError(f"cannot read IR file '{path}': {exc.strerror}") from None
+    what = "IR from standard input" if path == "-" else f"IR file '{path}'"
+    try:
+        if path == "-":
+            stdin = getattr(sys.stdin, "buffer", None)
+            if stdin is None:  # replaced by a text-only stream (tests, embedding)
+                return sys.stdin.read(), "<stdin>"
+            data = stdin.read()
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read()
+    except OSError as exc:
+        raise PolytileError(f"cannot read {what}: {exc.strerror or exc}") from None
+    try:
+        # Decoded whole, not through a text stream, so that the position below is exact.
+        return data.decode("utf-8"), ("<stdin>" if path == "-" else path)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise PolytileError(f"cannot read {what}: it is not UTF-8 text (byte 0x{data[exc.start]:02x} on line "
+                            f"{line}, at byte offset {exc.start}); save it as UTF-8") from None
+
+
+def _write_output(path: str, text: str) -> None:
+    from .errors import PolytileError
+
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise PolytileError(f"cannot write output file '{path}': {exc.strerror or exc}") from None
 
 
 def _cmd_opt(args: argparse.Namespace) -> int:
@@ -116,8 +165,7 @@ def _cmd_opt(args: argparse.Namespace) -> int:
         PassManager(pipeline).run(module, label=source)
     result = print_ir(module, print_locations=args.print_locations)
     if args.output and args.output != "-":
-        with open(args.output, "w", encoding="utf-8") as handle:
-            handle.write(result)
+        _write_output(args.output, result)
     else:
         sys.stdout.write(result)
     return 0

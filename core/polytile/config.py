@@ -5,12 +5,16 @@ variable and documentation; the docs page and the CLI are generated from that ta
 through :func:`describe`.  A value is looked up, first match wins, in:
 
 1. ``polytile.config.set(...)`` (or an :func:`override` block),
-2. the setting's environment variable (``POLYTILE_*``; a few settings then fall back to a
-   standard variable such as ``CUDA_HOME``),
+2. the setting's environment variable (``POLYTILE_*``),
 3. the project file: ``[tool.polytile]`` in the nearest ``pyproject.toml`` or the
    top-level keys of the nearest ``polytile.toml``, searching from the current directory
    upwards,
-4. the default.
+4. for a few settings, standard variables of other tools (``CUDA_HOME``, ``ROCM_PATH``):
+   they are set machine-wide, so a project that names its toolkit must win over them,
+5. the default.
+
+``set(name=None)`` on an optional setting means "unset here": it hides every source below
+it; ``reset(name)`` goes back to them.
 
 The target has one more source in front, the ``target=`` argument of a call, and two
 behind, the first active device and then the interpreter: see :func:`resolve_target`.
@@ -32,23 +36,9 @@ from .errors import ConfigError, UnknownNameError, did_you_mean
 from .target import Target, TargetError
 
 __all__ = [
-    "Config",
-    "Setting",
-    "SettingInfo",
-    "SETTINGS",
-    "TargetChoice",
-    "UnknownSettingError",
-    "check_environment",
-    "describe",
-    "get",
-    "override",
-    "project_file",
-    "reload",
-    "reset",
-    "resolve_target",
-    "set",
-    "settings",
-    "source_of",
+    "Config", "Setting", "SettingInfo", "SETTINGS", "TargetChoice", "UnknownSettingError", "check_environment",
+    "describe", "get", "override", "problems", "project_file", "reload", "reset", "resolve_target", "set",
+    "settings", "source_of", "watch",
 ]
 
 
@@ -86,7 +76,7 @@ class _Kind:
         raise NotImplementedError
 
     def show(self, value: Any) -> str:
-        return repr(value)
+        return str(value)
 
 
 class _Bool(_Kind):
@@ -127,9 +117,6 @@ class _Int(_Kind):
             return value
         raise _Invalid(f"{value!r} is not an integer")
 
-    def show(self, value: Any) -> str:
-        return str(value)
-
 
 class _Str(_Kind):
     description = "str"
@@ -138,6 +125,9 @@ class _Str(_Kind):
         if isinstance(value, str):
             return value
         raise _Invalid(f"{value!r} is not a string")
+
+    def show(self, value: Any) -> str:
+        return repr(value)
 
 
 class _Path(_Kind):
@@ -158,9 +148,6 @@ class _Path(_Kind):
         if base_dir is not None and not path.is_absolute():
             path = base_dir / path
         return path
-
-    def show(self, value: Any) -> str:
-        return str(value)
 
 
 class _StrList(_Kind):
@@ -196,9 +183,6 @@ class _Choice(_Kind):
         allowed = ", ".join(f"'{c}'" for c in self.choices)
         raise _Invalid(f"{value!r} is not allowed; use one of {allowed}")
 
-    def show(self, value: Any) -> str:
-        return str(value)
-
 
 class _TargetKind(_Kind):
     description = "target"
@@ -213,9 +197,6 @@ class _TargetKind(_Kind):
             f"{value!r} is not a target; use 'backend:arch' such as 'nvidia:sm_90a' or "
             "'amd:gfx942', or 'interp'"
         )
-
-    def show(self, value: Any) -> str:
-        return str(value)
 
 
 BOOL, INT, STR, PATH, STR_LIST, TARGET = _Bool(), _Int(), _Str(), _Path(), _StrList(), _TargetKind()
@@ -232,8 +213,9 @@ def _names(value: tuple[str, ...]) -> None:
 class Setting:
     """The declaration of one setting.
 
-    ``env`` lists the environment variables read, first set one wins: the ``POLYTILE_*``
-    variable, then any standard variables it falls back to.  ``default_factory`` computes
+    ``env`` lists the environment variables read, first set one wins (the ``POLYTILE_*``
+    variable).  ``fallback_env`` lists standard variables of other tools, read after the
+    project file, first set one wins.  ``default_factory`` computes
     a default that depends on the environment (``cache_dir``); ``default_text`` is how the
     docs show such a default.  ``validator`` raises ``_Invalid`` for a converted value
     that the type alone does not rule out.
@@ -248,6 +230,7 @@ class Setting:
     validator: Callable[[Any], None] | None = None
     default_factory: Callable[[], Any] | None = None
     default_text: str | None = None
+    fallback_env: tuple[str, ...] = ()
 
     @property
     def type_description(self) -> str:
@@ -255,9 +238,10 @@ class Setting:
 
     @property
     def env_description(self) -> str:
-        if len(self.env) <= 1:
-            return self.env[0] if self.env else ""
-        return f"{self.env[0]}, then {', '.join(self.env[1:])}"
+        text = ", then ".join(self.env)
+        if self.fallback_env:
+            text += f" (after the project file: {', then '.join(self.fallback_env)})"
+        return text
 
     def default_value(self) -> Any:
         return self.default_factory() if self.default_factory is not None else self.default
@@ -310,37 +294,34 @@ def _declare(*settings: Setting) -> dict[str, Setting]:
 SETTINGS: dict[str, Setting] = _declare(
     Setting(
         "target", TARGET, None, ("POLYTILE_TARGET",), optional=True,
-        doc="The target to compile for when a call does not pass target=, as 'backend:arch' "
-        "(for example 'nvidia:sm_90a', 'amd:gfx942') or 'interp'. Only the syntax is checked "
-        "here; whether an installed backend knows the target is checked when compiling. "
-        "When unset, polytile uses the first active device of an installed backend, else the "
-        "interpreter.",
+        doc="The target to compile for when a call does not pass target=, as 'backend:arch' (for example "
+        "'nvidia:sm_90a', 'amd:gfx942') or 'interp'. Only the syntax is checked here; whether an installed backend "
+        "knows the target is checked when compiling. When unset, polytile uses the first active device of an "
+        "installed backend, else the interpreter.",
     ),
     Setting(
         "disabled_plugins", STR_LIST, (), ("POLYTILE_DISABLE_PLUGINS",), validator=_names,
-        doc="Plugins and backends that are not loaded, by entry-point name or by distribution "
-        "name (for example 'polytile-tma'). Use it to work around a broken plugin or to compare "
-        "results with and without one.",
+        doc="Plugins and backends that are not loaded, by entry-point name or by distribution name (for example "
+        "'polytile-tma'). Use it to work around a broken plugin or to compare results with and without one.",
     ),
     Setting(
         "dump_ir", BOOL, False, ("POLYTILE_DUMP_IR",),
-        doc="Print the IR before the pipeline and after every pass while compiling, to stderr or to "
-        "dump_ir_dir.",
+        doc="Print the IR before the pipeline and after every pass while compiling, to stderr or to dump_ir_dir.",
     ),
     Setting(
         "dump_ir_dir", PATH, None, ("POLYTILE_DUMP_IR_DIR",), optional=True,
-        doc="Write the IR dumps asked for by dump_ir, print_ir_before and print_ir_after to "
-        "files in this directory (created when needed) instead of stderr.",
+        doc="Write the IR dumps asked for by dump_ir, print_ir_before and print_ir_after to files in this directory "
+        "(created when needed) instead of stderr.",
     ),
     Setting(
         "print_ir_before", STR_LIST, (), ("POLYTILE_PRINT_IR_BEFORE",), validator=_names,
-        doc="Print the IR before each of these passes (pass names, or 'all'). The pass manager "
-        "reports a name that no pass has.",
+        doc="Print the IR before each of these passes (pass names, or 'all'). The pass manager reports a name that "
+        "no pass has.",
     ),
     Setting(
         "print_ir_after", STR_LIST, (), ("POLYTILE_PRINT_IR_AFTER",), validator=_names,
-        doc="Print the IR after each of these passes (pass names, or 'all'). The pass manager "
-        "reports a name that no pass has.",
+        doc="Print the IR after each of these passes (pass names, or 'all'). The pass manager reports a name that no "
+        "pass has.",
     ),
     Setting(
         "time_passes", BOOL, False, ("POLYTILE_TIME_PASSES",),
@@ -348,62 +329,66 @@ SETTINGS: dict[str, Setting] = _declare(
     ),
     Setting(
         "verify_each", BOOL, False, ("POLYTILE_VERIFY_EACH",),
-        doc="Run the IR verifier after every pass, so a pass that breaks the IR is named at "
-        "once. Slower; the test suite turns it on.",
+        doc="Run the IR verifier after every pass, so a pass that breaks the IR is named at once. Slower; the test "
+        "suite turns it on.",
     ),
     Setting(
         "cache_dir", PATH, None, ("POLYTILE_CACHE_DIR",),
         default_factory=_default_cache_dir,
         default_text="$XDG_CACHE_HOME/polytile, or ~/.cache/polytile",
-        doc="Directory of the on-disk cache of compiled kernels. The default follows "
-        "XDG_CACHE_HOME when it is set to an absolute path.",
+        doc="Directory of the on-disk cache of compiled kernels. The default follows XDG_CACHE_HOME when it is set "
+        "to an absolute path. Used by the on-disk kernel cache (not built yet): nothing reads it today.",
     ),
     Setting(
         "cache", BOOL, True, ("POLYTILE_CACHE",),
-        doc="Read and write the on-disk kernel cache. Turn it off to force every kernel to be "
-        "compiled again; kernels are still kept in memory for the life of the process.",
+        doc="Read and write the on-disk kernel cache. Turn it off to force every kernel to be compiled again; "
+        "kernels are still kept in memory for the life of the process. Used by the on-disk kernel cache (not built "
+        "yet): nothing reads it today.",
     ),
     Setting(
         "interpreter_bounds_check", BOOL, True, ("POLYTILE_INTERP_BOUNDS_CHECK",),
-        doc="In the interpreter, report a load or store outside its array (naming the kernel "
-        "line) instead of reading or writing out of bounds. Turn it off only to measure the "
-        "interpreter's speed.",
+        doc="In the interpreter, report a load or store outside its array (naming the kernel line) instead of "
+        "reading or writing out of bounds. Turn it off only to measure the interpreter's speed.",
     ),
     Setting(
-        "cuda_home", PATH, None, ("POLYTILE_CUDA_HOME", "CUDA_HOME", "CUDA_PATH"), optional=True,
-        doc="Root of the CUDA toolkit, where ptxas (bin/) and libdevice (nvvm/libdevice/) are "
-        "looked for. When unset, the NVIDIA backend looks in the nvidia-cuda-nvcc wheel and "
-        "on PATH.",
+        "cuda_home", PATH, None, ("POLYTILE_CUDA_HOME",), optional=True, fallback_env=("CUDA_HOME", "CUDA_PATH"),
+        doc="Root of the CUDA toolkit, where ptxas (bin/) and libdevice (nvvm/libdevice/) are looked for. When "
+        "unset, the NVIDIA backend looks in the nvidia-cuda-nvcc wheel and on PATH. CUDA_HOME and CUDA_PATH are read "
+        "only after the project file, so a project's cuda_home wins over a machine-wide toolkit. Used by the NVIDIA "
+        "code generator (not built yet): nothing reads it today.",
     ),
     Setting(
         "libdevice_path", PATH, None, ("POLYTILE_LIBDEVICE",), optional=True,
-        doc="The libdevice bitcode file (libdevice.10.bc) to link math functions from, when "
-        "the one under cuda_home is not the one wanted.",
+        doc="The libdevice bitcode file (libdevice.10.bc) to link math functions from, when the one under cuda_home "
+        "is not the one wanted. Used by the NVIDIA code generator (not built yet): nothing reads it today.",
     ),
     Setting(
         "ptxas_path", PATH, None, ("POLYTILE_PTXAS",), optional=True,
-        doc="The ptxas executable used when nvidia_assembler is 'ptxas'. When unset, it is "
-        "looked for under cuda_home, then on PATH.",
+        doc="The ptxas executable used when nvidia_assembler is 'ptxas'. When unset, it is looked for under "
+        "cuda_home, then on PATH. Used by the NVIDIA code generator (not built yet): nothing reads it today.",
     ),
     Setting(
         "nvidia_assembler", _Choice("nvjitlink", "ptxas"), "nvjitlink", ("POLYTILE_NVIDIA_ASSEMBLER",),
-        doc="How PTX becomes a cubin: 'nvjitlink' links in process with nvJitLink; 'ptxas' runs "
-        "the ptxas executable (see ptxas_path).",
+        doc="How PTX becomes a cubin: 'nvjitlink' links in process with nvJitLink; 'ptxas' runs the ptxas executable "
+        "(see ptxas_path). Used by the NVIDIA code generator (not built yet): nothing reads it today.",
     ),
     Setting(
-        "rocm_path", PATH, None, ("POLYTILE_ROCM_PATH", "ROCM_PATH"), optional=True,
-        doc="Root of the ROCm installation, where ld.lld (llvm/bin/) and the device libraries "
-        "(amdgcn/bitcode/) are looked for.",
+        "rocm_path", PATH, None, ("POLYTILE_ROCM_PATH",), optional=True, fallback_env=("ROCM_PATH",),
+        doc="Root of the ROCm installation, where ld.lld (llvm/bin/) and the device libraries (amdgcn/bitcode/) are "
+        "looked for. ROCM_PATH is read only after the project file, so a project's rocm_path wins over a "
+        "machine-wide installation. Used by the AMD code generator (not built yet): nothing reads it today.",
     ),
     Setting(
         "amd_lld", PATH, None, ("POLYTILE_AMD_LLD",), optional=True,
-        doc="The ld.lld executable that links AMDGPU objects into HSACO code objects. When "
-        "unset, it is looked for under rocm_path, then on PATH (ld.lld, ld.lld-NN).",
+        doc="The ld.lld executable that links AMDGPU objects into HSACO code objects. When unset, it is looked for "
+        "under rocm_path, then on PATH (ld.lld, ld.lld-NN). Used by the AMD code generator (not built yet): nothing "
+        "reads it today.",
     ),
     Setting(
         "amd_device_libs", PATH, None, ("POLYTILE_AMD_DEVICE_LIBS",), optional=True,
-        doc="Directory of the ROCm device library bitcode (ocml, ockl) to link math functions "
-        "from, when the one under rocm_path is not the one wanted.",
+        doc="Directory of the ROCm device library bitcode (ocml, ockl) to link math functions from, when the one "
+        "under rocm_path is not the one wanted. Used by the AMD code generator (not built yet): nothing reads it "
+        "today.",
     ),
 )
 
@@ -434,15 +419,12 @@ def _encode_env_key(variable: str) -> Any:
     return encode(variable) if callable(encode) else variable
 
 
-class _ProjectFile:
+class _ProjectFile(NamedTuple):
     """A project file that was found: where, and its values already checked."""
 
-    __slots__ = ("path", "source", "values")
-
-    def __init__(self, path: Path, source: str, values: dict[str, Any]):
-        self.path = path
-        self.source = source
-        self.values = values
+    path: Path
+    source: str
+    values: dict[str, Any]
 
 
 def _load_toml(path: Path) -> dict[str, Any]:
@@ -480,6 +462,9 @@ class Config:
         self._env_cache: dict[str, tuple[str, str, Any]] = {}
         self._project_cache: dict[str, _ProjectFile | None] = {}
         self._env_keys = {name: tuple((v, _encode_env_key(v)) for v in s.env) for name, s in self._table.items()}
+        self._fallback_keys = {name: tuple((v, _encode_env_key(v)) for v in s.fallback_env)
+                               for name, s in self._table.items()}
+        self._watchers: dict[str, list[Callable[[], None]]] = {}
 
     # -- reading ---------------------------------------------------------------------
 
@@ -488,11 +473,14 @@ class Config:
         value = self._set.get(name, _NOT_FOUND)
         if value is _NOT_FOUND:
             setting = self._setting(name)
-            value = self._env_value(setting)
+            value = self._env_value(setting, self._env_keys)
             if value is _NOT_FOUND:
                 value = self._project_value(name)
                 if value is _NOT_FOUND:
-                    value = setting.default_value()
+                    if setting.fallback_env:
+                        value = self._env_value(setting, self._fallback_keys)
+                    if value is _NOT_FOUND:
+                        value = setting.default_value()
         # Tuples are stored so that a caller cannot change a cached list in place.
         return list(value) if isinstance(value, tuple) else value
 
@@ -502,12 +490,15 @@ class Config:
         if name in self._set:
             return _SET_SOURCE
         # The environment is not parsed here, so that a bad value can still be explained.
-        variable, _ = self._env_raw(name)
+        variable, _ = self._env_raw(name, self._env_keys)
         if variable is not None:
             return f"environment variable {variable}"
         project = self._project()
         if project is not None and name in project.values:
             return project.source
+        variable, _ = self._env_raw(name, self._fallback_keys)
+        if variable is not None:
+            return f"environment variable {variable}"
         return _DEFAULT_SOURCE
 
     def project_file(self) -> Path | None:
@@ -521,18 +512,26 @@ class Config:
         """Set values from code; they win over every other source but a call argument.
 
         All values are checked before any is applied, so a bad one changes nothing.
+        ``None`` for an optional setting means "unset here": the environment and the
+        project file are not consulted for it (``set(target=None)``: the first active
+        device, else the interpreter).  Use :meth:`reset` to consult them again.
         """
-        self._set.update(self._check_programmatic(values))
+        checked = self._check_programmatic(values)
+        self._set.update(checked)
+        self._notify(checked)
 
     def reset(self, *names: str) -> None:
         """Forget values given to :meth:`set`; with no names, forget all of them."""
         if not names:
+            names = tuple(self._set)
             self._set.clear()
+            self._notify(names)
             return
         for name in names:
             self._setting(name, where="passed to polytile.config.reset()")
         for name in names:
             self._set.pop(name, None)
+        self._notify(names)
 
     def override(self, **values: Any) -> "_Override":
         """A ``with`` block in which ``values`` are set; on exit the previous state returns."""
@@ -546,6 +545,45 @@ class Config:
         """
         self._env_cache.clear()
         self._project_cache.clear()
+        self._notify(tuple(self._watchers))
+
+    def watch(self, name: str, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` after :meth:`set`, :meth:`reset`, :meth:`override` or
+        :meth:`reload` may have changed the setting ``name``.
+
+        The callback compares the value itself; changes to ``os.environ`` are not
+        announced (a reader that caches a setting compares it when it is next used).
+        """
+        self._setting(name, where="passed to polytile.config.watch()")
+        self._watchers.setdefault(name, []).append(callback)
+
+    def _notify(self, names: Iterable[str]) -> None:
+        for name in names:
+            for callback in list(self._watchers.get(name, ())):
+                callback()
+
+    def problems(self) -> list[str]:
+        """Every invalid value in the environment and the project file, one message each.
+
+        :meth:`get` raises for the first one it meets; this lists them all, for
+        ``polytile info`` and ``polytile config``.  Empty when every value is fine.
+        """
+        found: list[str] = []
+        for name, setting in self._table.items():
+            for keys in (self._env_keys, self._fallback_keys):
+                variable, _ = self._env_raw(name, keys)
+                if variable is not None:
+                    try:
+                        self._convert(setting, os.environ.get(variable, ""), _ENV, f"environment variable {variable}")
+                    except ConfigError as e:
+                        found.append(str(e))
+        try:
+            self._find_project(Path(os.getcwd()), found)
+        except ConfigError as e:
+            found.append(str(e))
+        except OSError:  # the working directory was deleted: there is no project file
+            pass
+        return found
 
     # -- target ------------------------------------------------------------------------
 
@@ -566,11 +604,30 @@ class Config:
         value = self.get("target")
         if value is not None:
             return TargetChoice(Target.parse(value), self.source_of("target"))
-        if active_devices is not None:
-            for target, description in active_devices():
-                target = Target.parse(target, where="active_devices")
-                return TargetChoice(target, f"first active device: {description} (backend '{target.backend}')")
-        return TargetChoice(Target("interp"), "no installed backend has an active device; using the interpreter")
+        # set(target=None) skips the environment and the project file: say so, since the
+        # user may not remember that a library call did that.
+        asked = f"; {self._target_none_note()}" if "target" in self._set else ""
+        if active_devices is None:
+            return TargetChoice(Target("interp"), f"devices were not looked for; using the interpreter{asked}")
+        for target, description in active_devices():
+            target = Target.parse(target, where="active_devices")
+            return TargetChoice(target, f"first active device: {description} (backend '{target.backend}'){asked}")
+        none = "no installed backend has an active device; using the interpreter"
+        return TargetChoice(Target("interp"), none + asked)
+
+    def _target_none_note(self) -> str:
+        hidden = []
+        variable, _ = self._env_raw("target", self._env_keys)
+        if variable is not None:
+            hidden.append(f"environment variable {variable}")
+        try:
+            project = self._project()
+        except ConfigError:
+            project = None
+        if project is not None and "target" in project.values:
+            hidden.append(project.source)
+        note = "polytile.config.set(target=None) asked for the first active device or the interpreter"
+        return note + (f", ignoring {' and '.join(hidden)}" if hidden else "")
 
     # -- internals -----------------------------------------------------------------------
 
@@ -594,25 +651,25 @@ class Config:
         except _Invalid as e:
             raise ConfigError(f"setting '{setting.name}' from {source}: {e}") from None
 
-    def _env_raw(self, name: str) -> tuple[str | None, Any]:
-        """The first variable of ``name`` that is set, and its raw (maybe undecoded) text."""
+    def _env_raw(self, name: str, keys: Mapping[str, tuple[tuple[str, Any], ...]]) -> tuple[str | None, Any]:
+        """The first variable of ``keys[name]`` that is set, and its raw (maybe undecoded) text."""
         data = getattr(os.environ, "_data", None)
         if not isinstance(data, dict):
             data = os.environ
-            for variable, _ in self._env_keys[name]:
+            for variable, _ in keys[name]:
                 raw = data.get(variable)
                 # An empty variable counts as unset, as `FOO= cmd` is the usual way to unset one.
                 if raw and not raw.isspace():
                     return variable, raw
             return None, None
-        for variable, key in self._env_keys[name]:
+        for variable, key in keys[name]:
             raw = data.get(key)
             if raw and not raw.isspace():
                 return variable, raw
         return None, None
 
-    def _env_value(self, setting: Setting) -> Any:
-        variable, raw = self._env_raw(setting.name)
+    def _env_value(self, setting: Setting, keys: Mapping[str, tuple[tuple[str, Any], ...]]) -> Any:
+        variable, raw = self._env_raw(setting.name, keys)
         if variable is None:
             return _NOT_FOUND
         cached = self._env_cache.get(setting.name)
@@ -643,16 +700,16 @@ class Config:
         self._project_cache[cwd] = project
         return project
 
-    def _find_project(self, start: Path) -> _ProjectFile | None:
+    def _find_project(self, start: Path, errors: list[str] | None = None) -> _ProjectFile | None:
         for directory in (start, *start.parents):
             candidate = directory / "polytile.toml"
             if candidate.is_file():
-                return self._read_project(candidate, _load_toml(candidate), str(candidate))
+                return self._read_project(candidate, _load_toml(candidate), str(candidate), errors)
             candidate = directory / "pyproject.toml"
             if candidate.is_file():
                 table = self._polytile_table(candidate)
                 if table is not None:
-                    return self._read_project(candidate, table, f"[tool.polytile] in {candidate}")
+                    return self._read_project(candidate, table, f"[tool.polytile] in {candidate}", errors)
         return None
 
     @staticmethod
@@ -677,11 +734,19 @@ class Config:
             raise ConfigError(f"[tool.polytile] in {path} must be a table of settings, got {table!r}")
         return table
 
-    def _read_project(self, path: Path, table: dict[str, Any], source: str) -> _ProjectFile:
+    def _read_project(self, path: Path, table: dict[str, Any], source: str,
+                      errors: list[str] | None = None) -> _ProjectFile:
+        """The file's checked values; the first mistake raises, unless ``errors`` collects
+        every mistake (and the values without one are kept)."""
         values = {}
         for key, value in table.items():
-            setting = self._setting(key, where=f"in {source}")
-            values[key] = self._convert(setting, value, _TOML, source, base_dir=path.parent)
+            try:
+                setting = self._setting(key, where=f"in {source}")
+                values[key] = self._convert(setting, value, _TOML, source, base_dir=path.parent)
+            except ConfigError as e:
+                if errors is None:
+                    raise
+                errors.append(str(e))
         return _ProjectFile(path, source, values)
 
 
@@ -699,6 +764,7 @@ class _Override:
         state = self._config._set
         self._saved = {name: state.get(name, _NOT_FOUND) for name in self._values}
         state.update(self._values)
+        self._config._notify(self._values)
 
     def __exit__(self, *exc: object) -> None:
         state = self._config._set
@@ -707,6 +773,7 @@ class _Override:
                 state.pop(name, None)
             else:
                 state[name] = previous
+        self._config._notify(self._saved)
 
 
 def _describe(table: Iterable[Setting]) -> list[SettingInfo]:
@@ -726,7 +793,7 @@ def settings() -> list[Setting]:
 def check_environment(environ: Mapping[str, str] | None = None) -> list[str]:
     """Warnings for ``POLYTILE_*`` variables that no setting reads (usually typos)."""
     environ = os.environ if environ is None else environ
-    known = {variable for s in SETTINGS.values() for variable in s.env if variable.startswith("POLYTILE_")}
+    known = {variable for s in SETTINGS.values() for variable in s.env}
     warnings = []
     for variable in sorted(environ):
         if variable.startswith("POLYTILE_") and variable not in known:
@@ -744,3 +811,5 @@ source_of = _config.source_of
 project_file = _config.project_file
 reload = _config.reload
 resolve_target = _config.resolve_target
+watch = _config.watch
+problems = _config.problems

@@ -26,39 +26,9 @@ from polytile.plugins.manager import (
 from polytile.plugins.registry import CORE_OWNER, PluginInfo, Registry
 from polytile.target import Target
 
+from .fakes import FakeEntryPoint, make_plugin
+
 # -- fakes ------------------------------------------------------------------------------
-
-
-@dataclass
-class FakeDist:
-    name: str
-    version: str = "1.0"
-
-
-class FakeEntryPoint:
-    """Looks like importlib.metadata.EntryPoint; ``load`` returns or raises ``target``."""
-
-    def __init__(self, name, target, dist, group="polytile.plugins", value=None):
-        self.name = name
-        self.group = group
-        self.value = value or f"{dist.replace('-', '_')}.plugin"
-        self.dist = FakeDist(dist, "1.2")
-        self._target = target
-        self.loads = 0
-
-    def load(self):
-        self.loads += 1
-        if isinstance(self._target, BaseException):
-            raise self._target
-        return self._target
-
-
-def make_plugin(name="fake_plugin", **hooks):
-    """A module whose functions are hook implementations."""
-    module = types.ModuleType(name)
-    for hook_name, function in hooks.items():
-        setattr(module, hook_name, hookimpl(function))
-    return module
 
 
 def make_backend(name, architectures=("a1", "a2"), devices=(), error=None, owner_core=False):

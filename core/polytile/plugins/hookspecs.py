@@ -28,6 +28,12 @@ Rules that hold for every hook:
   names the plugin, its distribution and the hook.
 * Import vendor modules (``cuda.bindings``, ``hip``) inside hook bodies, never at the
   plugin's import time: plugins are imported whenever polytile needs its plugin manager.
+* What a plugin's module registers while it is imported (an op class defined with
+  ``define_op`` at module level) belongs to the plugin too, and is removed with it.
+* Read settings through :mod:`polytile.config`, not ``os.environ``: every setting and
+  environment variable of polytile is declared there, and ``polytile config`` lists them.
+
+Every example below is executed by the test suite (tests/plugins/test_hookspecs.py).
 """
 
 from __future__ import annotations
@@ -54,7 +60,8 @@ def polytile_register_backends(registry: Any) -> None:
     :return: ignored.
 
     Called once per process, the first time polytile needs to know the backends
-    (resolving a target, choosing one, ``polytile info``).  Keep it cheap: create the
+    (resolving a target, choosing one, ``polytile info``), and again if the setting
+    ``disabled_plugins`` changes.  Keep it cheap: create the
     backend object, do not look for devices here (that is
     :meth:`Backend.active_devices`, called later and only when needed).
 
@@ -95,12 +102,14 @@ def polytile_register_dialects(registry: Any) -> None:
 
     Example::
 
-        from polytile.ir.registry import Dialect
         from polytile.plugins import hookimpl
 
         @hookimpl
         def polytile_register_dialects(registry):
-            from polytile_tma import ops, types   # import the IR classes lazily
+            # Imported here, not at module level: importing the IR costs time that a
+            # program which never meets a tma op should not pay.
+            from polytile.ir.registry import Dialect
+            from polytile_tma import ops, types
             registry.register(Dialect(
                 name="tma",
                 ops=(ops.DescriptorLoad, ops.DescriptorStore),
@@ -122,15 +131,27 @@ def polytile_register_passes(registry: Any) -> None:
     Called once per process, the first time a pass is looked up by name.  Registering a
     pass does not run it: put it into pipelines with :func:`polytile_configure_pipeline`.
 
+    A pass is a ``@dataclass`` subclass of :class:`polytile.passes.Pass` with a
+    kebab-case ``name``; its fields are its options (``lds-size{budget-bytes=32768}`` in
+    pipeline text).
+
     Example::
 
-        from polytile.passes import Pass
+        from dataclasses import dataclass
+        from typing import ClassVar
+
+        from polytile.passes import Pass, PreservedAnalyses
         from polytile.plugins import hookimpl
 
+        @dataclass
         class SizeLDS(Pass):
-            name = "lds-size"
+            '''Choose how much LDS (shared memory) each kernel may use.'''
+            name: ClassVar[str] = "lds-size"
+            budget_bytes: int = 64 * 1024
+
             def run(self, module, context):
-                ...
+                context.count("lds-size.runs")
+                return PreservedAnalyses.all()   # it records a decision, changes no IR
 
         @hookimpl
         def polytile_register_passes(registry):
@@ -170,12 +191,15 @@ def polytile_register_builtins(registry: Any) -> None:
 def polytile_configure_pipeline(pipeline: Any, target: "Target", options: Any) -> None:
     """Insert, replace or remove passes in the pipeline of one compilation.
 
-    :param pipeline: the pass pipeline the backend built, editable in place.  Its
-        stages (``tile``, ``distribute``, ``memory``, ``llvm``, ``assemble``) and every
-        pass in them are named anchors: insert before or after a stage or a pass,
-        replace a pass, or remove one.  Anchors are by name, never by position, so
-        plugins compose.  Naming an anchor the pipeline lacks is an error that names
-        your plugin.
+    :param pipeline: the :class:`~polytile.passes.pipeline.Pipeline` the backend built,
+        editable in place.  Its stages (``tile``, ``distribute``, ``memory``, ``llvm``,
+        ``assemble``) and every pass in them are named anchors: insert before or after a
+        stage or a pass, replace a pass, or remove one.  A pass is named by its pass name
+        (``cse``), qualified by its stage when needed (``tile/cse``), and ``cse#2`` is its
+        second occurrence.  Anchors are by name, never by position, so plugins compose.
+        Pipelines hold pass instances (``TMALowering()``, or
+        ``pass_registry().create("tma-lowering")``); naming an anchor the pipeline lacks is
+        an error that names your plugin.
     :param target: the resolved :class:`~polytile.target.Target` (``nvidia:sm_90a``).
     :param options: the backend's parsed options object
         (a :class:`~polytile.backend.BackendOptions` subclass).
@@ -194,8 +218,9 @@ def polytile_configure_pipeline(pipeline: Any, target: "Target", options: Any) -
         def polytile_configure_pipeline(pipeline, target, options):
             if target.backend != "nvidia" or target.arch != "sm_90a":
                 return
-            pipeline.insert_after("tile.cse", "tma-lowering")
-            pipeline.replace("gpu.pipeline-loads", "tma-pipeline-loads")
+            from polytile_tma.passes import TMALowering, TMAPipelineLoads
+            pipeline.insert_after("tile/cse", TMALowering())
+            pipeline.replace("distribute/pipeline-loads", TMAPipelineLoads(num_stages=options.num_stages))
     """
 
 
@@ -209,21 +234,23 @@ def polytile_cache_key(target: "Target", options: Any) -> str | None:
         nothing beyond your plugin's name and version matters.
 
     Every loaded plugin's name and distribution version enter the cache key anyway; use
-    this hook for what else changes generated code: an environment variable you read, an
-    external tool's version, a data file.  Called once per compilation before the
-    on-disk cache is consulted, so keep it fast and deterministic (no timestamps, no
-    object ids).
+    this hook for what else changes generated code: a constant or data file of your
+    plugin that can change without a new version, an external tool's version.
+    Called once per compilation before the on-disk cache is consulted, so keep it fast
+    and deterministic (no timestamps, no object ids).
 
     Example::
 
-        import os
         from polytile.plugins import hookimpl
+
+        #: LDS bytes the sizing heuristic aims for; changing it changes the generated code.
+        LDS_BUDGET_BYTES = 64 * 1024
 
         @hookimpl
         def polytile_cache_key(target, options):
             if target.backend != "amd":
                 return None
-            return "lds-budget=" + os.environ.get("POLYTILE_LDS_BUDGET", "default")
+            return f"lds-budget={LDS_BUDGET_BYTES}"
     """
 
 

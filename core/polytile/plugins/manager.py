@@ -5,11 +5,20 @@ plugin modules (:data:`BUILTIN_PLUGINS`), then every entry point of the groups
 ``polytile.backends`` and ``polytile.plugins`` that the setting ``disabled_plugins``
 does not name.
 
+Each plugin module is imported inside :func:`~polytile.plugins.registry.importing_plugin`,
+so what it registers at import time (an op class, which ``define_op`` registers when the
+class statement runs) belongs to the plugin, as what it registers from its hooks does.
+
 A plugin that fails (cannot be imported, has malformed hooks, raises in a registration
 hook) is recorded and taken out: its hooks are no longer called and whatever it
 registered is removed again.  Nothing fails until something needs what the plugin would
 have provided; then the plugin's own error is raised, naming it and its distribution.
 Other plugins keep working.  Two plugins claiming one name is a hard error at once.
+
+The process-wide manager follows the setting ``disabled_plugins``: when the setting
+changes, :func:`get_plugin_manager` (and ``polytile.config.set``) replace the manager by
+one that loads the plugins now enabled and leaves out those now disabled, and update the
+registries the old one had filled (the pass registry, the IR registry) to match.
 
 Most code needs only :func:`get_plugin_manager`::
 
@@ -25,11 +34,11 @@ import contextlib
 import dataclasses
 import importlib
 import logging
-import re
+import sys
 import threading
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import pluggy
 
@@ -38,7 +47,22 @@ from ..errors import PluginConflictError, PluginError, PolytileError, did_you_me
 from ..target import Target
 from . import PROJECT_NAME, hookspecs
 from .backends import BackendRegistry, describe_device
-from .registry import CORE_OWNER, PluginInfo, Registry
+from .records import (
+    DISABLED,
+    ENTRY_POINT_GROUPS,
+    FAILED,
+    LOADED,
+    BackendReport,
+    EntryPointLike,
+    PluginRecord,
+    PluginReport,
+    PolytileInfo,
+    _distribution_of,
+    _normalize,
+    _summary,
+    discover_entry_points,
+)
+from .registry import CORE_OWNER, ImportScope, PluginInfo, Registry, importing_plugin
 
 #: The core's own plugin modules, registered before any entry point, owned by the core.
 #: A module of this list that does not exist (yet) is skipped.
@@ -47,110 +71,31 @@ BUILTIN_PLUGINS: list[str] = [
     "polytile.passes.builtin",
 ]
 
-#: Entry point groups searched for plugins, backends first.
-ENTRY_POINT_GROUPS: tuple[str, ...] = ("polytile.backends", "polytile.plugins")
-
-LOADED = "loaded"
-DISABLED = "disabled"
-FAILED = "failed"
-
 REGISTRATION_HOOKS = tuple(hookspecs.REGISTRATION_HOOKS)
 HOOK_NAMES = tuple(sorted(name for name in vars(hookspecs) if name.startswith("polytile_")))
 
 log = logging.getLogger("polytile.plugins")
 
-
-class EntryPointLike(Protocol):
-    """What the manager needs of an entry point (``importlib.metadata.EntryPoint``)."""
-
-    name: str
-    value: str
-    group: str
-
-    def load(self) -> Any: ...
+#: What each plugin's module registered while it was imported: ``(registry, name, object)``.
+#: Kept for the life of the process, because a module is imported once: a manager that
+#: enables a plugin again after another disabled it puts these entries back.
+_IMPORTED: dict[PluginInfo, list[tuple[Registry[Any], str, Any]]] = {}
 
 
-@dataclass
-class PluginRecord:
-    """One plugin as the manager knows it: where it came from and how it fared."""
-
-    info: PluginInfo
-    #: Entry point group, ``"builtin"`` for the core, ``"direct"`` for :meth:`PluginManager.register`.
-    group: str
-    #: What the entry point names (``"polytile_amd.plugin"``); the module names for the core.
-    value: str
-    version: str = ""
-    status: str = LOADED
-    #: One line: why the plugin is disabled or failed.
-    reason: str = ""
-    #: The hook that raised; empty when the plugin failed before any hook ran.
-    hook: str = ""
-    #: The error raised when something needs what this plugin would have provided.
-    error: PluginError | None = field(default=None, repr=False)
-    traceback: str = field(default="", repr=False)
-    #: Failures that did not take the plugin out (a crashed device probe).
-    problems: list[str] = field(default_factory=list)
-    plugin: Any = field(default=None, repr=False)
-    pluggy_name: str = ""
-
-    @property
-    def name(self) -> str:
-        return self.info.name
-
-    @property
-    def distribution(self) -> str:
-        return self.info.distribution
-
-    @property
-    def cache_name(self) -> str:
-        if self.info == CORE_OWNER:
-            return "polytile"
-        return f"{self.info.distribution}:{self.info.name}"
+def _forget_imported(owner: PluginInfo) -> None:
+    """Take what ``owner`` registered at import time (and later) out of those registries."""
+    done: list[Any] = []
+    for registry, _, _ in _IMPORTED.get(owner, ()):
+        if not any(registry is r for r in done):
+            done.append(registry)
+            registry.remove_owned_by(owner)
 
 
-@dataclass
-class BackendReport:
-    name: str
-    description: str
-    provided_by: PluginInfo
-    architectures: tuple[str, ...]
-    default_architecture: str | None
-    devices: list[str]
-    #: Why there is no device; empty when there are devices.
-    no_device_reason: str = ""
-    probe_failed: bool = False
-
-
-@dataclass
-class PluginReport:
-    name: str
-    distribution: str
-    version: str
-    group: str
-    value: str
-    status: str
-    reason: str = ""
-    hook: str = ""
-    problems: list[str] = field(default_factory=list)
-    #: What the plugin registered, by registry kind: ``{"backend": ["amd"], "pass": [...]}``.
-    provides: dict[str, list[str]] = field(default_factory=dict)
-    traceback: str = ""
-
-
-@dataclass
-class PolytileInfo:
-    """Everything ``polytile info`` shows, as plain data."""
-
-    version: str
-    plugins: list[PluginReport]
-    backends: list[BackendReport]
-    #: Names in the setting ``disabled_plugins`` that match no installed plugin.
-    unknown_disabled: list[str]
-    #: Set when the backends could not be listed (two plugins claim one backend).
-    backends_error: str = ""
-    target: str = ""
-    target_reason: str = ""
-    target_error: str = ""
+def _restore_imported(owner: PluginInfo) -> None:
+    """Put back what ``owner`` registered at import time, where a manager had removed it."""
+    for registry, name, obj in _IMPORTED.get(owner, ()):
+        if registry.find(name) is None:
+            registry.add(name, obj, owner)
 
 
 @dataclass
@@ -161,48 +106,8 @@ class _Filled:
     registry: Any
     parts: list[Any]
     error: PluginError | None = None
-
-
-def _normalize(name: str) -> str:
-    # Distribution names compare like pip compares them: "Polytile_AMD" is "polytile-amd".
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _summary(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _distribution_of(ep: Any) -> tuple[str, str]:
-    dist = getattr(ep, "dist", None)
-    if dist is None:
-        return "unknown distribution", ""
-    name = getattr(dist, "name", None)
-    if not name:
-        metadata = getattr(dist, "metadata", None)
-        name = metadata["Name"] if metadata is not None else ""
-    return name or "unknown distribution", getattr(dist, "version", "") or ""
-
-
-def discover_entry_points() -> list[Any]:
-    """Installed entry points of :data:`ENTRY_POINT_GROUPS`, in a deterministic order.
-
-    Sorted by name within a group so that the target chosen on a machine with two kinds
-    of device does not depend on the order of ``sys.path``; an entry point seen twice
-    (a distribution on ``sys.path`` twice) counts once.
-    """
-    from importlib.metadata import entry_points
-
-    found: list[Any] = []
-    seen: set[tuple[str, str, str, str]] = set()
-    for group in ENTRY_POINT_GROUPS:
-        eps = sorted(entry_points(group=group), key=lambda ep: (ep.name, _distribution_of(ep)[0]))
-        for ep in eps:
-            key = (group, ep.name, ep.value, _normalize(_distribution_of(ep)[0]))
-            if key not in seen:
-                seen.add(key)
-                found.append(ep)
-    return found
+    #: Plugins whose implementation has run for this registry.
+    done: set[PluginInfo] = field(default_factory=set)
 
 
 def _registry_parts(registry: Any) -> list[Any]:
@@ -249,7 +154,11 @@ class PluginManager:
         self._pm.add_hookspecs(hookspecs)
         self._entry_points = None if entry_points is None else list(entry_points)
         self._builtins = None if builtins is None else list(builtins)
-        self._disabled_setting = None if disabled is None else list(disabled)
+        self._disabled_setting = None if disabled is None else _clean_names(disabled)
+        #: Set on managers that get_plugin_manager() made: they follow the configuration.
+        self._follows_config = False
+        #: The manager this one replaces; its registries are taken over when this one loads.
+        self._predecessor: PluginManager | None = None
         self._lock = threading.RLock()
         self._loaded = False
         self._load_error: BaseException | None = None
@@ -300,27 +209,41 @@ class PluginManager:
                 used.add(matched)
                 self._disable(record, matched)
                 continue
-            try:
-                plugin = ep.load()
-            except Exception as exc:
-                self._fail(record, exc, hook="")
-                continue
-            self._register_plugin(plugin, record)
+            plugin = self._import(ep, record)
+            if plugin is not None:
+                self._register_plugin(plugin, record)
         self._unknown_disabled = [n for n in disabled if n not in used]
+        predecessor, self._predecessor = self._predecessor, None
+        if predecessor is not None:
+            self._take_over(predecessor)
+
+    def _import(self, ep: EntryPointLike, record: PluginRecord) -> Any:
+        """``ep.load()``, with what the import registers attributed to the plugin; ``None``
+        when the import failed (the plugin is then recorded as failed)."""
+        scope: ImportScope | None = None
+        try:
+            with importing_plugin(record.info) as scope:
+                plugin = ep.load()
+        except Exception as exc:
+            # A half-imported module is gone from sys.modules; so must be what it registered.
+            for registry in scope.registries() if scope is not None else ():
+                registry.remove_owned_by(record.info)
+            if isinstance(exc, PluginConflictError):
+                # Two plugins claiming one name is a hard error, as in a registration hook.
+                record.status, record.reason, record.error = FAILED, str(exc), exc
+                raise
+            self._fail(record, exc, hook="")
+            return None
+        if scope.added:
+            _IMPORTED.setdefault(record.info, []).extend(scope.added)
+        else:
+            _restore_imported(record.info)  # imported before, by a manager that later withdrew it
+        return plugin
 
     def _disabled_names(self) -> list[str]:
-        names: Any = self._disabled_setting
-        if names is None:
-            try:
-                config = importlib.import_module("polytile.config")
-            except ModuleNotFoundError as exc:
-                if exc.name != "polytile.config":
-                    raise
-                return []
-            names = config.get("disabled_plugins") or []
-        if isinstance(names, str):
-            names = names.split(",")
-        return [n.strip() for n in names if n and n.strip()]
+        if self._disabled_setting is not None:
+            return list(self._disabled_setting)
+        return list(_configured_disabled())
 
     def _load_builtins(self) -> None:
         builtins = list(BUILTIN_PLUGINS) if self._builtins is None else self._builtins
@@ -387,6 +310,7 @@ class PluginManager:
         return ""
 
     def _disable(self, record: PluginRecord, setting_name: str) -> None:
+        _forget_imported(record.info)  # an earlier manager may have imported it
         record.status = DISABLED
         record.reason = f"disabled by the setting 'disabled_plugins' (entry '{setting_name}')"
         record.error = PluginError(
@@ -413,6 +337,7 @@ class PluginManager:
         self._withdraw(record)
 
     def _withdraw(self, record: PluginRecord) -> None:
+        _forget_imported(record.info)
         for filled in self._filled.values():
             for part in filled.parts:
                 part.remove_owned_by(record.info)
@@ -487,6 +412,38 @@ class PluginManager:
                 raise
             except Exception as exc:
                 self._registration_failed(record, exc, filled.hook)
+        filled.done.add(record.info)
+
+    def _take_over(self, old: "PluginManager") -> None:
+        """Make the registries ``old`` filled match this manager's plugins.
+
+        Entries of plugins loaded by both managers stay as they are (running their hooks
+        again would register new objects under the same names: a conflict with
+        themselves).  Entries of every other plugin are removed, and the hooks of the
+        plugins this manager loaded that have not filled the registry run now.  A
+        conflict is kept and raised by the next :meth:`run_registration` of the registry.
+        """
+        loaded_old = {r.info for r in old._records if r.status == LOADED}
+        loaded_new = {r.info for r in self._records if r.status == LOADED}
+        owners = {r.info for r in old._records} | {r.info for r in self._records}
+        for (hook, key), filled in old._filled.items():
+            if filled.registry is old._backends:
+                continue  # each manager has its own backend registry
+            keep = filled.done & loaded_old & loaded_new
+            mine = _Filled(hook, filled.registry, filled.parts, done=set(keep))
+            self._filled[(hook, key)] = mine
+            for owner in owners - keep - {CORE_OWNER}:
+                for part in filled.parts:
+                    part.remove_owned_by(owner)
+            try:
+                for owner in loaded_new:
+                    _restore_imported(owner)
+                for impl in self._impls(hook):
+                    record = self._by_pluggy_name.get(impl.plugin_name)
+                    if record is not None and record.info not in keep:
+                        self._register_from(impl, mine)
+            except PluginError as exc:
+                mine.error = exc
 
     def _registration_failed(self, record: PluginRecord, exc: Exception, hook: str) -> None:
         if record.info == CORE_OWNER:
@@ -642,8 +599,12 @@ class PluginManager:
 
     def info(self, refresh_devices: bool = False) -> PolytileInfo:
         """What ``polytile info`` shows; never raises for a plugin's failure."""
-        self._ensure_loaded()
-        report = PolytileInfo(__version__, [], [], list(self._unknown_disabled))
+        load_error = ""
+        try:
+            self._ensure_loaded()
+        except PluginError as exc:  # two plugins define one op: show what did load, and why not the rest
+            load_error = str(exc)
+        report = PolytileInfo(__version__, [], [], list(self._unknown_disabled), load_error=load_error)
         try:
             backends: BackendRegistry | None = self.backends
         except PluginError as exc:
@@ -679,30 +640,105 @@ class PluginManager:
         return report
 
 
+def _clean_names(names: Any) -> tuple[str, ...]:
+    if isinstance(names, str):
+        names = names.split(",")
+    return tuple(n.strip() for n in names if n and n.strip())
+
+
+def _configured_disabled() -> tuple[str, ...]:
+    """The setting ``disabled_plugins``; raises ConfigError for an invalid value."""
+    # Looked up in sys.modules on every call (not imported once) so that tests can put a
+    # stand-in configuration there.
+    config = sys.modules.get("polytile.config")
+    if config is None:
+        try:
+            config = importlib.import_module("polytile.config")
+        except ModuleNotFoundError as exc:
+            if exc.name != "polytile.config":
+                raise
+            return ()
+    # The configuration has checked the names already (no blanks, no commas).
+    return tuple(config.get("disabled_plugins") or ())
+
+
 _manager: PluginManager | None = None
-_manager_lock = threading.Lock()
+_manager_lock = threading.RLock()
 
 
 def get_plugin_manager() -> PluginManager:
-    """The process-wide plugin manager, created on first call (plugins load on first use)."""
+    """The process-wide plugin manager, created on first call (plugins load on first use).
+
+    It follows the setting ``disabled_plugins``: when the setting no longer matches what
+    the manager loaded with, a new manager replaces it (see the module docstring).  An
+    invalid value of the setting raises :class:`~polytile.errors.ConfigError`.  A manager
+    installed with :func:`reset_plugin_manager` is returned as it is.
+    """
     global _manager
     manager = _manager
-    if manager is None:
-        with _manager_lock:
-            if _manager is None:
-                _manager = PluginManager()
-            manager = _manager
+    if manager is not None and not manager._follows_config:
+        return manager
+    disabled = _configured_disabled()  # a dict lookup or two when nothing changed
+    if manager is not None and manager._disabled_setting == disabled:
+        return manager
+    with _manager_lock:
+        manager = _manager
+        if manager is None:
+            manager = _manager = _following(disabled)
+        elif manager._follows_config and manager._disabled_setting != disabled:
+            successor = _following(disabled)
+            if manager._loaded and manager._load_error is None:
+                successor._predecessor = manager
+            manager = _manager = successor
+            if successor._predecessor is not None:
+                # Load now: the registries the old manager filled are cached by their
+                # owners (pass_registry()), and must not go on offering disabled plugins.
+                try:
+                    successor._ensure_loaded()
+                except PolytileError:
+                    pass  # kept by the manager and raised where it is next used
     return manager
+
+
+def _following(disabled: tuple[str, ...]) -> PluginManager:
+    manager = PluginManager(disabled=disabled)
+    manager._follows_config = True
+    return manager
+
+
+def _configuration_changed() -> None:
+    """Called by polytile.config when ``disabled_plugins`` may have changed."""
+    manager = _manager
+    if manager is None or not manager._follows_config or not manager._loaded:
+        return  # nothing loaded yet: the next get_plugin_manager() reads the setting
+    try:
+        get_plugin_manager()
+    except PolytileError:
+        pass  # an invalid value: raised by the next get_plugin_manager()
+
+
+def _watch_configuration() -> None:
+    try:
+        config = importlib.import_module("polytile.config")
+    except ModuleNotFoundError:
+        return
+    watch = getattr(config, "watch", None)
+    if callable(watch):
+        watch("disabled_plugins", _configuration_changed)
 
 
 def reset_plugin_manager(manager: PluginManager | None = None) -> PluginManager | None:
     """Replace the process-wide manager (tests): with ``manager``, or with none so that the
-    next :func:`get_plugin_manager` builds a fresh one.  Returns the previous manager."""
+    next :func:`get_plugin_manager` builds a fresh one.  Returns the previous manager.
+
+    A manager installed here is kept as it is: it does not follow ``disabled_plugins``."""
     global _manager
     with _manager_lock:
         previous, _manager = _manager, manager
     return previous
 
+
+_watch_configuration()
 
 __all__ = [
     "BUILTIN_PLUGINS", "ENTRY_POINT_GROUPS", "DISABLED", "FAILED", "LOADED", "BackendReport", "PluginManager",

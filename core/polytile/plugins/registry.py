@@ -3,13 +3,21 @@
 Registries are handed to the registration hooks.  The plugin manager sets the current
 owner around each plugin's hook call, so a clash can name both distributions and a
 plugin that fails half way can have its entries removed.
+
+Some registrations happen when a plugin's module is imported, not in a hook: an op class
+is registered by ``define_op`` when the class statement runs.  The manager imports each
+plugin inside :func:`importing_plugin`, and every registry attributes what is registered
+during that import to the plugin, whichever registry it is and whether or not it existed
+before the import began.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
-from typing import Generic, Iterator, TypeVar
+import contextvars
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Generic, Iterator, TypeVar
 
 from .. import __version__
 from ..errors import PluginConflictError, UnknownNameError
@@ -34,25 +42,95 @@ class PluginInfo:
 CORE_OWNER = PluginInfo("core", "polytile", __version__)
 
 
+@dataclass
+class ImportScope:
+    """A plugin module being imported, and what the import registered (see
+    :func:`importing_plugin`)."""
+
+    owner: PluginInfo
+    #: ``(registry, name, object)`` for every registration attributed to ``owner``.
+    added: list[tuple["Registry[Any]", str, Any]] = field(default_factory=list)
+
+    def registries(self) -> list["Registry[Any]"]:
+        found: list[Registry[Any]] = []
+        for registry, _, _ in self.added:
+            if not any(registry is r for r in found):
+                found.append(registry)
+        return found
+
+
+# A context variable, not a global: another thread defining ops while a plugin is being
+# imported must not have them attributed to that plugin.
+_IMPORTING: contextvars.ContextVar[ImportScope | None] = contextvars.ContextVar("polytile_importing_plugin",
+                                                                                 default=None)
+
+
+@contextlib.contextmanager
+def importing_plugin(owner: PluginInfo) -> Iterator[ImportScope]:
+    """Attribute registrations made while the ``with`` block imports a plugin to ``owner``.
+
+    An explicit :meth:`Registry.owned_by` still wins.  So does the core: a core module that
+    the plugin's import happens to import first (``polytile.dialects``, say) registers its
+    ops as the core's.
+    """
+    scope = ImportScope(owner)
+    token = _IMPORTING.set(scope)
+    try:
+        yield scope
+    finally:
+        _IMPORTING.reset(token)
+
+
+def _importing_module() -> str:
+    # The module whose top-level code is running: the nearest "<module>" frame.  During an
+    # import that is the module being imported (a class statement's decorator runs in it).
+    frame: Any = sys._getframe()
+    while frame is not None and frame.f_code.co_name != "<module>":
+        frame = frame.f_back
+    return "" if frame is None else str(frame.f_globals.get("__name__", ""))
+
+
+def _import_scope_owner() -> tuple[PluginInfo, ImportScope | None]:
+    scope = _IMPORTING.get()
+    if scope is None:
+        return CORE_OWNER, None
+    module = _importing_module()
+    if module == "polytile" or module.startswith("polytile."):
+        return CORE_OWNER, None
+    return scope.owner, scope
+
+
 class Registry(Generic[T]):
     """A mapping from names to registered objects, each with the plugin that owns it."""
 
     def __init__(self, kind: str):
         self.kind = kind
         self._entries: dict[str, tuple[T, PluginInfo]] = {}
-        self._owner: PluginInfo = CORE_OWNER
+        self._explicit_owner: PluginInfo | None = None
+
+    @property
+    def _owner(self) -> PluginInfo:
+        """Who a registration without an ``owner`` argument belongs to: the plugin of the
+        enclosing :meth:`owned_by`, else the plugin being imported, else the core."""
+        if self._explicit_owner is not None:
+            return self._explicit_owner
+        return _import_scope_owner()[0]
 
     @contextlib.contextmanager
     def owned_by(self, owner: PluginInfo) -> Iterator[None]:
         """Attribute every registration inside the ``with`` block to ``owner``."""
-        previous, self._owner = self._owner, owner
+        previous, self._explicit_owner = self._explicit_owner, owner
         try:
             yield
         finally:
-            self._owner = previous
+            self._explicit_owner = previous
 
     def add(self, name: str, obj: T, owner: PluginInfo | None = None) -> T:
-        owner = owner or self._owner
+        scope = None
+        if owner is None:
+            owner = self._explicit_owner
+            if owner is None:
+                owner, scope = _import_scope_owner()
         existing = self._entries.get(name)
         if existing is not None and existing[0] is not obj:
             first = existing[1]
@@ -63,6 +141,8 @@ class Registry(Generic[T]):
                 distribution=owner.distribution,
             )
         self._entries[name] = (obj, owner)
+        if scope is not None:
+            scope.added.append((self, name, obj))
         return obj
 
     def get(self, name: str, where: str = "") -> T:

@@ -1,0 +1,158 @@
+"""What the plugin manager knows about each plugin, and what ``polytile info`` reports.
+
+Plain data and entry-point discovery, kept apart from :mod:`polytile.plugins.manager` so
+that the manager module holds only the loading and calling logic.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..errors import PluginError
+from .registry import CORE_OWNER, PluginInfo
+
+#: Entry point groups searched for plugins, backends first.
+ENTRY_POINT_GROUPS: tuple[str, ...] = ("polytile.backends", "polytile.plugins")
+
+LOADED = "loaded"
+DISABLED = "disabled"
+FAILED = "failed"
+
+
+class EntryPointLike(Protocol):
+    """What the manager needs of an entry point (``importlib.metadata.EntryPoint``)."""
+
+    name: str
+    value: str
+    group: str
+
+    def load(self) -> Any: ...
+
+
+@dataclass
+class PluginRecord:
+    """One plugin as the manager knows it: where it came from and how it fared."""
+
+    info: PluginInfo
+    #: Entry point group, ``"builtin"`` for the core, ``"direct"`` for :meth:`PluginManager.register`.
+    group: str
+    #: What the entry point names (``"polytile_amd.plugin"``); the module names for the core.
+    value: str
+    version: str = ""
+    status: str = LOADED
+    #: One line: why the plugin is disabled or failed.
+    reason: str = ""
+    #: The hook that raised; empty when the plugin failed before any hook ran.
+    hook: str = ""
+    #: The error raised when something needs what this plugin would have provided.
+    error: PluginError | None = field(default=None, repr=False)
+    traceback: str = field(default="", repr=False)
+    #: Failures that did not take the plugin out (a crashed device probe).
+    problems: list[str] = field(default_factory=list)
+    plugin: Any = field(default=None, repr=False)
+    pluggy_name: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def distribution(self) -> str:
+        return self.info.distribution
+
+    @property
+    def cache_name(self) -> str:
+        if self.info == CORE_OWNER:
+            return "polytile"
+        return f"{self.info.distribution}:{self.info.name}"
+
+
+@dataclass
+class BackendReport:
+    name: str
+    description: str
+    provided_by: PluginInfo
+    architectures: tuple[str, ...]
+    default_architecture: str | None
+    devices: list[str]
+    #: Why there is no device; empty when there are devices.
+    no_device_reason: str = ""
+    probe_failed: bool = False
+
+
+@dataclass
+class PluginReport:
+    name: str
+    distribution: str
+    version: str
+    group: str
+    value: str
+    status: str
+    reason: str = ""
+    hook: str = ""
+    problems: list[str] = field(default_factory=list)
+    #: What the plugin registered, by registry kind: ``{"backend": ["amd"], "pass": [...]}``.
+    provides: dict[str, list[str]] = field(default_factory=dict)
+    traceback: str = ""
+
+
+@dataclass
+class PolytileInfo:
+    """Everything ``polytile info`` shows, as plain data."""
+
+    version: str
+    plugins: list[PluginReport]
+    backends: list[BackendReport]
+    #: Names in the setting ``disabled_plugins`` that match no installed plugin.
+    unknown_disabled: list[str]
+    #: Set when loading the plugins stopped (two plugins define the same op at import).
+    load_error: str = ""
+    #: Set when the backends could not be listed (two plugins claim one backend).
+    backends_error: str = ""
+    target: str = ""
+    target_reason: str = ""
+    target_error: str = ""
+
+
+def _normalize(name: str) -> str:
+    # Distribution names compare like pip compares them: "Polytile_AMD" is "polytile-amd".
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _summary(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _distribution_of(ep: Any) -> tuple[str, str]:
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return "unknown distribution", ""
+    name = getattr(dist, "name", None)
+    if not name:
+        metadata = getattr(dist, "metadata", None)
+        name = metadata["Name"] if metadata is not None else ""
+    return name or "unknown distribution", getattr(dist, "version", "") or ""
+
+
+def discover_entry_points() -> list[Any]:
+    """Installed entry points of :data:`ENTRY_POINT_GROUPS`, in a deterministic order.
+
+    Sorted by name within a group so that the target chosen on a machine with two kinds
+    of device does not depend on the order of ``sys.path``; an entry point seen twice
+    (a distribution on ``sys.path`` twice) counts once.
+    """
+    from importlib.metadata import entry_points
+
+    found: list[Any] = []
+    seen: set[tuple[str, str, str, str]] = set()
+    for group in ENTRY_POINT_GROUPS:
+        eps = sorted(entry_points(group=group), key=lambda ep: (ep.name, _distribution_of(ep)[0]))
+        for ep in eps:
+            key = (group, ep.name, ep.value, _normalize(_distribution_of(ep)[0]))
+            if key not in seen:
+                seen.add(key)
+                found.append(ep)
+    return found

@@ -1,0 +1,63 @@
+"""Every test runs in the same clean environment, whatever the developer's shell holds.
+
+Without this, ``POLYTILE_TARGET=nvidia:sm_90`` or ``POLYTILE_DISABLE_PLUGINS=polytile-amd``
+in the shell, or a ``pyproject.toml`` with ``[tool.polytile]`` above the working
+directory, change what the tests see.  The autouse fixture below
+
+* removes every ``POLYTILE_*`` variable but those in :data:`KEPT_VARIABLES`,
+* runs the test in an empty directory, so that no project file of the developer's is
+  found (tests reach repository files through absolute paths, e.g. ``Path(__file__)``),
+* afterwards puts back the configuration, the plugin manager and the pass registry if the
+  test changed them, so that one test cannot leak into the next.
+
+Subprocesses started by a test inherit the cleaned environment and directory.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from polytile import config
+from polytile.passes import registry as pass_registry_module
+from polytile.plugins import manager as manager_module
+
+#: Variables the test runner sets on purpose: ``./dev test`` turns the verifier on after
+#: every pass, and exports the ld.lld it found for the AMD linker.
+KEPT_VARIABLES = frozenset({"POLYTILE_VERIFY_EACH", "POLYTILE_AMD_LLD"})
+
+#: Standard variables that settings fall back on (cuda_home, rocm_path).  Removed too: a
+#: test of the configuration must not find the machine's CUDA installation.
+FALLBACK_VARIABLES = frozenset(v for s in config.settings() for v in s.fallback_env)
+
+
+@pytest.fixture(scope="session")
+def _empty_directory(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("cwd"))
+
+
+@pytest.fixture(autouse=True)
+def _clean_polytile_environment(_empty_directory: str):
+    # Not the monkeypatch fixture: this must be undone after the test's own monkeypatch,
+    # so that the state restored below is the clean one.
+    patch = pytest.MonkeyPatch()
+    for variable in list(os.environ):
+        if (variable.startswith("POLYTILE_") and variable not in KEPT_VARIABLES) or variable in FALLBACK_VARIABLES:
+            patch.delenv(variable)
+    patch.chdir(_empty_directory)
+    settings = dict(config._config._set)
+    manager = manager_module._manager
+    passes = pass_registry_module._REGISTRY
+    try:
+        yield
+    finally:
+        if config._config._set != settings:
+            config.reset()
+            config.set(**settings)
+        config.reload()
+        if manager_module._manager is not manager or pass_registry_module._REGISTRY is not passes:
+            # A test replaced them (or disabled a plugin): start the next one afresh.
+            manager_module.reset_plugin_manager()
+            pass_registry_module.reset_pass_registry()
+        patch.undo()
