@@ -125,3 +125,53 @@ class Backend:
     def versions(self) -> Mapping[str, str]:
         """Toolchain versions that must enter the compile cache key (``{"llvmlite": "0.50"}``)."""
         return {}
+
+
+# --------------------------------------------------------------------------------------
+# Helpers for backends that talk to a vendor runtime through Python bindings whose calls
+# return ``(error, *values)`` tuples (cuda-bindings, hip-python).
+
+
+def import_vendor_module(module: str, *, distribution: str, install_hint: str, runtime: str,
+                         missing_names: tuple[str, ...] = ()) -> Any:
+    """Import ``module`` lazily; say what is missing as :class:`BackendUnavailable`.
+
+    A missing package (``missing_names``: the module and its parents) reads "X is not
+    installed (install hint)"; any other import failure means the bindings are there but
+    the vendor runtime library is not: "<runtime> not found: ...".
+    """
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name in (None, *missing_names):
+            raise BackendUnavailable(f"{distribution} is not installed ({install_hint})") from exc
+        raise BackendUnavailable(f"{runtime} not found: {distribution} failed to import: {exc}") from exc
+    except (ImportError, OSError, RuntimeError) as exc:
+        raise BackendUnavailable(f"{runtime} not found: {distribution} failed to import: {exc}") from exc
+
+
+def vendor_error_name(err: Any) -> str:
+    return getattr(err, "name", None) or str(err)
+
+
+def check_vendor_call(result: tuple, call: str, *, success: str, runtime: str) -> Any:
+    """The values of a binding call's ``(error, *values)`` result, or BackendUnavailable."""
+    err, *values = result
+    if vendor_error_name(err) != success:
+        raise BackendUnavailable(f"{runtime} call {call} failed with {vendor_error_name(err)}")
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def installed_versions(*distributions: str) -> dict[str, str]:
+    """Versions of the installed distributions among ``distributions`` (for cache keys)."""
+    from importlib import metadata  # costs ~20 ms; only the compile cache needs it
+
+    versions = {}
+    for dist in distributions:
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return versions

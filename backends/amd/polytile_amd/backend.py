@@ -9,7 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from polytile.backend import Backend, BackendOptions, BackendUnavailable, Device
+from polytile.backend import (
+    Backend,
+    BackendOptions,
+    BackendUnavailable,
+    Device,
+    check_vendor_call,
+    import_vendor_module,
+    installed_versions,
+    vendor_error_name,
+)
 from polytile.errors import ConfigError
 from polytile.target import Target
 
@@ -64,30 +73,20 @@ class AmdBackend(Backend):
             raise BackendUnavailable(f"ROCm runtime failed while listing devices: {exc}") from exc
 
     def versions(self) -> Mapping[str, str]:
-        return _installed_versions("llvmlite", "hip-python")
+        return installed_versions("llvmlite", "hip-python")
 
 
 def _import_hip() -> Any:
-    try:
-        from hip import hip
-    except ModuleNotFoundError as exc:
-        if exc.name in (None, "hip", "hip.hip"):
-            raise BackendUnavailable("hip-python is not installed (pip install 'polytile-amd[rocm]')") from exc
-        raise BackendUnavailable(f"ROCm runtime not found: hip-python failed to import: {exc}") from exc
-    except (ImportError, OSError, RuntimeError) as exc:
-        raise BackendUnavailable(f"ROCm runtime not found: hip-python failed to import: {exc}") from exc
-    return hip
+    return import_vendor_module("hip.hip", distribution="hip-python", install_hint="pip install 'polytile-amd[rocm]'",
+                                runtime="ROCm runtime", missing_names=("hip", "hip.hip"))
 
 
 def _error_name(err: Any) -> str:
-    return getattr(err, "name", None) or str(err)
+    return vendor_error_name(err)
 
 
 def _check(result: tuple, call: str) -> Any:
-    err, *values = result
-    if _error_name(err) != "hipSuccess":
-        raise BackendUnavailable(f"HIP runtime call {call} failed with {_error_name(err)}")
-    return values[0] if len(values) == 1 else tuple(values)
+    return check_vendor_call(result, call, success="hipSuccess", runtime="HIP runtime")
 
 
 def _text(value: Any) -> str:
@@ -124,15 +123,3 @@ def _enumerate(hip: Any) -> list[Device]:
             "no supported AMD GPU: found " + ", ".join(unsupported) + "; polytile-amd compiles for " + ", ".join(ARCHITECTURES)
         )
     return devices
-
-
-def _installed_versions(*distributions: str) -> dict[str, str]:
-    from importlib import metadata  # costs ~20 ms; only the compile cache needs it
-
-    versions = {}
-    for dist in distributions:
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return versions

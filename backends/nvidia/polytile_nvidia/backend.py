@@ -10,7 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from polytile.backend import Backend, BackendOptions, BackendUnavailable, Device
+from polytile.backend import (
+    Backend,
+    BackendOptions,
+    BackendUnavailable,
+    Device,
+    check_vendor_call,
+    import_vendor_module,
+    installed_versions,
+    vendor_error_name,
+)
 from polytile.errors import ConfigError
 from polytile.target import Target
 
@@ -88,30 +97,20 @@ class NvidiaBackend(Backend):
             raise BackendUnavailable(f"CUDA driver failed while listing devices: {exc}") from exc
 
     def versions(self) -> Mapping[str, str]:
-        return _installed_versions("llvmlite", "cuda-bindings")
+        return installed_versions("llvmlite", "cuda-bindings")
 
 
 def _import_driver() -> Any:
-    try:
-        from cuda.bindings import driver
-    except ModuleNotFoundError as exc:
-        if exc.name in (None, "cuda", "cuda.bindings", "cuda.bindings.driver"):
-            raise BackendUnavailable("cuda-bindings is not installed (pip install cuda-bindings)") from exc
-        raise BackendUnavailable(f"CUDA driver not found: cuda-bindings failed to import: {exc}") from exc
-    except (ImportError, OSError, RuntimeError) as exc:
-        raise BackendUnavailable(f"CUDA driver not found: cuda-bindings failed to import: {exc}") from exc
-    return driver
+    return import_vendor_module("cuda.bindings.driver", distribution="cuda-bindings", install_hint="pip install cuda-bindings",
+                                runtime="CUDA driver", missing_names=("cuda", "cuda.bindings", "cuda.bindings.driver"))
 
 
 def _error_name(err: Any) -> str:
-    return getattr(err, "name", None) or str(err)
+    return vendor_error_name(err)
 
 
 def _check(result: tuple, call: str) -> Any:
-    err, *values = result
-    if _error_name(err) != "CUDA_SUCCESS":
-        raise BackendUnavailable(f"CUDA driver call {call} failed with {_error_name(err)}")
-    return values[0] if len(values) == 1 else tuple(values)
+    return check_vendor_call(result, call, success="CUDA_SUCCESS", runtime="CUDA driver")
 
 
 def _enumerate(driver: Any) -> list[Device]:
@@ -148,15 +147,3 @@ def _enumerate(driver: Any) -> list[Device]:
             + ", ".join(ARCHITECTURES)
         )
     return devices
-
-
-def _installed_versions(*distributions: str) -> dict[str, str]:
-    from importlib import metadata  # costs ~20 ms; only the compile cache needs it
-
-    versions = {}
-    for dist in distributions:
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return versions
