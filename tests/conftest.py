@@ -37,8 +37,13 @@ def _empty_directory(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(tmp_path_factory.mktemp("cwd"))
 
 
+@pytest.fixture(scope="session")
+def _cache_directory(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("kernel-cache"))
+
+
 @pytest.fixture(autouse=True)
-def _clean_polytile_environment(_empty_directory: str):
+def _clean_polytile_environment(_empty_directory: str, _cache_directory: str):
     # Not the monkeypatch fixture: this must be undone after the test's own monkeypatch,
     # so that the state restored below is the clean one.
     patch = pytest.MonkeyPatch()
@@ -46,6 +51,8 @@ def _clean_polytile_environment(_empty_directory: str):
         if (variable.startswith("POLYTILE_") and variable not in KEPT_VARIABLES) or variable in FALLBACK_VARIABLES:
             patch.delenv(variable)
     patch.chdir(_empty_directory)
+    # Compiled kernels go to a scratch cache, never to the developer's ~/.cache/polytile.
+    patch.setenv("POLYTILE_CACHE_DIR", _cache_directory)
     settings = dict(config._config._set)
     manager = manager_module._manager
     passes = pass_registry_module._REGISTRY

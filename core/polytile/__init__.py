@@ -28,7 +28,7 @@ __version__ = "0.1.0"
 _LAZY_MODULES = {"config", "ir", "passes", "dialects", "testing", "compiler", "plugins", "errors", "language",
                  "runtime"}
 #: Host-side API (as in Triton's top level), imported from polytile.runtime on first use.
-_RUNTIME_NAMES = {"jit", "cdiv", "next_power_of_2", "JITFunction", "LaunchError"}
+_RUNTIME_NAMES = {"jit", "cdiv", "next_power_of_2", "JITFunction", "LaunchError", "autotune", "heuristics", "Config"}
 
 
 def __getattr__(name: str) -> Any:
@@ -48,5 +48,5 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CompilationError", "ConfigError", "IRParseError", "PassFailure", "PluginConflictError", "PluginError",
     "PolytileError", "Target", "TargetError", "UnknownNameError", "VerificationError", "__version__", "config",
-    "jit", "cdiv", "next_power_of_2", "JITFunction", "LaunchError",
+    "jit", "cdiv", "next_power_of_2", "JITFunction", "LaunchError", "autotune", "heuristics", "Config",
 ]

@@ -336,14 +336,14 @@ SETTINGS: dict[str, Setting] = _declare(
         "cache_dir", PATH, None, ("POLYTILE_CACHE_DIR",),
         default_factory=_default_cache_dir,
         default_text="$XDG_CACHE_HOME/polytile, or ~/.cache/polytile",
-        doc="Directory of the on-disk cache of compiled kernels. The default follows XDG_CACHE_HOME when it is set "
-        "to an absolute path. Used by the on-disk kernel cache (not built yet): nothing reads it today.",
+        doc="Directory of the on-disk cache of compiled kernels (entries under kernels/; deleting that folder "
+        "clears the cache). The default follows XDG_CACHE_HOME when it is set to an absolute path. Read at each "
+        "compilation, so a change applies to the next kernel compiled.",
     ),
     Setting(
         "cache", BOOL, True, ("POLYTILE_CACHE",),
         doc="Read and write the on-disk kernel cache. Turn it off to force every kernel to be compiled again; "
-        "kernels are still kept in memory for the life of the process. Used by the on-disk kernel cache (not built "
-        "yet): nothing reads it today.",
+        "kernels are still kept in memory for the life of the process. Read at each compilation.",
     ),
     Setting(
         "interpreter_bounds_check", BOOL, True, ("POLYTILE_INTERP_BOUNDS_CHECK",),

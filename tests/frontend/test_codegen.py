@@ -24,7 +24,7 @@ def copy_kernel(x_ptr, out_ptr, n, BLOCK: pl.constexpr):
 def test_ir_of_a_copy_kernel():
     x = np.zeros(4, np.float32)
     assert print_ir(copy_kernel.lower(x, x, 4, BLOCK=4)) == dedent("""
-        func.func @copy_kernel(%x_ptr: ptr<f32>, %out_ptr: ptr<f32>, %n: i32) attributes {kernel = true} {
+        func.func @copy_kernel(%x_ptr: ptr<f32>, %out_ptr: ptr<f32>, %n: i32) attributes {kernel = true, pt.divisibility = [16, 16, 1], pt.equal_to_1 = [false, false, false]} {
           %0 = tile.program_id {axis = 0} : i32
           %1 = arith.constant {value = 4} : i32
           %2 = arith.muli %0, %1 : i32

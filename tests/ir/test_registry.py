@@ -41,7 +41,7 @@ def test_unknown_op_lists_close_matches():
         IR_REGISTRY.op("tile.lod")
     err = info.value
     assert (err.kind, err.name) == ("op", "tile.lod")
-    assert str(err) == "unknown op 'tile.lod'; did you mean 'tile.load', 'tile.dot' or 'tile.store'?"
+    assert str(err) == "unknown op 'tile.lod'; did you mean 'tile.load', 'tile.dot' or 'tile.join'?"
     assert isinstance(err, KeyError)
 
 

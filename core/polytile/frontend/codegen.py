@@ -251,8 +251,8 @@ class FunctionGen(ast.NodeVisitor):
     def visit_Assert(self, node: ast.Assert) -> None:
         test = lc.unwrap(self.visit(node.test))
         if _is_tensor(test):
-            raise self.error(node, "'assert' on run-time values (device_assert) is not supported yet; "
-                                   "use pl.static_assert for compile-time conditions")
+            raise self.error(node, "'assert' needs a compile-time condition; for a run-time check use "
+                                   "pl.device_assert(condition, message), and pl.static_assert for constexprs")
         if not test:
             msg = "" if node.msg is None else f": {lc.unwrap(self.visit(node.msg))}"
             raise self.error(node, f"assertion failed{msg}")

@@ -445,3 +445,5 @@ def run_kernel(module: Operation, kernel_name: str, grid: Any, args: Sequence[An
 
 
 from . import rules as _rules  # noqa: E402,F401  (registers the core ops' rules)
+from . import rules_shape as _rules_shape  # noqa: E402,F401  (scans, join, split, cat)
+from . import rules_debug as _rules_debug  # noqa: E402,F401  (print, assert, barrier)

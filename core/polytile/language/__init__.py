@@ -26,6 +26,12 @@ from .core import (
     uint32,
     uint64,
 )
+from .atomic import atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or, atomic_xchg, atomic_xor
+from .debug import debug_barrier, device_assert, device_print
+from .random import philox, rand, rand4x, randint, randint4x, randn, randn4x
+from .reductions import argmax, argmin
+from .shape import cat, join, split
+from .scan import associative_scan, cumprod, cumsum
 from .standard import (
     abs,
     arange,
@@ -36,7 +42,6 @@ from .standard import (
     ceil,
     clamp,
     cos,
-    debug_barrier,
     div_rn,
     dot,
     erf,

@@ -311,6 +311,27 @@ class tensor:
     def sum(self, axis=None, keep_dims=False, dtype=None): return _std().sum(self, axis, keep_dims, dtype)
     def max(self, axis=None, keep_dims=False): return _std().max(self, axis, keep_dims=keep_dims)
     def min(self, axis=None, keep_dims=False): return _std().min(self, axis, keep_dims=keep_dims)
+    def argmax(self, axis, tie_break_left=True, keep_dims=False):
+        from .reductions import argmax
+        return argmax(self, axis, tie_break_left, keep_dims)
+
+    def argmin(self, axis, tie_break_left=True, keep_dims=False):
+        from .reductions import argmin
+        return argmin(self, axis, tie_break_left, keep_dims)
+
+    def cumsum(self, axis=0, reverse=False, dtype=None):
+        from .scan import cumsum
+        return cumsum(self, axis, reverse, dtype)
+
+    def cumprod(self, axis=0, reverse=False):
+        from .scan import cumprod
+        return cumprod(self, axis, reverse)
+
+    def split(self):
+        from .shape import split
+        return split(self)
+
+    def xor_sum(self, axis=None, keep_dims=False): return _std().xor_sum(self, axis, keep_dims)
     def exp(self): return _std().exp(self)
     def log(self): return _std().log(self)
     def sqrt(self): return _std().sqrt(self)

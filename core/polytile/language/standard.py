@@ -490,7 +490,8 @@ def _binary_combine(name_float: str, name_int: str):
 
 @builtin
 def sum(input: Any, axis: Any = None, keep_dims: Any = False, dtype: Any = None) -> tensor:
-    """Sum along ``axis`` (all axes when None).  Integers narrower than 32 bits sum in (u)int32."""
+    """Sum along ``axis`` (all axes when None).  Integers narrower than 32 bits sum in
+    (u)int32; float16/bfloat16 accumulate in float32 and return their own dtype."""
     input = sem.to_tensor(input)
     if unwrap(dtype) is not None:
         input = sem.cast(input, dtype)
@@ -498,15 +499,24 @@ def sum(input: Any, axis: Any = None, keep_dims: Any = False, dtype: Any = None)
         element = t.element_type(input.type)
         if isinstance(element, t.IntType) and element.width < 32:
             input = sem.cast_type(input, t.i32 if element.signed or element == t.i1 else t.u32)
+        elif element in (t.f16, t.bf16):
+            # Accumulate 16-bit floats in fp32 (a long fp16 sum loses most of its bits);
+            # the result keeps the input's dtype, as Triton's does.
+            wide = sem.cast_type(input, t.f32)
+            total = reduce_values([wide], axis, _binary_combine("addf", "addi"), keep_dims)[0]
+            return sem.cast_type(total, element)
     return reduce_values([input], axis, _binary_combine("addf", "addi"), keep_dims)[0]
 
 
 @builtin
 def max(input: Any, axis: Any = None, return_indices: Any = False, return_indices_tie_break_left: Any = True,
-        keep_dims: Any = False) -> tensor:
-    """Maximum along ``axis`` (all axes when None); NaN propagates."""
+        keep_dims: Any = False) -> Any:
+    """Maximum along ``axis`` (all axes when None); NaN propagates.  With
+    ``return_indices``, the pair (maximum, its int32 index), as Triton."""
     if unwrap(return_indices):
-        raise semantic_error("pl.max(..., return_indices=True) is not supported yet")
+        from .reductions import reduce_with_indices
+
+        return reduce_with_indices("max", input, axis, return_indices_tie_break_left, keep_dims)
     input = sem.to_tensor(input)
     if t.is_bool(input.type):
         input = sem.cast_type(input, t.i32)
@@ -515,10 +525,13 @@ def max(input: Any, axis: Any = None, return_indices: Any = False, return_indice
 
 @builtin
 def min(input: Any, axis: Any = None, return_indices: Any = False, return_indices_tie_break_left: Any = True,
-        keep_dims: Any = False) -> tensor:
-    """Minimum along ``axis`` (all axes when None); NaN propagates."""
+        keep_dims: Any = False) -> Any:
+    """Minimum along ``axis`` (all axes when None); NaN propagates.  With
+    ``return_indices``, the pair (minimum, its int32 index), as Triton."""
     if unwrap(return_indices):
-        raise semantic_error("pl.min(..., return_indices=True) is not supported yet")
+        from .reductions import reduce_with_indices
+
+        return reduce_with_indices("min", input, axis, return_indices_tie_break_left, keep_dims)
     input = sem.to_tensor(input)
     if t.is_bool(input.type):
         input = sem.cast_type(input, t.i32)
@@ -634,11 +647,6 @@ def max_contiguous(input: Any, values: Any) -> tensor:
 @builtin
 def max_constancy(input: Any, values: Any) -> tensor:
     return _hint("max_constancy", input, values)
-
-
-@builtin
-def debug_barrier() -> None:
-    """A no-op on the interpreter (programs do not share memory there)."""
 
 
 class static_range:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from .autotune import Autotuner, Config, Heuristics, autotune, heuristics
 from .jit import CompiledKernel, JITFunction, LaunchError, jit
 
 
@@ -25,4 +26,5 @@ def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
-__all__ = ["CompiledKernel", "JITFunction", "LaunchError", "cdiv", "jit", "next_power_of_2"]
+__all__ = ["Autotuner", "CompiledKernel", "Config", "Heuristics", "JITFunction", "LaunchError", "autotune", "cdiv",
+           "heuristics", "jit", "next_power_of_2"]

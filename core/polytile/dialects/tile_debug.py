@@ -1,0 +1,46 @@
+"""``tile`` ops for debugging kernels: ``tile.print``, ``tile.assert``, ``tile.barrier``.
+
+They have side effects (no ``Pure`` trait), so no pass deletes, merges or hoists them.
+"""
+
+from __future__ import annotations
+
+from ..ir.constraints import AnyType, BoolLike
+from ..ir.opdef import Attr, Operand, define_op, op_error
+from ..ir.operation import Operation
+
+
+@define_op
+class PrintOp(Operation):
+    """Prints ``prefix`` and the values (every element of a tile) at run time, with the
+    program id, as Triton's ``device_print``."""
+
+    name = "tile.print"
+    values = Operand(AnyType, variadic=True)
+    prefix = Attr(str, default="")
+    hex = Attr(bool, default=False)
+
+    def verify_op(self) -> None:
+        shapes = {getattr(v.type, "shape", ()) for v in self.values if getattr(v.type, "shape", ())}
+        if len(shapes) > 1:
+            raise op_error(self, "prints tiles of one shape (scalars may be mixed in)")
+
+
+@define_op
+class AssertOp(Operation):
+    """Fails the launch with ``message`` where ``condition`` is false."""
+
+    name = "tile.assert"
+    condition = Operand(BoolLike)
+    message = Attr(str, default="")
+
+
+@define_op
+class BarrierOp(Operation):
+    """Synchronizes the threads of a program (``debug_barrier``); nothing on the
+    interpreter, which runs a program as one thread."""
+
+    name = "tile.barrier"
+
+
+TILE_DEBUG_OPS = (PrintOp, AssertOp, BarrierOp)

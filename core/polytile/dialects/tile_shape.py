@@ -1,0 +1,164 @@
+"""``tile`` ops that rearrange or accumulate whole tiles: scans, join, split and cat.
+
+They belong to the ``tile`` dialect (``polytile.dialects`` adds them to it); they live
+in their own module to keep ``tile.py`` about memory, dot and reductions.
+"""
+
+from __future__ import annotations
+
+from ..ir import types as t
+from ..ir.constraints import AnyType, Tile
+from ..ir.opdef import (
+    Attr,
+    HasParent,
+    IsolatedFromAbove,
+    Operand,
+    Pure,
+    RecursivelyPure,
+    RegionDef,
+    Result,
+    ReturnLike,
+    Terminator,
+    define_op,
+    op_error,
+)
+from ..ir.operation import Operation
+
+
+def _check_combine_region(op: Operation, region, elements: list, what: str) -> None:
+    """A combine region takes two scalars per operand (the accumulated ones, then the new
+    ones) and returns one per operand, of the operands' element types."""
+    args = region.block.arguments
+    if [a.type for a in args] != elements * 2:
+        raise op_error(op, "the combine region must take two scalars per operand: "
+                           f"({', '.join(str(e) for e in elements * 2)})")
+    returned = region.block.last_op
+    if returned is not None and [v.type for v in returned.operands] != elements:
+        raise op_error(returned, f"returns ({', '.join(str(v.type) for v in returned.operands)}) but the "
+                                 f"{what} combines ({', '.join(map(str, elements))})")
+
+
+@define_op
+class ScanOp(Operation):
+    """Inclusive prefix scan of ``sources`` (tiles of one shape) along ``axis``.
+
+    Result ``i`` along the axis is ``combine`` folded over elements ``0..i`` (in order;
+    with ``reverse``, over ``i..n-1`` starting from the end).  The combine region is as
+    in ``tile.reduce``: two scalars per operand, ending in ``tile.scan_return``; it must
+    be associative (backends scan in a tree).
+    """
+
+    name = "tile.scan"
+    sources = Operand(Tile, variadic=True)
+    outputs = Result(Tile, variadic=True)
+    axis = Attr(int)
+    reverse = Attr(bool, default=False)
+    combine = RegionDef(terminators=("tile.scan_return",))
+    # Not Pure: the combine region is arbitrary code (see tile.reduce).
+    traits = (RecursivelyPure, IsolatedFromAbove)
+
+    def verify_op(self) -> None:
+        if not self.sources:
+            raise op_error(self, "needs at least one operand")
+        shapes = {s.type.shape for s in self.sources}
+        if len(shapes) != 1:
+            raise op_error(self, "operands must have one shape")
+        shape = next(iter(shapes))
+        if not 0 <= self.axis < len(shape):
+            raise op_error(self, f"axis {self.axis} is out of range for rank {len(shape)}")
+        if len(self.results) != len(self.sources):
+            raise op_error(self, f"scans {len(self.sources)} operands but has {len(self.results)} results")
+        for source, result in zip(self.sources, self.results):
+            if result.type.without_layout() != source.type.without_layout():
+                raise op_error(self, f"scanning {source.type} gives {source.type}, not {result.type}")
+        _check_combine_region(self, self.combine, [s.type.element for s in self.sources], "scan")
+
+
+@define_op
+class ScanReturnOp(Operation):
+    """Ends a combine region of ``tile.scan``."""
+
+    name = "tile.scan_return"
+    values = Operand(AnyType, variadic=True)
+    traits = (Terminator, ReturnLike, HasParent("tile.scan"))
+
+
+@define_op
+class JoinOp(Operation):
+    """Stacks two tiles of one type along a new minor dimension of size 2:
+    ``result[..., 0] = lhs``, ``result[..., 1] = rhs``."""
+
+    name = "tile.join"
+    lhs = Operand(Tile)
+    rhs = Operand(Tile)
+    result = Result(Tile)
+    traits = (Pure,)
+
+    @staticmethod
+    def infer_result_types(operands: dict, attributes: dict) -> list[t.Type]:
+        src = operands["lhs"].type
+        return [t.TileType(src.shape + (2,), src.element)]
+
+    def verify_op(self) -> None:
+        a, b = self.lhs.type.without_layout(), self.rhs.type.without_layout()
+        if a != b:
+            raise op_error(self, f"joins tiles of one type, got {a} and {b}")
+        expected = t.TileType(a.shape + (2,), a.element)
+        if self.result.type.without_layout() != expected:
+            raise op_error(self, f"joining two {a} gives {expected}, not {self.result.type}")
+
+
+@define_op
+class SplitOp(Operation):
+    """The inverse of ``tile.join``: the two halves of a minor dimension of size 2
+    (scalars when the source is a ``tile<2x...>`` of rank 1)."""
+
+    name = "tile.split"
+    source = Operand(Tile)
+    lhs = Result(AnyType)
+    rhs = Result(AnyType)
+    traits = (Pure,)
+
+    @staticmethod
+    def infer_result_types(operands: dict, attributes: dict) -> list[t.Type]:
+        src = operands["source"].type
+        half = t.TileType(src.shape[:-1], src.element) if src.rank > 1 else src.element
+        return [half, half]
+
+    def verify_op(self) -> None:
+        src = self.source.type
+        if src.shape[-1] != 2:
+            raise op_error(self, f"splits a tile whose last dimension is 2, got {src}")
+        expected = self.infer_result_types({"source": self.source}, {})[0]
+        for result in self.results:
+            found = result.type.without_layout() if isinstance(result.type, t.TileType) else result.type
+            if found != expected:
+                raise op_error(self, f"splitting {src} gives two {expected}, not {result.type}")
+
+
+@define_op
+class CatOp(Operation):
+    """Concatenates two 1-D tiles of one type.  As Triton's ``cat``, the order of the
+    result's elements is unspecified (the interpreter keeps ``lhs`` then ``rhs``)."""
+
+    name = "tile.cat"
+    lhs = Operand(Tile)
+    rhs = Operand(Tile)
+    result = Result(Tile)
+    traits = (Pure,)
+
+    @staticmethod
+    def infer_result_types(operands: dict, attributes: dict) -> list[t.Type]:
+        a, b = operands["lhs"].type, operands["rhs"].type
+        return [t.TileType((a.shape[0] + b.shape[0],), a.element)]
+
+    def verify_op(self) -> None:
+        a, b = self.lhs.type, self.rhs.type
+        if a.rank != 1 or b.rank != 1 or a.element != b.element:
+            raise op_error(self, f"concatenates 1-D tiles of one element type, got {a} and {b}")
+        expected = t.TileType((a.shape[0] + b.shape[0],), a.element)
+        if self.result.type.without_layout() != expected:
+            raise op_error(self, f"concatenating {a} and {b} gives {expected}, not {self.result.type}")
+
+
+TILE_SHAPE_OPS = (ScanOp, ScanReturnOp, JoinOp, SplitOp, CatOp)

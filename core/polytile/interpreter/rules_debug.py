@@ -1,0 +1,52 @@
+"""Interpretation rules of :mod:`polytile.dialects.tile_debug`: print, assert, barrier."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ..dialects import tile_debug
+from ..ir.operation import Operation
+from .executor import ProgramContext, register_rule
+
+
+def _format(value: np.ndarray, hex_: bool) -> str:
+    if hex_ and value.dtype.kind in "iub":
+        bits = value.dtype.itemsize * 8
+        return f"0x{int(value) & ((1 << bits) - 1):0{bits // 4}x}"
+    return str(value.item() if value.dtype.kind != "b" else bool(value))
+
+
+@register_rule(tile_debug.PrintOp)
+def print_rule(op: Operation, operands: list, ctx: ProgramContext) -> None:
+    """One line per element, as Triton's device_print:
+    ``pid (x, y, z) idx (i, j) prefix: v1, v2``."""
+    prefix, hex_ = op.attributes.get("prefix", ""), op.attributes.get("hex", False)
+    pid = f"pid ({', '.join(map(str, ctx.program_id))})"
+    shape = next((v.shape for v in operands if np.ndim(v)), ())
+    values = [np.broadcast_to(v, shape) for v in operands]
+    lines = []
+    for index in np.ndindex(*shape) if shape else [()]:
+        idx = f" idx ({', '.join(map(str, index))})" if shape else ""
+        text = ", ".join(_format(np.asarray(v[index]), hex_) for v in values)
+        lines.append(f"{pid}{idx} {prefix}{text}")
+    print("\n".join(lines), file=sys.stdout, flush=True)
+
+
+@register_rule(tile_debug.AssertOp)
+def assert_rule(op: Operation, operands: list, ctx: ProgramContext) -> None:
+    (condition,) = operands
+    failed = ~np.asarray(condition, dtype=bool)
+    if failed.any():
+        where = ""
+        if failed.ndim:
+            first = tuple(int(i) for i in np.unravel_index(int(np.argmax(failed)), failed.shape))
+            where = f" at element {first[0] if len(first) == 1 else first}"
+        message = op.attributes.get("message", "")
+        raise ctx.error(op, f"device assertion failed{where}{': ' + message if message else ''}")
+
+
+@register_rule(tile_debug.BarrierOp)
+def barrier_rule(op: Operation, operands: list, ctx: ProgramContext) -> None:
+    return None

@@ -1,0 +1,55 @@
+"""Interpretation rules of the tile ops in :mod:`polytile.dialects.tile_shape`:
+scans, join, split and cat."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dialects import tile_shape
+from ..ir.operation import Operation
+from .executor import ProgramContext, as_value, register_rule
+from .rules import exit_rule
+
+
+@register_rule(tile_shape.ScanOp)
+def scan_rule(op: Operation, operands: list, ctx: ProgramContext) -> list:
+    """A Hillis-Steele scan: ``log2(n)`` steps, each running the combine region once on
+    whole arrays (element ``i`` combines with element ``i - step``), so it needs only
+    associativity, as a GPU's tree scan does.  ``reverse`` scans the flipped axis."""
+    axis, reverse = op.attributes["axis"], op.attributes.get("reverse", False)
+    block = op.regions[0].blocks[0]
+    values = [np.moveaxis(v, axis, 0) for v in operands]
+    if reverse:
+        values = [v[::-1] for v in values]
+    dtypes = [v.dtype for v in values]
+    values = [np.array(v) for v in values]
+    n, step = values[0].shape[0], 1
+    while step < n:
+        earlier = [v[:-step] for v in values]
+        later = [v[step:] for v in values]
+        combined = ctx.run_block(block, earlier + later)
+        combined = [np.broadcast_to(as_value(c, d), later[0].shape) for c, d in zip(combined, dtypes)]
+        values = [np.concatenate([v[:step], c]) for v, c in zip(values, combined)]
+        step *= 2
+    if reverse:
+        values = [v[::-1] for v in values]
+    return [np.ascontiguousarray(np.moveaxis(v, 0, axis)) for v in values]
+
+
+register_rule(tile_shape.ScanReturnOp, exit_rule)
+
+
+@register_rule(tile_shape.JoinOp)
+def join_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
+    return np.stack(operands, axis=-1)
+
+
+@register_rule(tile_shape.SplitOp)
+def split_rule(op: Operation, operands: list, ctx: ProgramContext) -> list:
+    (source,) = operands
+    return [source[..., 0], source[..., 1]]
+
+
+@register_rule(tile_shape.CatOp)
+def cat_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
+    return np.concatenate(operands)

@@ -1,0 +1,279 @@
+"""``@autotune``, ``@heuristics`` and ``Config``, as in Triton.
+
+::
+
+    @autotune(configs=[Config({"BLOCK": 64}), Config({"BLOCK": 256}, num_warps=8)], key=["n"])
+    @jit
+    def kernel(x_ptr, out_ptr, n, BLOCK: pl.constexpr): ...
+
+    kernel[lambda meta: (cdiv(n, meta["BLOCK"]),)](x, out, n)
+
+The first launch for each value of the ``key`` arguments (and the dtypes of the array
+arguments) runs every config and keeps the fastest; later launches with the same key go
+straight to it.  Trials run on the caller's arrays, so the tuner protects them: before
+every trial it puts back the arguments the kernel may write (found by mutation analysis,
+:meth:`JITFunction.mutated_args`, plus any ``restore_value`` names) and zeroes the
+``reset_to_zero`` ones; after tuning the arrays hold what they held before, and the real
+launch with the best config follows.  On the interpreter trials are timed with
+``time.perf_counter`` (a GPU backend will time them with device events).
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import time
+from typing import Any, Callable, Iterable
+
+from .jit import JITFunction, LaunchError
+
+
+class Config:
+    """One point of the search space: meta-parameter values and launch options.
+
+    ``pre_hook(args)``, if given, runs before every launch with this config (trials and
+    real launches), with the arguments by name, the config's values included."""
+
+    def __init__(self, kwargs: dict, num_warps: int = 4, num_stages: int = 3, num_ctas: int = 1,
+                 maxnreg: int | None = None, pre_hook: Callable | None = None):
+        self.kwargs = dict(kwargs)
+        self.num_warps = num_warps
+        self.num_stages = num_stages
+        self.num_ctas = num_ctas
+        self.maxnreg = maxnreg
+        self.pre_hook = pre_hook
+
+    def all_kwargs(self) -> dict:
+        """The meta-parameters and the launch options, as the launch takes them."""
+        options = {"num_warps": self.num_warps, "num_stages": self.num_stages, "num_ctas": self.num_ctas}
+        if self.maxnreg is not None:
+            options["maxnreg"] = self.maxnreg
+        return {**self.kwargs, **options}
+
+    def __repr__(self) -> str:
+        parts = [f"{k}: {v}" for k, v in self.kwargs.items()]
+        parts += [f"num_warps: {self.num_warps}", f"num_stages: {self.num_stages}", f"num_ctas: {self.num_ctas}"]
+        if self.maxnreg is not None:
+            parts.append(f"maxnreg: {self.maxnreg}")
+        return ", ".join(parts)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Config) and self.all_kwargs() == other.all_kwargs() \
+            and self.pre_hook is other.pre_hook
+
+    def __hash__(self) -> int:
+        return hash((tuple(sorted((k, repr(v)) for k, v in self.all_kwargs().items())), id(self.pre_hook)))
+
+
+def _base_jit(fn: Any) -> JITFunction:
+    while not isinstance(fn, JITFunction):
+        inner = getattr(fn, "fn", None)
+        if inner is None:
+            raise TypeError(f"@autotune and @heuristics go above @jit, got {fn!r}")
+        fn = inner
+    return fn
+
+
+class _Launchable:
+    """``fn[grid](...)`` for the wrappers, like :class:`JITFunction`."""
+
+    fn: Any
+
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        return functools.partial(self.run, grid=grid)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = _base_jit(self).__name__
+        raise LaunchError(f"'{name}' is a kernel: launch it with {name}[grid](...)")
+
+    @property
+    def __name__(self) -> str:  # noqa: A003 - mirrors the function's
+        return _base_jit(self).__name__
+
+
+class Heuristics(_Launchable):
+    """Computes meta-parameters from the other arguments before each launch."""
+
+    def __init__(self, fn: Any, values: dict[str, Callable[[dict], Any]]):
+        self.fn = fn
+        self.values = dict(values)
+        self.arg_names = _base_jit(fn).param_names
+
+    def _with_values(self, args: tuple, kwargs: dict) -> dict:
+        named = {**dict(zip(self.arg_names, args)), **kwargs}
+        kwargs = dict(kwargs)
+        for name, heuristic in self.values.items():
+            kwargs[name] = named[name] = heuristic(named)
+        return kwargs
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn.run(*args, **self._with_values(args, kwargs))
+
+    def mutated_args(self, *args: Any, **kwargs: Any) -> list[str]:
+        return self.fn.mutated_args(*args, **self._with_values(args, kwargs))
+
+
+def heuristics(values: dict[str, Callable[[dict], Any]]) -> Callable[[Any], Heuristics]:
+    """``@heuristics({"BLOCK": lambda args: next_power_of_2(args["n"])})``: each value is a
+    function of the arguments by name (earlier heuristics' values included)."""
+    return lambda fn: Heuristics(fn, values)
+
+
+class Autotuner(_Launchable):
+    def __init__(self, fn: Any, configs: list[Config], key: Iterable[str], reset_to_zero: Iterable[str] | None = None,
+                 restore_value: Iterable[str] | None = None, pre_hook: Callable | None = None,
+                 post_hook: Callable | None = None, prune_configs_by: dict | None = None, warmup: float = 25,
+                 rep: float = 100, do_bench: Callable | None = None):
+        self.fn = fn
+        self.configs = list(configs) or [Config({})]
+        self.arg_names = _base_jit(fn).param_names
+        self.keys = list(key)
+        self.reset_to_zero = list(reset_to_zero or [])
+        self.restore_value = list(restore_value or [])
+        for name in self.keys + self.reset_to_zero + self.restore_value:
+            if name not in self.arg_names:
+                from ..errors import did_you_mean
+
+                raise LaunchError(f"@autotune of '{_base_jit(fn).__name__}' names '{name}', which is not a "
+                                  f"parameter{did_you_mean(name, self.arg_names)}")
+        self.user_pre_hook = pre_hook
+        self.user_post_hook = post_hook
+        self.early_config_prune = (prune_configs_by or {}).get("early_config_prune")
+        self.warmup = warmup
+        self.rep = rep
+        self.do_bench = do_bench or functools.partial(bench, warmup=warmup, rep=rep)
+        #: The best config for each key seen.
+        self.cache: dict[tuple, Config] = {}
+        self.best_config: Config | None = None
+        #: The timing (seconds) of each config at the last tuning.
+        self.configs_timings: dict[Config, float] = {}
+        #: What the last tuning restored between trials (names), for tests and curiosity.
+        self.restored_args: list[str] = []
+
+    def tuning_key(self, named: dict) -> tuple:
+        key = [named[k] for k in self.keys if k in named]
+        key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
+        return tuple(key)
+
+    def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
+        named = {**dict(zip(self.arg_names, args)), **kwargs}
+        key = self.tuning_key(named)
+        config = self.cache.get(key)
+        if config is None:
+            configs = self.configs
+            if self.early_config_prune is not None and len(configs) > 1:
+                configs = list(self.early_config_prune(configs, named, **kwargs)) or configs
+            if len(configs) == 1:
+                config = configs[0]
+            else:
+                config = self._tune(configs, args, kwargs, named, grid)
+            self.cache[key] = config
+        self.best_config = config
+        return self._launch(config, args, kwargs, grid)
+
+    def mutated_args(self, *args: Any, **kwargs: Any) -> list[str]:
+        """The arguments any config may write (the union over the configs)."""
+        found: list[str] = []
+        for config in self.configs:
+            for name in self._mutated(config, args, kwargs):
+                if name not in found:
+                    found.append(name)
+        return [n for n in self.arg_names if n in found]
+
+    # -- internals ------------------------------------------------------------------
+    def _meta(self, config: Config, kwargs: dict) -> dict:
+        clash = set(config.kwargs) & set(kwargs)
+        if clash:
+            raise LaunchError(f"'{self.__name__}': {', '.join(sorted(clash))} given at launch and by the autotuner's "
+                              "configs; remove it from the launch, the autotuner chooses it")
+        return {**kwargs, **config.all_kwargs()}
+
+    def _launch(self, config: Config, args: tuple, kwargs: dict, grid: Any) -> Any:
+        meta = self._meta(config, kwargs)
+        if config.pre_hook is not None:
+            config.pre_hook({**dict(zip(self.arg_names, args)), **meta})
+        return self.fn.run(*args, grid=grid, **meta)
+
+    def _mutated(self, config: Config, args: tuple, kwargs: dict) -> list[str]:
+        meta = {k: v for k, v in self._meta(config, kwargs).items() if k != "target"}
+        return self.fn.mutated_args(*args, **meta)
+
+    def _tune(self, configs: list[Config], args: tuple, kwargs: dict, named: dict, grid: Any) -> Config:
+        from .jit import _argument_type
+
+        # What a trial may change: the written arguments of every config, and the
+        # ones the user named.  Saved once, put back before every trial and at the end.
+        names = list(self.restore_value)
+        for config in configs:
+            names += [n for n in self._mutated(config, args, kwargs) if n not in names]
+        saved = {}
+        for name in names:
+            value = named.get(name)
+            if value is None:
+                continue
+            _, array = _argument_type(self.__name__, name, value)
+            saved[name] = (array, array.copy())
+        zeroed = []
+        for name in self.reset_to_zero:
+            if named.get(name) is not None:
+                zeroed.append(_argument_type(self.__name__, name, named[name])[1])
+        self.restored_args = [n for n in self.arg_names if n in saved]
+
+        def restore() -> None:
+            for array, copy in saved.values():
+                array[...] = copy
+
+        timings: dict[Config, float] = {}
+        try:
+            for config in configs:
+                def trial(config: Config = config) -> None:
+                    restore()
+                    for array in zeroed:
+                        array[...] = 0
+                    if self.user_pre_hook is not None:
+                        self.user_pre_hook(named)
+                    self._launch(config, args, kwargs, grid)
+                    if self.user_post_hook is not None:
+                        self.user_post_hook(named, None)
+
+                timings[config] = self.do_bench(trial)
+        finally:
+            restore()
+        self.configs_timings = timings
+        return min(timings, key=timings.get)
+
+
+def bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100) -> float:
+    """The median time of ``fn()`` in seconds: runs for about ``warmup`` ms (at least
+    once: the first run compiles), then ``rep`` ms of measured runs (at least once)."""
+    start = time.perf_counter()
+    fn()
+    while (time.perf_counter() - start) * 1e3 < warmup:
+        fn()
+    times = []
+    start = time.perf_counter()
+    while True:
+        begin = time.perf_counter()
+        fn()
+        end = time.perf_counter()
+        times.append(end - begin)
+        if (end - start) * 1e3 >= rep or len(times) >= 1000:
+            break
+    return statistics.median(times)
+
+
+def autotune(configs: list[Config], key: Iterable[str], prune_configs_by: dict | None = None,
+             reset_to_zero: Iterable[str] | None = None, restore_value: Iterable[str] | None = None,
+             pre_hook: Callable | None = None, post_hook: Callable | None = None, warmup: float = 25,
+             rep: float = 100, do_bench: Callable | None = None, **unused: Any) -> Callable[[Any], Autotuner]:
+    """Tune a kernel over ``configs``, once per value of the ``key`` arguments.
+
+    ``reset_to_zero``: arguments zeroed before each trial (accumulators).
+    ``restore_value``: arguments put back after each trial; the ones the kernel may write
+    are put back anyway (mutation analysis), so this is rarely needed.
+    ``warmup``/``rep``: milliseconds of warm-up and of measured runs per config.
+    ``prune_configs_by={"early_config_prune": f}``: ``f(configs, args, **kwargs)`` drops
+    configs before any trial.  Other Triton keywords (``use_cuda_graph``...) are accepted
+    and ignored."""
+    return lambda fn: Autotuner(fn, configs, key, reset_to_zero, restore_value, pre_hook, post_hook,
+                                prune_configs_by, warmup, rep, do_bench)

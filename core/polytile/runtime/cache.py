@@ -1,0 +1,313 @@
+"""The on-disk cache of compiled kernels.
+
+An entry is a directory ``<cache_dir>/kernels/<key[:2]>/<key>/`` holding
+
+* ``kernel.ir``: the IR after the pipeline (the interpreter's "binary" is IR text; a GPU
+  backend keeps it too, for ``asm()`` and debugging),
+* one file per binary artifact a backend produces (``<name>.bin``: cubin, hsaco, ...;
+  none today),
+* ``metadata.json``, written last: the key, the target, the versions that made it, the
+  kernel's name and parameters, and the SHA-256 of every other file.
+
+The key (:func:`kernel_cache_key`) is the SHA-256 of everything the compiled code depends
+on: the source of the kernel and of every ``@jit`` function it may call (transitively),
+the compile-time globals they read, the specialization, the options, the target, the
+versions of polytile, of every plugin and of each backend toolchain.
+
+Nothing in an entry is trusted: every file is written to a temporary file in the same
+directory, flushed to disk and renamed over the old one (``os.replace`` is atomic), so
+a reader sees a whole old file or a whole new one; and a reader checks the metadata's
+key, target and version and the checksum of every file.  An entry that fails any check
+(truncated, corrupt, written by another polytile) is a miss: the kernel is compiled
+again and the entry overwritten.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import tempfile
+import types as _types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Bumped when the layout of an entry changes, so old entries are misses, not errors.
+FORMAT = 1
+
+_METADATA = "metadata.json"
+_IR = "kernel.ir"
+
+
+@dataclass
+class CacheEntry:
+    """A compiled kernel read back from the cache (or about to be written to it)."""
+
+    key: str
+    target: str
+    name: str
+    ir: str
+    #: Backend artifacts by name (``{"cubin": b"..."}``); the interpreter has none.
+    binaries: dict[str, bytes] = field(default_factory=dict)
+    #: Anything else the launcher needs (parameters, the hints the kernel was built with).
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def cache_enabled() -> bool:
+    from .. import config
+
+    return bool(config.get("cache"))
+
+
+def cache_directory() -> Path:
+    from .. import config
+
+    return Path(config.get("cache_dir"))
+
+
+class KernelCache:
+    """Entries under ``directory/kernels``; see the module docstring."""
+
+    def __init__(self, directory: "str | Path"):
+        self.root = Path(directory) / "kernels"
+
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / key
+
+    def load(self, key: str, target: str) -> CacheEntry | None:
+        """The entry for ``key``, or None if there is none or it fails any check."""
+        from .. import __version__
+
+        entry_dir = self.path(key)
+        try:
+            metadata = json.loads((entry_dir / _METADATA).read_text("utf-8"))
+        except (OSError, ValueError):
+            return None  # missing, truncated or not JSON: a miss
+        try:
+            if (not isinstance(metadata, dict) or metadata.get("format") != FORMAT or metadata.get("key") != key
+                    or metadata.get("polytile") != __version__):
+                return None
+            # The target is in the key already; checking it again means that a key
+            # collision or a hand-copied entry can never run code built for another
+            # architecture.
+            if metadata.get("target") != target:
+                return None
+            files = metadata["files"]
+            ir = _read_checked(entry_dir / _IR, files[_IR]).decode("utf-8")
+            binaries = {}
+            for name in metadata.get("binaries", []):
+                binaries[name] = _read_checked(entry_dir / f"{name}.bin", files[f"{name}.bin"])
+            return CacheEntry(key, target, metadata["name"], ir, binaries, metadata.get("extra", {}))
+        except (OSError, KeyError, TypeError, ValueError, UnicodeDecodeError, _ChecksumError):
+            return None
+
+    def store(self, entry: CacheEntry) -> None:
+        """Write ``entry`` atomically; a failure to write (a read-only disk) only loses the entry."""
+        from .. import __version__
+
+        entry_dir = self.path(entry.key)
+        try:
+            entry_dir.mkdir(parents=True, exist_ok=True)
+            files = {_IR: _write_atomic(entry_dir / _IR, entry.ir.encode("utf-8"))}
+            for name, data in entry.binaries.items():
+                files[f"{name}.bin"] = _write_atomic(entry_dir / f"{name}.bin", bytes(data))
+            metadata = {
+                "format": FORMAT, "key": entry.key, "target": entry.target, "polytile": __version__,
+                "name": entry.name, "files": files, "binaries": sorted(entry.binaries), "extra": entry.metadata,
+            }
+            # Last: an entry without metadata (a writer killed half way) is simply a miss.
+            _write_atomic(entry_dir / _METADATA, json.dumps(metadata, indent=1, sort_keys=True).encode("utf-8"))
+        except OSError:
+            pass
+
+    def clear(self) -> None:
+        """Remove every entry (what ``rm -rf <cache_dir>/kernels`` does)."""
+        import shutil
+
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class _ChecksumError(Exception):
+    pass
+
+
+def _read_checked(path: Path, expected: str) -> bytes:
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != expected:
+        raise _ChecksumError(str(path))
+    return data
+
+
+def _write_atomic(path: Path, data: bytes) -> str:
+    """Write ``data`` to ``path`` so that no reader ever sees part of it; its SHA-256."""
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+    return hashlib.sha256(data).hexdigest()
+
+
+# --------------------------------------------------------------------------------------
+# The key
+
+
+def kernel_cache_key(jit_fn: Any, specialization: Any, options: dict, target: str,
+                     components: list[str]) -> str:
+    """The SHA-256 (hex) naming one compiled specialization of ``jit_fn``."""
+    from .. import __version__
+
+    hasher = hashlib.sha256()
+
+    def add(*parts: Any) -> None:
+        for part in parts:
+            hasher.update(str(part).encode("utf-8"))
+            hasher.update(b"\0")
+
+    add("polytile", __version__, "format", FORMAT, polytile_source_hash())
+    add("kernel", jit_fn.source().source_text)  # which of the dependencies is the entry point
+    add("dependencies", dependency_hash(jit_fn))
+    add("specialization", _stable(specialization))
+    add("options", _stable(sorted(options.items())))
+    add("target", target)
+    for component in components:
+        add("component", component)
+    return hasher.hexdigest()
+
+
+_SOURCE_HASH: str | None = None
+
+
+def polytile_source_hash() -> str:
+    """The hash of polytile's own Python files, once per process.  The version number
+    alone is not enough: a change to a pass or to the frontend between releases (in a
+    development checkout) changes the compiled code without changing the version."""
+    global _SOURCE_HASH
+    if _SOURCE_HASH is None:
+        root = Path(__file__).resolve().parents[1]
+        hasher = hashlib.sha256()
+        for path in sorted(root.rglob("*.py")):
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            hasher.update(str(path.relative_to(root)).encode() + b"\0" + data + b"\1")
+        _SOURCE_HASH = hasher.hexdigest()
+    return _SOURCE_HASH
+
+
+def dependency_hash(jit_fn: Any) -> str:
+    """The hash of the source of ``jit_fn`` and every ``@jit`` function it may call, and
+    the current values of the compile-time globals they read."""
+    # Each function is its source, its noinline flag and its globals' values; not its
+    # module's name, which the compiled code does not depend on (the same file imported
+    # under two names is the same kernel).  Sorted, so the order of discovery is no matter.
+    parts = []
+    for fn in jit_dependencies(jit_fn):
+        text = f"{fn.noinline}\0{fn.source().source_text}"
+        for name, value in sorted(constant_globals(fn).items()):
+            text += f"\0{name}={type(value).__name__}:{value!r}"
+        parts.append(hashlib.sha256(text.encode("utf-8")).hexdigest())
+    return hashlib.sha256("\n".join(sorted(parts)).encode()).hexdigest()
+
+
+def _stable(value: Any) -> str:
+    """A text for the key that does not change between processes: a @jit function passed
+    as a constexpr stands for its sources, not for its address."""
+    if getattr(value, "__polytile_jit__", False):
+        return f"jit({dependency_hash(value)})"
+    if isinstance(value, (tuple, list)):
+        return "(" + ",".join(_stable(v) for v in value) + ")"
+    return repr(value)
+
+
+def jit_dependencies(jit_fn: Any) -> list[Any]:
+    """``jit_fn`` and every ``@jit`` function its body names, transitively.
+
+    Found by reading the source: a name or an ``a.b.c`` attribute chain that resolves
+    (through the closure and the globals, then attribute by attribute) to a ``@jit``
+    function.  A superset of what a compilation calls (a helper named only in a dead
+    static branch counts too), which is what a cache key needs.
+    """
+    seen: dict[int, Any] = {}
+    stack = [jit_fn]
+    while stack:
+        fn = stack.pop()
+        if id(fn) in seen:
+            continue
+        seen[id(fn)] = fn
+        for value in _referenced_values(fn).values():
+            if getattr(value, "__polytile_jit__", False) and id(value) not in seen:
+                stack.append(value)
+    return list(seen.values())
+
+
+def constant_globals(jit_fn: Any) -> dict[str, Any]:
+    """The compile-time globals (``constexpr``, numbers, strings, tuples of them) that
+    ``jit_fn``'s body names, with their current values."""
+    from ..language import core as lc
+
+    constants = {}
+    for name, value in _referenced_values(jit_fn).items():
+        if isinstance(value, lc.constexpr):
+            value = value.value
+        if _is_constant(value):
+            constants[name] = value
+    return constants
+
+
+def _is_constant(value: Any) -> bool:
+    if isinstance(value, tuple):
+        return all(_is_constant(v) for v in value)
+    return isinstance(value, (bool, int, float, str, type(None)))
+
+
+def _referenced_values(jit_fn: Any) -> dict[str, Any]:
+    """What each global or closure name (or attribute chain) in the body refers to now."""
+    fn = jit_fn.fn
+    scope = dict(fn.__globals__)
+    if fn.__closure__:
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                scope[name] = cell.cell_contents
+            except ValueError:  # a cell not filled yet
+                pass
+    tree = jit_fn.source().tree
+    local = {a.arg for a in tree.args.args + tree.args.kwonlyargs}
+    found: dict[str, Any] = {}
+    for node in ast.walk(tree):
+        chain = _attribute_chain(node)
+        if not chain or chain[0] in local or chain[0] not in scope:
+            continue
+        value = scope[chain[0]]
+        found[chain[0]] = value
+        for depth, attr in enumerate(chain[1:], start=2):
+            if not isinstance(value, _types.ModuleType) and not getattr(value, "__polytile_jit__", False) \
+                    and not isinstance(value, type):
+                break
+            value = getattr(value, attr, None)
+            if value is None:
+                break
+            found[".".join(chain[:depth])] = value
+    return found
+
+
+def _attribute_chain(node: ast.AST) -> list[str] | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return parts[::-1]
+    return None

@@ -1,0 +1,111 @@
+"""join / split / cat, view, broadcast, permute and indexing with None and ':' against NumPy."""
+
+import numpy as np
+import pytest
+
+import polytile.language as pl
+from polytile.errors import CompilationError
+from polytile.runtime import jit
+
+
+@jit
+def join_split_kernel(a_ptr, b_ptr, joined_ptr, back_ptr, N: pl.constexpr):
+    offs = pl.arange(0, N)
+    a = pl.load(a_ptr + offs)
+    b = pl.load(b_ptr + offs)
+    j = pl.join(a, b)  # [N, 2]
+    pl.store(joined_ptr + offs[:, None] * 2 + pl.arange(0, 2)[None, :], j)
+    x, y = pl.split(j)
+    pl.store(back_ptr + offs, x - y)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.float16, np.float32, np.float64])
+def test_join_split(target, dtype):
+    n = 16
+    a = np.arange(n).astype(dtype)
+    b = (np.arange(n) * 3 % 7).astype(dtype)
+    joined = np.zeros((n, 2), dtype=dtype)
+    back = np.zeros(n, dtype=dtype)
+    join_split_kernel[(1,)](a, b, joined, back, N=n, target=target)
+    np.testing.assert_array_equal(joined, np.stack([a, b], axis=-1))
+    np.testing.assert_array_equal(back, a - b)
+
+
+@jit
+def join_2d_kernel(a_ptr, out_ptr, s_ptr):
+    r = pl.arange(0, 4)[:, None] * 8 + pl.arange(0, 8)[None, :]
+    a = pl.load(a_ptr + r)
+    j = pl.join(a, 1.5)  # the scalar broadcasts, the int tile promotes to fp32
+    pl.store(out_ptr + r[:, :, None] * 2 + pl.arange(0, 2)[None, None, :], j)
+    s = pl.join(pl.load(a_ptr), pl.load(a_ptr + 1))  # two scalars: shape [2]
+    lo, hi = s.split()  # and back to scalars
+    pl.store(s_ptr + pl.arange(0, 2), s.to(pl.float32))
+    pl.store(s_ptr + 2, (hi - lo).to(pl.float32))
+
+
+def test_join_broadcasts_and_scalars(target):
+    a = np.arange(32, dtype=np.int32).reshape(4, 8)
+    out = np.zeros((4, 8, 2), dtype=np.float32)
+    s = np.zeros(3, dtype=np.float32)
+    join_2d_kernel[(1,)](a, out, s, target=target)
+    np.testing.assert_array_equal(out, np.stack([a, np.full_like(a, 1.5, dtype=np.float32)], -1))
+    assert s.tolist() == [0.0, 1.0, 1.0]
+
+
+@jit
+def cat_kernel(a_ptr, b_ptr, out_ptr, total_ptr, N: pl.constexpr):
+    offs = pl.arange(0, N)
+    c = pl.cat(pl.load(a_ptr + offs), pl.load(b_ptr + offs), can_reorder=True)
+    pl.store(out_ptr + pl.arange(0, 2 * N), c)
+    pl.store(total_ptr, pl.sum(c, axis=0))
+
+
+def test_cat(target):
+    a, b = np.arange(8, dtype=np.float32), np.arange(8, dtype=np.float32) + 100
+    out, total = np.zeros(16, np.float32), np.zeros(1, np.float32)
+    cat_kernel[(1,)](a, b, out, total, N=8, target=target)
+    # The order is unspecified (as Triton); the multiset of elements is not.
+    np.testing.assert_array_equal(np.sort(out), np.concatenate([a, b]))
+    assert total[0] == a.sum() + b.sum()
+
+
+@jit
+def views_kernel(x_ptr, out_ptr, M: pl.constexpr, N: pl.constexpr):
+    r = pl.arange(0, M)[:, None] * N + pl.arange(0, N)[None, :]
+    x = pl.load(x_ptr + r)
+    v = pl.view(x, (N, M))  # same elements, another shape
+    p = pl.permute(pl.reshape(x, (M, N, 1)), (2, 1, 0))  # [1, N, M]
+    a, b = pl.broadcast(x[:, :, None], pl.zeros((1, 1, 2), pl.float32))
+    out_r = pl.arange(0, N)[:, None] * M + pl.arange(0, M)[None, :]
+    pl.store(out_ptr + out_r, v)
+    pl.store(out_ptr + M * N + out_r[None, :, :], p)
+    pl.store(out_ptr + 2 * M * N + r[:, :, None] * 2 + pl.arange(0, 2)[None, None, :], a + b)
+
+
+def test_view_permute_broadcast_and_indexing(target):
+    m, n = 4, 8
+    x = np.arange(m * n, dtype=np.float32).reshape(m, n)
+    out = np.zeros(4 * m * n, dtype=np.float32)
+    views_kernel[(1,)](x, out, M=m, N=n, target=target)
+    np.testing.assert_array_equal(out[:m * n], x.reshape(n, m).ravel())
+    np.testing.assert_array_equal(out[m * n:2 * m * n], x.T.ravel())
+    np.testing.assert_array_equal(out[2 * m * n:], np.repeat(x[:, :, None], 2, axis=2).ravel())
+
+
+@pytest.mark.parametrize("body, message", [
+    ("pl.cat(x, x)", "pl.cat may reorder the elements of its result; pass can_reorder=True"),
+    ("pl.cat(x[:, None], x[:, None], can_reorder=True)", "pl.cat needs 1-D tensors, got shapes [4, 1] and [4, 1]"),
+    ("pl.split(x)", "pl.split needs a tensor whose last dimension is 2, got shape [4]"),
+])
+def test_shape_errors(body, message, tmp_path):
+    import importlib.util
+
+    path = tmp_path / "bad_shape.py"
+    path.write_text("import polytile.language as pl\nfrom polytile.runtime import jit\n\n@jit\n"
+                    f"def bad(x_ptr):\n    x = pl.load(x_ptr + pl.arange(0, 4))\n    {body}\n")
+    spec = importlib.util.spec_from_file_location("bad_shape", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(CompilationError) as info:
+        module.bad.lower(np.zeros(4, np.float32))
+    assert message in str(info.value) and "bad_shape.py:7" in str(info.value)

@@ -1,0 +1,126 @@
+"""@autotune, @heuristics and Config."""
+
+import numpy as np
+import pytest
+
+import polytile.language as pl
+from polytile.runtime import Config, LaunchError, autotune, cdiv, heuristics, jit, next_power_of_2
+
+CONFIGS = [Config({"BLOCK": 16}), Config({"BLOCK": 64}, num_warps=8), Config({"BLOCK": 32}, num_stages=2)]
+
+
+def test_config_all_kwargs_and_repr():
+    config = Config({"BLOCK": 64}, num_warps=8, num_stages=2, maxnreg=128)
+    assert config.all_kwargs() == {"BLOCK": 64, "num_warps": 8, "num_stages": 2, "num_ctas": 1, "maxnreg": 128}
+    assert "BLOCK: 64" in repr(config) and "num_warps: 8" in repr(config)
+
+
+def test_accumulating_kernel_is_restored_between_trials_without_being_told():
+    # out += x: every trial would add once more if the tuner did not put `out` back.
+    @autotune(configs=CONFIGS, key=["n"], warmup=0, rep=1)
+    @jit
+    def accumulate(x_ptr, out_ptr, n, BLOCK: pl.constexpr):
+        offs = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+        mask = offs < n
+        pl.store(out_ptr + offs, pl.load(out_ptr + offs, mask=mask) + pl.load(x_ptr + offs, mask=mask), mask=mask)
+
+    x = np.arange(100, dtype=np.float32)
+    out = np.ones(100, np.float32)
+    accumulate[lambda meta: (cdiv(meta["n"], meta["BLOCK"]),)](x, out, 100)
+    np.testing.assert_array_equal(out, 1 + x)     # exactly one real launch's worth
+    assert accumulate.restored_args == ["out_ptr"]
+    assert set(accumulate.configs_timings) == set(CONFIGS)
+    assert accumulate.best_config in CONFIGS
+    assert accumulate.mutated_args(x, out, 100) == ["out_ptr"]
+
+    # Same key: no tuning, the cached config runs once.
+    accumulate.configs_timings = {}
+    accumulate[lambda meta: (cdiv(meta["n"], meta["BLOCK"]),)](x, out, 100)
+    np.testing.assert_array_equal(out, 1 + 2 * x)
+    assert accumulate.configs_timings == {}
+    # A new key value tunes again.
+    small = np.ones(10, np.float32)
+    accumulate[lambda meta: (cdiv(meta["n"], meta["BLOCK"]),)](x[:10].copy(), small, 10)
+    assert len(accumulate.cache) == 2 and accumulate.configs_timings
+
+
+def test_reset_to_zero_zeroes_before_each_trial():
+    seen = []
+
+    @autotune(configs=CONFIGS, key=["n"], reset_to_zero=["total_ptr"], warmup=0, rep=1)
+    @jit
+    def total(x_ptr, total_ptr, n, BLOCK: pl.constexpr):
+        offs = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+        pl.atomic_add(total_ptr, pl.sum(pl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0))
+
+    def do_bench(trial):
+        trial()
+        seen.append(float(total_buffer[0]))
+        return 1.0
+
+    total.do_bench = do_bench
+    x = np.ones(50, np.float32)
+    total_buffer = np.full(1, 7.0, np.float32)
+    total[lambda meta: (cdiv(50, meta["BLOCK"]),)](x, total_buffer, 50)
+    assert seen == [50.0, 50.0, 50.0]           # each trial started from zero
+    assert total_buffer[0] == 7.0 + 50.0         # the real launch adds to the caller's value
+
+
+def test_config_clash_and_unknown_key_are_errors():
+    @jit
+    def k(out_ptr, BLOCK: pl.constexpr):
+        pl.store(out_ptr + pl.arange(0, BLOCK), 1.0)
+
+    tuned = autotune(configs=CONFIGS, key=[])(k)
+    with pytest.raises(LaunchError, match="BLOCK given at launch and by the autotuner"):
+        tuned[(1,)](np.zeros(64, np.float32), BLOCK=16)
+    with pytest.raises(LaunchError, match="'sise', which is not a parameter"):
+        autotune(configs=CONFIGS, key=["sise"])(k)
+
+
+def test_config_pre_hook_and_prune():
+    calls = []
+
+    @autotune(configs=[Config({"BLOCK": 8}, pre_hook=lambda args: calls.append(args["BLOCK"])),
+                       Config({"BLOCK": 16})],
+              key=["n"], prune_configs_by={"early_config_prune": lambda configs, args, **kw: configs[:1]})
+    @jit
+    def k(out_ptr, n, BLOCK: pl.constexpr):
+        offs = pl.arange(0, BLOCK)
+        pl.store(out_ptr + offs, 2.0, mask=offs < n)
+
+    out = np.zeros(8, np.float32)
+    k[(1,)](out, 8)
+    assert calls == [8] and (out == 2).all() and k.best_config.kwargs == {"BLOCK": 8}
+
+
+def test_heuristics_compute_meta_parameters():
+    @heuristics({"BLOCK": lambda args: next_power_of_2(args["n"]), "EVEN": lambda args: args["n"] == args["BLOCK"]})
+    @jit
+    def k(out_ptr, n, BLOCK: pl.constexpr, EVEN: pl.constexpr):
+        offs = pl.arange(0, BLOCK)
+        if EVEN:
+            pl.store(out_ptr + offs, 1.0)
+        else:
+            pl.store(out_ptr + offs, 2.0, mask=offs < n)
+
+    out = np.zeros(16, np.float32)
+    k[(1,)](out, 16)
+    assert (out == 1).all()
+    out = np.zeros(10, np.float32)
+    k[(1,)](out, 10)
+    assert (out == 2).all()
+    assert k.mutated_args(out, 10) == ["out_ptr"]
+
+
+def test_autotune_over_heuristics():
+    @autotune(configs=[Config({"SCALE": 2}), Config({"SCALE": 3})], key=["n"], warmup=0, rep=1)
+    @heuristics({"BLOCK": lambda args: next_power_of_2(args["n"])})
+    @jit
+    def k(out_ptr, n, BLOCK: pl.constexpr, SCALE: pl.constexpr):
+        offs = pl.arange(0, BLOCK)
+        pl.store(out_ptr + offs, pl.load(out_ptr + offs, mask=offs < n) * SCALE, mask=offs < n)
+
+    out = np.ones(12, np.float32)
+    k[(1,)](out, 12)
+    assert (out == k.best_config.kwargs["SCALE"]).all()

@@ -1,0 +1,191 @@
+"""The on-disk kernel cache: hits, keys, corruption, concurrent writers, the settings."""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polytile.language as pl
+from polytile import config
+from polytile.runtime import jit
+from polytile.runtime.cache import KernelCache, jit_dependencies
+
+
+def _write_module(directory: Path, helper_body: str = "return x * 2") -> Path:
+    path = directory / "cached_kernels.py"
+    path.write_text(textwrap.dedent(f"""
+        import polytile.language as pl
+        from polytile.runtime import jit
+
+        @jit
+        def helper(x):
+            {helper_body}
+
+        @jit
+        def kernel(out_ptr, n, BLOCK: pl.constexpr):
+            offs = pl.arange(0, BLOCK)
+            pl.store(out_ptr + offs, helper(offs.to(pl.float32)), mask=offs < n)
+    """))
+    return path
+
+
+def _fresh_kernel(path: Path, name: str):
+    """A new JITFunction (an empty in-memory cache) from the module's current source."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.kernel
+
+
+def _entries(cache_dir: Path) -> list[Path]:
+    return sorted(p.parent for p in (cache_dir / "kernels").glob("*/*/metadata.json"))
+
+
+def test_second_process_reads_the_disk_cache(tmp_path, _private_kernel_cache):
+    path = _write_module(tmp_path)
+    out = np.zeros(16, np.float32)
+    first = _fresh_kernel(path, "ck_a")
+    first[(1,)](out, 16, BLOCK=16)
+    assert first.compile_count == 1 and first.disk_hits == 0
+    assert len(_entries(_private_kernel_cache)) == 1
+
+    second = _fresh_kernel(path, "ck_b")  # as a new process would: nothing in memory
+    out[:] = 0
+    compiled = second[(1,)](out, 16, BLOCK=16)
+    assert second.compile_count == 0 and second.disk_hits == 1 and compiled.from_disk
+    assert (out == np.arange(16) * 2).all()
+
+
+def test_editing_a_called_helper_invalidates_the_entry(tmp_path, _private_kernel_cache):
+    path = _write_module(tmp_path)
+    out = np.zeros(16, np.float32)
+    _fresh_kernel(path, "ck_c")[(1,)](out, 16, BLOCK=16)
+    _write_module(tmp_path, helper_body="return x * 3")
+    edited = _fresh_kernel(path, "ck_d")
+    assert {f.__name__ for f in jit_dependencies(edited)} == {"kernel", "helper"}
+    edited[(1,)](out, 16, BLOCK=16)
+    assert edited.compile_count == 1 and edited.disk_hits == 0
+    assert (out == np.arange(16) * 3).all()
+    assert len(_entries(_private_kernel_cache)) == 2
+
+
+@pytest.mark.parametrize("damage", ["bad json", "truncated ir", "changed ir", "missing ir", "other target"])
+def test_a_damaged_entry_is_recompiled_and_overwritten(tmp_path, _private_kernel_cache, damage):
+    path = _write_module(tmp_path)
+    out = np.zeros(16, np.float32)
+    _fresh_kernel(path, "ck_e")[(1,)](out, 16, BLOCK=16)
+    (entry,) = _entries(_private_kernel_cache)
+    metadata, ir = entry / "metadata.json", entry / "kernel.ir"
+    if damage == "bad json":
+        metadata.write_text(metadata.read_text()[:-20])
+    elif damage == "truncated ir":
+        ir.write_bytes(ir.read_bytes()[: len(ir.read_bytes()) // 2])
+    elif damage == "changed ir":
+        ir.write_text(ir.read_text().replace("2.0", "5.0"))
+    elif damage == "missing ir":
+        ir.unlink()
+    else:
+        data = json.loads(metadata.read_text())
+        data["target"] = "nvidia:sm_90"
+        metadata.write_text(json.dumps(data))
+    kernel = _fresh_kernel(path, "ck_f")
+    out[:] = 0
+    kernel[(1,)](out, 16, BLOCK=16)
+    assert kernel.compile_count == 1 and kernel.disk_hits == 0
+    assert (out == np.arange(16) * 2).all()
+    again = _fresh_kernel(path, "ck_g")  # the entry was rewritten whole
+    again[(1,)](out, 16, BLOCK=16)
+    assert again.disk_hits == 1
+    assert json.loads(metadata.read_text())["target"] == "interp"
+
+
+def test_the_target_is_checked_on_load(tmp_path):
+    cache = KernelCache(tmp_path)
+    from polytile.runtime.cache import CacheEntry
+
+    cache.store(CacheEntry("ab" * 32, "interp", "k", "ir text", {"cubin": b"\x00\x01"}, {"params": []}))
+    assert cache.load("ab" * 32, "interp").binaries == {"cubin": b"\x00\x01"}
+    assert cache.load("ab" * 32, "nvidia:sm_90") is None
+    cache.clear()
+    assert cache.load("ab" * 32, "interp") is None
+
+
+def test_cache_setting_off_writes_nothing(tmp_path, _private_kernel_cache):
+    path = _write_module(tmp_path)
+    out = np.zeros(16, np.float32)
+    with config.override(cache=False):
+        _fresh_kernel(path, "ck_h")[(1,)](out, 16, BLOCK=16)
+        kernel = _fresh_kernel(path, "ck_i")
+        kernel[(1,)](out, 16, BLOCK=16)
+    assert kernel.compile_count == 1 and kernel.disk_hits == 0
+    assert _entries(_private_kernel_cache) == []
+
+
+def test_cache_dir_setting_picks_the_directory(tmp_path):
+    path = _write_module(tmp_path)
+    with config.override(cache_dir=tmp_path / "elsewhere"):
+        _fresh_kernel(path, "ck_j")[(1,)](np.zeros(16, np.float32), 16, BLOCK=16)
+    assert len(_entries(tmp_path / "elsewhere")) == 1
+
+
+def test_constexpr_globals_enter_the_key(tmp_path, _private_kernel_cache):
+    path = tmp_path / "global_kernel.py"
+    source = textwrap.dedent("""
+        import polytile.language as pl
+        from polytile.runtime import jit
+        SCALE = pl.constexpr({})
+
+        @jit
+        def kernel(out_ptr):
+            pl.store(out_ptr, SCALE * 1.0)
+    """)
+    out = np.zeros(1, np.float32)
+    path.write_text(source.format(2))
+    _fresh_kernel(path, "ck_k")[(1,)](out)
+    path.write_text(source.format(7))
+    kernel = _fresh_kernel(path, "ck_l")
+    kernel[(1,)](out)
+    assert kernel.disk_hits == 0 and out[0] == 7
+
+
+WRITER = """
+import sys
+import numpy as np
+import importlib.util
+from polytile import config
+config.set(cache_dir=sys.argv[2])
+spec = importlib.util.spec_from_file_location("cached_kernels", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+out = np.zeros(16, np.float32)
+for _ in range(3):
+    module.kernel.cache.clear()
+    module.kernel[(1,)](out, 16, BLOCK=16)
+    assert (out == np.arange(16) * 2).all(), out
+print("ok", module.kernel.compile_count, module.kernel.disk_hits)
+"""
+
+
+def test_concurrent_writers_leave_a_valid_entry(tmp_path):
+    path = _write_module(tmp_path)
+    cache_dir = tmp_path / "shared-cache"
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    procs = [subprocess.Popen([sys.executable, str(script), str(path), str(cache_dir)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr
+        assert stdout.startswith("ok")
+    (entry,) = _entries(cache_dir)
+    assert not [p for p in entry.iterdir() if p.name.endswith(".tmp")]  # no temporary file left behind
+    with config.override(cache_dir=cache_dir):
+        kernel = _fresh_kernel(path, "ck_m")
+        kernel[(1,)](np.zeros(16, np.float32), 16, BLOCK=16)
+    assert kernel.disk_hits == 1
