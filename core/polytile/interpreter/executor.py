@@ -170,10 +170,13 @@ def unsupported_type_message(type_: t.Type) -> str:
 
 
 _DTYPES: dict[t.Type, np.dtype | None] = {}
+_OBJECT = np.dtype(object)
 
 
 def dtype_of(type_: t.Type) -> np.dtype | None:
     """The NumPy dtype of ``type_``'s elements (int64 for pointers), or None (bf16, fp8)."""
+    if isinstance(type_, t.BlockPointerType):
+        return _OBJECT  # a block pointer is a Python object (rules_block.BlockPointer)
     try:
         return _DTYPES[type_]
     except KeyError:
@@ -447,3 +450,4 @@ def run_kernel(module: Operation, kernel_name: str, grid: Any, args: Sequence[An
 from . import rules as _rules  # noqa: E402,F401  (registers the core ops' rules)
 from . import rules_shape as _rules_shape  # noqa: E402,F401  (scans, join, split, cat)
 from . import rules_debug as _rules_debug  # noqa: E402,F401  (print, assert, barrier)
+from . import rules_block as _rules_block  # noqa: E402,F401  (block pointers)

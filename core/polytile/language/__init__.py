@@ -27,6 +27,7 @@ from .core import (
     uint64,
 )
 from .atomic import atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or, atomic_xchg, atomic_xor
+from .block import advance, make_block_ptr
 from .debug import debug_barrier, device_assert, device_print
 from .random import philox, rand, rand4x, randint, randint4x, randn, randn4x
 from .reductions import argmax, argmin

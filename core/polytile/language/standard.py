@@ -14,7 +14,7 @@ from ..dialects import arith, math as math_d, tile
 from ..ir import types as t
 from ..ir.builder import InsertionPoint
 from ..ir.operation import Block, Region
-from . import semantic as sem
+from . import block as _block, semantic as sem
 from .core import builtin, constexpr, current_context, dtype, float32, semantic_error, tensor, unwrap
 
 # --------------------------------------------------------------------------------------
@@ -288,11 +288,15 @@ def _mask_for(mask: Any, shape: tuple[int, ...]) -> Any:
 @builtin
 def load(pointer: Any, mask: Any = None, other: Any = None, boundary_check: Any = (), padding_option: Any = "",
          cache_modifier: Any = "", eviction_policy: Any = "", volatile: Any = False) -> tensor:
-    """Load through a pointer or a tile of pointers; lanes where ``mask`` is false take ``other``."""
+    """Load through a pointer or a tile of pointers; lanes where ``mask`` is false take ``other``.
+    Through a block pointer, ``boundary_check``/``padding_option`` guard the array's edges."""
+    if _block.is_block_pointer(pointer):
+        return _block.load_block(unwrap(pointer), mask, other, boundary_check, padding_option)
     pointer = _pointer_operand(pointer, "load")
     mask, other = unwrap(mask), unwrap(other)
     if unwrap(boundary_check) or unwrap(padding_option):
-        raise semantic_error("boundary_check and padding_option apply to block pointers, which are not supported yet")
+        raise semantic_error("boundary_check and padding_option apply to block pointers (pl.make_block_ptr); "
+                             "with plain pointers use mask and other")
     if mask is not None:
         mask_t = sem.to_bool(sem.to_tensor(mask))
         shape = sem.broadcast_shapes(pointer.shape, mask_t.shape)
@@ -317,11 +321,15 @@ def load(pointer: Any, mask: Any = None, other: Any = None, boundary_check: Any 
 @builtin
 def store(pointer: Any, value: Any, mask: Any = None, boundary_check: Any = (), cache_modifier: Any = "",
           eviction_policy: Any = "") -> None:
-    """Store ``value`` (broadcast to the pointer's shape, converted to its element type) where ``mask`` holds."""
+    """Store ``value`` (broadcast to the pointer's shape, converted to its element type) where ``mask`` holds.
+    Through a block pointer, ``boundary_check`` skips elements outside the array."""
+    if _block.is_block_pointer(pointer):
+        return _block.store_block(unwrap(pointer), value, mask, boundary_check)
     pointer = _pointer_operand(pointer, "store")
     value, mask = unwrap(value), unwrap(mask)
     if unwrap(boundary_check):
-        raise semantic_error("boundary_check applies to block pointers, which are not supported yet")
+        raise semantic_error("boundary_check applies to block pointers (pl.make_block_ptr); "
+                             "with plain pointers use mask")
     pointee = t.element_type(pointer.type).pointee
     value = sem.to_tensor(value, pointee) if not isinstance(value, tensor) else value
     shape = sem.broadcast_shapes(pointer.shape, value.shape)
