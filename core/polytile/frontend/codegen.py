@@ -43,6 +43,9 @@ from .values import (
 
 _MISSING = object()
 _RETURN = "$return"  # the pseudo-variable a `return` assigns, merged like any other
+#: ``terminated`` when some paths of the statements generated so far returned and the rest
+#: fell off the end (an ``if`` with a ``return`` in one branch, nested in another).
+PARTIAL_RETURN = "partial"
 
 # Python builtins a kernel may call on compile-time values.
 _PY_BUILTINS = {name: getattr(_py, name) for name in (
@@ -273,16 +276,13 @@ class FunctionGen(ast.NodeVisitor):
         cond = self.condition(cond, node.test, "an 'if'")
         rest = rest or []
         before = dict(self.scope)
-        then_block, then_scope, then_term = self.gen_branch(node.body, before)
-        else_block, else_scope, else_term = self.gen_branch(node.orelse, before)
-        consumed = False
-        if then_term != else_term and rest:
-            # One branch returns: what follows the if runs only on the other path.
-            _discard(then_block)
-            _discard(else_block)
-            then_block, then_scope, then_term = self.gen_branch(node.body + ([] if then_term else rest), before)
-            else_block, else_scope, else_term = self.gen_branch(node.orelse + ([] if else_term else rest), before)
-            consumed = True
+        # When a branch may return, the statements after the if run only on the paths
+        # that did not: generate them inside each branch (after a return nothing more is
+        # generated, and a nested if hands them on to its own non-returning paths).
+        consumed = bool(rest) and (_may_return(node.body) or _may_return(node.orelse))
+        tail = rest if consumed else []
+        then_block, then_scope, then_term = self.gen_branch(node.body + tail, before)
+        else_block, else_scope, else_term = self.gen_branch(node.orelse + tail, before)
         self.emit_if(node, cond, before, (then_block, then_scope, then_term), (else_block, else_scope, else_term))
         return consumed
 
@@ -351,10 +351,12 @@ class FunctionGen(ast.NodeVisitor):
         for name, structure in structures:
             merged[name], results = _unflatten(structure, results)
         self.scope.update(merged)
-        if then_term and else_term:
+        if then_term is True and else_term is True:
             self.terminated = True
         elif then_term or else_term:
-            self.terminated = True
+            # Some paths returned and the statements after the if were generated on the
+            # others: nothing is left to generate here, but not every path has returned.
+            self.terminated = PARTIAL_RETURN
 
     def visit_IfExp(self, node: ast.IfExp) -> Any:
         cond = lc.unwrap(self.visit(node.test))
@@ -445,7 +447,13 @@ class FunctionGen(ast.NodeVisitor):
     def visit_While(self, node: ast.While) -> None:
         if node.orelse:
             raise self.error(node, "'while ... else' is not supported in kernels")
-        test = lc.unwrap(self.visit(node.test))  # evaluated once here only to reject static loops
+        # Evaluated once only to tell a static condition from a run-time one: in a scratch
+        # block that is thrown away, so a condition with side effects (an atomic in a spin
+        # lock) runs exactly as often as written.
+        probe = Block()
+        with self.builder.at(InsertionPoint.at_end(probe)):
+            test = lc.unwrap(self.visit(node.test))
+        _discard(probe)
         if not _is_tensor(test):
             if test:
                 raise self.error(node.test, "this 'while' condition is always true at compile time: the loop "
@@ -836,3 +844,16 @@ def generate_kernel(jit_fn: Any, arg_types: dict[str, t.Type], constexprs: dict[
     finally:
         lc.set_context(previous)
     return mod.module, mod.used_globals
+
+
+def _may_return(stmts: list[ast.stmt]) -> bool:
+    """Whether a ``return`` appears in these statements (not in nested function bodies)."""
+    pending: list[ast.AST] = list(stmts)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Return):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return False
