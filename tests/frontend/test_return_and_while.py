@@ -63,3 +63,62 @@ def test_a_while_condition_runs_as_often_as_written():
     assert count[0] == 4 and lock[0] == 0
     text = str(spin_lock.lower(lock, count))
     assert text.count("tile.atomic_cas") == 1
+
+
+@pt.jit
+def add_literal(o, a, K: pl.constexpr):
+    pl.store(o, a + K)
+
+
+@pytest.mark.parametrize("literal", [2**40, -2**31 - 1])
+def test_an_integer_that_does_not_fit_the_other_operand_is_an_error(literal):
+    with pytest.raises(pt.CompilationError, match=f"the number {literal} does not fit in int32"):
+        add_literal[(1,)](np.zeros(1, np.int32), 5, literal, target="interp")
+
+
+def test_an_integer_that_fits_keeps_the_operand_type():
+    out = np.zeros(1, np.int32)
+    add_literal[(1,)](out, 5, 2**31 - 6, target="interp")
+    assert out[0] == 2**31 - 1
+
+
+@pt.jit
+def merge_float_literal(o, c):
+    if c > 0:
+        x = c
+    else:
+        x = 0.5
+    pl.store(o, x)
+
+
+@pt.jit
+def merge_wide_literals(o, c):
+    if c > 0:
+        x = 1
+    else:
+        x = 2**40
+    pl.store(o, x)
+
+
+@pt.jit
+def carry_float_literal(o, n):
+    x = 0.5
+    for i in range(n):
+        x = i
+    pl.store(o, x)
+
+
+def test_a_number_on_one_path_must_fit_the_tensor_on_the_other():
+    with pytest.raises(pt.CompilationError, match="'x' is int32 on one path and the number 0.5 on the other"):
+        merge_float_literal[(1,)](np.zeros(1, np.float32), 0, target="interp")
+
+
+def test_two_numbers_merge_in_a_type_that_holds_both():
+    out = np.zeros(1, np.int64)
+    merge_wide_literals[(1,)](out, 0, target="interp")
+    assert out[0] == 2**40
+
+
+def test_a_loop_cannot_turn_a_float_literal_into_an_integer():
+    with pytest.raises(pt.CompilationError, match="'x' is int32 on one path and the number 0.5"):
+        carry_float_literal[(1,)](np.zeros(1, np.float32), 0, target="interp")

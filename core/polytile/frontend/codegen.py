@@ -35,6 +35,7 @@ from .values import (
     _flatten_types,
     _flatten_value,
     _range_args,
+    _number_fits,
     _same_constant,
     _structure,
     _unflatten,
@@ -519,7 +520,8 @@ class FunctionGen(ast.NodeVisitor):
                     continue  # reassigned the same constant: nothing is carried
                 changed.append(name)
                 if _is_tensor(value) and value.type != types[name] and not _is_tensor(inits[name]):
-                    refined[name] = value.type  # `acc = 0` before `acc += x`: the init takes x's type
+                    # `acc = 0` before `acc += x`: the init takes x's type, if it fits exactly.
+                    refined[name] = _number_fits(inits[name], value.type, f"'{name}'", self, node)
             for name in candidates:
                 if name not in inits and not _same_constant(final.get(name), before[name]):
                     raise self.error(node, f"'{name}' is assigned a different compile-time value inside a "

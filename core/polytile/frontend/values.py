@@ -43,10 +43,36 @@ def _structure(a: Any, b: Any, what: str, gen: Any, node: ast.AST) -> Any:
                                       "on the other; convert one with .to(...) so that both match")
             return a.type
         if _is_tensor(a) or _is_tensor(b):
-            return (a if _is_tensor(a) else b).type
-        return sem.literal_type(a) if type(a) is type(b) else t.f32
+            tensor_value, number = (a, b) if _is_tensor(a) else (b, a)
+            return _number_fits(number, tensor_value.type, what, gen, node)
+        # Two different numbers: the type that holds both (i32, i64, or f32 with a float).
+        if isinstance(a, float) or isinstance(b, float):
+            return t.f32
+        if isinstance(a, bool) and isinstance(b, bool):
+            return t.i1
+        types = [sem.literal_type(int(v)) for v in (a, b)]
+        return t.i64 if t.i64 in types else (t.u64 if t.u64 in types else t.i32)
     raise gen.error(node, f"{what} is {sem._describe(a)} on one path and {sem._describe(b)} on the other; "
                           "values that differ between the branches of a run-time 'if' must be tensors or numbers")
+
+
+def _number_fits(number: Any, type_: t.Type, what: str, gen: Any, node: ast.AST) -> t.Type:
+    """The tensor's type, when the Python number on the other path fits in it exactly;
+    otherwise an error, never a silently changed value (0.5 stored as 0, 2**40 as 0)."""
+    element = t.element_type(type_)
+    exact = True
+    if isinstance(number, float) and not isinstance(element, t.FloatType):
+        exact = False
+    elif isinstance(number, int) and not isinstance(number, bool) and isinstance(element, t.IntType) \
+            and element != t.i1:
+        low = -(1 << (element.width - 1)) if element.signed else 0
+        high = (1 << (element.width - (1 if element.signed else 0))) - 1
+        exact = low <= number <= high
+    if not exact:
+        raise gen.error(node, f"{what} is {sem.type_name(type_)} on one path and the number {number!r} on the "
+                              f"other, which {sem.type_name(type_)} cannot hold; convert the tensor with .to(...) "
+                              "or make both paths the same type")
+    return type_
 
 
 def _flatten(value: Any, structure: Any, gen: Any, node: ast.AST, what: str, side: str) -> list:

@@ -123,6 +123,18 @@ def promote_types(a: t.Type, b: t.Type) -> t.Type:
     raise semantic_error(f"cannot combine {type_name(a)} with {type_name(b)}")
 
 
+def _check_literal_fits(value: Any, type_: t.Type) -> None:
+    """A Python integer takes the other operand's type (int8 + 1 stays int8, as in
+    Triton); one that does not fit there would silently change value, so it is an error."""
+    if isinstance(value, bool) or not isinstance(value, int) or not isinstance(type_, t.IntType) or type_ == t.i1:
+        return
+    low = -(1 << (type_.width - 1)) if type_.signed else 0
+    high = (1 << (type_.width - 1)) - 1 if type_.signed else (1 << type_.width) - 1
+    if not low <= value <= high:
+        raise semantic_error(f"the number {value} does not fit in {type_name(type_)}, the type of the other "
+                             f"operand ({low}..{high}); convert the operand first, e.g. x.to(pl.int64)")
+
+
 def computation_type(a: Any, b: Any, op: str) -> t.Type:
     """The element type ``a op b`` computes in (``a``/``b`` are tensors or Python numbers)."""
     a, b = unwrap(a), unwrap(b)
@@ -138,6 +150,7 @@ def computation_type(a: Any, b: Any, op: str) -> t.Type:
             result = t.f32
         else:
             result = strong_t
+            _check_literal_fits(weak, result)
     else:
         ea, eb = t.element_type(a.type), t.element_type(b.type)
         if isinstance(ea, t.PointerType) or isinstance(eb, t.PointerType):
