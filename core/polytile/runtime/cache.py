@@ -311,3 +311,41 @@ def _attribute_chain(node: ast.AST) -> list[str] | None:
         parts.append(node.id)
         return parts[::-1]
     return None
+
+
+def global_snapshot(jit_fn: Any) -> list[tuple[Any, str, Any]]:
+    """``(function, name, value)`` for every compile-time global that ``jit_fn`` or a
+    ``@jit`` function it may call reads (``SCALE``, ``helpers.SCALE``).  A compiled kernel
+    keeps it so that a launch notices a changed global in any module, not only in the
+    kernel's own (:func:`snapshot_is_current`)."""
+    return [(fn, name, value) for fn in jit_dependencies(jit_fn) for name, value in constant_globals(fn).items()]
+
+
+def snapshot_is_current(snapshot: list[tuple[Any, str, Any]]) -> bool:
+    from ..language import core as lc
+
+    for fn, name, value in snapshot:
+        current = lc.unwrap(_resolve(fn, name))
+        if type(current) is not type(value) or current != value:
+            return False
+    return True
+
+
+_MISSING = object()
+
+
+def _resolve(jit_fn: Any, dotted: str) -> Any:
+    """The current value of a global or closure name, or an attribute chain from one."""
+    fn = jit_fn.fn
+    head, *rest = dotted.split(".")
+    value = fn.__globals__.get(head, _MISSING)
+    if fn.__closure__ and head in fn.__code__.co_freevars:
+        try:
+            value = fn.__closure__[fn.__code__.co_freevars.index(head)].cell_contents
+        except ValueError:
+            value = _MISSING
+    for attr in rest:
+        if value is _MISSING:
+            break
+        value = getattr(value, attr, _MISSING)
+    return value

@@ -35,7 +35,7 @@ class CompiledKernel:
     """One specialization compiled for one target: the module, its backend, and the launch."""
 
     def __init__(self, name: str, module: Any, target: Any, backend: Any, run_params: list[str],
-                 globals_used: dict, result: Any = None, cache_key: str | None = None, from_disk: bool = False):
+                 globals_used: list, result: Any = None, cache_key: str | None = None, from_disk: bool = False):
         self.name = name
         self.module = module
         self.target = target
@@ -159,12 +159,9 @@ class JITFunction:
         return compiled
 
     def _globals_unchanged(self, compiled: CompiledKernel) -> bool:
-        scope = self.fn.__globals__
-        for name, value in compiled.globals_used.items():
-            current = lc.unwrap(scope.get(name))
-            if type(current) is not type(value) or current != value:
-                return False
-        return True
+        from .cache import snapshot_is_current
+
+        return snapshot_is_current(compiled.globals_used)
 
     def specialize(self, bound: dict) -> Specialization:
         """The cache key, the IR type of each run-time argument, the constexpr values,
@@ -228,7 +225,7 @@ class JITFunction:
         """Compile one specialization (or read it from the on-disk cache)."""
         from ..compiler import compile_module
         from ..frontend.codegen import generate_kernel
-        from .cache import KernelCache, cache_directory, cache_enabled, constant_globals, kernel_cache_key
+        from .cache import KernelCache, cache_directory, cache_enabled, global_snapshot, kernel_cache_key
 
         options = _backend_options(dict(options or {}))
         hints = hints if hints is not None else ("",) * len(arg_types)
@@ -253,11 +250,12 @@ class JITFunction:
                 module = _parse_cached(entry.ir)
                 if module is not None:
                     self.disk_hits += 1
-                    scope = self.fn.__globals__
-                    used = {k: v for k, v in constant_globals(self).items() if k in scope}
-                    return CompiledKernel(entry.name, module, resolved, backend, params, used,
+                    return CompiledKernel(entry.name, module, resolved, backend, params, global_snapshot(self),
                                           cache_key=disk_key, from_disk=True)
-        module, globals_used = generate_kernel(self, arg_types, constexprs)
+        module, _ = generate_kernel(self, arg_types, constexprs)
+        # Taken after generation, from the same sources the cache key hashes: every
+        # global of every @jit function involved, whichever module it lives in.
+        globals_used = global_snapshot(self)
         _attach_hints(module, params, hints)
         result = compile_module(module, resolved, label=self.__name__, **options)
         self.compile_count += 1
