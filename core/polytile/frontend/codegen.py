@@ -325,7 +325,7 @@ class FunctionGen(ast.NodeVisitor):
             yields.append((name, a, b))
         then_values, else_values, structures = [], [], []
         for name, a, b in yields:
-            what = "the return value" if name == _RETURN else f"'{name}'"
+            what = {_RETURN: "the return value", "$ifexp": "the conditional expression"}.get(name, f"'{name}'")
             try:
                 structure = _structure(a, b, what, self, node)
             except CompilationError:

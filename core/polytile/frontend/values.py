@@ -39,8 +39,10 @@ def _structure(a: Any, b: Any, what: str, gen: Any, node: ast.AST) -> Any:
     if (_is_tensor(a) or isinstance(a, numbers)) and (_is_tensor(b) or isinstance(b, numbers)):
         if _is_tensor(a) and _is_tensor(b):
             if a.type != b.type:
+                fix = ("convert one with .to(...) so that both match" if t.shape_of(a.type) == t.shape_of(b.type)
+                       else "give both the same shape (pl.broadcast_to, pl.reshape)")
                 raise gen.error(node, f"{what} is {sem.type_name(a.type)} on one path and {sem.type_name(b.type)} "
-                                      "on the other; convert one with .to(...) so that both match")
+                                      f"on the other; {fix}")
             return a.type
         if _is_tensor(a) or _is_tensor(b):
             tensor_value, number = (a, b) if _is_tensor(a) else (b, a)
