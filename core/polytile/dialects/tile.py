@@ -360,6 +360,23 @@ class DotOp(Operation):
             raise op_error(self, f"result must have the accumulator's type {acc}")
 
 
+def verify_combine_operands(op: Operation, verb: str) -> tuple[int, ...]:
+    """Checks shared by ops that combine tiles along ``axis`` (reduce, scan): at least one
+    operand, one shape, the axis in range, a result per operand.  Returns the shape."""
+    if not op.sources:  # type: ignore[attr-defined]
+        raise op_error(op, "needs at least one operand")
+    shapes = {s.type.shape for s in op.sources}  # type: ignore[attr-defined]
+    if len(shapes) != 1:
+        raise op_error(op, "operands must have one shape")
+    shape = next(iter(shapes))
+    axis = op.axis  # type: ignore[attr-defined]
+    if not 0 <= axis < len(shape):
+        raise op_error(op, f"axis {axis} is out of range for rank {len(shape)}")
+    if len(op.results) != len(op.sources):  # type: ignore[attr-defined]
+        raise op_error(op, f"{verb} {len(op.sources)} operands but has {len(op.results)} results")  # type: ignore[attr-defined]
+    return shape
+
+
 @define_op
 class ReduceOp(Operation):
     """Reduces ``operands`` (tiles of one shape) along ``axis`` with the combine region.
@@ -378,17 +395,8 @@ class ReduceOp(Operation):
     traits = (RecursivelyPure, IsolatedFromAbove)
 
     def verify_op(self) -> None:
-        if not self.sources:
-            raise op_error(self, "needs at least one operand")
-        shapes = {s.type.shape for s in self.sources}
-        if len(shapes) != 1:
-            raise op_error(self, "operands must have one shape")
-        shape = next(iter(shapes))
-        if not 0 <= self.axis < len(shape):
-            raise op_error(self, f"axis {self.axis} is out of range for rank {len(shape)}")
+        shape = verify_combine_operands(self, "reduces")
         reduced = shape[: self.axis] + shape[self.axis + 1:]
-        if len(self.results) != len(self.sources):
-            raise op_error(self, f"reduces {len(self.sources)} operands but has {len(self.results)} results")
         for source, result in zip(self.sources, self.results):
             expected = t.TileType(reduced, source.type.element) if reduced else source.type.element
             if t.shape_of(result.type) != t.shape_of(expected) or t.element_type(result.type) != source.type.element:

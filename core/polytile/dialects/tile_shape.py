@@ -23,6 +23,7 @@ from ..ir.opdef import (
     op_error,
 )
 from ..ir.operation import Operation
+from .tile import verify_combine_operands
 
 
 def _check_combine_region(op: Operation, region, elements: list, what: str) -> None:
@@ -58,16 +59,7 @@ class ScanOp(Operation):
     traits = (RecursivelyPure, IsolatedFromAbove)
 
     def verify_op(self) -> None:
-        if not self.sources:
-            raise op_error(self, "needs at least one operand")
-        shapes = {s.type.shape for s in self.sources}
-        if len(shapes) != 1:
-            raise op_error(self, "operands must have one shape")
-        shape = next(iter(shapes))
-        if not 0 <= self.axis < len(shape):
-            raise op_error(self, f"axis {self.axis} is out of range for rank {len(shape)}")
-        if len(self.results) != len(self.sources):
-            raise op_error(self, f"scans {len(self.sources)} operands but has {len(self.results)} results")
+        verify_combine_operands(self, "scans")
         for source, result in zip(self.sources, self.results):
             if result.type.without_layout() != source.type.without_layout():
                 raise op_error(self, f"scanning {source.type} gives {source.type}, not {result.type}")
