@@ -19,9 +19,15 @@ import functools
 import inspect
 from typing import Any, Callable, NamedTuple
 
+import numpy as np
+
 from ..errors import CompilationError, PolytileError
 from ..ir import types as t
 from ..language import core as lc
+
+# Module-level on purpose: these run on every launch, where an import statement costs.
+from .args import as_writable_array, data_pointer
+from .cache import snapshot_is_current
 
 #: Launch keywords that are options, not kernel arguments (unless the kernel has such a parameter).
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "debug")
@@ -159,8 +165,6 @@ class JITFunction:
         return compiled
 
     def _globals_unchanged(self, compiled: CompiledKernel) -> bool:
-        from .cache import snapshot_is_current
-
         return snapshot_is_current(compiled.globals_used)
 
     def specialize(self, bound: dict) -> Specialization:
@@ -225,7 +229,13 @@ class JITFunction:
         """Compile one specialization (or read it from the on-disk cache)."""
         from ..compiler import compile_module
         from ..frontend.codegen import generate_kernel
-        from .cache import KernelCache, cache_directory, cache_enabled, global_snapshot, kernel_cache_key
+        from .cache import (
+            KernelCache,
+            cache_directory,
+            cache_enabled,
+            global_snapshot,
+            kernel_cache_key,
+        )
 
         options = _backend_options(dict(options or {}))
         hints = hints if hints is not None else ("",) * len(arg_types)
@@ -311,8 +321,6 @@ def _parse_cached(text: str) -> Any:
 def _hint(type_: t.Type, value: Any) -> str:
     """``"D"`` for an integer or an address divisible by 16, ``"1"`` for an integer 1."""
     if isinstance(type_, t.PointerType):
-        from .args import data_pointer
-
         return "D" if data_pointer(value) % 16 == 0 else ""
     if isinstance(type_, t.IntType) and type_ != t.i1:
         if value == 1:
@@ -356,8 +364,6 @@ def _parameter_names(kernel: str, params: list[str], given: Any) -> frozenset:
 
 def _argument_type(kernel: str, name: str, value: Any) -> tuple[t.Type, Any]:
     """The IR type a launch argument specializes to, and the value to pass."""
-    import numpy as np
-
     if isinstance(value, bool) or isinstance(value, np.bool_):
         return t.i1, bool(value)
     if isinstance(value, int):
@@ -377,8 +383,6 @@ def _argument_type(kernel: str, name: str, value: Any) -> tuple[t.Type, Any]:
                               "which kernels cannot take")
         return element.ir, value
     if not isinstance(value, np.ndarray):
-        from .args import as_writable_array
-
         # Shares memory: the kernel writes the caller's buffer.
         converted = as_writable_array(kernel, name, value, LaunchError)
         if converted is not None:
