@@ -1,0 +1,349 @@
+"""PTX to cubin: nvJitLink in process, or the ptxas executable.
+
+The setting ``nvidia_assembler`` chooses.  At its default ('nvjitlink'), a machine where
+libnvJitLink cannot be loaded (no ``nvidia-nvjitlink`` wheel, no toolkit library) falls
+back to ptxas and warns once, so that a development machine with only a toolkit still
+compiles; a user who chose 'nvjitlink' explicitly gets an error instead, since they asked
+for it.  ``'auto'`` (what the default should become) falls back without a warning.
+
+An assembler failure is a :class:`PTXAssemblyError` that names the kernel, gives the
+assembler's own messages, and quotes the PTX lines they point at.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from polytile import config
+from polytile.errors import ConfigError, PolytileError
+
+from . import toolkit
+
+#: Lines of PTX shown around each line an assembler message points at.
+_CONTEXT_LINES = 1
+#: At most this many offending lines are quoted; later errors are usually consequences.
+_MAX_QUOTED = 5
+_LINE_REFERENCE = re.compile(r"\bline (\d+)\b")
+
+
+class PTXAssemblyError(PolytileError):
+    """The assembler rejected the PTX of a kernel.
+
+    ``log`` is the assembler's output, ``lines`` the PTX line numbers it points at, and
+    ``ptx`` the whole input, for whoever wants to reproduce the failure by hand.
+    """
+
+    def __init__(self, kernel: str, arch: str, assembler: str, log: str, ptx: str):
+        self.kernel = kernel
+        self.arch = arch
+        self.assembler = assembler
+        self.log = log
+        self.ptx = ptx
+        self.lines = referenced_lines(log, ptx)
+        text = f"kernel '{kernel}': {assembler} failed to assemble its PTX for {arch}:\n"
+        text += "\n".join(f"  {line}" for line in log.strip().splitlines()) or "  (the assembler printed nothing)"
+        if self.lines:
+            text += "\n" + quote_ptx(ptx, self.lines)
+        super().__init__(text)
+
+
+class AssemblerUnavailableError(PolytileError):
+    """The chosen assembler cannot run on this machine (library or executable missing)."""
+
+
+class NvidiaToolchainWarning(UserWarning):
+    """The NVIDIA toolchain works, but not the way it was configured to."""
+
+
+@dataclass(frozen=True)
+class AssembleFlags:
+    """What the assemblers are asked to do, before each spells it its own way."""
+
+    opt_level: int = 3
+    maxnreg: int | None = None
+    fmad: bool = True
+    lineinfo: bool = False
+
+    @classmethod
+    def from_options(cls, options: Any) -> "AssembleFlags":
+        """From :class:`~polytile_nvidia.backend.NvidiaOptions` (None: the defaults)."""
+        if options is None:
+            return cls()
+        return cls(maxnreg=getattr(options, "maxnreg", None), fmad=getattr(options, "enable_fp_fusion", True),
+                   lineinfo=bool(getattr(options, "debug", False)))
+
+
+def ptx_to_cubin(ptx: str, arch: str, *, kernel_name: str, options: Any = None, assembler: str | None = None) -> bytes:
+    """Assemble ``ptx`` for ``arch`` (``"sm_90a"``) into a cubin.
+
+    ``options`` is the kernel's ``NvidiaOptions`` (maxnreg, enable_fp_fusion, debug) or
+    None; ``assembler`` ('auto', 'nvjitlink', 'ptxas') overrides the setting
+    ``nvidia_assembler``.  Raises :class:`PTXAssemblyError` when the PTX is rejected and
+    :class:`AssemblerUnavailableError` when no assembler can run.
+    """
+    flags = AssembleFlags.from_options(options)
+    name = select_assembler(assembler)
+    return ASSEMBLERS[name].assemble(ptx, arch, flags, kernel_name)
+
+
+def select_assembler(explicit: str | None = None) -> str:
+    """The assembler that will run: 'nvjitlink' or 'ptxas' (see the module docstring)."""
+    choice = explicit if explicit is not None else config.get("nvidia_assembler")
+    if choice not in ("auto", *ASSEMBLERS):
+        raise ConfigError(f"unknown NVIDIA assembler {choice!r}; use 'auto', " + " or ".join(map(repr, ASSEMBLERS)))
+    if choice == "ptxas":
+        return "ptxas"
+    problem = nvjitlink_problem()
+    if problem is None:
+        return "nvjitlink"
+    if choice == "nvjitlink" and (explicit is not None or config.source_of("nvidia_assembler") != "default"):
+        where = "the assembler= argument" if explicit is not None else config.source_of("nvidia_assembler")
+        raise AssemblerUnavailableError(
+            f"nvidia_assembler is 'nvjitlink' (from {where}), but nvJitLink cannot be used: {problem}. "
+            "Install it (pip install nvidia-nvjitlink), or set nvidia_assembler to 'ptxas' "
+            "(POLYTILE_NVIDIA_ASSEMBLER=ptxas) to run the ptxas executable instead")
+    if choice == "nvjitlink":
+        _warn_fallback_once(problem)
+    return "ptxas"
+
+
+def toolchain_versions() -> dict[str, str]:
+    """What enters the compile cache key: the assembler that will run, with its version.
+
+    Never raises: a machine without an assembler still computes keys (and fails later,
+    when it assembles, with the full explanation).
+    """
+    try:
+        name = select_assembler()
+        return {"nvidia-assembler": f"{name} {ASSEMBLERS[name].version()}"}
+    except (PolytileError, OSError, subprocess.SubprocessError) as exc:
+        return {"nvidia-assembler": f"unavailable ({type(exc).__name__})"}
+
+
+# -- nvJitLink -------------------------------------------------------------------------
+
+
+def _load_nvjitlink() -> Any:
+    import cuda.bindings.nvjitlink as nvjitlink
+
+    # The bindings import without the library; the first call is what loads it.
+    nvjitlink.version()
+    return nvjitlink
+
+
+@functools.lru_cache(maxsize=None)
+def _nvjitlink() -> tuple[Any, str | None]:
+    try:
+        return _load_nvjitlink(), None
+    except ImportError as exc:
+        return None, f"cuda-bindings is not installed ({exc})"
+    except (RuntimeError, OSError) as exc:  # cuda-pathfinder raises a RuntimeError subclass
+        return None, f"libnvJitLink could not be loaded ({' '.join(str(exc).split())})"
+    except Exception as exc:  # nvJitLinkError derives from Exception only
+        return None, f"libnvJitLink failed: {type(exc).__name__}: {exc}"
+
+
+def nvjitlink_problem() -> str | None:
+    """Why nvJitLink cannot be used here, or None if it can."""
+    return _nvjitlink()[1]
+
+
+class NvJitLinkAssembler:
+    name = "nvjitlink"
+
+    def flags(self, arch: str, flags: AssembleFlags) -> list[str]:
+        spelled = [f"-arch={arch}", f"-O{flags.opt_level}"]
+        if flags.maxnreg is not None:
+            spelled.append(f"-maxrregcount={flags.maxnreg}")
+        if not flags.fmad:
+            # nvJitLink's own -fma applies to LTO input only; PTX goes through ptxas.
+            spelled.append("-Xptxas=--fmad=false")
+        if flags.lineinfo:
+            spelled.append("-lineinfo")
+        return spelled
+
+    def assemble(self, ptx: str, arch: str, flags: AssembleFlags, kernel_name: str) -> bytes:
+        nvjitlink, problem = _nvjitlink()
+        if nvjitlink is None:
+            raise AssemblerUnavailableError(f"kernel '{kernel_name}': nvJitLink cannot be used: {problem}")
+        options = self.flags(arch, flags)
+        data = ptx.encode()
+        handle = nvjitlink.create(len(options), options)
+        try:
+            try:
+                nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), f"{kernel_name}.ptx")
+                nvjitlink.complete(handle)
+            except nvjitlink.nvJitLinkError as exc:
+                log = _nvjitlink_log(nvjitlink, handle) or str(exc)
+                raise PTXAssemblyError(kernel_name, arch, "nvJitLink", log, ptx) from None
+            cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+            nvjitlink.get_linked_cubin(handle, cubin)
+            return bytes(cubin)
+        finally:
+            nvjitlink.destroy(handle)
+
+    def version(self) -> str:
+        nvjitlink, problem = _nvjitlink()
+        if nvjitlink is None:
+            raise AssemblerUnavailableError(f"nvJitLink cannot be used: {problem}")
+        major, minor = nvjitlink.version()
+        return f"{major}.{minor}"
+
+
+def _nvjitlink_log(nvjitlink: Any, handle: int) -> str:
+    size = nvjitlink.get_error_log_size(handle)
+    if not size:
+        return ""
+    log = bytearray(size)
+    nvjitlink.get_error_log(handle, log)
+    return log.rstrip(b"\0").decode(errors="replace")
+
+
+# -- ptxas -----------------------------------------------------------------------------
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def find_ptxas() -> Path:
+    """The ptxas to run: the setting ``ptxas_path``, ``<cuda_home>/bin``, the
+    nvidia-cuda-nvcc wheel, PATH, then ``/usr/local/cuda*/bin``."""
+    configured = toolkit.configured_file("ptxas_path", "the ptxas executable", _is_executable)
+    if configured is not None:
+        return configured
+    search = toolkit.Search("ptxas", _is_executable)
+    home = toolkit.cuda_home()
+    if home is not None:
+        found = search.try_path(home / "bin" / "ptxas", toolkit.cuda_home_source())
+        if found is not None:
+            return found
+    else:
+        search.note("cuda_home: not set (POLYTILE_CUDA_HOME, CUDA_HOME, CUDA_PATH)")
+    found = toolkit.search_wheels(search, "bin", "ptxas")
+    if found is not None:
+        return found
+    on_path = shutil.which("ptxas")
+    if on_path is not None:
+        return Path(on_path)
+    search.note("PATH: no ptxas")
+    found = toolkit.search_common_roots(search, "bin", "ptxas")
+    if found is not None:
+        return found
+    raise search.fail("Install the CUDA toolkit or the nvidia-cuda-nvcc wheel (pip install nvidia-cuda-nvcc), "
+                      "set cuda_home (POLYTILE_CUDA_HOME or CUDA_HOME), or set ptxas_path (POLYTILE_PTXAS).")
+
+
+@functools.lru_cache(maxsize=16)
+def _ptxas_version(path: str, mtime_ns: int) -> str:
+    result = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
+    match = re.search(r"\bV(\d+(?:\.\d+)+)", result.stdout) or re.search(r"release (\d+\.\d+)", result.stdout)
+    if result.returncode != 0 or match is None:
+        raise AssemblerUnavailableError(f"{path} --version did not report a version "
+                                        f"(exit status {result.returncode}): {(result.stdout + result.stderr).strip()}")
+    return match.group(1)
+
+
+def ptxas_version(path: Path | None = None) -> str:
+    """The version of ``path`` (default: :func:`find_ptxas`), like ``"13.0.88"``."""
+    path = path or find_ptxas()
+    return _ptxas_version(str(path), path.stat().st_mtime_ns)
+
+
+class PtxasAssembler:
+    name = "ptxas"
+
+    def flags(self, arch: str, flags: AssembleFlags) -> list[str]:
+        spelled = [f"--gpu-name={arch}", f"-O{flags.opt_level}"]
+        if flags.maxnreg is not None:
+            spelled.append(f"--maxrregcount={flags.maxnreg}")
+        if not flags.fmad:
+            spelled.append("--fmad=false")
+        if flags.lineinfo:
+            spelled.append("--generate-line-info")
+        return spelled
+
+    def assemble(self, ptx: str, arch: str, flags: AssembleFlags, kernel_name: str) -> bytes:
+        ptxas = find_ptxas()
+        with tempfile.TemporaryDirectory(prefix="polytile-ptxas-") as scratch:
+            source = Path(scratch, "kernel.ptx")
+            target = Path(scratch, "kernel.cubin")
+            source.write_text(ptx)
+            command = [str(ptxas), *self.flags(arch, flags), "--output-file", str(target), str(source)]
+            try:
+                result = subprocess.run(command, capture_output=True, text=True, check=False)
+            except OSError as exc:
+                raise AssemblerUnavailableError(f"kernel '{kernel_name}': could not run {ptxas}: {exc}") from None
+            if result.returncode != 0 or not target.is_file():
+                # The scratch path means nothing to the user; name the kernel instead.
+                log = (result.stderr + result.stdout).replace(str(source), f"{kernel_name}.ptx")
+                if not log.strip():
+                    log = f"exit status {result.returncode}"
+                raise PTXAssemblyError(kernel_name, arch, f"ptxas ({ptxas})", log, ptx)
+            return target.read_bytes()
+
+    def version(self) -> str:
+        return ptxas_version()
+
+
+#: Assemblers by the value of the setting ``nvidia_assembler``.
+ASSEMBLERS: Mapping[str, Any] = {"nvjitlink": NvJitLinkAssembler(), "ptxas": PtxasAssembler()}
+
+
+# -- error text ------------------------------------------------------------------------
+
+
+def referenced_lines(log: str, ptx: str) -> list[int]:
+    """PTX line numbers an assembler log points at ("..., line 12; error : ..."), in order."""
+    count = ptx.count("\n") + 1
+    lines: list[int] = []
+    for match in _LINE_REFERENCE.finditer(log):
+        number = int(match.group(1))
+        if 1 <= number <= count and number not in lines:
+            lines.append(number)
+    return lines[:_MAX_QUOTED]
+
+
+def quote_ptx(ptx: str, lines: list[int]) -> str:
+    """The PTX lines ``lines`` with their numbers and a line of context each side; ``>``
+    marks the lines the assembler named."""
+    source = ptx.splitlines()
+    shown = sorted({n for line in lines for n in range(line - _CONTEXT_LINES, line + _CONTEXT_LINES + 1)
+                    if 1 <= n <= len(source)})
+    width = len(str(shown[-1])) if shown else 1
+    out = ["PTX " + ("line " if len(lines) == 1 else "lines ") + ", ".join(map(str, lines)) + ":"]
+    previous = None
+    for n in shown:
+        if previous is not None and n != previous + 1:
+            out.append("    " + "." * width)
+        out.append(f"  {'>' if n in lines else ' '} {n:>{width}} | {source[n - 1]}")
+        previous = n
+    return "\n".join(out)
+
+
+_warned: list[str] = []
+
+
+def _warn_fallback_once(problem: str) -> None:
+    if _warned:
+        return
+    _warned.append(problem)
+    warnings.warn(f"nvJitLink cannot be used ({problem}); assembling PTX with ptxas instead. "
+                  "Set nvidia_assembler to 'ptxas' (POLYTILE_NVIDIA_ASSEMBLER=ptxas) to silence this warning, "
+                  "or install nvidia-nvjitlink to assemble in process", NvidiaToolchainWarning, stacklevel=3)
+
+
+def clear_caches() -> None:
+    """Forget what was found about the toolchain (for tests, and after installing one)."""
+    _nvjitlink.cache_clear()
+    _ptxas_version.cache_clear()
+    _warned.clear()

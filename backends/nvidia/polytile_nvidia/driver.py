@@ -1,0 +1,340 @@
+"""The CUDA driver, as the NVIDIA backend uses it: contexts, modules, functions, devices.
+
+``cuda.bindings.driver`` is imported on first use, never at import time.  Each device's
+primary context (the one PyTorch and CuPy use too) is retained once per process and
+made current when a module is loaded or a kernel launched on that device.  Device
+properties are read once per device.
+
+Every failing driver call is a :class:`CudaDriverError` naming the call, the kernel when
+there is one, and the driver's own explanation of the error code.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from polytile.backend import import_vendor_module
+from polytile.errors import PolytileError
+from polytile.runtime.jit import LaunchError
+
+#: Without opting in (cuFuncSetAttribute), a block gets at most this much shared memory.
+DEFAULT_SHARED_MEMORY_LIMIT = 48 * 1024
+
+_HINTS = {
+    "CUDA_ERROR_NO_BINARY_FOR_GPU": "the cubin was built for another architecture than this device's",
+    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": "the PTX is newer than this driver supports: update the NVIDIA driver, "
+    "or assemble it to a cubin first",
+    "CUDA_ERROR_INVALID_PTX": "the driver could not compile the PTX",
+    "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "the block asks for more registers or threads than the device has; "
+    "lower num_warps or set maxnreg",
+    "CUDA_ERROR_ILLEGAL_ADDRESS": "the kernel accessed memory out of bounds; the context is now unusable and the "
+    "process must restart (run under compute-sanitizer to find the access)",
+    "CUDA_ERROR_NOT_FOUND": "no kernel of that name in the module",
+}
+
+
+class CudaDriverError(PolytileError):
+    """A CUDA driver call failed."""
+
+    def __init__(self, call: str, error: str, description: str = "", kernel: str | None = None, device: int | None = None):
+        self.call = call
+        self.error = error
+        self.kernel = kernel
+        self.device = device
+        where = f"kernel '{kernel}': " if kernel else ""
+        on = f" on device {device}" if device is not None else ""
+        text = f"{where}CUDA driver call {call} failed{on} with {error}"
+        if description:
+            text += f" ({description})"
+        hint = _HINTS.get(error)
+        if hint:
+            text += f": {hint}"
+        super().__init__(text)
+
+
+class OutOfResourcesError(LaunchError):
+    """A kernel needs more of a per-block resource than the device gives.
+
+    ``resource`` is ``"shared memory"`` or ``"threads"``; ``required`` and ``limit`` are
+    in bytes or threads.  The autotuner can skip configurations that raise it.
+    """
+
+    def __init__(self, message: str, *, kernel: str, resource: str, required: int, limit: int):
+        self.kernel = kernel
+        self.resource = resource
+        self.required = required
+        self.limit = limit
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    index: int
+    name: str
+    compute_capability: tuple[int, int]
+    multiprocessor_count: int
+    warp_size: int
+    max_threads_per_block: int
+    #: Shared memory a block gets without opting in (48 KB on every supported GPU).
+    shared_memory_per_block: int
+    #: Shared memory a block may opt in to with cuFuncSetAttribute.
+    shared_memory_per_block_optin: int
+
+
+class _State:
+    """Everything this module remembers about the driver, replaceable as one in tests."""
+
+    def __init__(self, bindings: Any = None):
+        self.bindings = bindings
+        self.initialized = False
+        self.contexts: dict[int, Any] = {}
+        self.properties: dict[int, DeviceProperties] = {}
+        self.lock = threading.Lock()
+
+
+_state = _State()
+
+
+def bindings() -> Any:
+    """``cuda.bindings.driver``, imported on first use (BackendUnavailable when missing)."""
+    cuda = _state.bindings
+    if cuda is None:
+        cuda = _state.bindings = import_vendor_module(
+            "cuda.bindings.driver", distribution="cuda-bindings", install_hint="pip install cuda-bindings",
+            runtime="CUDA driver", missing_names=("cuda", "cuda.bindings", "cuda.bindings.driver"))
+    return cuda
+
+
+def error_name(err: Any) -> str:
+    return getattr(err, "name", None) or str(err)
+
+
+def raise_error(err: Any, call: str, kernel: str | None = None, device: int | None = None) -> None:
+    description = ""
+    try:
+        status, text = bindings().cuGetErrorString(err)
+        if not status and text:
+            description = text.decode(errors="replace") if isinstance(text, bytes) else str(text)
+    except Exception:  # an explanation is a nicety; the error itself must still be raised
+        pass
+    raise CudaDriverError(call, error_name(err), description, kernel, device)
+
+
+def check(result: tuple, call: str, kernel: str | None = None, device: int | None = None) -> Any:
+    """The values of a driver call's ``(CUresult, *values)``, or :class:`CudaDriverError`."""
+    err, *values = result
+    if err:  # CUresult is an int enum; CUDA_SUCCESS is 0
+        raise_error(err, call, kernel, device)
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def initialize() -> Any:
+    """cuInit once per process; returns the bindings."""
+    cuda = bindings()
+    if not _state.initialized:
+        check(cuda.cuInit(0), "cuInit")
+        _state.initialized = True
+    return cuda
+
+
+def device_count() -> int:
+    return int(check(initialize().cuDeviceGetCount(), "cuDeviceGetCount"))
+
+
+def primary_context(device: int) -> Any:
+    """The device's primary context, retained on first use and kept for the process."""
+    context = _state.contexts.get(device)
+    if context is not None:
+        return context
+    with _state.lock:
+        context = _state.contexts.get(device)
+        if context is None:
+            cuda = initialize()
+            _check_device_index(device)
+            handle = check(cuda.cuDeviceGet(device), "cuDeviceGet", device=device)
+            context = check(cuda.cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain", device=device)
+            _state.contexts[device] = context
+    return context
+
+
+def activate(device: int) -> Any:
+    """Make ``device``'s primary context current on this thread (if it is not); return it."""
+    context = primary_context(device)
+    cuda = _state.bindings
+    current = check(cuda.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if int(current) != int(context):
+        check(cuda.cuCtxSetCurrent(context), "cuCtxSetCurrent", device=device)
+    return context
+
+
+def current_device() -> int:
+    """The device of this thread's current context; 0 when no context is current."""
+    cuda = initialize()
+    current = check(cuda.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if not int(current):
+        return 0
+    return int(check(cuda.cuCtxGetDevice(), "cuCtxGetDevice"))
+
+
+def device_of_pointer(address: int) -> int | None:
+    """The device that holds ``address``, or None when it is not memory a GPU can address."""
+    cuda = initialize()
+    attribute = cuda.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    err, *values = cuda.cuPointerGetAttribute(attribute, address)
+    if err:
+        # INVALID_VALUE is the driver's answer for memory it does not know (a host array).
+        if error_name(err) == "CUDA_ERROR_INVALID_VALUE":
+            return None
+        raise_error(err, "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)")
+    return int(values[0])
+
+
+def device_properties(device: int) -> DeviceProperties:
+    """What polytile needs to know about a device, read once per process."""
+    properties = _state.properties.get(device)
+    if properties is not None:
+        return properties
+    cuda = initialize()
+    _check_device_index(device)
+    handle = check(cuda.cuDeviceGet(device), "cuDeviceGet", device=device)
+    attr = cuda.CUdevice_attribute
+
+    def get(name: str) -> int:
+        return int(check(cuda.cuDeviceGetAttribute(getattr(attr, f"CU_DEVICE_ATTRIBUTE_{name}"), handle),
+                         f"cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_{name})", device=device))
+
+    raw = check(cuda.cuDeviceGetName(256, handle), "cuDeviceGetName", device=device)
+    name = raw.split(b"\0", 1)[0].decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+    properties = DeviceProperties(
+        index=device,
+        name=name,
+        compute_capability=(get("COMPUTE_CAPABILITY_MAJOR"), get("COMPUTE_CAPABILITY_MINOR")),
+        multiprocessor_count=get("MULTIPROCESSOR_COUNT"),
+        warp_size=get("WARP_SIZE"),
+        max_threads_per_block=get("MAX_THREADS_PER_BLOCK"),
+        shared_memory_per_block=get("MAX_SHARED_MEMORY_PER_BLOCK"),
+        shared_memory_per_block_optin=get("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+    )
+    _state.properties[device] = properties
+    return properties
+
+
+def _check_device_index(device: int) -> None:
+    count = device_count()
+    if not 0 <= device < count:
+        raise LaunchError(f"there is no CUDA device {device}: this process sees {count} "
+                          f"(device{'s' if count != 1 else ''} {', '.join(map(str, range(count))) or 'none'}; "
+                          "CUDA_VISIBLE_DEVICES limits them)")
+
+
+class Module:
+    """A cubin or PTX image loaded into one device's primary context."""
+
+    def __init__(self, handle: Any, device: int, name: str):
+        self.handle = handle
+        self.device = device
+        self.name = name
+        self._functions: dict[str, Function] = {}
+
+    def function(self, name: str) -> "Function":
+        function = self._functions.get(name)
+        if function is None:
+            handle = check(_state.bindings.cuModuleGetFunction(self.handle, name.encode()),
+                           f"cuModuleGetFunction('{name}')", kernel=name, device=self.device)
+            function = self._functions[name] = Function(handle, name, self)
+        return function
+
+    def __repr__(self) -> str:
+        return f"<polytile_nvidia.driver.Module {self.name!r} on device {self.device}>"
+
+
+def load_module(image: bytes | str, *, device: int | None = None, name: str = "") -> Module:
+    """Load a cubin (bytes) or PTX (str, or bytes starting with PTX text) on ``device``
+    (default: the current device); ``name`` is the kernel's, for error messages."""
+    if device is None:
+        device = current_device()
+    activate(device)
+    data = image.encode() if isinstance(image, str) else bytes(image)
+    if not data.startswith(b"\x7fELF") and not data.endswith(b"\0"):
+        data += b"\0"  # the driver reads PTX as a NUL-terminated string
+    handle = check(_state.bindings.cuModuleLoadData(data), "cuModuleLoadData", kernel=name or None, device=device)
+    return Module(handle, device, name)
+
+
+class Function:
+    """One kernel of a loaded module."""
+
+    def __init__(self, handle: Any, name: str, module: Module):
+        self.handle = handle
+        self.name = name
+        self.module = module
+        self.device = module.device
+        self._dynamic_shared_limit = 0
+
+    def attribute(self, name: str) -> int:
+        """A ``CU_FUNC_ATTRIBUTE_<name>`` value (``"NUM_REGS"``, ``"SHARED_SIZE_BYTES"``, ...)."""
+        cuda = _state.bindings
+        attribute = getattr(cuda.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}")
+        return int(check(cuda.cuFuncGetAttribute(attribute, self.handle), f"cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_{name})",
+                         kernel=self.name, device=self.device))
+
+    @property
+    def num_registers(self) -> int:
+        return self.attribute("NUM_REGS")
+
+    @property
+    def static_shared_bytes(self) -> int:
+        return self.attribute("SHARED_SIZE_BYTES")
+
+    @property
+    def local_bytes(self) -> int:
+        """Local memory per thread: register spills and stack."""
+        return self.attribute("LOCAL_SIZE_BYTES")
+
+    @property
+    def max_threads_per_block(self) -> int:
+        """The most threads a block of this kernel can have, given its register use."""
+        return self.attribute("MAX_THREADS_PER_BLOCK")
+
+    def check_block_size(self, threads: int) -> None:
+        limit = self.max_threads_per_block
+        if threads > limit:
+            raise OutOfResourcesError(
+                f"kernel '{self.name}': a block of {threads} threads is too large on device {self.device}: the kernel "
+                f"uses {self.num_registers} registers per thread, so a block holds at most {limit} threads; lower "
+                "num_warps or cap the registers with maxnreg",
+                kernel=self.name, resource="threads", required=threads, limit=limit)
+
+    def set_dynamic_shared_memory(self, nbytes: int) -> None:
+        """Let launches use ``nbytes`` of dynamic shared memory, opting in above 48 KB.
+
+        The device's opt-in limit covers static and dynamic shared memory together;
+        exceeding it is an :class:`OutOfResourcesError` with both numbers.
+        """
+        if nbytes <= self._dynamic_shared_limit:
+            return
+        properties = device_properties(self.device)
+        static = self.static_shared_bytes
+        limit = properties.shared_memory_per_block_optin
+        if static + nbytes > limit:
+            detail = f" ({static} static + {nbytes} dynamic)" if static else ""
+            raise OutOfResourcesError(
+                f"kernel '{self.name}' needs {static + nbytes} bytes of shared memory per block{detail}, but device "
+                f"{self.device} ({properties.name}) allows at most {limit}; use smaller blocks or fewer pipeline "
+                "stages (num_stages)",
+                kernel=self.name, resource="shared memory", required=static + nbytes, limit=limit)
+        if static + nbytes > properties.shared_memory_per_block:
+            cuda = _state.bindings
+            check(cuda.cuFuncSetAttribute(self.handle,
+                                          cuda.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                          nbytes),
+                  "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)", kernel=self.name,
+                  device=self.device)
+        self._dynamic_shared_limit = nbytes
+
+    def __repr__(self) -> str:
+        return f"<polytile_nvidia.driver.Function {self.name!r} on device {self.device}>"

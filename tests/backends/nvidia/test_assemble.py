@@ -1,0 +1,265 @@
+"""PTX to cubin: ptxas and nvJitLink, the choice between them, and assembler errors.
+
+The ptxas tests run wherever a ptxas is found (CUDA toolkit, nvidia-cuda-nvcc wheel,
+PATH); the nvJitLink one wherever libnvJitLink loads; the rest use fakes.
+"""
+
+from __future__ import annotations
+
+import stat
+import struct
+import sys
+import types
+import warnings
+from pathlib import Path
+
+import pytest
+
+from polytile import config
+from polytile.errors import ConfigError
+from polytile_nvidia import NvidiaOptions, assemble, toolkit
+from polytile_nvidia.assemble import (AssembleFlags, AssemblerUnavailableError, NvidiaToolchainWarning,
+                                      PTXAssemblyError, ptx_to_cubin, select_assembler)
+
+from .ptx_kernels import BROKEN_LINE, BROKEN_VECTOR_ADD, VECTOR_ADD
+
+
+@pytest.fixture(autouse=True)
+def _fresh_toolchain_state():
+    assemble.clear_caches()
+    yield
+    assemble.clear_caches()
+
+
+@pytest.fixture
+def ptxas():
+    try:
+        return assemble.find_ptxas()
+    except toolkit.ToolkitNotFoundError:
+        pytest.skip("no ptxas on this machine")
+
+
+@pytest.fixture
+def no_nvjitlink(monkeypatch):
+    def missing():
+        raise RuntimeError('Failure finding "libnvJitLink.so.13"')
+
+    monkeypatch.setattr(assemble, "_load_nvjitlink", missing)
+
+
+def cubin_sm(cubin: bytes) -> int:
+    """The SM number an NVIDIA cubin was built for, from its ELF header's e_flags."""
+    assert cubin[:4] == b"\x7fELF"
+    flags = struct.unpack_from("<I", cubin, 0x30)[0]
+    # ELF ABI version 8 (CUDA 12.8+) moved the SM number up one byte.
+    return (flags >> 8) & 0xFF if cubin[8] >= 8 else flags & 0xFF
+
+
+# -- ptxas -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch, sm", [("sm_80", 80), ("sm_90a", 90)])
+def test_vector_add_assembles_with_ptxas(ptxas, arch, sm):
+    cubin = ptx_to_cubin(VECTOR_ADD, arch, kernel_name="add_kernel", assembler="ptxas")
+    assert cubin_sm(cubin) == sm
+    assert b"add_kernel" in cubin
+
+
+def test_options_reach_ptxas(ptxas):
+    options = NvidiaOptions(maxnreg=32, enable_fp_fusion=False, debug=True)
+    cubin = ptx_to_cubin(VECTOR_ADD, "sm_90a", kernel_name="add_kernel", options=options, assembler="ptxas")
+    assert cubin_sm(cubin) == 90
+
+
+def test_broken_ptx_names_kernel_and_quotes_the_line(ptxas):
+    with pytest.raises(PTXAssemblyError) as info:
+        ptx_to_cubin(BROKEN_VECTOR_ADD, "sm_90a", kernel_name="add_kernel", assembler="ptxas")
+    error = info.value
+    message = str(error)
+    assert message.startswith(f"kernel 'add_kernel': ptxas ({ptxas}) failed to assemble its PTX for sm_90a:")
+    assert f"ptxas add_kernel.ptx, line {BROKEN_LINE}; error" in message
+    assert "Unknown symbol '%bogus'" in message
+    assert error.lines == [BROKEN_LINE]
+    assert f"> {BROKEN_LINE} | \tadd.f32 \t%f3, %f2, %bogus;" in message
+    assert f"  {BROKEN_LINE - 1} | \tld.global.f32 \t%f2, [%rd6];" in message
+    assert "polytile-ptxas-" not in message  # the scratch file's path is replaced by the kernel's name
+    assert error.ptx == BROKEN_VECTOR_ADD
+
+
+def test_configured_ptxas_must_exist(monkeypatch, tmp_path):
+    monkeypatch.setenv("POLYTILE_PTXAS", str(tmp_path / "nowhere" / "ptxas"))
+    with pytest.raises(ConfigError) as info:
+        assemble.find_ptxas()
+    assert "setting 'ptxas_path' (from environment variable POLYTILE_PTXAS)" in str(info.value)
+    assert "does not exist" in str(info.value)
+
+
+def _fake_ptxas(directory: Path, version: str = "13.0.88") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "ptxas"
+    path.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V{version}'\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_ptxas_under_cuda_home_is_found_first(monkeypatch, tmp_path):
+    fake = _fake_ptxas(tmp_path / "cuda" / "bin")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    assert assemble.find_ptxas() == fake
+    assert assemble.ptxas_version() == "13.0.88"
+
+
+def test_ptxas_from_the_nvcc_wheel(monkeypatch, tmp_path):
+    fake = _fake_ptxas(tmp_path / "site" / "nvidia" / "cu13" / "bin")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv("PATH", "")
+    assert assemble.find_ptxas() == fake
+
+
+def test_missing_ptxas_lists_every_place_looked(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    monkeypatch.setattr(toolkit, "COMMON_CUDA_ROOTS", (str(tmp_path / "usr-local-cuda"),))
+    with pytest.raises(toolkit.ToolkitNotFoundError) as info:
+        assemble.find_ptxas()
+    message = str(info.value)
+    assert message.startswith("ptxas not found; looked in:")
+    assert f"{tmp_path / 'cuda' / 'bin' / 'ptxas'} (cuda_home, from environment variable CUDA_HOME)" in message
+    assert "the nvidia-cuda-nvcc wheel (pip install nvidia-cuda-nvcc): no nvidia/ package on sys.path" in message
+    assert "PATH: no ptxas" in message
+    assert f"{tmp_path / 'usr-local-cuda' / 'bin' / 'ptxas'} (system CUDA toolkit)" in message
+    assert "set ptxas_path (POLYTILE_PTXAS)" in message
+
+
+def test_ptxas_flags():
+    flags = AssembleFlags.from_options(NvidiaOptions(maxnreg=64, enable_fp_fusion=False, debug=True))
+    assert assemble.PtxasAssembler().flags("sm_90a", flags) == [
+        "--gpu-name=sm_90a", "-O3", "--maxrregcount=64", "--fmad=false", "--generate-line-info"]
+    assert assemble.PtxasAssembler().flags("sm_80", AssembleFlags.from_options(None)) == ["--gpu-name=sm_80", "-O3"]
+
+
+# -- choosing the assembler ------------------------------------------------------------
+
+
+def test_default_falls_back_to_ptxas_with_one_warning(no_nvjitlink):
+    with pytest.warns(NvidiaToolchainWarning, match=r"nvJitLink cannot be used \(libnvJitLink could not be loaded"):
+        assert select_assembler() == "ptxas"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert select_assembler() == "ptxas"
+
+
+def test_auto_falls_back_silently(no_nvjitlink):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert select_assembler("auto") == "ptxas"
+
+
+def test_explicit_nvjitlink_without_the_library_is_an_error(no_nvjitlink):
+    config.set(nvidia_assembler="nvjitlink")
+    with pytest.raises(AssemblerUnavailableError) as info:
+        select_assembler()
+    message = str(info.value)
+    assert "nvidia_assembler is 'nvjitlink' (from polytile.config.set())" in message
+    assert "libnvJitLink could not be loaded" in message
+    assert "set nvidia_assembler to 'ptxas'" in message
+
+
+def test_ptxas_setting_never_loads_nvjitlink(monkeypatch):
+    monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: pytest.fail("nvJitLink was loaded"))
+    config.set(nvidia_assembler="ptxas")
+    assert select_assembler() == "ptxas"
+
+
+def test_toolchain_versions_name_the_assembler(no_nvjitlink, monkeypatch, tmp_path):
+    monkeypatch.setenv("POLYTILE_PTXAS", str(_fake_ptxas(tmp_path, "12.8.93")))
+    config.set(nvidia_assembler="ptxas")
+    assert assemble.toolchain_versions() == {"nvidia-assembler": "ptxas 12.8.93"}
+
+
+def test_toolchain_versions_never_raise(no_nvjitlink):
+    config.set(nvidia_assembler="nvjitlink")
+    assert assemble.toolchain_versions() == {"nvidia-assembler": "unavailable (AssemblerUnavailableError)"}
+
+
+# -- nvJitLink -------------------------------------------------------------------------
+
+
+class FakeNvJitLinkError(Exception):
+    pass
+
+
+def fake_nvjitlink(error_log: str = ""):
+    calls = []
+
+    def complete(handle):
+        calls.append(("complete", handle))
+        if error_log:
+            raise FakeNvJitLinkError("ERROR_PTX_COMPILE")
+
+    module = types.SimpleNamespace(
+        InputType=types.SimpleNamespace(PTX=2),
+        nvJitLinkError=FakeNvJitLinkError,
+        version=lambda: (13, 0),
+        create=lambda n, options: calls.append(("create", n, list(options))) or 77,
+        add_data=lambda handle, kind, data, size, name: calls.append(("add_data", handle, kind, data, size, name)),
+        complete=complete,
+        get_linked_cubin_size=lambda handle: 4,
+        get_linked_cubin=lambda handle, buffer: buffer.__setitem__(slice(0, 4), b"CUBN"),
+        get_error_log_size=lambda handle: len(error_log) + 1,
+        get_error_log=lambda handle, buffer: buffer.__setitem__(slice(0, len(error_log)), error_log.encode()),
+        destroy=lambda handle: calls.append(("destroy", handle)),
+    )
+    return module, calls
+
+
+def test_nvjitlink_links_in_process(monkeypatch):
+    module, calls = fake_nvjitlink()
+    monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: module)
+    options = NvidiaOptions(maxnreg=40, enable_fp_fusion=False)
+    assert ptx_to_cubin(VECTOR_ADD, "sm_90a", kernel_name="add_kernel", options=options) == b"CUBN"
+    data = VECTOR_ADD.encode()
+    assert calls == [
+        ("create", 4, ["-arch=sm_90a", "-O3", "-maxrregcount=40", "-Xptxas=--fmad=false"]),
+        ("add_data", 77, 2, data, len(data), "add_kernel.ptx"),
+        ("complete", 77),
+        ("destroy", 77),
+    ]
+    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0"}
+
+
+def test_nvjitlink_error_quotes_the_line(monkeypatch):
+    log = f"ERROR NVJITLINK_ERROR_PTX_COMPILE: JIT the PTX (add_kernel.ptx)\n" \
+          f"ptxas application ptx input, line {BROKEN_LINE}; error   : Unknown symbol '%bogus'"
+    module, calls = fake_nvjitlink(log)
+    monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: module)
+    with pytest.raises(PTXAssemblyError) as info:
+        ptx_to_cubin(BROKEN_VECTOR_ADD, "sm_80", kernel_name="add_kernel")
+    assert str(info.value).startswith("kernel 'add_kernel': nvJitLink failed to assemble its PTX for sm_80:")
+    assert f"> {BROKEN_LINE} | \tadd.f32 \t%f3, %f2, %bogus;" in str(info.value)
+    assert calls[-1] == ("destroy", 77)
+
+
+@pytest.mark.skipif(assemble.nvjitlink_problem() is not None, reason="libnvJitLink cannot be loaded here")
+@pytest.mark.parametrize("arch, sm", [("sm_80", 80), ("sm_90a", 90)])
+def test_real_nvjitlink(arch, sm):
+    cubin = ptx_to_cubin(VECTOR_ADD, arch, kernel_name="add_kernel", assembler="nvjitlink")
+    assert cubin_sm(cubin) == sm
+    with pytest.raises(PTXAssemblyError) as info:
+        ptx_to_cubin(BROKEN_VECTOR_ADD, arch, kernel_name="add_kernel", assembler="nvjitlink")
+    assert info.value.lines == [BROKEN_LINE]
+
+
+# -- quoting ---------------------------------------------------------------------------
+
+
+def test_quote_marks_named_lines_with_context():
+    ptx = "\n".join(f"l{i}" for i in range(1, 11))
+    assert assemble.quote_ptx(ptx, [2, 9]) == "\n".join([
+        "PTX lines 2, 9:", "     1 | l1", "  >  2 | l2", "     3 | l3", "    ..", "     8 | l8", "  >  9 | l9",
+        "    10 | l10"])
+
+
+def test_referenced_lines_ignore_numbers_outside_the_ptx():
+    assert assemble.referenced_lines("x, line 3; error\ny, line 99; error\nz, line 3; again", "a\nb\nc\nd") == [3]

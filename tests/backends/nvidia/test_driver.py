@@ -1,0 +1,157 @@
+"""The CUDA driver layer: contexts, module loading, device properties, shared memory opt-in.
+
+Most tests run against :class:`~.fake_cuda.FakeDriver`; those marked ``gpu`` load the
+hand-written PTX on a real device and skip cleanly without one.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from polytile.runtime.jit import LaunchError
+from polytile_nvidia import driver
+from polytile_nvidia.driver import CudaDriverError, OutOfResourcesError, load_module
+
+from .fake_cuda import FakeGpu, Kernel, fake_driver, nvidia_gpu  # noqa: F401 (fixtures)
+from .ptx_kernels import DYNAMIC_SHARED, VECTOR_ADD
+
+IMAGE = b"\x7fELF fake cubin"
+
+
+def test_primary_context_is_retained_once_per_device(fake_driver):
+    fake_driver.gpus = [FakeGpu(), FakeGpu()]
+    assert int(driver.primary_context(1)) == 0x1001
+    assert int(driver.primary_context(1)) == 0x1001
+    assert int(driver.primary_context(0)) == 0x1000
+    assert fake_driver.retained == [1, 0]
+    assert fake_driver.calls.count("cuInit") == 1
+
+
+def test_activate_sets_the_context_only_when_another_is_current(fake_driver):
+    driver.activate(0)
+    driver.activate(0)
+    assert fake_driver.calls.count("cuCtxSetCurrent(0x1000)") == 1
+    assert driver.current_device() == 0
+
+
+def test_unknown_device_index(fake_driver):
+    with pytest.raises(LaunchError, match=r"there is no CUDA device 3: this process sees 1 \(device 0; "):
+        driver.primary_context(3)
+
+
+def test_device_properties_are_read_once(fake_driver):
+    props = driver.device_properties(0)
+    assert props == driver.DeviceProperties(index=0, name="NVIDIA H100 80GB HBM3", compute_capability=(9, 0),
+                                            multiprocessor_count=132, warp_size=32, max_threads_per_block=1024,
+                                            shared_memory_per_block=49152, shared_memory_per_block_optin=232448)
+    fake_driver.gpus[0].sms = 1
+    assert driver.device_properties(0).multiprocessor_count == 132
+
+
+def test_load_module_and_find_function(fake_driver):
+    fake_driver.images[IMAGE] = {"add_kernel": Kernel((8, 8, 8, 4), num_regs=20)}
+    module = load_module(IMAGE, device=0, name="add_kernel")
+    function = module.function("add_kernel")
+    assert module.function("add_kernel") is function
+    assert (function.num_registers, function.static_shared_bytes, function.max_threads_per_block) == (20, 0, 1024)
+    assert fake_driver.loaded == [(0x1000, IMAGE)]  # loaded with device 0's context current
+
+
+def test_ptx_text_is_nul_terminated(fake_driver):
+    fake_driver.images[VECTOR_ADD.encode()] = {"add_kernel": Kernel((8, 8, 8, 4))}
+    load_module(VECTOR_ADD, device=0)
+    assert fake_driver.loaded[0][1] == VECTOR_ADD.encode() + b"\0"
+
+
+def test_load_failure_names_call_kernel_and_reason(fake_driver):
+    with pytest.raises(CudaDriverError) as info:
+        load_module(b"\x7fELF for another GPU", device=0, name="add_kernel")
+    assert str(info.value) == (
+        "kernel 'add_kernel': CUDA driver call cuModuleLoadData failed on device 0 with CUDA_ERROR_NO_BINARY_FOR_GPU "
+        "(fake description of CUDA_ERROR_NO_BINARY_FOR_GPU): the cubin was built for another architecture than "
+        "this device's")
+    assert (info.value.call, info.value.error, info.value.kernel) == ("cuModuleLoadData", "CUDA_ERROR_NO_BINARY_FOR_GPU",
+                                                                      "add_kernel")
+
+
+def test_missing_function_is_named(fake_driver):
+    fake_driver.images[IMAGE] = {"add_kernel": Kernel(())}
+    module = load_module(IMAGE, device=0)
+    with pytest.raises(CudaDriverError, match=r"kernel 'mul_kernel': CUDA driver call cuModuleGetFunction\('mul_kernel'\)"):
+        module.function("mul_kernel")
+
+
+def test_shared_memory_below_48k_needs_no_opt_in(fake_driver):
+    fake_driver.images[IMAGE] = {"k": Kernel(())}
+    load_module(IMAGE, device=0).function("k").set_dynamic_shared_memory(48 * 1024)
+    assert fake_driver.set_attributes == []
+
+
+def test_shared_memory_above_48k_opts_in(fake_driver):
+    fake_driver.images[IMAGE] = {"k": Kernel((), static_shared=1024)}
+    function = load_module(IMAGE, device=0).function("k")
+    function.set_dynamic_shared_memory(100 * 1024)
+    function.set_dynamic_shared_memory(90 * 1024)  # already allowed: no second call
+    assert fake_driver.set_attributes == [("k", "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 100 * 1024)]
+
+
+def test_shared_memory_beyond_the_device_limit_is_an_error(fake_driver):
+    fake_driver.gpus = [FakeGpu("NVIDIA A100-SXM4-80GB", (8, 0), 108, 166912)]
+    fake_driver.images[IMAGE] = {"matmul": Kernel((), static_shared=2048)}
+    function = load_module(IMAGE, device=0).function("matmul")
+    with pytest.raises(OutOfResourcesError) as info:
+        function.set_dynamic_shared_memory(200 * 1024)
+    assert str(info.value) == (
+        "kernel 'matmul' needs 206848 bytes of shared memory per block (2048 static + 204800 dynamic), but device 0 "
+        "(NVIDIA A100-SXM4-80GB) allows at most 166912; use smaller blocks or fewer pipeline stages (num_stages)")
+    assert (info.value.required, info.value.limit, info.value.resource) == (206848, 166912, "shared memory")
+    assert fake_driver.set_attributes == []
+
+
+def test_block_larger_than_registers_allow(fake_driver):
+    fake_driver.images[IMAGE] = {"k": Kernel((), num_regs=128, max_threads=512)}
+    function = load_module(IMAGE, device=0).function("k")
+    function.check_block_size(512)
+    with pytest.raises(OutOfResourcesError, match=r"kernel 'k': a block of 1024 threads is too large on device 0: "
+                                                  r"the kernel uses 128 registers per thread"):
+        function.check_block_size(1024)
+
+
+def test_pointer_device(fake_driver):
+    fake_driver.allocations = [(0x10000, 0x20000, 1)]
+    assert driver.device_of_pointer(0x18000) == 1
+    assert driver.device_of_pointer(0x30000) is None
+
+
+# -- on a GPU --------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_ptx_and_cubin_load_on_a_gpu(nvidia_gpu):
+    from polytile_nvidia.assemble import ptx_to_cubin
+
+    device = nvidia_gpu.index
+    from_ptx = load_module(VECTOR_ADD, device=device, name="add_kernel").function("add_kernel")
+    cubin = ptx_to_cubin(VECTOR_ADD, nvidia_gpu.target.arch, kernel_name="add_kernel", assembler="auto")
+    from_cubin = load_module(cubin, device=device, name="add_kernel").function("add_kernel")
+    for function in (from_ptx, from_cubin):
+        assert 0 < function.num_registers <= 255
+        assert function.max_threads_per_block >= 256
+
+
+@pytest.mark.gpu
+def test_device_properties_on_a_gpu(nvidia_gpu):
+    props = driver.device_properties(nvidia_gpu.index)
+    assert props.compute_capability == nvidia_gpu.properties["compute_capability"]
+    assert props.multiprocessor_count == nvidia_gpu.properties["multiprocessor_count"]
+    assert props.shared_memory_per_block_optin == nvidia_gpu.properties["shared_memory_per_block_optin"]
+    assert (props.warp_size, props.shared_memory_per_block) == (32, 49152)
+
+
+@pytest.mark.gpu
+def test_shared_memory_opt_in_on_a_gpu(nvidia_gpu):
+    function = load_module(DYNAMIC_SHARED, device=nvidia_gpu.index).function("shared_probe")
+    limit = driver.device_properties(nvidia_gpu.index).shared_memory_per_block_optin
+    function.set_dynamic_shared_memory(limit)
+    with pytest.raises(OutOfResourcesError):
+        function.set_dynamic_shared_memory(limit + 16)

@@ -1,0 +1,260 @@
+"""Launching: device choice, contexts, streams, grids, shared memory, errors; then on a GPU.
+
+The first part runs against :class:`~.fake_cuda.FakeDriver`, which reads the arguments
+back through kernelParams as the driver does; tests marked ``gpu`` launch the
+hand-written PTX kernels on a real device and check what they computed.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from polytile.ir import types as t
+from polytile.runtime.jit import LaunchError
+from polytile_nvidia import launcher as launcher_module
+from polytile_nvidia.driver import CudaDriverError, OutOfResourcesError
+from polytile_nvidia.launcher import Launcher
+
+from .fake_cuda import CUresult, DeviceBuffer, FakeGpu, Kernel, fake_driver, nvidia_gpu, torch_cuda  # noqa: F401
+from .ptx_kernels import DYNAMIC_SHARED, SCALARS, VECTOR_ADD
+from .test_arguments import CaiArray, Tensor
+
+IMAGE = b"\x7fELF fake add_kernel"
+F32_PTR = t.PointerType(t.f32)
+ADD_PARAMS = [("x_ptr", F32_PTR), ("y_ptr", F32_PTR), ("out_ptr", F32_PTR), ("n", t.i32)]
+
+
+@pytest.fixture
+def add(fake_driver):
+    fake_driver.gpus = [FakeGpu(), FakeGpu()]
+    fake_driver.images[IMAGE] = {"add_kernel": Kernel((8, 8, 8, 4))}
+    return Launcher(IMAGE, "add_kernel", ADD_PARAMS, num_warps=4)
+
+
+def test_launch_passes_grid_block_and_arguments(add, fake_driver):
+    add((3, 1, 1), [Tensor(0x1000, 0), Tensor(0x2000, 0), Tensor(0x3000, 0), 1000])
+    (launch,) = fake_driver.launches
+    assert (launch.function, launch.grid, launch.block, launch.shared) == ("add_kernel", (3, 1, 1), (128, 1, 1), 0)
+    assert launch.arguments == [struct.pack("<Q", 0x1000), struct.pack("<Q", 0x2000), struct.pack("<Q", 0x3000),
+                                struct.pack("<i", 1000)]
+
+
+def test_kernel_runs_on_the_device_of_its_arguments(add, fake_driver):
+    add((1, 1, 1), [Tensor(0x1000, 1), Tensor(0x2000, 1), None, 4])
+    assert fake_driver.launches[-1].context == 0x1001
+    add((1, 1, 1), [Tensor(0x1000, 0), Tensor(0x2000, 0), None, 4])
+    assert fake_driver.launches[-1].context == 0x1000
+    add((1, 1, 1), [Tensor(0x1000, 1), Tensor(0x2000, 1), None, 4])
+    assert fake_driver.launches[-1].context == 0x1001
+    assert [context for context, _ in fake_driver.loaded] == [0x1001, 0x1000]  # loaded once per device
+
+
+def test_without_device_arguments_the_current_device_runs_it(add, fake_driver):
+    fake_driver.current = fake_driver.cuDevicePrimaryCtxRetain(1)[1]
+    add((1, 1, 1), [None, None, None, 0])
+    assert fake_driver.launches[-1].context == 0x1001
+
+
+def test_cuda_array_interface_arguments_ask_the_driver(add, fake_driver):
+    fake_driver.allocations = [(0x10000, 0x20000, 1)]
+    add((1, 1, 1), [CaiArray(0x10000), CaiArray(0x10100), CaiArray(0x10200), 64])
+    assert fake_driver.launches[-1].context == 0x1001
+    with pytest.raises(LaunchError, match=r"kernel 'add_kernel': argument 'y_ptr' points to 0x50000, which is not GPU"):
+        add((1, 1, 1), [CaiArray(0x10000), CaiArray(0x50000), CaiArray(0x10200), 64])
+
+
+def test_empty_grid_launches_nothing(add, fake_driver):
+    add((0, 1, 1), [None, None, None, 0])
+    assert fake_driver.launches == []
+
+
+@pytest.mark.parametrize("grid, message", [
+    ((-1, 1, 1), r"grid \(-1, 1, 1\): axis 0 must be a non-negative integer, got -1"),
+    ((1, 70000, 1), r"grid \(1, 70000, 1\): axis 1 has 70000 blocks, more than the 65535 CUDA allows"),
+    ((2**31, 1, 1), r"grid \(2147483648, 1, 1\): axis 0 has 2147483648 blocks, more than the 2147483647 CUDA allows"),
+])
+def test_bad_grid(add, grid, message):
+    with pytest.raises(LaunchError, match=f"kernel 'add_kernel': {message}"):
+        add(grid, [None, None, None, 0])
+
+
+def test_torch_arguments_launch_on_torchs_current_stream(add, fake_driver, monkeypatch):
+    fake_torch = types.ModuleType("torch")
+    fake_torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0xBEEF0 + device)
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setattr(launcher_module, "_current_raw_stream", None)
+    add((1, 1, 1), [Tensor(0x1000, 1), None, None, 1])
+    assert fake_driver.launches[-1].stream == 0xBEEF1
+    add((1, 1, 1), [CaiArray(0), None, None, 1])  # no torch tensor: the default stream
+    assert fake_driver.launches[-1].stream == 0
+    add((1, 1, 1), [Tensor(0x1000, 1), None, None, 1], stream=0x777)
+    assert fake_driver.launches[-1].stream == 0x777
+
+
+def test_launch_failure_names_kernel_and_call(add, fake_driver):
+    fake_driver.launch_result = CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+    with pytest.raises(CudaDriverError) as info:
+        add((1, 1, 1), [Tensor(0x1000, 0), None, None, 1])
+    assert str(info.value).startswith("kernel 'add_kernel': CUDA driver call cuLaunchKernel failed on device 0 with "
+                                      "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")
+
+
+def test_argument_errors_name_the_argument(add):
+    with pytest.raises(LaunchError, match=r"kernel 'add_kernel': argument 'n' is int 4294967296, but parameter 'n' "
+                                          r"is i32"):
+        add((1, 1, 1), [None, None, None, 2**32])
+    with pytest.raises(LaunchError, match=r"kernel 'add_kernel': argument 'x_ptr' is a NumPy array"):
+        add((1, 1, 1), [np.zeros(4, np.float32), None, None, 4])
+
+
+def test_dynamic_shared_memory_is_opted_in_on_first_launch_per_device(fake_driver):
+    fake_driver.gpus = [FakeGpu(), FakeGpu()]
+    fake_driver.images[IMAGE] = {"k": Kernel((8,))}
+    launch = Launcher(IMAGE, "k", [("p", F32_PTR)], num_warps=8, shared=100_000)
+    launch((1, 1, 1), [Tensor(0x10, 0)])
+    launch((1, 1, 1), [Tensor(0x10, 0)])
+    launch((1, 1, 1), [Tensor(0x10, 1)])
+    assert fake_driver.set_attributes == [("k", "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 100_000)] * 2
+    assert [launch.shared for launch in fake_driver.launches] == [100_000] * 3
+
+
+def test_too_much_shared_memory_fails_before_launching(fake_driver):
+    fake_driver.images[IMAGE] = {"k": Kernel((8,))}
+    launch = Launcher(IMAGE, "k", [("p", F32_PTR)], num_warps=4, shared=300_000)
+    with pytest.raises(OutOfResourcesError, match=r"kernel 'k' needs 300000 bytes of shared memory per block, but "
+                                                  r"device 0 \(NVIDIA H100 80GB HBM3\) allows at most 232448"):
+        launch((1, 1, 1), [Tensor(0x10, 0)])
+    assert fake_driver.launches == []
+
+
+def test_num_warps_must_fit_a_block():
+    with pytest.raises(LaunchError, match=r"num_warps=64 gives a block of 2048 threads"):
+        Launcher(IMAGE, "k", [], num_warps=64)
+
+
+# -- on a GPU --------------------------------------------------------------------------
+
+
+def _cubin(ptx: str, name: str, gpu) -> bytes:
+    from polytile_nvidia.assemble import ptx_to_cubin
+
+    return ptx_to_cubin(ptx, gpu.target.arch, kernel_name=name, assembler="auto")
+
+
+@pytest.mark.gpu
+def test_vector_add_with_torch_tensors(nvidia_gpu):
+    torch = torch_cuda()
+    device = f"cuda:{nvidia_gpu.index}"
+    n = 1000
+    x = torch.rand(n, device=device)
+    y = torch.rand(n, device=device)
+    out = torch.full((n,), -1.0, device=device)
+    launch = Launcher(_cubin(VECTOR_ADD, "add_kernel", nvidia_gpu), "add_kernel", ADD_PARAMS, num_warps=4)
+    launch(((n + 127) // 128, 1, 1), [x, y, out, n])
+    torch.cuda.synchronize()
+    assert torch.equal(out, x + y)
+
+
+@pytest.mark.gpu
+def test_vector_add_on_a_side_stream(nvidia_gpu):
+    torch = torch_cuda()
+    device = f"cuda:{nvidia_gpu.index}"
+    n = 1 << 20
+    x = torch.rand(n, device=device)
+    y = torch.rand(n, device=device)
+    launch = Launcher(_cubin(VECTOR_ADD, "add_kernel", nvidia_gpu), "add_kernel", ADD_PARAMS, num_warps=8)
+    stream = torch.cuda.Stream(device=device)
+    with torch.cuda.stream(stream):
+        out = torch.empty(n, device=device)
+        launch((n // 256, 1, 1), [x, y, out, n])
+        expected = x + y  # ordered after the kernel only if it went on this stream
+        same = torch.equal(out, expected)
+    stream.synchronize()
+    assert same
+
+
+@pytest.mark.gpu
+def test_vector_add_with_cuda_array_interface(nvidia_gpu):
+    from polytile_nvidia import driver
+
+    driver.activate(nvidia_gpu.index)
+    n = 300
+    x_host = np.arange(n, dtype=np.float32)
+    y_host = np.full(n, 0.5, dtype=np.float32)
+    buffers = [DeviceBuffer(4 * n) for _ in range(3)]
+    try:
+        buffers[0].upload(x_host.tobytes())
+        buffers[1].upload(y_host.tobytes())
+        launch = Launcher(_cubin(VECTOR_ADD, "add_kernel", nvidia_gpu), "add_kernel", ADD_PARAMS, num_warps=2)
+        launch(((n + 63) // 64, 1, 1), [*buffers, n])
+        out = np.frombuffer(buffers[2].download(), dtype=np.float32)  # cuMemcpyDtoH waits for the kernel
+        np.testing.assert_array_equal(out, x_host + y_host)
+    finally:
+        for buffer in buffers:
+            buffer.free()
+
+
+@pytest.mark.gpu
+def test_every_scalar_type_arrives_intact(nvidia_gpu):
+    from polytile_nvidia import driver
+
+    driver.activate(nvidia_gpu.index)
+    params = [("out", t.PointerType(t.u64)), ("a", t.i8), ("b", t.i16), ("c", t.i32), ("d", t.i64), ("e", t.f16),
+              ("f", t.bf16), ("g", t.f32), ("h", t.f64), ("i", t.i1)]
+    out = DeviceBuffer(9 * 8, "<u8", 8)
+    try:
+        launch = Launcher(_cubin(SCALARS, "scalars", nvidia_gpu), "scalars", params, num_warps=1)
+        launch((1, 1, 1), [out, -5, -300, -70000, -(2**40), 1.5, -2.0, 3.25, -1e300, True])
+        got = np.frombuffer(out.download(), dtype=np.uint64).tolist()
+    finally:
+        out.free()
+    assert got == [0xFB, 0xFED4, (-70000) & 0xFFFFFFFF, (-(2**40)) & (2**64 - 1),
+                   int(np.float16(1.5).view(np.uint16)), 0xC000,
+                   struct.unpack("<I", struct.pack("<f", 3.25))[0], struct.unpack("<Q", struct.pack("<d", -1e300))[0], 1]
+
+
+@pytest.mark.gpu
+def test_dynamic_shared_memory_above_48k(nvidia_gpu):
+    torch = torch_cuda()
+    shared = 100 * 1024
+    out = torch.zeros(1, dtype=torch.int32, device=f"cuda:{nvidia_gpu.index}")
+    params = [("out", t.PointerType(t.i32)), ("nbytes", t.u32)]
+    launch = Launcher(_cubin(DYNAMIC_SHARED, "shared_probe", nvidia_gpu), "shared_probe", params, num_warps=4,
+                      shared=shared)
+    launch((1, 1, 1), [out, shared])
+    torch.cuda.synchronize()
+    assert out.item() == 42
+    limit = nvidia_gpu.properties["shared_memory_per_block_optin"]
+    too_much = Launcher(_cubin(DYNAMIC_SHARED, "shared_probe", nvidia_gpu), "shared_probe", params, num_warps=4,
+                        shared=limit + 1024)
+    with pytest.raises(OutOfResourcesError, match=f"allows at most {limit}"):
+        too_much((1, 1, 1), [out, limit + 1024])
+
+
+@pytest.mark.gpu
+def test_cpu_tensor_is_refused(nvidia_gpu):
+    torch = torch_cuda()
+    x = torch.zeros(4, device=f"cuda:{nvidia_gpu.index}")
+    launch = Launcher(_cubin(VECTOR_ADD, "add_kernel", nvidia_gpu), "add_kernel", ADD_PARAMS, num_warps=1)
+    with pytest.raises(LaunchError, match=r"kernel 'add_kernel': argument 'y_ptr' is a torch tensor on 'cpu'"):
+        launch((1, 1, 1), [x, torch.zeros(4), x, 4])
+
+
+@pytest.mark.gpu
+def test_tensors_on_two_gpus_are_refused(nvidia_gpu):
+    torch = torch_cuda()
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    launch = Launcher(_cubin(VECTOR_ADD, "add_kernel", nvidia_gpu), "add_kernel", ADD_PARAMS, num_warps=1)
+    a, b = torch.zeros(4, device="cuda:0"), torch.zeros(4, device="cuda:1")
+    with pytest.raises(LaunchError, match=r"argument 'y_ptr' is on cuda:1, but argument 'x_ptr' is on cuda:0"):
+        launch((1, 1, 1), [a, b, a, 4])
+    out = torch.empty(4, device="cuda:1")
+    launch((1, 1, 1), [b, b, out, 4])  # runs on GPU 1, where its arguments are
+    torch.cuda.synchronize(1)
+    assert torch.equal(out, b + b)

@@ -1,0 +1,107 @@
+"""Finding libdevice.10.bc: the setting, cuda_home, the nvcc wheel, system toolkits."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from polytile import config
+from polytile.errors import ConfigError
+from polytile_nvidia import libdevice, toolkit
+from polytile_nvidia.libdevice import find_libdevice
+
+
+def _bitcode(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "libdevice.10.bc"
+    path.write_bytes(b"BC\xc0\xde")
+    return path
+
+
+@pytest.fixture
+def bare_machine(monkeypatch, tmp_path):
+    """No toolkit anywhere but where a test puts one under tmp_path."""
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
+    monkeypatch.setattr(toolkit, "COMMON_CUDA_ROOTS", (str(tmp_path / "usr-local-cuda"), str(tmp_path / "cuda-*")))
+    monkeypatch.setattr(libdevice, "DEBIAN_DIRECTORIES", (str(tmp_path / "debian"),))
+    return tmp_path
+
+
+def test_setting_wins(bare_machine):
+    path = _bitcode(bare_machine / "mine")
+    _bitcode(bare_machine / "cuda" / "nvvm" / "libdevice")
+    config.set(libdevice_path=str(path), cuda_home=str(bare_machine / "cuda"))
+    assert find_libdevice() == path
+
+
+def test_setting_that_points_nowhere_is_an_error(bare_machine, monkeypatch):
+    monkeypatch.setenv("POLYTILE_LIBDEVICE", str(bare_machine / "missing.bc"))
+    with pytest.raises(ConfigError) as info:
+        find_libdevice()
+    assert "setting 'libdevice_path' (from environment variable POLYTILE_LIBDEVICE)" in str(info.value)
+    assert "does not exist" in str(info.value)
+
+
+def test_cuda_home(bare_machine, monkeypatch):
+    path = _bitcode(bare_machine / "cuda" / "nvvm" / "libdevice")
+    monkeypatch.setenv("CUDA_PATH", str(bare_machine / "cuda"))
+    assert find_libdevice() == path
+
+
+@pytest.mark.parametrize("root", ["cu13", "cuda_nvcc"])
+def test_nvcc_wheel(bare_machine, root):
+    path = _bitcode(bare_machine / "site" / "nvidia" / root / "nvvm" / "libdevice")
+    assert find_libdevice() == path
+
+
+def test_cuda_home_wins_over_the_wheel(bare_machine):
+    _bitcode(bare_machine / "site" / "nvidia" / "cu13" / "nvvm" / "libdevice")
+    path = _bitcode(bare_machine / "cuda" / "nvvm" / "libdevice")
+    config.set(cuda_home=str(bare_machine / "cuda"))
+    assert find_libdevice() == path
+
+
+def test_toolkit_of_ptxas_on_path(bare_machine, monkeypatch):
+    bin_dir = bare_machine / "toolkit" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "ptxas").write_text("#!/bin/sh\n")
+    (bin_dir / "ptxas").chmod(0o755)
+    path = _bitcode(bare_machine / "toolkit" / "nvvm" / "libdevice")
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert find_libdevice() == path
+
+
+def test_newest_system_toolkit_wins(bare_machine):
+    _bitcode(bare_machine / "cuda-12.9" / "nvvm" / "libdevice")
+    newest = _bitcode(bare_machine / "cuda-12.10" / "nvvm" / "libdevice")
+    assert find_libdevice() == newest
+
+
+def test_missing_libdevice_lists_every_place_looked(bare_machine):
+    config.set(cuda_home=str(bare_machine / "cuda"))
+    (bare_machine / "site" / "nvidia").mkdir(parents=True)
+    (bare_machine / "cuda-12.4").mkdir()
+    with pytest.raises(toolkit.ToolkitNotFoundError) as info:
+        find_libdevice()
+    lines = str(info.value).splitlines()
+    assert lines[0] == "libdevice.10.bc not found; looked in:"
+    site = bare_machine / "site" / "nvidia"
+    assert lines[1:-1] == [
+        f"  - {bare_machine / 'cuda/nvvm/libdevice/libdevice.10.bc'} (cuda_home, from polytile.config.set())",
+        f"  - {site / 'cu13/nvvm/libdevice/libdevice.10.bc'} (nvidia-cuda-nvcc wheel)",
+        f"  - {site / 'cuda_nvcc/nvvm/libdevice/libdevice.10.bc'} (nvidia-cuda-nvcc wheel)",
+        f"  - {bare_machine / 'usr-local-cuda/nvvm/libdevice/libdevice.10.bc'} (system CUDA toolkit)",
+        f"  - {bare_machine / 'cuda-12.4/nvvm/libdevice/libdevice.10.bc'} (system CUDA toolkit)",
+        f"  - {bare_machine / 'debian/libdevice.10.bc'} (Debian's nvidia-cuda-toolkit)",
+    ]
+    assert "set libdevice_path (POLYTILE_LIBDEVICE)" in lines[-1]
+
+
+def test_missing_cuda_home_and_wheel_are_said(bare_machine):
+    with pytest.raises(toolkit.ToolkitNotFoundError) as info:
+        find_libdevice()
+    assert "cuda_home: not set (POLYTILE_CUDA_HOME, CUDA_HOME, CUDA_PATH)" in str(info.value)
+    assert "no nvidia/ package on sys.path" in str(info.value)
