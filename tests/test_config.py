@@ -96,7 +96,7 @@ def test_environment_changes_are_seen_without_reload(monkeypatch):
     monkeypatch.setenv("POLYTILE_NVIDIA_ASSEMBLER", "nvjitlink")
     assert config.get("nvidia_assembler") == "nvjitlink"
     monkeypatch.delenv("POLYTILE_NVIDIA_ASSEMBLER")
-    assert config.get("nvidia_assembler") == "nvjitlink"
+    assert config.get("nvidia_assembler") == "auto"
     assert config.source_of("nvidia_assembler") == "default"
 
 
@@ -291,7 +291,7 @@ def test_bad_environment_value_is_reported_again_after_being_fixed_and_broken(mo
         ({"cache": 1}, "setting 'cache' from polytile.config.set(): 1 is not a boolean; use True or False"),
         ({"disabled_plugins": ["tma", 3]}, "setting 'disabled_plugins' from polytile.config.set(): ['tma', 3] is not a list of strings: 3 is a int"),
         ({"disabled_plugins": ["tma lds"]}, "setting 'disabled_plugins' from polytile.config.set(): 'tma lds' is not a name"),
-        ({"nvidia_assembler": "nvcc"}, "setting 'nvidia_assembler' from polytile.config.set(): 'nvcc' is not allowed; use one of 'nvjitlink', 'ptxas'"),
+        ({"nvidia_assembler": "nvcc"}, "setting 'nvidia_assembler' from polytile.config.set(): 'nvcc' is not allowed; use one of 'auto', 'nvjitlink', 'ptxas'"),
         ({"target": "nvidia:sm 90"}, "setting 'target' from polytile.config.set(): 'nvidia:sm 90' is not a target"),
         ({"target": 90}, "setting 'target' from polytile.config.set(): 90 is not a target"),
         ({"ptxas_path": 3}, "setting 'ptxas_path' from polytile.config.set(): 3 is not a path"),
@@ -609,8 +609,8 @@ def test_describe_drives_docs_and_matches_the_table():
         "cuda_home", "path or unset", "unset", "POLYTILE_CUDA_HOME (after the project file: CUDA_HOME, then CUDA_PATH)",
         SETTINGS["cuda_home"].doc
     )
-    assert by_name["nvidia_assembler"].type == "one of nvjitlink, ptxas"
-    assert by_name["nvidia_assembler"].default == "nvjitlink"
+    assert by_name["nvidia_assembler"].type == "one of auto, nvjitlink, ptxas"
+    assert by_name["nvidia_assembler"].default == "auto"
     assert by_name["cache"].default == "true"
     assert by_name["disabled_plugins"].env == "POLYTILE_DISABLE_PLUGINS"
     assert by_name["interpreter_bounds_check"].env == "POLYTILE_INTERP_BOUNDS_CHECK"
@@ -630,8 +630,7 @@ def test_docs_page_lists_every_setting_as_declared():
         assert info.doc in " ".join(text.split()), info.name
 
 
-NOT_BUILT_YET = {"cuda_home", "ptxas_path", "nvidia_assembler", "libdevice_path",
-                 "rocm_path", "amd_lld", "amd_device_libs"}
+NOT_BUILT_YET = {"rocm_path", "amd_lld", "amd_device_libs"}
 
 
 def test_settings_without_a_reader_say_so():

@@ -202,6 +202,11 @@ class _TargetKind(_Kind):
 BOOL, INT, STR, PATH, STR_LIST, TARGET = _Bool(), _Int(), _Str(), _Path(), _StrList(), _TargetKind()
 
 
+def _positive(value: int) -> None:
+    if value < 1:
+        raise _Invalid(f"{value!r} is not allowed; use a positive integer")
+
+
 def _names(value: tuple[str, ...]) -> None:
     """Items of a name list: no empty names, no blanks, no commas (env lists split on them)."""
     for item in value:
@@ -351,26 +356,40 @@ SETTINGS: dict[str, Setting] = _declare(
         "reading or writing out of bounds. Turn it off only to measure the interpreter's speed.",
     ),
     Setting(
+        "interpreter_mode", _Choice("auto", "per_program"), "auto", ("POLYTILE_INTERP_MODE",),
+        doc="How the interpreter walks the grid: 'auto' runs a batch of programs at once, op by op, whenever the "
+        "kernel allows it, and one program at a time otherwise (an op without a batched rule, or a while loop "
+        "holding an atomic or a volatile load, such as a spin lock); 'per_program' always runs one program after "
+        "the other, in program order. Both give the same results unless programs race on plain loads and stores; "
+        "use 'per_program' to compare, or to debug a plugin's interpreter rule.",
+    ),
+    Setting(
+        "interpreter_batch_elements", INT, 1 << 20, ("POLYTILE_INTERP_BATCH_ELEMENTS",), validator=_positive,
+        doc="In the interpreter's batched mode, how many tile elements one value may hold for a whole batch: a "
+        "batch takes this number divided by the size of the kernel's largest tile programs (at least one), so "
+        "memory stays bounded on large grids. Larger is faster until memory runs short.",
+    ),
+    Setting(
         "cuda_home", PATH, None, ("POLYTILE_CUDA_HOME",), optional=True, fallback_env=("CUDA_HOME", "CUDA_PATH"),
         doc="Root of the CUDA toolkit, where ptxas (bin/) and libdevice (nvvm/libdevice/) are looked for. When "
         "unset, the NVIDIA backend looks in the nvidia-cuda-nvcc wheel and on PATH. CUDA_HOME and CUDA_PATH are read "
-        "only after the project file, so a project's cuda_home wins over a machine-wide toolkit. Used by the NVIDIA "
-        "code generator (not built yet): nothing reads it today.",
+        "only after the project file, so a project's cuda_home wins over a machine-wide toolkit.",
     ),
     Setting(
         "libdevice_path", PATH, None, ("POLYTILE_LIBDEVICE",), optional=True,
         doc="The libdevice bitcode file (libdevice.10.bc) to link math functions from, when the one under cuda_home "
-        "is not the one wanted. Used by the NVIDIA code generator (not built yet): nothing reads it today.",
+        "is not the one wanted.",
     ),
     Setting(
         "ptxas_path", PATH, None, ("POLYTILE_PTXAS",), optional=True,
-        doc="The ptxas executable used when nvidia_assembler is 'ptxas'. When unset, it is looked for under "
-        "cuda_home, then on PATH. Used by the NVIDIA code generator (not built yet): nothing reads it today.",
+        doc="The ptxas executable used when nvidia_assembler is 'ptxas' (or 'auto' without nvJitLink). When unset, it "
+        "is looked for under cuda_home, in the nvidia-cuda-nvcc wheel, on PATH, then under /usr/local/cuda*.",
     ),
     Setting(
-        "nvidia_assembler", _Choice("nvjitlink", "ptxas"), "nvjitlink", ("POLYTILE_NVIDIA_ASSEMBLER",),
-        doc="How PTX becomes a cubin: 'nvjitlink' links in process with nvJitLink; 'ptxas' runs the ptxas executable "
-        "(see ptxas_path). Used by the NVIDIA code generator (not built yet): nothing reads it today.",
+        "nvidia_assembler", _Choice("auto", "nvjitlink", "ptxas"), "auto", ("POLYTILE_NVIDIA_ASSEMBLER",),
+        doc="How PTX becomes a cubin: 'auto' links in process with nvJitLink when libnvJitLink loads, else runs "
+        "ptxas; 'nvjitlink' requires nvJitLink (an error when it cannot load); 'ptxas' runs the ptxas executable "
+        "(see ptxas_path).",
     ),
     Setting(
         "rocm_path", PATH, None, ("POLYTILE_ROCM_PATH",), optional=True, fallback_env=("ROCM_PATH",),

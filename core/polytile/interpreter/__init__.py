@@ -6,7 +6,8 @@
     run_kernel(module, "add_kernel", (4,), [x, y, out, n])
 
 See :mod:`polytile.interpreter.executor` for how ops are interpreted and how a plugin
-adds a rule for its own op (:func:`register_rule`).  Names are imported lazily so that
+adds a rule for its own op (:func:`register_rule`), and :mod:`polytile.interpreter.batch`
+for whole-grid execution (:func:`register_batched_rule`).  Names are imported lazily so that
 loading the ``interp`` backend plugin stays cheap.
 """
 
@@ -15,14 +16,18 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "RULES", "BlockExit", "InterpreterArgumentError", "InterpreterError", "InterpreterUnsupportedError",
-    "ProgramContext", "register_rule", "run_kernel",
+    "BATCHED_RULES", "RULES", "BatchContext", "BlockExit", "ExecutionPlan", "InterpreterArgumentError",
+    "InterpreterError", "InterpreterUnsupportedError", "ProgramContext", "plan_kernel", "register_batched_rule",
+    "register_rule", "run_kernel",
 ]
+
+_FROM_BATCH = {"BatchContext", "ExecutionPlan", "plan_kernel"}
 
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
         from . import executor
+        from . import batch
 
-        return getattr(executor, name)
+        return getattr(batch if name in _FROM_BATCH else executor, name)
     raise AttributeError(f"module 'polytile.interpreter' has no attribute '{name}'")

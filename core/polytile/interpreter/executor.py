@@ -1,8 +1,14 @@
-"""The interpreter: runs a kernel of the core IR with NumPy, one program at a time.
+"""The interpreter: runs a kernel of the core IR with NumPy.
 
-Entry point: :func:`run_kernel`.  Each op is executed by a *rule* looked up by the op's
-class in :data:`RULES`; ops that carry NumPy ``semantics`` and the ``Elementwise`` trait
-(most of ``arith`` and ``math``, and any plugin op defined the same way) need no rule.
+Entry point: :func:`run_kernel`.  A kernel runs for a whole batch of programs at once
+(:mod:`polytile.interpreter.batch`) when every op it reaches has a *batched rule* and
+lockstep execution cannot deadlock it; otherwise it runs one program at a time.  This
+module holds the per-program executor, the two rule tables and the launch.
+
+Each op is executed by a *rule* looked up by the op's class in :data:`RULES` (one
+program) or :data:`BATCHED_RULES` (a batch); ops that carry NumPy ``semantics`` and the
+``Elementwise`` trait (most of ``arith`` and ``math``, and any plugin op defined the same
+way) need neither.
 
 Values
     Every SSA value is a NumPy array of the dtype of its IR type
@@ -27,7 +33,9 @@ Extending
       arrays) and the ``Elementwise`` trait on the op class; nothing else is needed;
     * any other op: ``register_rule(MyOp, rule)``, typically from the plugin's
       ``polytile_register_dialects`` hook, next to registering the dialect.  A rule
-      registered for a core op replaces the core's.
+      registered for a core op replaces the core's.  Kernels using the op then run one
+      program at a time, unless the plugin also registers a batched rule
+      (:func:`register_batched_rule`, contract in :mod:`polytile.interpreter.batch`).
 """
 
 from __future__ import annotations
@@ -106,12 +114,52 @@ def register_rule(op_class: type, rule: Rule | None = None):
             return fn
         return decorator
     RULES[op_class] = rule
-    _DERIVED_RULES.clear()
+    # A new meaning of the op: a batched rule written for the old one no longer applies.
+    BATCHED_RULES.pop(op_class, None)
+    _rules_changed()
+    return rule
+
+
+#: Batched rules by op class: ``rule(op, operands, ctx)`` with values for a batch of
+#: programs (see :mod:`polytile.interpreter.batch`).  Extend with :func:`register_batched_rule`.
+BATCHED_RULES: dict[type, Rule] = {}
+
+
+def register_batched_rule(op_class: type, rule: Rule | None = None):
+    """Make ``rule(op, operands, ctx)`` interpret ops of ``op_class`` for a batch of
+    programs, ``ctx`` being a :class:`~polytile.interpreter.batch.BatchContext`.
+
+    Register it after the per-program rule (:func:`register_rule` drops the batched rule
+    of the class it registers).  Usable as a decorator.
+    """
+    if not (isinstance(op_class, type) and issubclass(op_class, Operation)):
+        raise TypeError(f"register_batched_rule() needs an op class, got {op_class!r}")
+    if rule is None:
+        def decorator(fn: Rule) -> Rule:
+            register_batched_rule(op_class, fn)
+            return fn
+        return decorator
+    BATCHED_RULES[op_class] = rule
+    _rules_changed()
     return rule
 
 
 #: Rules found for classes not in RULES (through a base class, or elementwise semantics).
 _DERIVED_RULES: dict[type, Rule] = {}
+_DERIVED_BATCHED: dict[type, Rule | None] = {}
+#: Bumped on every registration, so that cached execution plans are made again.
+_RULES_VERSION = [0]
+
+
+def _rules_changed() -> None:
+    _DERIVED_RULES.clear()
+    _DERIVED_BATCHED.clear()
+    _RULES_VERSION[0] += 1
+
+
+def rules_version() -> tuple[int, int, int]:
+    """Changes whenever a rule table changes (also through direct edits of their size)."""
+    return (_RULES_VERSION[0], len(RULES), len(BATCHED_RULES))
 
 
 class BlockExit:
@@ -121,6 +169,11 @@ class BlockExit:
 
     def __init__(self, values: Sequence[Any]):
         self.values = list(values)
+
+
+def exit_rule(op: Operation, operands: list, ctx: Any) -> BlockExit:
+    """The rule of terminators that hand their operands to the enclosing op (either mode)."""
+    return BlockExit(operands)
 
 
 #: Messages for elementwise ops whose ``semantics`` return None (undefined results).
@@ -156,6 +209,34 @@ def rule_for(op: Operation) -> Rule:
         "is not supported by the interpreter: no interpretation rule is registered for it "
         "(a plugin adds one with polytile.interpreter.register_rule)",
         op_name=op.name, location=op.location)
+
+
+def batched_rule_for(op: Operation) -> Rule | None:
+    """The batched rule of ``op``, or None: then kernels using it run program by program.
+
+    A per-program rule registered for the class (or a nearer base class) without a
+    batched one hides batched rules of base classes and the automatic elementwise rule:
+    its meaning may differ from theirs.
+    """
+    cls = type(op)
+    try:
+        return _DERIVED_BATCHED[cls]
+    except KeyError:
+        pass
+    from . import batch  # noqa: F401  (registers the core's batched rules)
+
+    rule: Rule | None = None
+    for base in cls.__mro__:
+        if base in BATCHED_RULES:
+            rule = BATCHED_RULES[base]
+            break
+        if base in RULES:
+            break
+    else:
+        if getattr(cls, "semantics", None) is not None and cls.has_trait(Elementwise):
+            rule = batch.batched_elementwise_rule
+    _DERIVED_BATCHED[cls] = rule
+    return rule
 
 
 # --------------------------------------------------------------------------------------
@@ -417,20 +498,30 @@ def _bind_one(type_: t.Type, arg: Any, arg_name: str, memory: Memory, fail: Call
                InterpreterUnsupportedError)
 
 
+MODES = ("auto", "per_program")
+
+
 def run_kernel(module: Operation, kernel_name: str, grid: Any, args: Sequence[Any], *,
-               bounds_check: bool = True) -> None:
+               bounds_check: bool = True, mode: str | None = None, batch_elements: int | None = None) -> None:
     """Run kernel ``kernel_name`` of ``module`` once per program of ``grid``.
 
     :param module: a parsed or built ``builtin.module`` holding the kernel (and any
         ``noinline`` functions it calls).
     :param grid: the number of programs along each axis: an int or a tuple of 1 to 3
-        ints.  Programs run one after the other, axis 0 fastest.
+        ints.  Programs are numbered axis 0 fastest; batches and the per-program loop
+        take them in that order.
     :param args: one per kernel parameter: a NumPy array for a pointer parameter (its
         dtype must match the pointee: ``ptr<f32>`` takes float32; the kernel writes it in
         place; None passes the null pointer), a Python or NumPy scalar for a scalar
         parameter (it must fit the type).
     :param bounds_check: report an access outside its array (or misaligned) as an
         :class:`InterpreterError`.  Without, such lanes are skipped as if masked off.
+    :param mode: ``"auto"`` runs whole batches of programs at once when the kernel
+        allows (see :func:`polytile.interpreter.batch.plan_kernel`), ``"per_program"``
+        one program after the other.  Default: the setting ``interpreter_mode``.
+    :param batch_elements: at most this many tile elements per value in one batch
+        (programs per batch = this / the kernel's largest tile).  Default: the setting
+        ``interpreter_batch_elements``.
     :raises InterpreterArgumentError: an argument or the grid does not fit.
     :raises InterpreterUnsupportedError: an op or type the interpreter cannot run.
     :raises InterpreterError: the kernel went wrong (naming the op, its source location
@@ -438,11 +529,29 @@ def run_kernel(module: Operation, kernel_name: str, grid: Any, args: Sequence[An
     """
     kernel = find_kernel(module, kernel_name)
     num_programs = normalize_grid(kernel_name, grid)
+    if mode is None or batch_elements is None:
+        from .. import config
+
+        mode = config.get("interpreter_mode") if mode is None else mode
+        batch_elements = config.get("interpreter_batch_elements") if batch_elements is None else batch_elements
+    if mode not in MODES:
+        raise InterpreterArgumentError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}",
+                                       kernel=kernel_name)
+    if isinstance(batch_elements, bool) or not isinstance(batch_elements, (int, np.integer)) or batch_elements < 1:
+        raise InterpreterArgumentError(f"batch_elements must be a positive integer, got {batch_elements!r}",
+                                       kernel=kernel_name)
     memory = Memory()
     values = bind_arguments(kernel, list(args), memory)
     interpreter = Interpreter(module, kernel, memory, bool(bounds_check))
     nx, ny, nz = num_programs
     with np.errstate(all="ignore"):
+        if mode == "auto" and nx * ny * nz > 1:
+            from .batch import plan_kernel, run_batched
+
+            plan = plan_kernel(module, kernel)
+            if plan.batched:
+                run_batched(interpreter, values, num_programs, max(1, int(batch_elements) // plan.tile_elements))
+                return
         for z, y, x in itertools.product(range(nz), range(ny), range(nx)):
             interpreter.run_program(values, (x, y, z), num_programs)
 

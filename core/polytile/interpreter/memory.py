@@ -118,6 +118,9 @@ class Memory:
         not be made).  Without, such lanes are dropped: they behave as masked off.
         """
         addresses = addresses.astype(np.int64, copy=False)
+        fast = self._locate_in_one_buffer(addresses, itemsize, lanes)
+        if fast is not None:
+            return fast
         slots = ((addresses + _HALF_WINDOW) >> ADDRESS_SHIFT) - 1
         groups: list[tuple[Buffer, np.ndarray, np.ndarray]] = []
         problem: AccessProblem | None = None
@@ -163,6 +166,20 @@ class Memory:
         if not check:
             problem = None
         return Access(groups, problem)
+
+    def _locate_in_one_buffer(self, addresses: np.ndarray, itemsize: int, lanes: np.ndarray) -> Access | None:
+        """The usual access, every lane aligned and inside one buffer, in a few passes
+        over the lanes (whole-grid batches make them long); None for anything else."""
+        if not addresses.size or itemsize & (itemsize - 1):
+            return None
+        low, high = int(addresses.min()), int(addresses.max())
+        buffer = self.buffer_at(low)
+        if buffer is None or not (buffer.base <= low and high + itemsize <= buffer.base + buffer.nbytes):
+            return None
+        offsets = addresses - buffer.base
+        if itemsize > 1 and (offsets & (itemsize - 1)).any():
+            return None
+        return Access([(buffer, lanes, offsets >> (itemsize.bit_length() - 1))])
 
 
 def serialized_update(view: np.ndarray, indices: np.ndarray, combine: Callable[..., np.ndarray],

@@ -19,11 +19,11 @@ from ..ir import types as t
 from ..ir.operation import Operation
 from .executor import (
     UNDEFINED_RESULT_MESSAGES,
-    BlockExit,
     InterpreterUnsupportedError,
     ProgramContext,
     as_value,
     dtype_of,
+    exit_rule,
     register_rule,
     unsupported_type_message,
 )
@@ -251,7 +251,8 @@ def load_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
     _, dtype = _pointee(op, ctx, op.operands[0].type)
     access = locate(op, ctx, pointers, mask, dtype.itemsize)
     fill = 0 if other is None else other
-    result = np.array(np.broadcast_to(np.asarray(fill).astype(dtype), pointers.shape))
+    result = np.empty(pointers.shape, dtype=dtype)  # C order: flat below must be a view
+    result[...] = np.asarray(fill).astype(dtype)
     flat = result.reshape(-1)
     for buffer, lanes, indices in access:
         flat[lanes] = buffer.view(dtype)[indices]
@@ -359,8 +360,11 @@ def dot_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
 def reduce_rule(op: Operation, operands: list, ctx: ProgramContext) -> list:
     """Combines neighbours pairwise (a tree, as GPUs reduce), running the combine region
     once per level on whole arrays of pairs, so it needs only associativity."""
-    axis = op.attributes["axis"]
-    block = op.regions[0].blocks[0]
+    return tree_reduce(op.regions[0].blocks[0], operands, op.attributes["axis"], ctx.run_block)
+
+
+def tree_reduce(block: Any, operands: list, axis: int, run_block: Callable) -> list:
+    """Reduce ``operands`` along ``axis`` with the combine region ``block``."""
     values = [np.moveaxis(v, axis, 0) for v in operands]
     dtypes = [v.dtype for v in values]
     while values[0].shape[0] > 1:
@@ -368,7 +372,7 @@ def reduce_rule(op: Operation, operands: list, ctx: ProgramContext) -> list:
         pairs = count // 2
         left = [v[0:2 * pairs:2] for v in values]
         right = [v[1:2 * pairs:2] for v in values]
-        combined = ctx.run_block(block, left + right)
+        combined = run_block(block, left + right)
         combined = [np.broadcast_to(as_value(c, d), left[0].shape) for c, d in zip(combined, dtypes)]
         if count % 2:
             combined = [np.concatenate([c, v[-1:]]) for c, v in zip(combined, values)]
@@ -378,10 +382,6 @@ def reduce_rule(op: Operation, operands: list, ctx: ProgramContext) -> list:
 
 # --------------------------------------------------------------------------------------
 # Terminators
-
-
-def exit_rule(op: Operation, operands: list, ctx: ProgramContext) -> BlockExit:
-    return BlockExit(operands)
 
 
 for _terminator in (scf.YieldOp, scf.ConditionOp, func.ReturnOp, tile.ReduceReturnOp):

@@ -16,8 +16,8 @@ import numpy as np
 
 from ..dialects import tile_block
 from ..ir.operation import Operation
-from .executor import ProgramContext, dtype_of, register_rule
-from .rules import InterpreterUnsupportedError, _check_writeable, locate, named_operands, unsupported_type_message
+from . import rules
+from .executor import InterpreterUnsupportedError, ProgramContext, dtype_of, register_rule, unsupported_type_message
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def _unbox(value: np.ndarray) -> BlockPointer:
 
 @register_rule(tile_block.MakeBlockPtrOp)
 def make_block_ptr_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
-    named = named_operands(op, operands)
+    named = rules.named_operands(op, operands)
     ints = lambda values: tuple(int(v) for v in values)  # noqa: E731
     return _box(BlockPointer(int(named["base"]), ints(named["shape"]), ints(named["strides"]),
                              ints(named["offsets"])))
@@ -48,7 +48,7 @@ def make_block_ptr_rule(op: Operation, operands: list, ctx: ProgramContext) -> n
 
 @register_rule(tile_block.AdvanceOp)
 def advance_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
-    named = named_operands(op, operands)
+    named = rules.named_operands(op, operands)
     ptr = _unbox(named["ptr"])
     offsets = tuple(o + int(d) for o, d in zip(ptr.offsets, named["offsets"]))
     return _box(BlockPointer(ptr.base, ptr.shape, ptr.strides, offsets))
@@ -65,19 +65,31 @@ def _element_dtype(op: Operation, ctx: ProgramContext) -> np.dtype:
 def _addresses(op: Operation, ptr: BlockPointer, itemsize: int) -> tuple[np.ndarray, np.ndarray | None]:
     """The byte address of every element of the block, and where it lies inside the
     array along the ``boundary_check`` dimensions (None: no check)."""
+    addresses, mask = block_addresses(op, [ptr], itemsize)
+    return addresses[0], None if mask is None else mask[0]
+
+
+def block_addresses(op: Operation, ptrs: list[BlockPointer], itemsize: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`_addresses` of several block pointers at once: arrays of shape
+    ``(len(ptrs),) + block``."""
     block = op.operands[0].type.tile.shape
     rank = len(block)
-    addresses = np.full(block, ptr.base, dtype=np.int64)
+    count = len(ptrs)
+    fields = lambda name: np.array([getattr(p, name) for p in ptrs], dtype=np.int64).reshape(count, -1)  # noqa: E731
+    offsets, strides, extents = fields("offsets"), fields("strides"), fields("shape")
+    base = np.array([p.base for p in ptrs], dtype=np.int64)
+    addresses = np.broadcast_to(base.reshape((count,) + (1,) * rank), (count,) + tuple(block))
     mask = None
+    checked = op.attributes.get("boundary_check", ())
     for d in range(rank):
-        index = (ptr.offsets[d] + np.arange(block[d], dtype=np.int64)).reshape(
-            tuple(block[d] if i == d else 1 for i in range(rank)))
-        addresses = addresses + index * ptr.strides[d] * itemsize
-        if d in op.attributes.get("boundary_check", ()):
-            inside = (index >= 0) & (index < ptr.shape[d])
+        along = tuple(block[d] if i == d else 1 for i in range(rank))
+        index = offsets[:, d].reshape((count,) + (1,) * rank) + np.arange(block[d], dtype=np.int64).reshape(along)
+        addresses = addresses + index * (strides[:, d] * itemsize).reshape((count,) + (1,) * rank)
+        if d in checked:
+            inside = (index >= 0) & (index < extents[:, d].reshape((count,) + (1,) * rank))
             mask = inside if mask is None else mask & inside
     if mask is not None:
-        mask = np.broadcast_to(mask, block)
+        mask = np.broadcast_to(mask, (count,) + tuple(block))
     return addresses, mask
 
 
@@ -90,7 +102,7 @@ def load_block_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.nd
     fill = np.nan if op.attributes.get("padding", "") == "nan" else 0
     result = np.full(addresses.shape, fill, dtype=dtype)
     flat = result.reshape(-1)
-    for buffer, lanes, indices in locate(op, ctx, addresses, mask, dtype.itemsize):
+    for buffer, lanes, indices in rules.locate(op, ctx, addresses, mask, dtype.itemsize):
         flat[lanes] = buffer.view(dtype)[indices]
     return result
 
@@ -100,8 +112,8 @@ def store_block_rule(op: Operation, operands: list, ctx: ProgramContext) -> None
     ptr, value = _unbox(operands[0]), operands[1]
     dtype = _element_dtype(op, ctx)
     addresses, mask = _addresses(op, ptr, dtype.itemsize)
-    access = locate(op, ctx, addresses, mask, dtype.itemsize)
-    _check_writeable(op, ctx, access)
+    access = rules.locate(op, ctx, addresses, mask, dtype.itemsize)
+    rules._check_writeable(op, ctx, access)
     values = np.asarray(value).astype(dtype).reshape(-1)
     for buffer, lanes, indices in access:
         buffer.view(dtype)[indices] = values[lanes]

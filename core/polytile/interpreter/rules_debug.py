@@ -22,8 +22,13 @@ def _format(value: np.ndarray, hex_: bool) -> str:
 def print_rule(op: Operation, operands: list, ctx: ProgramContext) -> None:
     """One line per element, as Triton's device_print:
     ``pid (x, y, z) idx (i, j) prefix: v1, v2``."""
+    print(print_text(op, operands, ctx.program_id), file=sys.stdout, flush=True)
+
+
+def print_text(op: Operation, operands: list, program_id: tuple[int, ...]) -> str:
+    """What ``op`` prints in program ``program_id`` for its operand values ``operands``."""
     prefix, hex_ = op.attributes.get("prefix", ""), op.attributes.get("hex", False)
-    pid = f"pid ({', '.join(map(str, ctx.program_id))})"
+    pid = f"pid ({', '.join(map(str, program_id))})"
     shape = next((v.shape for v in operands if np.ndim(v)), ())
     values = [np.broadcast_to(v, shape) for v in operands]
     lines = []
@@ -31,20 +36,27 @@ def print_rule(op: Operation, operands: list, ctx: ProgramContext) -> None:
         idx = f" idx ({', '.join(map(str, index))})" if shape else ""
         text = ", ".join(_format(np.asarray(v[index]), hex_) for v in values)
         lines.append(f"{pid}{idx} {prefix}{text}")
-    print("\n".join(lines), file=sys.stdout, flush=True)
+    return "\n".join(lines)
 
 
 @register_rule(tile_debug.AssertOp)
 def assert_rule(op: Operation, operands: list, ctx: ProgramContext) -> None:
-    (condition,) = operands
+    message = assertion_failure(op, operands[0])
+    if message is not None:
+        raise ctx.error(op, message)
+
+
+def assertion_failure(op: Operation, condition: np.ndarray) -> str | None:
+    """The message of a failed assertion on one program's ``condition``, or None."""
     failed = ~np.asarray(condition, dtype=bool)
-    if failed.any():
-        where = ""
-        if failed.ndim:
-            first = tuple(int(i) for i in np.unravel_index(int(np.argmax(failed)), failed.shape))
-            where = f" at element {first[0] if len(first) == 1 else first}"
-        message = op.attributes.get("message", "")
-        raise ctx.error(op, f"device assertion failed{where}{': ' + message if message else ''}")
+    if not failed.any():
+        return None
+    where = ""
+    if failed.ndim:
+        first = tuple(int(i) for i in np.unravel_index(int(np.argmax(failed)), failed.shape))
+        where = f" at element {first[0] if len(first) == 1 else first}"
+    message = op.attributes.get("message", "")
+    return f"device assertion failed{where}{': ' + message if message else ''}"
 
 
 @register_rule(tile_debug.BarrierOp)

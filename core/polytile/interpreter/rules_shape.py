@@ -3,12 +3,13 @@ scans, join, split and cat."""
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import numpy as np
 
 from ..dialects import tile_shape
 from ..ir.operation import Operation
-from .executor import ProgramContext, as_value, register_rule
-from .rules import exit_rule
+from .executor import ProgramContext, as_value, exit_rule, register_rule
 
 
 @register_rule(tile_shape.ScanOp)
@@ -16,8 +17,12 @@ def scan_rule(op: Operation, operands: list, ctx: ProgramContext) -> list:
     """A Hillis-Steele scan: ``log2(n)`` steps, each running the combine region once on
     whole arrays (element ``i`` combines with element ``i - step``), so it needs only
     associativity, as a GPU's tree scan does.  ``reverse`` scans the flipped axis."""
-    axis, reverse = op.attributes["axis"], op.attributes.get("reverse", False)
-    block = op.regions[0].blocks[0]
+    return tree_scan(op.regions[0].blocks[0], operands, op.attributes["axis"], op.attributes.get("reverse", False),
+                     ctx.run_block)
+
+
+def tree_scan(block: Any, operands: list, axis: int, reverse: bool, run_block: Callable) -> list:
+    """Scan ``operands`` along ``axis`` with the combine region ``block``."""
     values = [np.moveaxis(v, axis, 0) for v in operands]
     if reverse:
         values = [v[::-1] for v in values]
@@ -27,7 +32,7 @@ def scan_rule(op: Operation, operands: list, ctx: ProgramContext) -> list:
     while step < n:
         earlier = [v[:-step] for v in values]
         later = [v[step:] for v in values]
-        combined = ctx.run_block(block, earlier + later)
+        combined = run_block(block, earlier + later)
         combined = [np.broadcast_to(as_value(c, d), later[0].shape) for c, d in zip(combined, dtypes)]
         values = [np.concatenate([v[:step], c]) for v, c in zip(values, combined)]
         step *= 2
