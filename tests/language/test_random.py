@@ -116,3 +116,29 @@ def test_random_errors():
 
     with pytest.raises(CompilationError, match="random offsets must be 32-bit integers"):
         wide_offsets.lower(1, np.zeros(4, np.float32))
+
+
+@jit
+def four_streams_kernel(seed, out_ptr, N: pl.constexpr):
+    offs = pl.arange(0, N)
+    u0, u1, u2, u3 = pl.rand4x(seed, offs)
+    z0, z1, _, _ = pl.randn4x(seed, offs)
+    c0, _, _, _ = pl.philox(seed, offs.to(pl.uint32), offs.to(pl.uint32) * 0, offs.to(pl.uint32) * 0,
+                            offs.to(pl.uint32) * 0, 10)
+    pl.store(out_ptr + offs, u0)
+    pl.store(out_ptr + N + offs, u3)
+    pl.store(out_ptr + 2 * N + offs, z1)
+    pl.store(out_ptr + 3 * N + offs, c0.to(pl.float32, bitcast=True))
+
+
+def test_rand4x_randn4x_and_philox(target):
+    n = 64
+    out = np.zeros(4 * n, np.float32)
+    four_streams_kernel[(1,)](9, out, N=n, target=target)
+    streams = philox_reference(9, np.arange(n))
+    np.testing.assert_array_equal(out[:n], uniform_reference(streams[0]))
+    np.testing.assert_array_equal(out[n:2 * n], uniform_reference(streams[3]))
+    u1, u2 = np.maximum(np.float32(1e-7), uniform_reference(streams[0])), uniform_reference(streams[1])
+    z1 = np.sqrt(np.float32(-2.0) * np.log(u1)) * np.sin(np.float32(6.283185307179586) * u2)
+    np.testing.assert_allclose(out[2 * n:3 * n], z1, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(out[3 * n:].view(np.uint32), streams[0])

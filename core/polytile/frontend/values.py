@@ -13,10 +13,15 @@ from ..ir.operation import Block
 from ..language import core as lc, semantic as sem
 
 
+_MISSING = object()
+_RETURN = "$return"  # the pseudo-variable a `return` assigns, merged like any other
+#: ``terminated`` when some paths of the statements generated so far returned and the rest
+#: fell off the end (an ``if`` with a ``return`` in one branch, nested in another).
+PARTIAL_RETURN = "partial"
+
+
 def _is_tensor(value: Any) -> bool:
     return isinstance(value, lc.tensor)
-
-
 
 
 def _same_constant(a: Any, b: Any) -> bool:
@@ -146,7 +151,10 @@ def _describe_node(node: ast.AST) -> str:
              "ListComp": "list comprehensions", "GeneratorExp": "generator expressions", "Dict": "dicts",
              "Set": "sets", "Import": "imports", "ImportFrom": "imports", "Global": "'global'",
              "Nonlocal": "'nonlocal'", "Delete": "'del'", "Yield": "'yield'", "Await": "'await'",
-             "NamedExpr": "':=' expressions", "DictComp": "dict comprehensions", "Match": "'match' statements"}
+             "NamedExpr": "':=' expressions", "DictComp": "dict comprehensions", "Match": "'match' statements",
+             "SetComp": "set comprehensions", "TryStar": "'try' statements", "AsyncFor": "'async for'",
+             "AsyncWith": "'async with'", "AsyncFunctionDef": "nested function definitions",
+             "Starred": "starred assignment (a, *b = ...)", "YieldFrom": "'yield from'"}
     kind = type(node).__name__
     return names.get(kind, f"'{kind}'")
 

@@ -30,8 +30,11 @@ def _rounds(n_rounds: Any) -> int:
     return n
 
 
-def philox(seed: Any, c0: tensor, c1: tensor, c2: tensor, c3: tensor, n_rounds: int) -> tuple:
+@builtin
+def philox(seed: Any, c0: Any, c1: Any, c2: Any, c3: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tuple:
     """``n_rounds`` Philox-4x32 rounds of the counter ``(c0, c1, c2, c3)`` keyed by ``seed``."""
+    n_rounds = _rounds(n_rounds)
+    c0, c1, c2, c3 = (sem.to_tensor(c) for c in (c0, c1, c2, c3))
     seed = sem.to_tensor(seed)
     if not t.is_integer(seed.type) or seed.shape:
         raise semantic_error(f"the seed must be an integer scalar, got {sem._describe(seed)}")

@@ -112,6 +112,8 @@ def promote_types(a: t.Type, b: t.Type) -> t.Type:
         if ra != rb:
             return a if ra > rb else b
         return t.f32 if ra == 1 else t.f16  # f16 with bf16, or two fp8 kinds
+    if a == t.bf16 or b == t.bf16:
+        return t.f32  # Triton: bf16 stays bf16 only with bf16
     if a_float:
         return a
     if b_float:
@@ -135,6 +137,9 @@ def _check_literal_fits(value: Any, type_: t.Type) -> None:
                              f"operand ({low}..{high}); convert the operand first, e.g. x.to(pl.int64)")
 
 
+_DIV_OR_MOD = ("truediv", "floordiv", "mod")
+
+
 def computation_type(a: Any, b: Any, op: str) -> t.Type:
     """The element type ``a op b`` computes in (``a``/``b`` are tensors or Python numbers)."""
     a, b = unwrap(a), unwrap(b)
@@ -148,6 +153,8 @@ def computation_type(a: Any, b: Any, op: str) -> t.Type:
             result = strong_t
         elif isinstance(weak, float) and not isinstance(strong_t, t.FloatType):
             result = t.f32
+        elif strong_t == t.i1 and isinstance(weak, int) and not isinstance(weak, bool):
+            result = literal_type(weak)  # a bool tensor with a number: the number's kind wins, as Triton
         else:
             result = strong_t
             _check_literal_fits(weak, result)
@@ -158,8 +165,15 @@ def computation_type(a: Any, b: Any, op: str) -> t.Type:
                 return ea
             raise semantic_error(f"cannot combine {type_name(a.type)} with {type_name(b.type)}")
         result = promote_types(ea, eb)
+        if op in _DIV_OR_MOD and isinstance(ea, t.IntType) and isinstance(eb, t.IntType) \
+                and ea.signed != eb.signed and t.i1 not in (ea, eb):
+            raise semantic_error(f"cannot use '{_SYMBOLS[op]}' on {type_name(a.type)} and {type_name(b.type)}: they "
+                                 "differ in signedness, which is unlikely to give a useful answer; convert one of "
+                                 "them first, e.g. x.to(pl.int32)")
     if op == "truediv" and isinstance(result, t.IntType):
         return t.f32
+    if op in _DIV_OR_MOD and result in (t.f16, t.bf16):
+        return t.f32  # as Triton: 16-bit float division and remainder compute in fp32
     if op == "truediv" and isinstance(result, t.FloatType) and _float_rank(result) == 0:
         return t.f16
     return result
@@ -221,7 +235,7 @@ def _operands(a: Any, b: Any, element: t.Type) -> tuple[tensor, tensor]:
 
 _INT_OPS = {"add": "addi", "sub": "subi", "mul": "muli", "and": "andi", "or": "ori", "xor": "xori",
             "lshift": "shli"}
-_FLOAT_OPS = {"add": "addf", "sub": "subf", "mul": "mulf", "truediv": "divf", "mod": "remf"}
+_FLOAT_OPS = {"add": "addf", "sub": "subf", "mul": "mulf", "truediv": "divf"}
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "and": "&",
             "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>"}
 
@@ -244,6 +258,11 @@ def binary(op: str, a: Any, b: Any) -> tensor:
     if op == "floordiv" and is_float:
         raise semantic_error("'//' needs integer operands; for floats use pl.floor(a / b)")
     x, y = _operands(a, b, element)
+    if is_float and op == "mod":
+        # Triton's float remainder takes the divisor's sign (Python's %), not C's fmod.
+        quotient = tensor(emit(math_d.UNARY_OPS["floor"], emit(arith.BINARY_OPS["divf"], x.handle, y.handle).result).result)
+        product = emit(arith.BINARY_OPS["mulf"], quotient.handle, y.handle).result
+        return tensor(emit(arith.BINARY_OPS["subf"], x.handle, product).result)
     if is_float:
         name = _FLOAT_OPS[op]
     elif op in _INT_OPS:

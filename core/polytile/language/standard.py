@@ -15,7 +15,7 @@ from ..ir import types as t
 from ..ir.builder import InsertionPoint
 from ..ir.operation import Block, Region
 from . import block as _block, semantic as sem
-from .core import builtin, constexpr, current_context, dtype, float32, semantic_error, tensor, unwrap
+from .core import builtin, constexpr, current_context, dtype, dtype_of, semantic_error, tensor, unwrap
 
 # --------------------------------------------------------------------------------------
 # Helpers
@@ -245,7 +245,9 @@ def umulhi(x: Any, y: Any) -> tensor:
     x, y = sem.unify([x, y])
     if not t.is_integer(x.type):
         raise semantic_error("pl.umulhi needs integers")
-    return tensor(sem.emit(arith.BINARY_OPS["mulhiui"], x.handle, y.handle).result)
+    # Signed operands take the signed high half, as Triton's (libdevice __nv_mulhi).
+    name = "mulhisi" if t.element_type(x.type).signed else "mulhiui"
+    return tensor(sem.emit(arith.BINARY_OPS[name], x.handle, y.handle).result)
 
 
 @builtin
@@ -563,8 +565,13 @@ _PRECISIONS = {"tf32": "tf32", "tf32x3": "tf32x3", "ieee": "ieee"}
 
 @builtin
 def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, allow_tf32: Any = None,
-        max_num_imprecise_acc: Any = None, out_dtype: Any = float32) -> tensor:
-    """``input @ other (+ acc)`` of 2-D tiles (M x K by K x N); M, N, K >= 16."""
+        max_num_imprecise_acc: Any = None, out_dtype: Any = None) -> tensor:
+    """``input @ other (+ acc)`` of 2-D tiles (M x K by K x N); M, N, K >= 16.
+
+    The accumulator type is Triton's: int32 for int8 operands (the only integers), fp32
+    for fp32 and bf16, fp64 for fp64, fp32 or fp16 for fp16 and fp8.  ``out_dtype``
+    (default: ``acc``'s type, else the first of these) naming another type is an error
+    where Triton would silently ignore it (int8 with out_dtype=fp32, say)."""
     a, b = sem.to_tensor(input), sem.to_tensor(other)
     if len(a.shape) != 2 or len(b.shape) != 2:
         raise semantic_error(f"pl.dot needs 2-D tensors, got shapes {list(a.shape)} and {list(b.shape)}")
@@ -580,19 +587,29 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, al
             a, b = sem.cast_type(a, common), sem.cast_type(b, common)
         else:
             raise semantic_error(f"pl.dot operands must have one dtype, got {a.dtype} and {b.dtype}")
+    allowed = _dot_accumulators(a.type.element)
     acc = unwrap(acc)
-    if acc is None:
-        if t.is_integer(a.type):
-            out = t.i32
-        else:
-            out = _dtype(out_dtype, "out_dtype").ir
-            if a.type.element == t.f64:
-                out = t.f64
-        acc = sem.constant(0, t.TileType((m, n), out))
-    else:
+    if acc is not None:
         acc = sem.to_tensor(acc)
         if acc.shape != (m, n):
             raise semantic_error(f"pl.dot: acc has shape {list(acc.shape)}, expected {[m, n]}")
+    if unwrap(out_dtype) is not None:
+        out, what = _dtype(out_dtype, "out_dtype").ir, "out_dtype={}"
+    elif acc is not None:
+        out, what = acc.type.element, "an acc of {}"
+    else:
+        out, what = allowed[0], ""
+    if out not in allowed:
+        operands = sem.type_name(a.type.element)
+        raise semantic_error(f"pl.dot of {operands} operands cannot accumulate in {what.format(sem.type_name(out))}: "
+                             f"{operands} operands accumulate in {' or '.join(map(sem.type_name, allowed))}; pass "
+                             f"out_dtype={' or '.join(repr(dtype_of(x)) for x in allowed)} (or leave it out), "
+                             "convert the result with .to(...)")
+    if acc is None:
+        acc = sem.constant(0, t.TileType((m, n), out))
+    elif acc.type.element != out:
+        raise semantic_error(f"pl.dot: acc is {sem.type_name(acc.type)} but out_dtype is {sem.type_name(out)}; "
+                             "convert acc with .to(...)")
     precision = unwrap(input_precision)
     if precision is None:
         precision = "tf32" if unwrap(allow_tf32) in (None, True) else "ieee"
@@ -605,6 +622,20 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, al
 
 
 builtins_min = _py.min
+
+
+def _dot_accumulators(element: t.Type) -> tuple[t.Type, ...]:
+    """The types a dot of ``element`` operands may accumulate in (Triton's), default first."""
+    if isinstance(element, t.IntType):
+        if element != t.i8:
+            raise semantic_error(f"pl.dot on integers needs int8 operands (accumulated in int32), got "
+                                 f"{sem.type_name(element)}")
+        return (t.i32,)
+    if element in (t.f32, t.bf16):
+        return (t.f32,)
+    if element == t.f64:
+        return (t.f64,)
+    return (t.f32, t.f16)  # fp16 and the fp8 kinds
 
 
 # --------------------------------------------------------------------------------------

@@ -1,0 +1,370 @@
+"""Run-time and compile-time control flow: ``if``, conditional expressions, ``for`` and
+``while``.
+
+A compile-time condition picks a branch here; a run-time one becomes ``scf.if`` yielding
+the variables both branches assign.  A run-time loop's carried variables are found by
+dry runs of its body (see :meth:`ControlFlowGen.loop`)."""
+
+from __future__ import annotations
+
+import ast
+import builtins as _py
+from typing import Any
+
+from ..dialects import scf
+from ..errors import CompilationError
+from ..ir import types as t
+from ..ir.operation import Block, Region
+from ..ir.builder import InsertionPoint
+from ..language import core as lc, semantic as sem, standard as std
+from .source import assigned_names
+from .values import (
+    _MISSING,
+    _RETURN,
+    PARTIAL_RETURN,
+    _discard,
+    _flatten,
+    _flatten_types,
+    _is_tensor,
+    _number_fits,
+    _range_args,
+    _same_constant,
+    _structure,
+    _unflatten,
+)
+
+
+class ControlFlowGen:
+    """Control-flow visitors of :class:`~polytile.frontend.function.FunctionGen`."""
+
+    def visit_If(self, node: ast.If, rest: list[ast.stmt] | None = None) -> bool:
+        """Returns True when it generated ``rest`` (the statements after it) itself."""
+        cond = lc.unwrap(self.visit(node.test))
+        if not _is_tensor(cond):
+            self.visit_stmts(node.body if cond else node.orelse)
+            return False
+        cond = self.condition(cond, node.test, "an 'if'")
+        rest = rest or []
+        before = dict(self.scope)
+        # When a branch may return, the statements after the if run only on the paths
+        # that did not: generate them inside each branch (after a return nothing more is
+        # generated, and a nested if hands them on to its own non-returning paths).
+        consumed = bool(rest) and (_may_return(node.body) or _may_return(node.orelse))
+        tail = rest if consumed else []
+        then_block, then_scope, then_term = self.gen_branch(node.body + tail, before)
+        else_block, else_scope, else_term = self.gen_branch(node.orelse + tail, before)
+        self.emit_if(node, cond, before, (then_block, then_scope, then_term), (else_block, else_scope, else_term))
+        return consumed
+
+    def condition(self, cond: Any, node: ast.AST, what: str) -> Any:
+        if cond.shape:
+            raise self.error(node, f"the condition of {what} must be a scalar, got a tensor of shape "
+                                   f"{list(cond.shape)}; use pl.where for elementwise choices")
+        return sem.to_bool(cond)
+
+    def gen_branch(self, stmts: list[ast.stmt], before: dict) -> tuple[Block, dict, bool]:
+        block = Block()
+        self.scope, self.terminated = dict(before), False
+        with self.builder.at(InsertionPoint.at_end(block)):
+            self.visit_stmts(stmts)
+        result = (block, self.scope, self.terminated)
+        self.scope, self.terminated = before, False
+        return result
+
+    def emit_if(self, node: ast.AST, cond: Any, before: dict, then: tuple, other: tuple) -> None:
+        (then_block, then_scope, then_term), (else_block, else_scope, else_term) = then, other
+        if then_term or else_term:
+            # Falling off the end of a function returns None.
+            for scope, term in ((then_scope, then_term), (else_scope, else_term)):
+                if not term:
+                    scope[_RETURN] = None
+            names = [_RETURN]
+        else:
+            names = [n for n in then_scope if n in else_scope and n != _RETURN]
+        merged: dict[str, Any] = {}
+        yields: list[tuple[str, Any, Any]] = []
+        for name in names:
+            a, b = then_scope[name], else_scope[name]
+            if a is b:
+                merged[name] = a
+                continue
+            if _same_constant(a, b):
+                merged[name] = a
+                continue
+            yields.append((name, a, b))
+        then_values, else_values, structures = [], [], []
+        for name, a, b in yields:
+            what = {_RETURN: "the return value", "$ifexp": "the conditional expression"}.get(name, f"'{name}'")
+            try:
+                structure = _structure(a, b, what, self, node)
+            except CompilationError:
+                mergeable = all(_is_tensor(v) or isinstance(v, (bool, int, float, tuple)) for v in (a, b))
+                if name in before or name == _RETURN or mergeable:
+                    raise
+                continue  # new in both branches, but not mergeable: local to each branch
+            structures.append((name, structure))
+            with self.builder.at(InsertionPoint.at_end(then_block)):
+                then_values += _flatten(a, structure, self, node, what, "then")
+            with self.builder.at(InsertionPoint.at_end(else_block)):
+                else_values += _flatten(b, structure, self, node, what, "else")
+        for block, values in ((then_block, then_values), (else_block, else_values)):
+            with self.builder.at(InsertionPoint.at_end(block)):
+                self.builder.create(scf.YieldOp, [v.handle for v in values])
+        op = scf.IfOp([cond.handle], [v.type for v in then_values], {}, [Region([then_block]), Region([else_block])],
+                      self.builder.location)
+        self.builder.insert(op)
+        hints = [name for name, structure in structures for _ in _flatten_types(structure)]
+        for result, hint in zip(op.results, hints):
+            if hint != _RETURN and not hint.startswith("$"):
+                result.name_hint = hint
+        results = [lc.tensor(r) for r in op.results]
+        for name, structure in structures:
+            merged[name], results = _unflatten(structure, results)
+        self.scope.update(merged)
+        if then_term is True and else_term is True:
+            self.terminated = True
+        elif then_term or else_term:
+            # Some paths returned and the statements after the if were generated on the
+            # others: nothing is left to generate here, but not every path has returned.
+            self.terminated = PARTIAL_RETURN
+
+    def visit_IfExp(self, node: ast.IfExp) -> Any:
+        cond = lc.unwrap(self.visit(node.test))
+        if not _is_tensor(cond):
+            return self.visit(node.body if cond else node.orelse)
+        cond = self.condition(cond, node.test, "a conditional expression")
+        temp = "$ifexp"
+        body = [ast.copy_location(ast.Assign([ast.Name(temp, ast.Store())], node.body), node.body)]
+        orelse = [ast.copy_location(ast.Assign([ast.Name(temp, ast.Store())], node.orelse), node.orelse)]
+        before = dict(self.scope)
+        before[temp] = None
+        then = self.gen_branch(body, before)
+        other = self.gen_branch(orelse, before)
+        self.scope = before
+        self.emit_if(node, cond, before, then, other)
+        return self.scope.pop(temp)
+
+    # -- loops ------------------------------------------------------------------------
+    def visit_For(self, node: ast.For) -> None:
+        if node.orelse:
+            raise self.error(node, "'for ... else' is not supported in kernels")
+        iterable = node.iter
+        kind, args, hints = None, None, {}
+        if isinstance(iterable, ast.Call):
+            callee = lc.unwrap(self.visit(iterable.func))
+            if callee is _py.range or callee is std.range or callee is std.static_range:
+                call_args, call_kwargs = self.call_arguments(iterable)
+                if callee is _py.range:
+                    if call_kwargs or not 1 <= len(call_args) <= 3:
+                        raise self.error(iterable, "range() takes 1 to 3 positional arguments")
+                    kind, args = "dynamic", tuple(call_args) + (None,) * (3 - len(call_args))
+                else:
+                    made = callee(*call_args, **call_kwargs)
+                    kind, args = ("static" if callee is std.static_range else "dynamic"), made.args
+                    hints = getattr(made, "hints", {})
+        if kind is None:
+            values = lc.unwrap(self.visit(iterable))
+            if _is_tensor(values) or not isinstance(values, (tuple, list, _py.range)):
+                raise self.error(iterable, "a kernel 'for' loop must iterate over range(...), pl.range(...), "
+                                           "pl.static_range(...) or a compile-time tuple")
+            return self.unrolled(node, list(values))
+        start, stop, step = _range_args(args)
+        if kind == "static":
+            bounds = [lc.unwrap(v) for v in (start, stop, step)]
+            if any(_is_tensor(b) or not isinstance(b, int) for b in bounds):
+                raise self.error(iterable, "pl.static_range needs compile-time integer bounds")
+            return self.unrolled(node, list(_py.range(*bounds)))
+        self.dynamic_for(node, start, stop, step, hints)
+
+    def unrolled(self, node: ast.For, values: list) -> None:
+        self.loop_depth += 1
+        try:
+            for value in values:
+                self.assign(node.target, value)
+                self.visit_stmts(node.body)
+        finally:
+            self.loop_depth -= 1
+
+    def dynamic_for(self, node: ast.For, start: Any, stop: Any, step: Any, hints: dict) -> None:
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node.target, "the variable of a run-time loop must be a plain name")
+        step_value = lc.unwrap(step)
+        if not _is_tensor(step_value) and step_value <= 0:
+            raise self.error(node.iter, f"a run-time loop needs a positive step, got {step_value}; "
+                                        "use pl.static_range for other steps")
+        bounds = [sem.to_tensor(lc.unwrap(v)) for v in (start, stop, step)]
+        for b in bounds:
+            if not t.is_integer(b.type) or b.shape:
+                raise self.error(node.iter, f"loop bounds must be integer scalars, got {sem._describe(b)}")
+        iv_type = t.i64 if any(b.type.width == 64 for b in bounds) else t.i32
+        bounds = [sem.cast_type(b, iv_type) for b in bounds]
+        iv_name = node.target.id
+
+        def make(init_values: list, carried: list[str]):
+            op = scf.ForOp.create(*[b.handle for b in bounds], [v.handle for v in init_values],
+                                  location=self.builder.location, iv_name=iv_name)
+            for key, value in hints.items():
+                if value is not None:
+                    op.set_attr(f"pt.{key}", lc.unwrap(value))
+            block = op.body.block
+            return op, block, [lc.tensor(block.arguments[0])], [lc.tensor(a) for a in block.arguments[1:]]
+
+        def bind(scope: dict, head: list) -> None:
+            scope[iv_name] = head[0]
+
+        self.loop(node, node.body, make, bind)
+
+    def visit_While(self, node: ast.While) -> None:
+        if node.orelse:
+            raise self.error(node, "'while ... else' is not supported in kernels")
+        # Evaluated once only to tell a static condition from a run-time one: in a scratch
+        # block that is thrown away, so a condition with side effects (an atomic in a spin
+        # lock) runs exactly as often as written.
+        probe = Block()
+        with self.mod.dry_run() as effects, self.builder.at(InsertionPoint.at_end(probe)):
+            test = lc.unwrap(self.visit(node.test))
+        _discard(probe)
+        if not _is_tensor(test):
+            self.mod.replay(effects)  # a compile-time condition: the probe was its only evaluation
+            if test:
+                raise self.error(node.test, "this 'while' condition is always true at compile time: the loop "
+                                            "would never end")
+            return
+
+        def make(init_values: list, carried: list[str]):
+            types = [v.type for v in init_values]
+            before_block, after_block = Block(types), Block(types)
+            op = scf.WhileOp([v.handle for v in init_values], types, {},
+                             [Region([before_block]), Region([after_block])], self.builder.location)
+            return op, after_block, [], [lc.tensor(a) for a in after_block.arguments]
+
+        def finish(op, carried: list[str], scope_before: dict) -> None:
+            block = op.regions[0].block
+            saved = self.scope
+            self.scope = dict(scope_before)
+            for name, arg in zip(carried, block.arguments):
+                self.scope[name] = lc.tensor(arg)
+            with self.builder.at(InsertionPoint.at_end(block)):
+                cond = lc.unwrap(self.visit(node.test))
+                if not _is_tensor(cond):
+                    cond = sem.to_tensor(bool(cond))
+                cond = self.condition(cond, node.test, "a 'while'")
+                self.builder.create(scf.ConditionOp, cond.handle, list(block.arguments))
+            self.scope = saved
+
+        self.loop(node, node.body, make, lambda scope, head: None, finish)
+
+    def loop(self, node: ast.AST, body: list[ast.stmt], make, bind, finish=None) -> None:
+        """A run-time loop: finds the loop-carried variables, their types, and generates it.
+
+        Carried variables are the names the body assigns that exist before the loop.  A dry
+        run of the body finds which really change and the types they take, so that
+        ``acc = 0`` before ``acc += pl.load(...)`` carries the loaded type.  Dry runs hold
+        back compile-time effects (``static_print``...): only the kept generation acts."""
+        candidates = [n for n in sorted(assigned_names(body)) if n in self.scope and not n.startswith("$")]
+        before = dict(self.scope)
+        inits: dict[str, Any] = {}
+        for name in candidates:
+            value = lc.unwrap(before[name])
+            if _is_tensor(value) or (isinstance(value, (bool, int, float))):
+                inits[name] = value
+        types = {n: (v.type if _is_tensor(v) else sem.literal_type(v)) for n, v in inits.items()}
+        carried = list(inits)
+        for attempt in range(4):
+            init_values = [self.materialize(inits[n], types[n]) for n in carried]
+            op, block, head, args = make(init_values, carried)
+            with self.mod.dry_run():
+                final = self.loop_body(body, block, before, head, args, carried, bind)
+            _discard(block)
+            for region in op.regions:  # the dry-run op itself (and a while's before region)
+                for b in region.blocks:
+                    _discard(b)
+            op.drop_operand_uses()
+            for name, value in zip(carried, init_values):
+                if value is not inits[name] and not value.handle.uses and value.handle.defining_op is not None:
+                    value.handle.defining_op.erase()  # a dry run's init constant nobody uses
+            changed, refined = [], dict(types)
+            for name, arg in zip(carried, args):
+                value = lc.unwrap(final.get(name, _MISSING))
+                if value is arg or value is _MISSING:
+                    continue
+                if not _is_tensor(value) and not _is_tensor(inits[name]) and _same_constant(value, inits[name]):
+                    continue  # reassigned the same constant: nothing is carried
+                changed.append(name)
+                if _is_tensor(value) and value.type != types[name] and not _is_tensor(inits[name]):
+                    # `acc = 0` before `acc += x`: the init takes x's type, if it fits exactly.
+                    refined[name] = _number_fits(inits[name], value.type, f"'{name}'", self, node)
+            for name in candidates:
+                if name not in inits and not _same_constant(final.get(name), before[name]):
+                    raise self.error(node, f"'{name}' is assigned a different compile-time value inside a "
+                                           "run-time loop; only tensors and numbers can change in a loop")
+            if changed == carried and refined == types:
+                break
+            carried, types = changed, refined
+        else:
+            raise self.error(node, "the types of the loop's variables do not settle; give them their final "
+                                   "types before the loop (e.g. acc = pl.zeros(..., dtype=pl.float32))")
+        # Generate for real.
+        init_values = [self.materialize(inits[n], types[n]) for n in carried]
+        op, block, head, args = make(init_values, carried)
+        for name, arg in zip(carried, args):
+            arg.handle.name_hint = name
+        final = self.loop_body(body, block, before, head, args, carried, bind)
+        yielded = []
+        with self.builder.at(InsertionPoint.at_end(block)):
+            for name, arg in zip(carried, args):
+                value = lc.unwrap(final[name])
+                if not _is_tensor(value) or value.type == types[name]:
+                    value = self.materialize(value, types[name])
+                if value.type != types[name]:
+                    raise self.error(node, f"'{name}' changes type in the loop: {sem.type_name(types[name])} "
+                                           f"before, {sem.type_name(value.type)} after an iteration; "
+                                           "convert it with .to(...) so that both match")
+                yielded.append(value.handle)
+            self.builder.create(scf.YieldOp, yielded)
+        if finish is not None:
+            finish(op, carried, before)
+        self.builder.insert(op)
+        self.scope = before
+        for name, result in zip(carried, op.results):
+            if result.name_hint is None:
+                result.name_hint = name
+            self.scope[name] = lc.tensor(result)
+
+    def loop_body(self, body, block, before, head, args, carried, bind) -> dict:
+        self.scope = dict(before)
+        bind(self.scope, head)
+        for name, arg in zip(carried, args):
+            self.scope[name] = arg
+        self.loop_depth += 1
+        try:
+            with self.builder.at(InsertionPoint.at_end(block)):
+                self.visit_stmts(body)
+        finally:
+            self.loop_depth -= 1
+        final, self.scope = self.scope, before
+        return final
+
+    def materialize(self, value: Any, type_: t.Type) -> Any:
+        value = lc.unwrap(value)
+        if _is_tensor(value):
+            if value.type == type_:
+                return value
+            if value.shape != t.shape_of(type_):
+                value = sem.broadcast_to_shape(value, t.shape_of(type_))
+            return sem.cast_type(value, t.element_type(type_))
+        return sem.constant(value, type_)
+
+
+
+def _may_return(stmts: list[ast.stmt]) -> bool:
+    """Whether a ``return`` appears in these statements (not in nested function bodies)."""
+    pending: list[ast.AST] = list(stmts)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Return):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return False

@@ -1,0 +1,153 @@
+"""Python syntax in kernels: each construct works as in Triton, or is a CompilationError
+that names it, at its line, with a caret; nothing is silently dropped."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import polytile.language as pl
+from polytile.errors import CompilationError
+from polytile.ir import print_ir
+from polytile.runtime import jit
+
+_COUNTER = iter(range(10**6))
+
+
+def _kernel(tmp_path, body, params="x_ptr, n"):
+    """A kernel ``bad`` whose body (after loading ``x``, a 4-element tile, and ``s``, a
+    scalar) is ``body``; the construct under test is on line 8 of its file."""
+    name = f"syntax_case_{next(_COUNTER)}"
+    path = tmp_path / f"{name}.py"
+    lines = "\n".join("    " + line for line in body.splitlines())
+    path.write_text("import polytile.language as pl\nfrom polytile.runtime import jit\n\n@jit\n"
+                    f"def bad({params}):\n    x = pl.load(x_ptr + pl.arange(0, 4))\n    s = pl.load(x_ptr)\n{lines}\n")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.bad, str(path)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("with open('f') as f:\n    pass", "'with' statements"),
+    ("try:\n    pass\nexcept Exception:\n    pass", "'try' statements"),
+    ("f = lambda v: v + 1", "lambdas"),
+    ("t = [i for i in range(3)]", "list comprehensions"),
+    ("t = {i for i in range(3)}", "set comprehensions"),
+    ("t = {i: i for i in range(3)}", "dict comprehensions"),
+    ("t = tuple(i for i in range(3))", "generator expressions"),
+    ("global GLOBAL_NAME", "'global'"),
+    ("del x", "'del'"),
+    ("a, *b = (1, 2, 3)", "starred assignment"),
+    ("if (m := n) > 0:\n    pass", "':=' expressions"),
+    ("def inner():\n    pass", "nested function definitions"),
+    ("raise ValueError('no')", "'raise'"),
+])
+def test_unsupported_constructs_are_named_errors(tmp_path, body, message):
+    kernel, path = _kernel(tmp_path, body)
+    with pytest.raises(CompilationError) as info:
+        kernel.lower(np.zeros(4, np.float32), 4)
+    err = info.value
+    assert message in err.message, err.message
+    assert err.location.file == path and err.location.line == 8
+    assert "^" in str(err)
+
+
+@pytest.mark.parametrize("body, message, caret_at", [
+    # Triton raises on these too (or, for `and`/`or` on tiles, deprecates them).
+    ("v = x and s", "'and' needs scalars, but this is a tensor of shape [4]; use '&' on tensors", "x and"),
+    ("v = s or x", "'or' needs scalars, but this is a tensor of shape [4]; use '|' on tensors", "x\n"),
+    ("v = 0 < x < 1", "a chained comparison ('0 < x < 1') needs scalars", "0 <"),
+    ("v = 1 if x > 0 else 2", "the condition of a conditional expression must be a scalar", "x > 0"),
+    ("pl.static_print(f'x is {x}')", "an f-string can only format compile-time values; 'x' is known only", "x}"),
+    ("print(x)", "print() in a kernel prints at run time, as pl.device_print(prefix, *values)", "print"),
+    ("print('x', x, sep=',')", "print() in a kernel takes no 'sep' argument", "print"),
+    ("v = pl.maximum(*x)", "cannot iterate over a tensor", "pl.maximum"),
+    ("v = max(x)", "max() of run-time values takes two or more values (it is pl.maximum)", "max"),
+    ("assert s > 0, s", "the message of an 'assert' on run-time values must be a string", "s\n"),
+    ("assert n == 3, 'n is not 3'", "assertion failed: n is not 3", "assert"),
+])
+def test_constructs_that_are_errors_as_in_triton(tmp_path, body, message, caret_at):
+    kernel, path = _kernel(tmp_path, body, params="x_ptr, n: pl.constexpr")
+    with pytest.raises(CompilationError) as info:
+        kernel.lower(np.zeros(4, np.float32), 4)
+    err = info.value
+    assert message in err.message, err.message
+    assert err.location.line == 8
+    source = body.splitlines()[0] + "\n"
+    assert err.location.column == 4 + source.index(caret_at) + 1
+
+
+# --------------------------------------------------------------------------------------
+# Constructs that work as in Triton
+
+
+@jit
+def assert_kernel(x_ptr, n):
+    x = pl.load(x_ptr)
+    assert x > 0, "x must be positive"  # run-time: pl.device_assert, as Triton
+    assert n == n  # the same, on a run-time scalar comparison
+
+
+def test_assert_on_run_time_values_is_a_device_assert():
+    text = print_ir(assert_kernel.lower(np.ones(1, np.float32), 3))
+    assert text.count("tile.assert") == 2 and 'message = "x must be positive"' in text
+    assert_kernel[(1,)](np.ones(1, np.float32), 3)
+
+
+@jit
+def bool_ops_kernel(out_ptr, n, FLAG: pl.constexpr):
+    pl.store(out_ptr + 0, n or 0)         # a constant that does not decide drops out (Triton): n
+    pl.store(out_ptr + 1, FLAG and n)     # FLAG is False: the result is False, n is not evaluated
+    pl.store(out_ptr + 2, (n > 2) and (n < 10))
+    pl.store(out_ptr + 3, 0 < n < 10)     # chained comparison on scalars
+    pl.store(out_ptr + 4, 1 > 2 > undefined_name)  # noqa: F821 - a false link stops the chain, as Python
+
+
+def test_bool_ops_and_chained_comparisons_on_scalars():
+    out = np.full(5, -1, np.int32)
+    bool_ops_kernel[(1,)](out, 7, False)
+    np.testing.assert_array_equal(out, [7, 0, 1, 1, 0])
+    bool_ops_kernel[(1,)](out, 0, False)
+    np.testing.assert_array_equal(out, [0, 0, 0, 0, 0])
+
+
+@jit
+def helper_with_keyword_only(x, *, scale, shift=1):
+    return x * scale + shift
+
+
+@jit(noinline=True)
+def noinline_with_keyword_only(x, *, scale):
+    return x * scale
+
+
+@jit
+def calls_kernel(out_ptr, n):
+    pair = (n, 3)
+    pl.store(out_ptr + 0, helper_with_keyword_only(n, scale=2))
+    pl.store(out_ptr + 1, noinline_with_keyword_only(n, scale=3))
+    pl.store(out_ptr + 2, pl.maximum(*pair))                      # star-args of a compile-time tuple
+    pl.store(out_ptr + 3, helper_with_keyword_only(*(n,), scale=1, shift=0))
+    pl.store(out_ptr + 4, min(n, 4, 10))                           # pl.minimum on run-time values, as Triton
+    pl.store(out_ptr + 5, max(n, 6))
+
+
+def test_keyword_only_and_star_arguments_and_min_max():
+    out = np.zeros(6, np.int32)
+    calls_kernel[(1,)](out, 5)
+    np.testing.assert_array_equal(out, [11, 15, 5, 5, 4, 6])
+
+
+@jit
+def print_kernel(x_ptr, BLOCK: pl.constexpr):
+    x = pl.load(x_ptr + pl.arange(0, BLOCK))
+    print("x", x)  # as Triton: a run-time print (pl.device_print)
+    if x.dtype.is_floating():  # dtype predicates are compile-time calls
+        pl.static_print(f"{'floating'!r} {BLOCK:03d}")
+
+
+def test_print_is_device_print_and_f_strings_format_compile_time_values(capsys):
+    text = print_ir(print_kernel.lower(np.zeros(2, np.float32), BLOCK=2))
+    assert 'tile.print' in text and 'prefix = "x "' in text
+    assert capsys.readouterr().out == "'floating' 002\n"

@@ -1,0 +1,82 @@
+"""Every dtype of the language: its name and predicates, a round trip through memory, and
+for bfloat16 and the fp8 types (which NumPy cannot hold) the interpreter's clear refusal."""
+
+import numpy as np
+import pytest
+
+import polytile.language as pl
+from polytile.errors import PolytileError
+from polytile.runtime import jit
+
+# (dtype, Triton's str(), bit width, kind): kind is "b" bool, "i" signed, "u" unsigned, "f" float.
+DTYPES = [
+    (pl.int1, "int1", 1, "b"), (pl.int8, "int8", 8, "i"), (pl.int16, "int16", 16, "i"), (pl.int32, "int32", 32, "i"),
+    (pl.int64, "int64", 64, "i"), (pl.uint8, "uint8", 8, "u"), (pl.uint16, "uint16", 16, "u"),
+    (pl.uint32, "uint32", 32, "u"), (pl.uint64, "uint64", 64, "u"), (pl.float16, "fp16", 16, "f"),
+    (pl.bfloat16, "bf16", 16, "f"), (pl.float32, "fp32", 32, "f"), (pl.float64, "fp64", 64, "f"),
+    (pl.float8e4nv, "fp8e4nv", 8, "f"), (pl.float8e5, "fp8e5", 8, "f"),
+]
+NUMPY = {"int1": np.bool_, "fp16": np.float16, "fp32": np.float32, "fp64": np.float64}
+
+
+@pytest.mark.parametrize("dt, name, bits, kind", DTYPES, ids=[d[1] for d in DTYPES])
+def test_dtype_names_and_predicates(dt, name, bits, kind):
+    assert str(dt) == name and dt.primitive_bitwidth == bits
+    assert dt.is_floating() == (kind == "f") and dt.is_int() == (kind in "biu")
+    assert dt.is_int_signed() == (kind == "i") and dt.is_int_unsigned() == (kind == "u") and dt.is_bool() == (kind == "b")
+    assert dt.is_fp8() == name.startswith("fp8") and dt.is_bf16() == (name == "bf16")
+    assert eval(repr(dt), {"pl": pl}) == dt  # repr names the pl attribute
+
+
+def test_triton_spellings():
+    assert pl.float8e4m3 == pl.float8e4nv and pl.float8e5m2 == pl.float8e5 and pl.bool_ == pl.int1
+
+
+@jit
+def roundtrip_kernel(x_ptr, out_ptr, n, DT: pl.constexpr, BLOCK: pl.constexpr):
+    offs = pl.arange(0, BLOCK)
+    mask = offs < n
+    x = pl.load(x_ptr + offs, mask=mask)
+    pl.static_assert(x.dtype == DT)
+    pl.store(out_ptr + offs, x, mask=mask)
+
+
+HOST = [d for d in DTYPES if d[1] in NUMPY or d[3] in "iu"]
+
+
+@pytest.mark.parametrize("n", [37, 64])
+@pytest.mark.parametrize("dt, name, bits, kind", HOST, ids=[d[1] for d in HOST])
+def test_round_trip_through_memory(target, dt, name, bits, kind, n):
+    np_dtype = NUMPY.get(name) or np.dtype(name)
+    if kind == "b":
+        x = np.arange(n) % 3 == 0
+    elif kind == "f":
+        x = np.array([np.inf, -np.inf, np.nan, -0.0, np.finfo(np_dtype).max, np.finfo(np_dtype).tiny] +
+                     list(np.linspace(-5, 5, n - 6)), np_dtype)
+    else:
+        info = np.iinfo(np_dtype)
+        x = np.random.default_rng(0).integers(info.min, info.max, n, dtype=np_dtype, endpoint=True)
+        x[:2] = info.min, info.max
+    out = np.zeros(n, np_dtype)
+    roundtrip_kernel[(1,)](x, out, n, DT=dt, BLOCK=64, target=target)
+    assert out.tobytes() == x.tobytes()  # bit for bit, NaN and -0.0 included
+
+
+@jit
+def narrow_float_kernel(x_ptr, out_ptr, DT: pl.constexpr):
+    offs = pl.arange(0, 8)
+    pl.store(out_ptr + offs, pl.load(x_ptr + offs).to(DT).to(pl.float32))
+
+
+@pytest.mark.parametrize("dt", [pl.bfloat16, pl.float8e4nv, pl.float8e5], ids=str)
+def test_narrow_floats(target, dt):
+    """bf16 and fp8: exact for values they hold (small integers).  The interpreter cannot
+    hold them (NumPy has no such dtype) and must say so, naming the type."""
+    x = np.arange(8, dtype=np.float32) - 4
+    out = np.zeros(8, np.float32)
+    if target == "interp":
+        with pytest.raises(PolytileError, match=f"type {dt.ir} is not supported by the interpreter yet"):
+            narrow_float_kernel[(1,)](x, out, DT=dt, target=target)
+    else:
+        narrow_float_kernel[(1,)](x, out, DT=dt, target=target)
+        np.testing.assert_array_equal(out, x)
