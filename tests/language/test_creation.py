@@ -187,19 +187,24 @@ def test_static_range_and_range(target, n):
 
 
 @jit
-def countdown_kernel(out_ptr, n):
-    down = 0
-    for i in range(n, 0, -2):
-        down += i
-    pl.store(out_ptr, down)
+def countdown_kernel(out_ptr, start, stop, STEP: pl.constexpr):
+    # A weighted sum, so that both the values and their order show.
+    total = 0
+    k = 1
+    for i in range(start, stop, STEP):
+        total += i * k
+        k += 1
+    pl.store(out_ptr, total)
+    pl.store(out_ptr + 1, k - 1)
 
 
-@pytest.mark.xfail(strict=True, reason="frontend: a run-time `for` with a negative constant step is a "
-                   "CompilationError ('a run-time loop needs a positive step'); Triton swaps the bounds and runs it")
-def test_range_with_a_negative_step(target):
-    out = np.zeros(1, np.int32)
-    countdown_kernel[(1,)](out, 9, target=target)
-    assert out[0] == sum(range(9, 0, -2))
+@pytest.mark.parametrize("start, stop, step", [(9, 0, -2), (10, 0, -3), (3, -4, -1), (0, 5, -1), (5, 5, -2),
+                                               (-2, -11, -4), (0, 10, 3)])
+def test_range_with_a_constant_step(target, start, stop, step):
+    out = np.zeros(2, np.int32)
+    countdown_kernel[(1,)](out, start, stop, STEP=step, target=target)
+    values = list(range(start, stop, step))
+    assert out.tolist() == [sum(v * (j + 1) for j, v in enumerate(values)), len(values)]
 
 
 @jit

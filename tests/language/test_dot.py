@@ -29,10 +29,7 @@ def dot_kernel(a_ptr, b_ptr, c_ptr, acc_ptr, M, N, K, BM: pl.constexpr, BN: pl.c
 
 
 # (operand dtype, result dtype without acc): integers accumulate in int32, fp64 in fp64.
-CASES = [(np.float16, np.float32), (np.float32, np.float32), (np.int8, np.int32),
-         pytest.param(np.float64, np.float64, marks=pytest.mark.xfail(
-             strict=True, reason="dialects/tile: the tile.dot verifier rejects f64 operands (a VerificationError, not "
-             "a user error) although pl.dot builds an f64 accumulator for them; Triton supports fp64 dot"))]
+CASES = [(np.float16, np.float32), (np.float32, np.float32), (np.int8, np.int32), (np.float64, np.float64)]
 
 
 @pytest.mark.parametrize("mnk", [(16, 16, 16), (20, 33, 45)])  # the second masked in every dimension

@@ -360,8 +360,6 @@ def not_tile_kernel(x_ptr, out_ptr):
     pl.store(out_ptr + offs, not (pl.load(x_ptr + offs) > 0))
 
 
-@pytest.mark.xfail(strict=True, reason="frontend: `not` on a tile is a CompilationError (\"'not' needs a scalar\"); "
-                   "Triton applies it elementwise (tensor.logical_not)")
 def test_not_on_tiles(target):
     x = np.array([-1, 0, 1, 2], np.int32)
     out = np.zeros(4, np.bool_)

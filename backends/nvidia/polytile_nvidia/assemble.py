@@ -1,10 +1,10 @@
 """PTX to cubin: nvJitLink in process, or the ptxas executable.
 
-The setting ``nvidia_assembler`` chooses.  At its default ('nvjitlink'), a machine where
-libnvJitLink cannot be loaded (no ``nvidia-nvjitlink`` wheel, no toolkit library) falls
-back to ptxas and warns once, so that a development machine with only a toolkit still
-compiles; a user who chose 'nvjitlink' explicitly gets an error instead, since they asked
-for it.  ``'auto'`` (what the default should become) falls back without a warning.
+The setting ``nvidia_assembler`` chooses.  At its default ('auto') nvJitLink links in
+process when libnvJitLink loads, and ptxas runs otherwise (no ``nvidia-nvjitlink`` wheel,
+no toolkit library: a development machine with only a toolkit still compiles); the
+assembler in use enters the cache key.  A user who chose 'nvjitlink' gets an error when
+it cannot load, since they asked for it.
 
 An assembler failure is a :class:`PTXAssemblyError` that names the kernel, gives the
 assembler's own messages, and quotes the PTX lines they point at.
@@ -18,7 +18,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -58,10 +57,6 @@ class PTXAssemblyError(PolytileError):
 
 class AssemblerUnavailableError(PolytileError):
     """The chosen assembler cannot run on this machine (library or executable missing)."""
-
-
-class NvidiaToolchainWarning(UserWarning):
-    """The NVIDIA toolchain works, but not the way it was configured to."""
 
 
 @dataclass(frozen=True)
@@ -105,14 +100,12 @@ def select_assembler(explicit: str | None = None) -> str:
     problem = nvjitlink_problem()
     if problem is None:
         return "nvjitlink"
-    if choice == "nvjitlink" and (explicit is not None or config.source_of("nvidia_assembler") != "default"):
+    if choice == "nvjitlink":
         where = "the assembler= argument" if explicit is not None else config.source_of("nvidia_assembler")
         raise AssemblerUnavailableError(
             f"nvidia_assembler is 'nvjitlink' (from {where}), but nvJitLink cannot be used: {problem}. "
             "Install it (pip install nvidia-nvjitlink), or set nvidia_assembler to 'ptxas' "
             "(POLYTILE_NVIDIA_ASSEMBLER=ptxas) to run the ptxas executable instead")
-    if choice == "nvjitlink":
-        _warn_fallback_once(problem)
     return "ptxas"
 
 
@@ -330,20 +323,7 @@ def quote_ptx(ptx: str, lines: list[int]) -> str:
     return "\n".join(out)
 
 
-_warned: list[str] = []
-
-
-def _warn_fallback_once(problem: str) -> None:
-    if _warned:
-        return
-    _warned.append(problem)
-    warnings.warn(f"nvJitLink cannot be used ({problem}); assembling PTX with ptxas instead. "
-                  "Set nvidia_assembler to 'ptxas' (POLYTILE_NVIDIA_ASSEMBLER=ptxas) to silence this warning, "
-                  "or install nvidia-nvjitlink to assemble in process", NvidiaToolchainWarning, stacklevel=3)
-
-
 def clear_caches() -> None:
     """Forget what was found about the toolchain (for tests, and after installing one)."""
     _nvjitlink.cache_clear()
     _ptxas_version.cache_clear()
-    _warned.clear()

@@ -97,7 +97,32 @@ class NvidiaBackend(Backend):
             raise BackendUnavailable(f"CUDA driver failed while listing devices: {exc}") from exc
 
     def versions(self) -> Mapping[str, str]:
-        return installed_versions("llvmlite", "cuda-bindings")
+        from .assemble import toolchain_versions
+
+        # The assembler that will run (nvJitLink or ptxas) and its version: a cubin made
+        # by one must not be served for the other.
+        return {**installed_versions("llvmlite", "cuda-bindings"), **toolchain_versions()}
+
+    def gpu_target(self, target: Target, options: BackendOptions | None = None) -> Any:
+        """The target data and hooks of the shared GPU lowering (polytile.gpu.lowering)."""
+        from .codegen import nvidia_gpu_target
+
+        return nvidia_gpu_target(self.resolve_target(target).arch)
+
+    def configure_pipeline(self, *, pipeline: Any, target: Target, options: BackendOptions) -> None:
+        """distribute(assign-layouts, remove-redundant-converts, cse, dce), llvm(lower-to-llvm),
+        assemble(emit-ptx, ptx-to-cubin)."""
+        from polytile.gpu.distribute import AssignLayouts, RemoveRedundantConverts
+        from polytile.gpu.lowering import LowerToLLVM
+        from polytile.passes.cse import CommonSubexpressionElimination
+        from polytile.passes.dce import DeadCodeElimination
+
+        from .codegen import EmitPTX, PtxToCubin
+
+        pipeline.add_stage("distribute", [AssignLayouts(), RemoveRedundantConverts(), CommonSubexpressionElimination(),
+                                          DeadCodeElimination()])
+        pipeline.add_stage("llvm", [LowerToLLVM()])
+        pipeline.add_stage("assemble", [EmitPTX(), PtxToCubin()])
 
 
 def _import_driver() -> Any:

@@ -8,3 +8,11 @@ from .backend import NvidiaBackend
 @hookimpl
 def polytile_register_backends(registry):
     registry.register(NvidiaBackend())
+
+
+@hookimpl
+def polytile_register_passes(registry):
+    from .codegen import EmitPTX, PtxToCubin
+
+    registry.register(EmitPTX)
+    registry.register(PtxToCubin)

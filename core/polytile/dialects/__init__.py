@@ -6,6 +6,7 @@ from ..ir.registry import IR_REGISTRY
 from .arith import ARITH_DIALECT
 from .builtin import BUILTIN_DIALECT
 from .func import FUNC_DIALECT
+from .gpu import GPU_DIALECT
 from .math import MATH_DIALECT
 from .scf import SCF_DIALECT
 from .tile import TILE_DIALECT as _TILE_CORE
@@ -18,7 +19,7 @@ from .tile_shape import TILE_SHAPE_OPS
 TILE_DIALECT = _dataclasses.replace(_TILE_CORE, ops=_TILE_CORE.ops + TILE_SHAPE_OPS + TILE_DEBUG_OPS
                                   + TILE_BLOCK_OPS)
 
-CORE_DIALECTS = (BUILTIN_DIALECT, FUNC_DIALECT, ARITH_DIALECT, MATH_DIALECT, SCF_DIALECT, TILE_DIALECT)
+CORE_DIALECTS = (BUILTIN_DIALECT, FUNC_DIALECT, ARITH_DIALECT, MATH_DIALECT, SCF_DIALECT, TILE_DIALECT, GPU_DIALECT)
 
 for _dialect in CORE_DIALECTS:
     if _dialect.name not in IR_REGISTRY.dialects:

@@ -314,12 +314,14 @@ INPUT_PRECISIONS = ("tf32", "tf32x3", "ieee")
 
 #: The element types ``tile.dot`` multiplies, and the accumulator types each allows
 #: (what tensor cores and matrix cores provide; f16 inputs may accumulate in f16).
+#: Operand element type -> the accumulator types a dot of it may use, default first (Triton's).
 DOT_ACCUMULATORS: dict[t.Type, tuple[t.Type, ...]] = {
     t.f16: (t.f32, t.f16),
     t.bf16: (t.f32,),
     t.f32: (t.f32,),
-    t.f8e4m3: (t.f32,),
-    t.f8e5m2: (t.f32,),
+    t.f64: (t.f64,),
+    t.f8e4m3: (t.f32, t.f16),
+    t.f8e5m2: (t.f32, t.f16),
     t.i8: (t.i32,),
 }
 

@@ -189,9 +189,13 @@ class ControlFlowGen:
         if not isinstance(node.target, ast.Name):
             raise self.error(node.target, "the variable of a run-time loop must be a plain name")
         step_value = lc.unwrap(step)
-        if not _is_tensor(step_value) and step_value <= 0:
-            raise self.error(node.iter, f"a run-time loop needs a positive step, got {step_value}; "
-                                        "use pl.static_range for other steps")
+        descending = not _is_tensor(step_value) and step_value < 0
+        if not _is_tensor(step_value) and step_value == 0:
+            raise self.error(node.iter, "range() step must not be zero")
+        if descending:
+            # scf.for counts up: run i' over range(stop, start, -step) and use
+            # i = start + stop - i', which visits start, start + step, ... > stop (as Triton).
+            start, stop, step = stop, start, -step_value
         bounds = [sem.to_tensor(lc.unwrap(v)) for v in (start, stop, step)]
         for b in bounds:
             if not t.is_integer(b.type) or b.shape:
@@ -210,7 +214,11 @@ class ControlFlowGen:
             return op, block, [lc.tensor(block.arguments[0])], [lc.tensor(a) for a in block.arguments[1:]]
 
         def bind(scope: dict, head: list) -> None:
-            scope[iv_name] = head[0]
+            if descending:
+                low, high = bounds[0], bounds[1]
+                scope[iv_name] = sem.binary("sub", sem.binary("add", low, high), head[0])
+            else:
+                scope[iv_name] = head[0]
 
         self.loop(node, node.body, make, bind)
 
@@ -333,12 +341,12 @@ class ControlFlowGen:
 
     def loop_body(self, body, block, before, head, args, carried, bind) -> dict:
         self.scope = dict(before)
-        bind(self.scope, head)
         for name, arg in zip(carried, args):
             self.scope[name] = arg
         self.loop_depth += 1
         try:
             with self.builder.at(InsertionPoint.at_end(block)):
+                bind(self.scope, head)  # inside the body: it may compute the loop variable
                 self.visit_stmts(body)
         finally:
             self.loop_depth -= 1

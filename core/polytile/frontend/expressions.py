@@ -126,9 +126,7 @@ class ExpressionGen:
             return value
         if isinstance(node.op, ast.Invert):
             return sem.invert(value)
-        if value.shape:
-            raise self.error(node, "'not' needs a scalar; use '~' (or == 0) on tensors")
-        return sem.logical_not(value)
+        return sem.logical_not(value)  # elementwise on tiles, as Triton's tensor.__not__
 
     def visit_BinOp(self, node: ast.BinOp) -> Any:
         return self.binop(node.op, self.visit(node.left), self.visit(node.right), node)

@@ -626,16 +626,14 @@ builtins_min = _py.min
 
 def _dot_accumulators(element: t.Type) -> tuple[t.Type, ...]:
     """The types a dot of ``element`` operands may accumulate in (Triton's), default first."""
-    if isinstance(element, t.IntType):
-        if element != t.i8:
-            raise semantic_error(f"pl.dot on integers needs int8 operands (accumulated in int32), got "
-                                 f"{sem.type_name(element)}")
-        return (t.i32,)
-    if element in (t.f32, t.bf16):
-        return (t.f32,)
-    if element == t.f64:
-        return (t.f64,)
-    return (t.f32, t.f16)  # fp16 and the fp8 kinds
+    if isinstance(element, t.IntType) and element != t.i8:
+        raise semantic_error(f"pl.dot on integers needs int8 operands (accumulated in int32), got "
+                             f"{sem.type_name(element)}")
+    allowed = tile.DOT_ACCUMULATORS.get(element)
+    if allowed is None:
+        raise semantic_error(f"pl.dot cannot multiply {sem.type_name(element)} tiles; it takes "
+                             + ", ".join(map(sem.type_name, tile.DOT_ACCUMULATORS)))
+    return allowed
 
 
 # --------------------------------------------------------------------------------------

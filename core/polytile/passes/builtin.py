@@ -9,13 +9,17 @@ from ..plugins import hookimpl
 
 
 def core_pass_classes() -> list[type]:
+    from ..analysis.axis_info import TestPrintAxisInfo
+    from ..gpu.distribute import AssignLayouts, RemoveRedundantConverts
+    from ..gpu.lowering import LowerToLLVM
     from .canonicalize import Canonicalize
     from .cse import CommonSubexpressionElimination
     from .dce import DeadCodeElimination
     from .inline import Inliner
     from .licm import LoopInvariantCodeMotion
 
-    return [Canonicalize, CommonSubexpressionElimination, DeadCodeElimination, Inliner, LoopInvariantCodeMotion]
+    return [Canonicalize, CommonSubexpressionElimination, DeadCodeElimination, Inliner, LoopInvariantCodeMotion,
+            AssignLayouts, RemoveRedundantConverts, LowerToLLVM, TestPrintAxisInfo]
 
 
 @hookimpl

@@ -109,6 +109,9 @@ class PassContext:
     #: Counters a pass may bump ("cse.erased": 3); the pass manager hands them to the
     #: instruments when the pipeline ends, and ``--time-passes`` (PassTimer) prints them.
     statistics: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: What the stages make besides the IR, by name: the LLVM module and its text, the
+    #: PTX, the cubin ("llvm_ir", "ptx", ...).  Later passes read what earlier ones left.
+    artifacts: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def count(self, key: str, amount: int = 1) -> None:
         self.statistics[key] = self.statistics.get(key, 0) + amount

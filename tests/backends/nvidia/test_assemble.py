@@ -18,7 +18,7 @@ import pytest
 from polytile import config
 from polytile.errors import ConfigError
 from polytile_nvidia import NvidiaOptions, assemble, toolkit
-from polytile_nvidia.assemble import (AssembleFlags, AssemblerUnavailableError, NvidiaToolchainWarning,
+from polytile_nvidia.assemble import (AssembleFlags, AssemblerUnavailableError, 
                                       PTXAssemblyError, ptx_to_cubin, select_assembler)
 
 from .ptx_kernels import BROKEN_LINE, BROKEN_VECTOR_ADD, VECTOR_ADD
@@ -142,18 +142,12 @@ def test_ptxas_flags():
 # -- choosing the assembler ------------------------------------------------------------
 
 
-def test_default_falls_back_to_ptxas_with_one_warning(no_nvjitlink):
-    with pytest.warns(NvidiaToolchainWarning, match=r"nvJitLink cannot be used \(libnvJitLink could not be loaded"):
-        assert select_assembler() == "ptxas"
+@pytest.mark.parametrize("explicit", [None, "auto"])
+def test_auto_falls_back_to_ptxas_silently(no_nvjitlink, explicit):
+    assert config.get("nvidia_assembler") == "auto"  # the default
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert select_assembler() == "ptxas"
-
-
-def test_auto_falls_back_silently(no_nvjitlink):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert select_assembler("auto") == "ptxas"
+        assert select_assembler(explicit) == "ptxas"
 
 
 def test_explicit_nvjitlink_without_the_library_is_an_error(no_nvjitlink):

@@ -330,8 +330,11 @@ def test_compute_capability_lookup():
 # -- versions and import cost ----------------------------------------------------------
 
 
-def test_versions_are_installed_distributions(backend):
+def test_versions_are_installed_distributions_and_the_assembler(backend):
     versions = dict(backend.versions())
+    assembler = versions.pop("nvidia-assembler")
+    # The assembler that will run, with its version, or why none can (keys are still computed).
+    assert assembler.split()[0] in ("nvjitlink", "ptxas", "unavailable")
     assert set(versions) <= {"llvmlite", "cuda-bindings"}
     for dist, version in versions.items():
         assert version == metadata.version(dist)
@@ -339,8 +342,9 @@ def test_versions_are_installed_distributions(backend):
 
 def test_import_loads_no_vendor_module():
     code = (
-        "import sys, polytile_nvidia, polytile_nvidia.plugin\n"
-        "polytile_nvidia.NvidiaBackend().versions()\n"
+        "import sys, polytile, polytile_nvidia, polytile_nvidia.plugin\n"
+        "backend = polytile_nvidia.NvidiaBackend()\n"
+        "backend.resolve_target(polytile.Target.parse('nvidia:sm_90a'))\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cuda', 'llvmlite')))\n"
     )
     path = os.pathsep.join([str(REPO / "core"), str(REPO / "backends" / "nvidia"), os.environ.get("PYTHONPATH", "")])

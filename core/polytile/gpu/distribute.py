@@ -1,0 +1,326 @@
+"""The distribute stage: give every tile a layout.
+
+``assign-layouts`` makes the tile types of a module carry a distributed layout
+(``tile<256xf32, #gpu.blocked<...>>``).  Values that must share a layout are grouped:
+the operands and results of an elementwise op, a load's pointer, mask, ``other`` and
+result, a broadcast's source and result, the values a loop carries through its
+arguments, yields and results.  Each group then gets one layout:
+
+- a group that is the source of ``expand_dims`` (or the result of a reduction) takes the
+  *slice* of its partner's layout, so the thread that holds an element still holds it
+  after the shape op: groups are decided from the highest rank down;
+- otherwise a group with memory accesses takes the coalesced blocked layout of its best
+  access: axis info (contiguity, divisibility) says how many consecutive elements one
+  thread may access at once, up to 16 bytes, and the threads of a warp follow each other
+  along the most contiguous dimension (Triton's ``Coalesce``);
+- any other group takes the default blocked layout (one element per thread per repetition).
+
+Where a value cannot have the layout a use needs (``x[:, None] + x[None, :]``), a
+``gpu.convert_layout`` goes in between.  ``remove-redundant-converts`` then drops
+conversions to the same layout, folds chains, and recomputes cheap producers (splat,
+constant, arange) in the wanted layout instead of converting them.
+
+Union rules are a table keyed by op class (:data:`LAYOUT_RULES`); a plugin that adds tile
+ops registers its rule with :func:`register_layout_rule`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Iterable
+
+from ..analysis.axis_info import AxisInfoAnalysis, register_axis_info_rule
+from ..dialects import arith, scf, tile, tile_shape
+from ..dialects.gpu import ConvertLayoutOp
+from ..ir import types as t
+from ..ir.opdef import Elementwise
+from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
+from .coalesce import coalesced_layout
+from .layouts import BlockedLayout, DistributedLayout, SliceLayout, default_blocked_layout
+from .lowering.target import NUM_WARPS_ATTR, WARP_SIZE_ATTR, gpu_target_of, num_warps_of
+
+
+# A conversion moves elements between threads; the values, and so their facts, stay.
+register_axis_info_rule(ConvertLayoutOp)(lambda op, infos: [infos[0]])
+
+
+# --------------------------------------------------------------------------------------
+# Groups of values that share a layout
+
+
+class _Groups:
+    """Union-find over tile values, plus the facts the layout choice needs."""
+
+    def __init__(self) -> None:
+        self.parent: dict[Any, Any] = {}
+        #: (child value, axis, parent value): child's layout is the slice of parent's.
+        self.slices: list[tuple[Any, int, Any, Any]] = []
+        #: memory ops as (op, pointer value), by group after `finish`.
+        self.accesses: list[tuple[Any, Any]] = []
+
+    def add(self, value: Any) -> None:
+        if isinstance(value.type, t.TileType) and value not in self.parent:
+            self.parent[value] = value
+
+    def find(self, value: Any) -> Any:
+        root = value
+        while self.parent[root] is not root:
+            root = self.parent[root]
+        while self.parent[value] is not root:
+            self.parent[value], value = root, self.parent[value]
+        return root
+
+    def union(self, values: Iterable[Any]) -> None:
+        tiles = [v for v in values if isinstance(v.type, t.TileType)]
+        for v in tiles:
+            self.add(v)
+        for v in tiles[1:]:
+            a, b = self.find(tiles[0]), self.find(v)
+            if a is not b:
+                self.parent[b] = a
+
+    def members(self) -> dict[Any, list[Any]]:
+        groups: dict[Any, list[Any]] = {}
+        for value in self.parent:
+            groups.setdefault(self.find(value), []).append(value)
+        return groups
+
+
+LayoutRule = Callable[[Any, _Groups], None]
+
+#: Op class -> how its tiles relate.  Ops without a rule constrain nothing (each of their
+#: tiles is grouped only through other ops); ops with the Elementwise trait share one.
+LAYOUT_RULES: dict[type, LayoutRule] = {}
+
+
+def register_layout_rule(*op_classes: type) -> Callable[[LayoutRule], LayoutRule]:
+    def register(rule: LayoutRule) -> LayoutRule:
+        for cls in op_classes:
+            LAYOUT_RULES[cls] = rule
+        return rule
+    return register
+
+
+def _same(op: Any, groups: _Groups) -> None:
+    groups.union([*op.operands, *op.results])
+
+
+@register_layout_rule(tile.LoadOp, tile.StoreOp, tile.AtomicRMWOp, tile.AtomicCASOp)
+def _memory(op: Any, groups: _Groups) -> None:
+    _same(op, groups)
+    if isinstance(op.ptr.type, t.TileType):
+        groups.accesses.append((op, op.ptr))
+
+
+register_layout_rule(tile.BroadcastOp, tile_shape.ScanOp)(_same)
+
+
+@register_layout_rule(tile.ExpandDimsOp)
+def _expand_dims(op: Any, groups: _Groups) -> None:
+    groups.add(op.source)
+    groups.add(op.result)
+    groups.slices.append((op.source, op.axis, op.result, op))
+
+
+@register_layout_rule(tile.ReduceOp)
+def _reduce(op: Any, groups: _Groups) -> None:
+    groups.union(op.sources)
+    for result in op.outputs:
+        if isinstance(result.type, t.TileType):
+            groups.add(result)
+            groups.slices.append((result, op.axis, op.sources[0], op))
+
+
+@register_layout_rule(scf.ForOp)
+def _for(op: Any, groups: _Groups) -> None:
+    yielded = op.body.block.last_op.operands
+    for row in zip(op.init_args, op.region_iter_args, op.results, yielded):
+        groups.union(row)
+
+
+@register_layout_rule(scf.IfOp)
+def _if(op: Any, groups: _Groups) -> None:
+    for i, result in enumerate(op.results):
+        groups.union([result, op.then_region.block.last_op.operands[i], op.else_region.block.last_op.operands[i]])
+
+
+@register_layout_rule(scf.WhileOp)
+def _while(op: Any, groups: _Groups) -> None:
+    before, after = op.before.block, op.after.block
+    for row in zip(op.init_args, before.arguments, after.last_op.operands):
+        groups.union(row)
+    for row in zip(before.last_op.operands[1:], after.arguments, op.results):
+        groups.union(row)
+
+
+def _collect(function: Any, groups: _Groups) -> None:
+    for arg in function.arguments:
+        groups.add(arg)
+    for op in function.walk():
+        if op is function:
+            continue
+        for region in op.regions:
+            for block in region.blocks:
+                for arg in block.arguments:
+                    groups.add(arg)
+        for value in (*op.operands, *op.results):
+            groups.add(value)
+        rule = LAYOUT_RULES.get(type(op))
+        if rule is not None:
+            rule(op, groups)
+        elif op.has_trait(Elementwise):
+            _same(op, groups)
+
+
+# --------------------------------------------------------------------------------------
+# The pass
+
+
+@dataclass
+class AssignLayouts(Pass):
+    """Give every tile value a distributed layout (see the module docstring)."""
+
+    name: ClassVar[str] = "assign-layouts"
+    summary: ClassVar[str] = "attach distributed layouts to tile types; coalesce memory accesses"
+
+    def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
+        target = gpu_target_of(context)
+        num_warps = num_warps_of(context)
+        infos = context.analyses.get(AxisInfoAnalysis, module)
+        functions = [op for op in module.walk() if op.name == "func.func"]
+        for function in functions:
+            function.set_attr(NUM_WARPS_ATTR, num_warps)
+            function.set_attr(WARP_SIZE_ATTR, target.warp_size)
+            _assign(function, infos, num_warps, target.warp_size, target.max_vector_bits)
+        return PreservedAnalyses.none()
+
+
+def _assign(function: Any, infos: Any, num_warps: int, warp_size: int, max_vector_bits: int) -> None:
+    groups = _Groups()
+    _collect(function, groups)
+    members = groups.members()
+    shape_of_group = {root: _widest(values) for root, values in members.items()}
+    accesses: dict[Any, list[tuple[Any, Any]]] = {}
+    for op, ptr in groups.accesses:
+        accesses.setdefault(groups.find(ptr), []).append((op, ptr))
+    children: dict[Any, list[tuple[int, Any]]] = {}
+    for child, axis, parent, _ in groups.slices:
+        children.setdefault(groups.find(child), []).append((axis, groups.find(parent)))
+
+    chosen: dict[Any, DistributedLayout] = {}
+    for root in sorted(members, key=lambda r: -len(shape_of_group[r])):
+        shape = shape_of_group[root]
+        for axis, parent in children.get(root, ()):
+            if parent in chosen and len(shape) >= 1 and chosen[parent].rank >= 2:
+                chosen[root] = SliceLayout(axis, chosen[parent])
+                break
+        else:
+            chosen[root] = _coalesced(accesses.get(root, ()), shape, infos, num_warps, warp_size, max_vector_bits)
+
+    for root, values in members.items():
+        for value in values:
+            value.type = t.TileType(value.type.shape, value.type.element, chosen[root])
+
+    for child, axis, parent, op in groups.slices:
+        wanted = SliceLayout(axis, parent.type.layout) if parent.type.rank >= 2 else None
+        if wanted is None or child.type.layout == wanted:
+            continue
+        if op.name == "tile.expand_dims":
+            _convert_operand(op, 0, wanted)
+        else:
+            _convert_result(op, child, wanted)
+
+
+def _coalesced(accesses: list, shape: tuple[int, ...], infos: Any, num_warps: int, warp_size: int,
+               max_vector_bits: int) -> BlockedLayout:
+    """The group's layout: coalesced for its widest access (a narrower access of the
+    group then makes several smaller accesses per thread, never a wrong one)."""
+    if not accesses:
+        return default_blocked_layout(shape, num_warps, warp_size)
+    facts = [(infos[ptr], _element_bits(ptr.type)) for _, ptr in accesses]
+    candidates = [coalesced_layout(shape, info, bits, num_warps, warp_size, max_bits=max_vector_bits,
+                                   same_order=facts) for info, bits in facts]
+    return max(candidates, key=_vector_width)
+
+
+def _widest(values: list[Any]) -> tuple[int, ...]:
+    rank = len(values[0].type.shape)
+    return tuple(max(v.type.shape[d] for v in values if len(v.type.shape) == rank) for d in range(rank))
+
+
+def _element_bits(ptr_type: Any) -> int:
+    pointee = t.element_type(ptr_type).pointee
+    return 64 if isinstance(pointee, t.PointerType) else max(getattr(pointee, "width", 8), 8)
+
+
+def _vector_width(layout: BlockedLayout) -> int:
+    return layout.size_per_thread[layout.order[0]]
+
+
+def _convert_operand(op: Any, index: int, layout: DistributedLayout) -> None:
+    from ..ir.builder import Builder
+
+    source = op.operands[index]
+    convert = Builder.before(op, op.location).create(
+        ConvertLayoutOp, source, result_types=[t.TileType(source.type.shape, source.type.element, layout)])
+    op.set_operand(index, convert.result)
+
+
+def _convert_result(op: Any, result: Any, layout: DistributedLayout) -> None:
+    from ..ir.builder import Builder
+
+    old_type = result.type
+    result.type = t.TileType(old_type.shape, old_type.element, layout)
+    convert = Builder.after(op, op.location).create(ConvertLayoutOp, result, result_types=[old_type])
+    result.replace_uses_if(convert.result, lambda use: use.owner is not convert)
+
+
+# --------------------------------------------------------------------------------------
+# Removing conversions
+
+#: Producers cheaper to recompute in another layout than to convert.
+_REMATERIALIZE = (tile.SplatOp, tile.ArangeOp, arith.ConstantOp)
+
+
+@dataclass
+class RemoveRedundantConverts(Pass):
+    """Drop conversions that change nothing, fold chains of them, and recompute splats,
+    constants and aranges in the wanted layout instead of converting them."""
+
+    name: ClassVar[str] = "remove-redundant-converts"
+    summary: ClassVar[str] = "fold and drop gpu.convert_layout where no data has to move"
+
+    def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
+        changed = False
+        for op in [op for op in module.walk() if type(op) is ConvertLayoutOp]:
+            if _simplify(op):
+                changed = True
+                context.count("remove-redundant-converts.removed")
+        return PreservedAnalyses.none() if changed else PreservedAnalyses.all()
+
+
+def _simplify(op: Any) -> bool:
+    source = op.source
+    if source.type == op.result.type:
+        op.result.replace_all_uses_with(source)
+        op.erase()
+        return True
+    producer = source.defining_op
+    if type(producer) is ConvertLayoutOp:
+        op.set_operand(0, producer.source)
+        if not producer.result.has_uses:
+            producer.erase()
+        return _simplify(op) or True
+    if type(producer) in _REMATERIALIZE:
+        copy = producer.clone()
+        copy.results[0].type = op.result.type
+        op.parent.insert_before(copy, op)
+        op.result.replace_all_uses_with(copy.results[0])
+        op.erase()
+        if not producer.results[0].has_uses:
+            producer.erase()
+        return True
+    return False
+
+
+DISTRIBUTE_PASSES = (AssignLayouts, RemoveRedundantConverts)

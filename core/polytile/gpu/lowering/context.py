@@ -1,0 +1,114 @@
+"""The lowering table and the state one kernel's lowering carries.
+
+A tile value becomes, in each thread, a Python list of LLVM scalars: one per register of
+its layout, in register order (``LinearLayout`` register 0 first).  A scalar value is one
+LLVM value.  ``LOWERINGS`` maps an op class to ``fn(op, operands, ctx)``, where
+``operands`` holds the operands in that form, and the function returns the results in
+that form (a list with one entry per result).
+"""
+
+from __future__ import annotations
+
+import linecache
+from typing import Any, Callable
+
+from ...errors import CompilationError, SourceLocation
+from ...ir import types as t
+
+Lowering = Callable[[Any, list, "LoweringContext"], list]
+
+#: Op class -> lowering function (see the module docstring).
+LOWERINGS: dict[type, Lowering] = {}
+
+
+def register_lowering(*op_classes: type) -> Callable[[Lowering], Lowering]:
+    """Decorator: ``@register_lowering(MyOp)`` makes ``fn`` the lowering of ``MyOp``
+    for every GPU backend (a plugin may override a core op's lowering the same way)."""
+    def register(fn: Lowering) -> Lowering:
+        for cls in op_classes:
+            LOWERINGS[cls] = fn
+        return fn
+    return register
+
+
+def op_error(op: Any, kernel: str, message: str) -> CompilationError:
+    """An error about ``op`` at its kernel source line (shown with a caret when the
+    source can be read)."""
+    location = op.location if isinstance(op.location, SourceLocation) else None
+    source_line = None
+    if location is not None:
+        text = linecache.getline(location.file, location.line)
+        source_line = text.rstrip("\n") or None
+        if source_line is not None:
+            indent = len(source_line) - len(source_line.lstrip())
+            source_line = source_line.strip()
+            location = SourceLocation(location.file, location.line, max(location.column - indent, 0))
+    return CompilationError(f"in kernel '{kernel}': {message}", location, source_line)
+
+
+class LoweringContext:
+    """One kernel's lowering: the LLVM function and builder, the values lowered so far,
+    the target's data and hooks, and the facts (axis info) the lowering may use."""
+
+    def __init__(self, module: Any, function: Any, builder: Any, target: Any, kernel: str, num_warps: int,
+                 axis_info: Any):
+        self.module = module
+        self.function = function
+        self.builder = builder
+        self.target = target
+        self.kernel = kernel
+        self.num_warps = num_warps
+        self.warp_size = target.warp_size
+        self.axis_info = axis_info
+        self.values: dict[Any, Any] = {}
+        self.thread_id = None
+        self.lane_id = None
+        self.warp_id = None
+
+    # -- values -----------------------------------------------------------------------
+    def get(self, value: Any) -> Any:
+        try:
+            return self.values[value]
+        except KeyError:
+            raise RuntimeError(f"value {value!r} used before it was lowered") from None
+
+    def set(self, value: Any, lowered: Any) -> None:
+        self.values[value] = lowered
+
+    # -- errors -----------------------------------------------------------------------
+    def unsupported(self, op: Any, what: str | None = None) -> CompilationError:
+        subject = what or f"'{op.name}'"
+        return op_error(op, self.kernel, f"{subject} is not supported by the {self.target.backend_name} backend yet")
+
+    def error(self, op: Any, message: str) -> CompilationError:
+        return op_error(op, self.kernel, message)
+
+    # -- LLVM helpers -----------------------------------------------------------------
+    def declare(self, name: str, return_type: Any, argument_types: list) -> Any:
+        """The LLVM function ``name`` (declared on first use)."""
+        from llvmlite import ir
+
+        found = self.module.globals.get(name)
+        if found is not None:
+            return found
+        return ir.Function(self.module, ir.FunctionType(return_type, argument_types), name)
+
+    def call(self, name: str, return_type: Any, arguments: list) -> Any:
+        return self.builder.call(self.declare(name, return_type, [a.type for a in arguments]), arguments)
+
+    def i32(self, value: int) -> Any:
+        from llvmlite import ir
+
+        return ir.Constant(ir.IntType(32), value)
+
+
+def layout_of(value: Any) -> Any:
+    """The distributed layout of a tile value (assign-layouts must have run)."""
+    layout = value.type.layout if isinstance(value.type, t.TileType) else None
+    if layout is None:
+        raise ValueError(f"tile {value.type} has no layout; run the distribute stage (assign-layouts) first")
+    return layout
+
+
+def linear_layout_of(value: Any) -> Any:
+    return layout_of(value).linear(value.type.shape)

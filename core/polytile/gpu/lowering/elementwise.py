@@ -1,0 +1,198 @@
+"""Elementwise ops: one table from op class to a per-element emitter.
+
+``ELEMENTWISE[OpClass] = emit`` where ``emit(ctx, op, args)`` makes one element's result
+from one element of each operand (``args``, LLVM values).  The lowering applies it
+register by register; a scalar operand of a tile op (a select's scalar condition) is
+used for every register.
+
+Math functions go through names (:data:`MATH_FUNCTIONS`): the target's ``math`` table
+comes first (NVIDIA: ``ex2.approx`` for exp, libdevice for sin), then the LLVM
+intrinsics every GPU target lowers (:data:`LLVM_MATH`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from llvmlite import ir
+
+from ...dialects import arith
+from ...dialects import math as math_d
+from ...ir import types as t
+from .context import LoweringContext, register_lowering
+from .types import UnsupportedType, llvm_type
+
+ElementEmitter = Callable[[LoweringContext, Any, list], Any]
+
+#: Op class -> per-element emitter (see the module docstring).
+ELEMENTWISE: dict[type, ElementEmitter] = {}
+
+
+def suffix(type_: ir.Type) -> str:
+    """The overload suffix of an LLVM intrinsic: i32, f32, f16, f64."""
+    if isinstance(type_, ir.IntType):
+        return f"i{type_.width}"
+    return {ir.HalfType: "f16", ir.FloatType: "f32", ir.DoubleType: "f64"}[type(type_)]
+
+
+def intrinsic(ctx: LoweringContext, name: str, args: list, extra: list = ()) -> Any:
+    """Call the overloaded intrinsic ``llvm.<name>.<type of args[0]>``."""
+    type_ = args[0].type
+    return ctx.call(f"llvm.{name}.{suffix(type_)}", type_, list(args) + list(extra))
+
+
+def _builder_method(method: str) -> ElementEmitter:
+    return lambda ctx, op, args: getattr(ctx.builder, method)(*args)
+
+
+def _intrinsic(name: str) -> ElementEmitter:
+    return lambda ctx, op, args: intrinsic(ctx, name, args)
+
+
+def _mulhi(signed: bool) -> ElementEmitter:
+    def emit(ctx: LoweringContext, op: Any, args: list) -> Any:
+        b = ctx.builder
+        narrow = args[0].type
+        wide = ir.IntType(narrow.width * 2)
+        extend = b.sext if signed else b.zext
+        product = b.mul(extend(args[0], wide), extend(args[1], wide))
+        return b.trunc(b.lshr(product, ir.Constant(wide, narrow.width)), narrow)
+    return emit
+
+
+_BINARY = {
+    "addi": "add", "subi": "sub", "muli": "mul", "divsi": "sdiv", "divui": "udiv", "remsi": "srem",
+    "remui": "urem", "andi": "and_", "ori": "or_", "xori": "xor", "shli": "shl", "shrsi": "ashr",
+    "shrui": "lshr", "addf": "fadd", "subf": "fsub", "mulf": "fmul", "divf": "fdiv", "remf": "frem",
+}
+_BINARY_INTRINSICS = {
+    "maxsi": "smax", "minsi": "smin", "maxui": "umax", "minui": "umin", "maximumf": "maximum",
+    "minimumf": "minimum", "maxnumf": "maxnum", "minnumf": "minnum",
+}
+for _short, _method in _BINARY.items():
+    ELEMENTWISE[arith.BINARY_OPS[_short]] = _builder_method(_method)
+for _short, _name in _BINARY_INTRINSICS.items():
+    ELEMENTWISE[arith.BINARY_OPS[_short]] = _intrinsic(_name)
+ELEMENTWISE[arith.BINARY_OPS["mulhisi"]] = _mulhi(True)
+ELEMENTWISE[arith.BINARY_OPS["mulhiui"]] = _mulhi(False)
+ELEMENTWISE[arith.NegFOp] = lambda ctx, op, args: ctx.builder.fneg(args[0])
+ELEMENTWISE[arith.SelectOp] = lambda ctx, op, args: ctx.builder.select(*args)
+
+_SIGNED_PREDICATES = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">="}
+_UNSIGNED_PREDICATES = {"ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
+_FLOAT_PREDICATES = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "rd": "ord", "no": "uno"}
+
+
+def _cmpi(ctx: LoweringContext, op: Any, args: list) -> Any:
+    predicate = op.predicate
+    if predicate in _SIGNED_PREDICATES:
+        return ctx.builder.icmp_signed(_SIGNED_PREDICATES[predicate], *args)
+    return ctx.builder.icmp_unsigned(_UNSIGNED_PREDICATES[predicate], *args)
+
+
+def _cmpf(ctx: LoweringContext, op: Any, args: list) -> Any:
+    predicate = op.predicate
+    if predicate in ("ord", "uno"):
+        return ctx.builder.fcmp_ordered("ord", *args) if predicate == "ord" else \
+            ctx.builder.fcmp_unordered("uno", *args)
+    compare = ctx.builder.fcmp_ordered if predicate[0] == "o" else ctx.builder.fcmp_unordered
+    return compare(_FLOAT_PREDICATES[predicate[1:]], *args)
+
+
+ELEMENTWISE[arith.CmpIOp] = _cmpi
+ELEMENTWISE[arith.CmpFOp] = _cmpf
+
+_CASTS = {
+    "extsi": "sext", "extui": "zext", "trunci": "trunc", "sitofp": "sitofp", "uitofp": "uitofp",
+    "fptosi": "fptosi", "fptoui": "fptoui", "extf": "fpext", "truncf": "fptrunc", "bitcast": "bitcast",
+    "ptrtoint": "ptrtoint", "inttoptr": "inttoptr",
+}
+
+
+def _cast(method: str) -> ElementEmitter:
+    def emit(ctx: LoweringContext, op: Any, args: list) -> Any:
+        return getattr(ctx.builder, method)(args[0], llvm_type(op.results[0].type))
+    return emit
+
+
+for _short, _method in _CASTS.items():
+    ELEMENTWISE[arith.CASTS[_short]] = _cast(_method)
+
+
+# --------------------------------------------------------------------------------------
+# Math functions
+
+#: Op class -> the name targets know the function by.
+MATH_FUNCTIONS: dict[type, str] = {cls: name for name, cls in math_d.UNARY_OPS.items()}
+MATH_FUNCTIONS[math_d.FmaOp] = "fma"
+MATH_FUNCTIONS[arith.BINARY_OPS["powf"]] = "pow"
+
+LOG2E = 1.0 / math.log(2.0)
+
+
+def _exp_through_exp2(ctx: LoweringContext, args: list, type_: ir.Type) -> Any:
+    scaled = ctx.builder.fmul(args[0], ir.Constant(type_, LOG2E))
+    return math_emitter(ctx, "exp2")(ctx, [scaled], type_)
+
+
+#: Math functions every GPU target lowers through LLVM intrinsics.
+LLVM_MATH: dict[str, Callable[[LoweringContext, list, ir.Type], Any]] = {
+    "sqrt": lambda ctx, args, ty: intrinsic(ctx, "sqrt", args),
+    "sqrt_rn": lambda ctx, args, ty: intrinsic(ctx, "sqrt", args),
+    "floor": lambda ctx, args, ty: intrinsic(ctx, "floor", args),
+    "ceil": lambda ctx, args, ty: intrinsic(ctx, "ceil", args),
+    "absf": lambda ctx, args, ty: intrinsic(ctx, "fabs", args),
+    "absi": lambda ctx, args, ty: intrinsic(ctx, "abs", args, [ir.Constant(ir.IntType(1), 0)]),
+    "fma": lambda ctx, args, ty: intrinsic(ctx, "fma", args),
+    "exp2": lambda ctx, args, ty: intrinsic(ctx, "exp2", args),
+    "exp": _exp_through_exp2,
+}
+
+
+def math_emitter(ctx: LoweringContext, name: str) -> Callable[[LoweringContext, list, ir.Type], Any] | None:
+    return ctx.target.math.get(name) or LLVM_MATH.get(name)
+
+
+def _math(ctx: LoweringContext, op: Any, args: list) -> Any:
+    name = MATH_FUNCTIONS[type(op)]
+    emit = math_emitter(ctx, name)
+    if emit is None:
+        raise ctx.unsupported(op, f"'{op.name}' on {t.element_type(op.results[0].type)}")
+    return emit(ctx, args, args[0].type)
+
+
+for _cls in MATH_FUNCTIONS:
+    ELEMENTWISE[_cls] = _math
+
+
+# --------------------------------------------------------------------------------------
+# The lowering
+
+
+def lower_elementwise(op: Any, operands: list, ctx: LoweringContext) -> list:
+    emit = ELEMENTWISE[type(op)]
+    try:
+        result_type = op.results[0].type
+        llvm_type(result_type)
+        for value in op.operands:
+            llvm_type(value.type)
+    except UnsupportedType as exc:
+        raise ctx.unsupported(op, f"'{op.name}' on {exc}") from None
+    if not isinstance(result_type, t.TileType):
+        return [emit(ctx, op, operands)]
+    count = len(next(o for o in operands if isinstance(o, list)))
+    registers = []
+    for r in range(count):
+        registers.append(emit(ctx, op, [o[r] if isinstance(o, list) else o for o in operands]))
+    return [registers]
+
+
+for _cls in ELEMENTWISE:
+    register_lowering(_cls)(lower_elementwise)
+
+
+def register_elementwise(op_class: type, emit: ElementEmitter) -> None:
+    """Lower ``op_class`` element by element with ``emit`` (for plugins' ops)."""
+    ELEMENTWISE[op_class] = emit
+    register_lowering(op_class)(lower_elementwise)

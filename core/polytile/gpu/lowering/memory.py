@@ -1,0 +1,205 @@
+"""Loads and stores through tiles of pointers, vectorized where it is proven safe.
+
+A thread's registers go to memory in vectors of ``n`` elements when the layout puts ``n``
+consecutive elements (from a multiple of ``n``) in consecutive registers, and axis info
+proves that the pointers there are consecutive and aligned to the vector's size, and that
+the mask, if any, is the same across the vector.  ``n`` is at most 16 bytes.  A masked
+access is ``llvm.masked.load`` / ``llvm.masked.store`` with the vector's one mask bit
+splatted: both NVPTX and AMDGPU lower that to one predicated (branched-around) vector
+access.  Stores skip the copies a layout holds (threads or registers that repeat an
+element), so each element is written once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir
+
+from ...analysis.axis_info import AxisInfo
+from ...dialects import tile
+from ...ir import types as t
+from .context import LoweringContext, linear_layout_of, register_lowering
+from .elementwise import suffix
+from .indexing import contiguous_registers, duplicate_register_mask, duplicate_thread_masks
+from .types import UnsupportedType, element_bits, llvm_type
+
+
+def _pow2_part(n: int) -> int:
+    return n & -n
+
+
+def vector_width(layout: Any, dim: int, bits: int, ptr_info: AxisInfo, mask_info: AxisInfo | None,
+                 max_bits: int) -> int:
+    """Elements per access along ``dim`` (see the module docstring)."""
+    width = min(contiguous_registers(layout, dim), max(max_bits // bits, 1))
+    width = min(width, _pow2_part(ptr_info.contiguity[dim]),
+                _pow2_part(max(ptr_info.divisibility[dim] * 8 // bits, 1)))
+    if mask_info is not None:
+        width = min(width, _pow2_part(mask_info.constancy[dim]))
+    return max(width, 1)
+
+
+def _fastest_dim(layout: Any) -> int:
+    """The dimension the thread's first registers run along (the last one by default)."""
+    for basis in layout.register:
+        for d, c in enumerate(basis):
+            if c:
+                return d
+    return len(layout.shape) - 1
+
+
+def _vector_name(kind: str, vector: ir.VectorType, address_space: int) -> str:
+    element = vector.element
+    spelled = "p" + str(element.addrspace) if isinstance(element, ir.PointerType) else suffix(element)
+    return f"llvm.masked.{kind}.v{vector.count}{spelled}.p{address_space}"
+
+
+def _splat_mask(ctx: LoweringContext, bit: Any, count: int) -> Any:
+    vector = ir.VectorType(ir.IntType(1), count)
+    value = ir.Constant(vector, None)
+    for i in range(count):
+        value = ctx.builder.insert_element(value, bit, ctx.i32(i))
+    return value
+
+
+def _pack(ctx: LoweringContext, values: list, vector: ir.VectorType) -> Any:
+    packed = ir.Constant(vector, None)
+    for i, v in enumerate(values):
+        packed = ctx.builder.insert_element(packed, v, ctx.i32(i))
+    return packed
+
+
+def _plan(op: Any, ctx: LoweringContext) -> tuple[Any, int]:
+    layout = linear_layout_of(op.ptr)
+    dim = _fastest_dim(layout)
+    bits = element_bits(t.element_type(op.ptr.type).pointee)
+    mask_info = ctx.axis_info[op.mask] if op.mask is not None else None
+    width = vector_width(layout, dim, bits, ctx.axis_info[op.ptr], mask_info, ctx.target.max_vector_bits)
+    return layout, width
+
+
+def _element_type(op: Any, ctx: LoweringContext) -> ir.Type:
+    try:
+        return llvm_type(t.element_type(op.ptr.type).pointee)
+    except UnsupportedType as exc:
+        raise ctx.unsupported(op, f"'{op.name}' of {exc}") from None
+
+
+@register_lowering(tile.LoadOp)
+def _load(op: Any, operands: list, ctx: LoweringContext) -> list:
+    if op.volatile:
+        raise ctx.unsupported(op, "a volatile load")
+    element = _element_type(op, ctx)
+    ptrs, mask, other = operands[0], None, None
+    if op.mask is not None:
+        mask = operands[1]
+        other = operands[2] if op.other is not None else None
+    elif op.other is not None:
+        other = operands[1]
+    if not isinstance(op.ptr.type, t.TileType):
+        vector = ir.VectorType(element, 1)
+        return [_load_vector(ctx, ptrs, vector, mask, [other] if other is not None else None, op)[0]]
+    layout, width = _plan(op, ctx)
+    duplicates = duplicate_register_mask(layout)
+    registers: list[Any] = [None] * layout.num_registers
+    vector = ir.VectorType(element, width)
+    for start in range(0, layout.num_registers, width):
+        if start & duplicates:
+            continue
+        passthru = other[start:start + width] if other is not None else None
+        values = _load_vector(ctx, ptrs[start], vector, mask[start] if mask is not None else None, passthru, op)
+        registers[start:start + width] = values
+    for r in range(layout.num_registers):
+        if registers[r] is None:
+            registers[r] = registers[r & ~duplicates]
+    return [registers]
+
+
+def _load_vector(ctx: LoweringContext, ptr: Any, vector: ir.VectorType, mask: Any, other: list | None,
+                 op: Any) -> list:
+    b = ctx.builder
+    align = vector.count * max(_bytes(vector.element), 1)
+    if mask is None:
+        loaded = b.load(ptr, typ=vector, align=align)
+    else:
+        passthru = _pack(ctx, other, vector) if other is not None else ir.Constant(vector, None)
+        i32 = ir.IntType(32)
+        name = _vector_name("load", vector, ptr.type.addrspace)
+        mask_vector = _splat_mask(ctx, mask, vector.count)
+        fn = ctx.declare(name, vector, [ptr.type, i32, mask_vector.type, vector])
+        loaded = b.call(fn, [ptr, ir.Constant(i32, align), mask_vector, passthru])
+    return [b.extract_element(loaded, ctx.i32(i)) for i in range(vector.count)]
+
+
+def _bytes(type_: ir.Type) -> int:
+    if isinstance(type_, ir.IntType):
+        return max(type_.width // 8, 1)
+    if isinstance(type_, ir.PointerType):
+        return 8
+    return {ir.HalfType: 2, ir.FloatType: 4, ir.DoubleType: 8}[type(type_)]
+
+
+def _thread_owner(ctx: LoweringContext, layout: Any) -> Any | None:
+    """i1: whether this thread holds the first copy of its elements (None: all do)."""
+    lanes, warps = duplicate_thread_masks(layout)
+    b = ctx.builder
+    conditions = []
+    for index, bits in ((ctx.lane_id, lanes), (ctx.warp_id, warps)):
+        if bits:
+            conditions.append(b.icmp_unsigned("==", b.and_(index, ctx.i32(bits)), ctx.i32(0)))
+    if not conditions:
+        return None
+    return conditions[0] if len(conditions) == 1 else b.and_(*conditions)
+
+
+@register_lowering(tile.StoreOp)
+def _store(op: Any, operands: list, ctx: LoweringContext) -> list:
+    b = ctx.builder
+    element = _element_type(op, ctx)
+    ptrs, values = operands[0], operands[1]
+    mask = operands[2] if op.mask is not None else None
+    if not isinstance(op.ptr.type, t.TileType):
+        _store_vector(ctx, ptrs, [values], ir.VectorType(element, 1), mask)
+        return []
+    layout, width = _plan(op, ctx)
+    owner = _thread_owner(ctx, layout)
+    duplicates = duplicate_register_mask(layout)
+    vector = ir.VectorType(element, width)
+    for start in range(0, layout.num_registers, width):
+        if start & duplicates:
+            continue
+        bit = mask[start] if mask is not None else None
+        if owner is not None:
+            bit = owner if bit is None else b.and_(bit, owner)
+        _store_vector(ctx, ptrs[start], values[start:start + width], vector, bit)
+    return []
+
+
+def _store_vector(ctx: LoweringContext, ptr: Any, values: list, vector: ir.VectorType, mask: Any) -> None:
+    b = ctx.builder
+    align = vector.count * _bytes(vector.element)
+    packed = _pack(ctx, values, vector)
+    if mask is None:
+        b.store(packed, ptr, align=align)
+        return
+    i32 = ir.IntType(32)
+    mask_vector = _splat_mask(ctx, mask, vector.count)
+    fn = ctx.declare(_vector_name("store", vector, ptr.type.addrspace), ir.VoidType(),
+                     [vector, ptr.type, i32, mask_vector.type])
+    b.call(fn, [packed, ptr, ir.Constant(i32, align), mask_vector])
+
+
+@register_lowering(tile.AddPtrOp)
+def _addptr(op: Any, operands: list, ctx: LoweringContext) -> list:
+    b = ctx.builder
+    try:
+        pointee = llvm_type(t.element_type(op.ptr.type).pointee)
+    except UnsupportedType as exc:
+        raise ctx.unsupported(op, f"pointers to {exc}") from None
+    ptrs, offsets = operands
+    if not isinstance(op.result.type, t.TileType):
+        return [b.gep(ptrs, [offsets], source_etype=pointee)]
+    count = len(ptrs) if isinstance(ptrs, list) else len(offsets)
+    return [[b.gep(ptrs[r] if isinstance(ptrs, list) else ptrs, [offsets[r] if isinstance(offsets, list) else offsets],
+                   source_etype=pointee) for r in range(count)]]

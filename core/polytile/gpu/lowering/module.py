@@ -1,0 +1,109 @@
+"""Laid-out core IR to an llvmlite module, and the ``lower-to-llvm`` pass.
+
+Every kernel (``func.func`` with ``kernel = true``) becomes an LLVM function with the
+target's kernel calling convention; its scalar arguments become parameters (pointers in
+their address space).  The thread, lane and warp ids are read once at the entry; the ops
+are lowered in order through :data:`~.context.LOWERINGS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from llvmlite import ir
+
+from ...analysis.axis_info import AxisInfoAnalysis
+from ...ir import types as t
+from ...passes.pass_base import Pass, PassContext, PreservedAnalyses
+from ..linear_layout import log2
+from . import control_flow, elementwise, memory, tiles  # noqa: F401  (they fill LOWERINGS)
+from .context import LOWERINGS, LoweringContext, op_error
+from .target import NUM_WARPS_ATTR, GpuTarget, gpu_target_of, num_warps_of
+from .types import UnsupportedType, llvm_type
+
+#: Artifact keys the GPU stages leave in ``PassContext.artifacts``.
+LLVM_MODULE = "llvm_module"
+LLVM_IR = "llvm_ir"
+KERNEL_NAME = "kernel_name"
+NUM_WARPS = "num_warps"
+
+
+def lower_op(op: Any, ctx: LoweringContext) -> None:
+    lowering = LOWERINGS.get(type(op))
+    if lowering is None:
+        raise ctx.unsupported(op)
+    operands = [ctx.get(v) for v in op.operands]
+    results = lowering(op, operands, ctx)
+    for value, lowered in zip(op.results, results):
+        ctx.set(value, lowered)
+
+
+def lower_module(module: Any, target: GpuTarget, analyses: Any = None, num_warps: int = 4) -> ir.Module:
+    """The LLVM module of every kernel in ``module`` (whose tiles have layouts)."""
+    llvm_module = ir.Module(name="polytile")
+    llvm_module.triple = target.triple
+    llvm_module.data_layout = target.data_layout
+    axis_info = analyses.get(AxisInfoAnalysis, module) if analyses is not None else AxisInfoAnalysis(module)
+    for function in [op for op in module.walk() if op.name == "func.func"]:
+        if not function.attributes.get("kernel"):
+            continue  # a noinline callee: its calls fail to lower, naming the call
+        _lower_kernel(function, llvm_module, target, axis_info, function.attributes.get(NUM_WARPS_ATTR, num_warps))
+    return llvm_module
+
+
+def _lower_kernel(function: Any, llvm_module: ir.Module, target: GpuTarget, axis_info: Any, num_warps: int) -> None:
+    name = function.attributes["sym_name"]
+    parameters = []
+    for arg in function.arguments:
+        if isinstance(arg.type, t.TileType):
+            raise op_error(function, name, f"kernel argument of type {arg.type}: kernels take scalars and pointers")
+        try:
+            parameters.append(llvm_type(arg.type))
+        except UnsupportedType as exc:
+            raise op_error(function, name, f"kernel arguments of {exc} are not supported by the "
+                                           f"{target.backend_name} backend yet") from None
+    fn = ir.Function(llvm_module, ir.FunctionType(ir.VoidType(), parameters), name)
+    fn.calling_convention = target.kernel_calling_convention
+    target.annotate_kernel(fn, num_warps * target.warp_size)
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    ctx = LoweringContext(llvm_module, fn, builder, target, name, num_warps, axis_info)
+    for arg, param in zip(function.arguments, fn.args):
+        param.name = arg.name_hint or ""
+        ctx.set(arg, param)
+    ctx.thread_id = target.read_id(builder, "thread_id", 0)
+    ctx.lane_id = builder.and_(ctx.thread_id, ctx.i32(target.warp_size - 1))
+    ctx.warp_id = builder.lshr(ctx.thread_id, ctx.i32(log2(target.warp_size)))
+    for op in function.entry_block:
+        lower_op(op, ctx)
+    if not builder.block.is_terminated:
+        builder.ret_void()
+
+
+@dataclass
+class LowerToLLVM(Pass):
+    """Lower the laid-out GPU IR to LLVM IR (an llvmlite module in the artifacts)."""
+
+    name: ClassVar[str] = "lower-to-llvm"
+    summary: ClassVar[str] = "laid-out tiles to per-thread LLVM IR (artifacts 'llvm_module', 'llvm_ir')"
+
+    def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
+        target = gpu_target_of(context)
+        llvm_module = lower_module(module, target, context.analyses, num_warps_of(context))
+        text = str(llvm_module)
+        _verify(text)
+        kernels = [f.name for f in llvm_module.functions if not f.is_declaration]
+        context.artifacts[LLVM_MODULE] = llvm_module
+        context.artifacts[LLVM_IR] = text
+        if kernels:
+            context.artifacts[KERNEL_NAME] = kernels[0]
+        context.artifacts[NUM_WARPS] = num_warps_of(context)
+        return PreservedAnalyses.all()
+
+
+def _verify(text: str) -> None:
+    """Parse and verify the text now, so a lowering bug is reported by this pass and not
+    later by the assembler."""
+    import llvmlite.binding as llvm
+
+    llvm.parse_assembly(text).verify()

@@ -1,0 +1,82 @@
+"""What a GPU backend tells the target-neutral lowering: data plus a few hooks.
+
+NVIDIA and AMD differ here and nowhere else in the lowering: the LLVM triple and data
+layout, the warp size, how a kernel is marked, how a thread reads its ids, and which
+function computes ``exp`` or ``sin``.  A backend builds one :class:`GpuTarget` per
+architecture and returns it from ``Backend.gpu_target(target, options)``; the passes find
+it through the pass context (:func:`gpu_target_of`).
+
+An AMD target, for instance, would set ``warp_size = 64``,
+``kernel_calling_convention = "amdgpu_kernel"``, read ids with
+``llvm.amdgcn.workitem.id.x`` / ``llvm.amdgcn.workgroup.id.x`` and name ``__ocml_exp_f32``
+in its math table; everything else is shared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+#: Function attributes assign-layouts sets and the lowering reads: the program's shape.
+NUM_WARPS_ATTR = "gpu.num_warps"
+WARP_SIZE_ATTR = "gpu.warp_size"
+
+#: ``emit(ctx, operands, llvm_type) -> value`` for one element.
+MathEmitter = Callable[[Any, list, Any], Any]
+
+
+@dataclass(frozen=True)
+class GpuTarget:
+    """Target data and hooks for :mod:`polytile.gpu.lowering`."""
+
+    #: Shown in messages: "not supported by the NVIDIA backend yet".
+    backend_name: str
+    arch: str
+    triple: str
+    data_layout: str
+    warp_size: int
+    #: LLVM calling convention that makes a function a kernel entry point.
+    kernel_calling_convention: str
+    #: ``read_id(builder, kind, axis)``: kind is "thread_id", "block_id" or "num_blocks";
+    #: axis 0, 1 or 2.  Returns an i32.
+    read_id: Callable[[Any, str, int], Any]
+    #: ``barrier(builder)``: synchronize the threads of a program.
+    barrier: Callable[[Any], None]
+    #: ``shuffle_xor(builder, value, lane_mask)``: the value of lane ``lane ^ lane_mask``.
+    shuffle_xor: Callable[[Any, Any, int], Any]
+    #: Math functions by name ("exp", "sin", ...; see ``elementwise.MATH_FUNCTIONS``):
+    #: the target's own emitters, consulted before the LLVM intrinsics the core knows.
+    math: Mapping[str, MathEmitter] = field(default_factory=dict)
+    #: ``annotate_kernel(function, num_threads)``: attributes such as the block size.
+    annotate_kernel: Callable[[Any, int], None] = lambda function, num_threads: None
+    global_address_space: int = 1
+    shared_address_space: int = 3
+    #: Widest access one thread makes in one instruction.
+    max_vector_bits: int = 128
+    #: Prefix of the functions of the vendor's math library (``__nv_``, ``__ocml_``): calls
+    #: to them stay declarations until the backend links the library.
+    math_library_prefix: str = ""
+
+
+def gpu_target_of(context: Any) -> GpuTarget:
+    """The :class:`GpuTarget` of the pass context's target (asks its backend)."""
+    from ...errors import ConfigError
+
+    target = getattr(context, "target", None)
+    if target is None:
+        raise ConfigError("the GPU passes need a target (nvidia:sm_90a, ...); the pass context has none")
+    if isinstance(target, GpuTarget):
+        return target
+    from ...plugins.manager import get_plugin_manager
+
+    backend, resolved = get_plugin_manager().backends.resolve(target)
+    make = getattr(backend, "gpu_target", None)
+    if make is None:
+        raise ConfigError(f"backend '{backend.name}' (target '{resolved}') does not compile through the GPU "
+                          "lowering: it has no gpu_target()")
+    return make(resolved, getattr(context, "options", None))
+
+
+def num_warps_of(context: Any, default: int = 4) -> int:
+    """The ``num_warps`` option of the compilation (4 when the context has no options)."""
+    return int(getattr(getattr(context, "options", None), "num_warps", default) or default)

@@ -1,0 +1,188 @@
+"""Elementwise kernels through the NVIDIA pipeline to PTX: distribute, lower-to-llvm,
+emit-ptx.  PTX is checked for the instructions that matter (vector accesses, ex2.approx),
+and given to ptxas for sm_80 and sm_90a when ptxas is on this machine."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import polytile as pt
+import polytile.language as pl
+from polytile.compiler import compile_module
+from polytile.errors import CompilationError
+from polytile_nvidia.codegen import nvidia_gpu_target
+
+PTXAS = shutil.which("ptxas")
+
+
+def compile_ptx(kernel, *args, arch="sm_90a", num_warps=4, **meta):
+    module = kernel.lower(*args, **meta)
+    result = compile_module(module, f"nvidia:{arch}", num_warps=num_warps)
+    return result.context.artifacts
+
+
+def assembles(ptx: str, arch: str, tmp_path) -> None:
+    """ptxas accepts the PTX (checked only where ptxas is installed)."""
+    if PTXAS is None:
+        return
+    source = tmp_path / f"{arch}.ptx"
+    source.write_text(ptx)
+    done = subprocess.run([PTXAS, f"-arch={arch}", str(source), "-o", str(tmp_path / f"{arch}.cubin")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pt.jit
+def add(x, y, out, n, BLOCK: pl.constexpr):
+    offs = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+    mask = offs < n
+    pl.store(out + offs, pl.load(x + offs, mask=mask) + pl.load(y + offs, mask=mask), mask=mask)
+
+
+@pt.jit
+def copy_unmasked(x, out, BLOCK: pl.constexpr):
+    offs = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+    pl.store(out + offs, pl.load(x + offs))
+
+
+def f32(n=8192, offset=0):
+    return np.zeros(n + offset, np.float32)[offset:]
+
+
+def test_target_data():
+    target = nvidia_gpu_target("sm_90a")
+    assert (target.warp_size, target.kernel_calling_convention, target.global_address_space) == (32, "ptx_kernel", 1)
+    assert target.triple == "nvptx64-nvidia-cuda"
+
+
+def test_aligned_f32_vector_add_uses_16_byte_accesses(tmp_path):
+    artifacts = compile_ptx(add, f32(), f32(), f32(), 8192, BLOCK=1024)
+    ptx = artifacts["ptx"]
+    assert "define ptx_kernel void @\"add\"" in artifacts["llvm_ir"]
+    assert ptx.count("ld.global.v4.b32") == 4 and ptx.count("st.global.v4.b32") == 2
+    assert ".maxntid 128" in ptx
+    for arch in ("sm_80", "sm_90a"):
+        assembles(compile_ptx(add, f32(), f32(), f32(), 8192, BLOCK=1024, arch=arch)["ptx"], arch, tmp_path)
+
+
+def test_unknown_alignment_gives_scalar_accesses():
+    ptx = compile_ptx(copy_unmasked, f32(offset=1), f32(), BLOCK=1024)["ptx"]
+    assert "ld.global.v" not in ptx
+    assert "ld.global.b32" in ptx or "ld.global.f32" in ptx
+    assert "st.global.v4.b32" in ptx  # the output is aligned
+
+
+def test_a_mask_not_constant_over_a_vector_is_not_vectorized():
+    # n = 1001 is not a multiple of 4: the mask can change inside a group of four.
+    ptx = compile_ptx(add, f32(), f32(), f32(), 1001, BLOCK=1024)["ptx"]
+    assert "ld.global.v" not in ptx and "st.global.v" not in ptx
+
+
+def test_f16_vectors_hold_eight_halves(tmp_path):
+    h = np.zeros(8192, np.float16)
+    ptx = compile_ptx(add, h, h, h, 8192, BLOCK=2048)["ptx"]
+    assert ptx.count("ld.global.v4.b32") == 4 and "add.rn.f16" in ptx
+    assembles(ptx, "sm_90a", tmp_path)
+
+
+@pytest.mark.parametrize("block", [128, 256, 1024, 4096])
+@pytest.mark.parametrize("num_warps", [1, 2, 4, 8])
+def test_vector_add_sizes_assemble(block, num_warps, tmp_path):
+    ptx = compile_ptx(add, f32(), f32(), f32(), 8192, BLOCK=block, num_warps=num_warps)["ptx"]
+    assert f".maxntid {32 * num_warps}" in ptx
+    assembles(ptx, "sm_90a", tmp_path)
+
+
+@pt.jit
+def math_kernel(x, out, n, scale, BLOCK: pl.constexpr):
+    offs = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+    mask = offs < n
+    v = pl.load(x + offs, mask=mask, other=1.0)
+    y = pl.exp(v) * scale + pl.where(v > 0.0, pl.sqrt(v), -v)
+    pl.store(out + offs, y.to(pl.float16).to(pl.float32), mask=mask)
+
+
+def test_scalar_arguments_math_select_and_casts(tmp_path):
+    artifacts = compile_ptx(math_kernel, f32(), f32(), 8192, 2.5, BLOCK=512, arch="sm_80")
+    ptx = artifacts["ptx"]
+    assert "ex2.approx.f32" in ptx
+    assert "sqrt.rn.f32" in ptx
+    assert "selp" in ptx or "@%p" in ptx
+    assert "cvt.rn.f16.f32" in ptx
+    assembles(ptx, "sm_80", tmp_path)
+
+
+@pt.jit
+def sine(x, out, BLOCK: pl.constexpr):
+    offs = pl.arange(0, BLOCK)
+    pl.store(out + offs, pl.sin(pl.load(x + offs)))
+
+
+def test_libdevice_functions_are_linked_in(tmp_path):
+    artifacts = compile_ptx(sine, f32(), f32(), BLOCK=256)
+    assert "__nv_sinf" in artifacts["llvm_ir"]
+    assert "__nv_sinf" not in artifacts["ptx"]  # linked and inlined, not called
+    assembles(artifacts["ptx"], "sm_90a", tmp_path)
+
+
+@pt.jit
+def add_row(x, bias, out, M: pl.constexpr, N: pl.constexpr):
+    rows = pl.arange(0, M)[:, None]
+    cols = pl.arange(0, N)[None, :]
+    b = pl.load(bias + cols)
+    pl.store(out + rows * N + cols, pl.load(x + rows * N + cols) + b)
+
+
+def test_2d_tile_plus_a_broadcast_row(tmp_path):
+    ptx = compile_ptx(add_row, f32(), f32(), f32(), M=32, N=64)["ptx"]
+    assert "ld.global.v4.b32" in ptx
+    assembles(ptx, "sm_90a", tmp_path)
+
+
+@pt.jit
+def accumulate(x, out, n, BLOCK: pl.constexpr):
+    offs = pl.arange(0, BLOCK)
+    acc = pl.zeros((BLOCK,), pl.float32)
+    for i in range(n):
+        acc += pl.load(x + i * BLOCK + offs)
+    pl.store(out + offs, acc)
+
+
+def test_loop_carried_tiles(tmp_path):
+    artifacts = compile_ptx(accumulate, f32(), f32(), 8, BLOCK=512)
+    # One phi per register: 512 elements over 128 threads.
+    assert artifacts["llvm_ir"].count("phi  float") == 4
+    assembles(artifacts["ptx"], "sm_90a", tmp_path)
+
+
+@pt.jit
+def grid_ids(out):
+    p = pl.program_id(0) + pl.program_id(1) * 7 + pl.program_id(2) * 13
+    q = pl.num_programs(0) + pl.num_programs(1) + pl.num_programs(2)
+    pl.store(out + p, q)
+
+
+def test_program_ids_and_counts_on_three_axes(tmp_path):
+    ptx = compile_ptx(grid_ids, np.zeros(64, np.int32), arch="sm_80")["ptx"]
+    for register in ("%ctaid.x", "%ctaid.y", "%ctaid.z", "%nctaid.x", "%nctaid.y", "%nctaid.z"):
+        assert register in ptx
+    assembles(ptx, "sm_80", tmp_path)
+
+
+@pt.jit
+def row_sum(x, out, BLOCK: pl.constexpr):
+    offs = pl.arange(0, BLOCK)
+    pl.store(out, pl.sum(pl.load(x + offs), axis=0))
+
+
+def test_ops_not_lowered_yet_name_the_op_kernel_and_line():
+    with pytest.raises(CompilationError) as info:
+        compile_ptx(row_sum, f32(), f32(), BLOCK=256)
+    message = str(info.value)
+    assert "'tile.reduce' is not supported by the NVIDIA backend yet" in message
+    assert "kernel 'row_sum'" in message
+    assert "test_codegen.py" in message and "pl.sum(pl.load(x + offs), axis=0)" in message

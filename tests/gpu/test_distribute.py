@@ -1,0 +1,173 @@
+"""The distribute stage: assign-layouts and remove-redundant-converts, IR text in and out.
+
+Layouts print in full; the expected texts name them {B} (blocked), {R} / {C} (its row and
+column slices) to stay readable.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from polytile.backend import BackendOptions
+from polytile.dialects.gpu import ConvertLayoutOp
+from polytile.errors import VerificationError
+from polytile.gpu.distribute import AssignLayouts, RemoveRedundantConverts
+from polytile.ir import parse_module, print_ir, verify
+from polytile.passes.pass_base import PassContext
+from polytile.target import Target
+from polytile.testing import apply_passes, dedent, roundtrip
+
+
+def context(num_warps: int = 4) -> PassContext:
+    return PassContext(target=Target("nvidia", "sm_90a"), options=BackendOptions(num_warps=num_warps))
+
+
+def blocked(spt, tpw, wpc, order) -> str:
+    as_list = lambda v: "[" + ", ".join(map(str, v)) + "]"  # noqa: E731
+    return (f"#gpu.blocked<size_per_thread = {as_list(spt)}, threads_per_warp = {as_list(tpw)}, "
+            f"warps_per_cta = {as_list(wpc)}, order = {as_list(order)}>")
+
+
+COPY = """
+func.func @copy(%x: ptr<f32>, %out: ptr<f32>) attributes {kernel = true, pt.divisibility = [DIV, 16]} {
+  %0 = tile.arange {end = 256, start = 0} : tile<256xi32>
+  %1 = tile.splat %x : tile<256xptr<f32>>
+  %2 = tile.addptr %1, %0 : tile<256xptr<f32>>
+  %3 = tile.load %2 : tile<256xf32>
+  %4 = tile.splat %out : tile<256xptr<f32>>
+  %5 = tile.addptr %4, %0 : tile<256xptr<f32>>
+  tile.store %5, %3
+  func.return
+}
+"""
+
+
+def test_aligned_copy_gets_four_elements_per_thread():
+    B = blocked([4], [32], [2], [0])
+    expected = f"""
+    func.func @copy(%x: ptr<f32>, %out: ptr<f32>) attributes {{gpu.num_warps = 2, gpu.warp_size = 32, kernel = true, pt.divisibility = [16, 16]}} {{
+      %0 = tile.arange {{end = 256, start = 0}} : tile<256xi32, {B}>
+      %1 = tile.splat %x : tile<256xptr<f32>, {B}>
+      %2 = tile.addptr %1, %0 : tile<256xptr<f32>, {B}>
+      %3 = tile.load %2 : tile<256xf32, {B}>
+      %4 = tile.splat %out : tile<256xptr<f32>, {B}>
+      %5 = tile.addptr %4, %0 : tile<256xptr<f32>, {B}>
+      tile.store %5, %3
+      func.return
+    }}
+    """
+    assert apply_passes(COPY.replace("DIV", "16"), AssignLayouts(), context=context(2)) == dedent(expected)
+
+
+def test_the_widest_access_of_a_group_decides():
+    # %x is not known to be aligned, %out is: one layout for both, 16 bytes per thread;
+    # the lowering then reads %x one element at a time.
+    out = apply_passes(COPY.replace("DIV", "1"), AssignLayouts(), context=context(2))
+    assert f"tile.load %2 : tile<256xf32, {blocked([4], [32], [2], [0])}>" in out
+
+
+def test_small_tiles_replicate_rather_than_vectorize():
+    # 128 elements, 8 warps: fewer elements than threads, so one per thread at most.
+    text = COPY.replace("DIV", "16").replace("256", "128")
+    out = apply_passes(text, AssignLayouts(), context=context(8))
+    assert f"tile<128xf32, {blocked([1], [32], [8], [0])}>" in out
+
+
+TWO_D = """
+func.func @k(%x: ptr<f32>) attributes {kernel = true, pt.divisibility = [16]} {
+  %0 = tile.arange {end = 64, start = 0} : tile<64xi32>
+  %1 = tile.expand_dims %0 {axis = 1} : tile<64x1xi32>
+  %2 = tile.expand_dims %0 {axis = 0} : tile<1x64xi32>
+  %3 = tile.broadcast %1 : tile<64x64xi32>
+  %4 = tile.broadcast %2 : tile<64x64xi32>
+  %c = arith.constant {value = 64} : tile<64x64xi32>
+  %5 = arith.muli %3, %c : tile<64x64xi32>
+  %6 = arith.addi %5, %4 : tile<64x64xi32>
+  %7 = tile.splat %x : tile<64x64xptr<f32>>
+  %8 = tile.addptr %7, %6 : tile<64x64xptr<f32>>
+  %9 = tile.load %8 : tile<64x64xf32>
+  tile.store %8, %9
+  func.return
+}
+"""
+
+B2 = blocked([1, 4], [2, 16], [4, 1], [1, 0])
+ROWS = f"#gpu.slice<dim = 1, parent = {B2}>"
+COLS = f"#gpu.slice<dim = 0, parent = {B2}>"
+
+
+def test_expand_dims_sources_take_the_slice_and_conflicts_get_a_conversion():
+    out = apply_passes(TWO_D, AssignLayouts(), context=context())
+    # One arange feeds both rows and columns: it takes the first slice, the second use
+    # converts.
+    assert f"%0 = tile.arange {{end = 64, start = 0}} : tile<64xi32, {ROWS}>" in out
+    assert f"%2 = gpu.convert_layout %0 : tile<64xi32, {COLS}>" in out
+    assert f"%3 = tile.expand_dims %2 {{axis = 0}} : tile<1x64xi32, {B2}>" in out
+    assert f"%10 = tile.load %9 : tile<64x64xf32, {B2}>" in out
+
+
+def test_converted_aranges_are_recomputed_in_the_wanted_layout():
+    out = apply_passes(TWO_D, AssignLayouts(), RemoveRedundantConverts(), context=context())
+    assert "gpu.convert_layout" not in out
+    assert f"%2 = tile.arange {{end = 64, start = 0}} : tile<64xi32, {COLS}>" in out
+
+
+def test_loop_carried_tiles_share_the_layout_of_their_uses():
+    text = """
+    func.func @k(%x: ptr<f32>, %n: i32) attributes {kernel = true, pt.divisibility = [16, 1]} {
+      %0 = tile.arange {end = 512, start = 0} : tile<512xi32>
+      %1 = tile.splat %x : tile<512xptr<f32>>
+      %2 = tile.addptr %1, %0 : tile<512xptr<f32>>
+      %z = arith.constant {value = 0.0} : tile<512xf32>
+      %lo = arith.constant {value = 0} : i32
+      %one = arith.constant {value = 1} : i32
+      %3 = scf.for %lo, %n, %one, %z : tile<512xf32> {
+      ^bb0(%i: i32, %acc: tile<512xf32>):
+        %4 = tile.load %2 : tile<512xf32>
+        %5 = arith.addf %acc, %4 : tile<512xf32>
+        scf.yield %5
+      }
+      tile.store %2, %3
+      func.return
+    }
+    """
+    out = apply_passes(text, AssignLayouts(), context=context())
+    B = blocked([4], [32], [4], [0])
+    assert f"%z = arith.constant {{value = 0.0}} : tile<512xf32, {B}>" in out
+    assert f"%3 = scf.for %lo, %n, %one, %z : tile<512xf32, {B}> {{" in out
+    assert f"^bb0(%i: i32, %acc: tile<512xf32, {B}>):" in out
+
+
+def test_the_kernel_records_its_block_shape():
+    out = apply_passes(COPY.replace("DIV", "16"), AssignLayouts(), context=context(8))
+    assert "gpu.num_warps = 8, gpu.warp_size = 32" in out
+
+
+CONVERT = """
+func.func @k(%a: tile<64xi32, #gpu.blocked<size_per_thread = [1], threads_per_warp = [32], warps_per_cta = [2], order = [0]>>) {
+  %0 = gpu.convert_layout %a : tile<64xi32, #gpu.blocked<size_per_thread = [2], threads_per_warp = [32], warps_per_cta = [1], order = [0]>>
+  %1 = gpu.convert_layout %0 : tile<64xi32, #gpu.blocked<size_per_thread = [1], threads_per_warp = [32], warps_per_cta = [2], order = [0]>>
+  func.return
+}
+"""
+
+
+def test_convert_layout_round_trips():
+    assert roundtrip(CONVERT) == dedent(CONVERT)
+
+
+def test_a_chain_of_conversions_back_to_the_source_layout_disappears():
+    out = apply_passes(CONVERT, RemoveRedundantConverts())
+    assert "gpu.convert_layout" not in out
+
+
+def test_convert_layout_keeps_shape_and_element_type():
+    bad = CONVERT.replace("%0 = gpu.convert_layout %a : tile<64xi32", "%0 = gpu.convert_layout %a : tile<32xi32")
+    with pytest.raises(VerificationError, match="converts the layout only"):
+        verify(parse_module(dedent(bad)))
+
+
+def test_convert_layout_is_in_the_gpu_dialect():
+    assert ConvertLayoutOp.name == "gpu.convert_layout"
+    module = parse_module(dedent(CONVERT))
+    assert print_ir(module).count("gpu.convert_layout") == 2
