@@ -10,6 +10,7 @@ from ..plugins import hookimpl
 
 def core_pass_classes() -> list[type]:
     from ..analysis.axis_info import TestPrintAxisInfo
+    from ..gpu.allocation import AllocateShared
     from ..gpu.distribute import AssignLayouts, RemoveRedundantConverts
     from ..gpu.lowering import LowerToLLVM
     from .canonicalize import Canonicalize
@@ -19,7 +20,7 @@ def core_pass_classes() -> list[type]:
     from .licm import LoopInvariantCodeMotion
 
     return [Canonicalize, CommonSubexpressionElimination, DeadCodeElimination, Inliner, LoopInvariantCodeMotion,
-            AssignLayouts, RemoveRedundantConverts, LowerToLLVM, TestPrintAxisInfo]
+            AssignLayouts, RemoveRedundantConverts, AllocateShared, LowerToLLVM, TestPrintAxisInfo]
 
 
 @hookimpl

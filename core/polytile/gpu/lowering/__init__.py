@@ -9,11 +9,12 @@ GPU backends.  See docs/gpu-lowering.md.
 
 from .context import LOWERINGS, LoweringContext, register_lowering
 from .elementwise import ELEMENTWISE, LLVM_MATH, MATH_FUNCTIONS, register_elementwise
-from .module import KERNEL_NAME, LLVM_IR, LLVM_MODULE, NUM_WARPS, LowerToLLVM, lower_module
+from .convert import CONVERSIONS, register_conversion
+from .module import KERNEL_NAME, LLVM_IR, LLVM_MODULE, NUM_WARPS, SHARED_BYTES, LowerToLLVM, lower_module
 from .target import GpuTarget, gpu_target_of
 
 __all__ = [
-    "ELEMENTWISE", "GpuTarget", "KERNEL_NAME", "LLVM_IR", "LLVM_MATH", "LLVM_MODULE", "LOWERINGS", "LoweringContext",
+    "CONVERSIONS", "SHARED_BYTES", "register_conversion", "ELEMENTWISE", "GpuTarget", "KERNEL_NAME", "LLVM_IR", "LLVM_MATH", "LLVM_MODULE", "LOWERINGS", "LoweringContext",
     "LowerToLLVM", "MATH_FUNCTIONS", "NUM_WARPS", "gpu_target_of", "lower_module", "register_elementwise",
     "register_lowering",
 ]

@@ -17,6 +17,9 @@ from ...ir import types as t
 
 Lowering = Callable[[Any, list, "LoweringContext"], list]
 
+#: The dynamic shared memory array every kernel of a module shares (an extern global).
+SHARED_MEMORY_SYMBOL = "polytile_shared"
+
 #: Op class -> lowering function (see the module docstring).
 LOWERINGS: dict[type, Lowering] = {}
 
@@ -100,6 +103,35 @@ class LoweringContext:
         from llvmlite import ir
 
         return ir.Constant(ir.IntType(32), value)
+
+    # -- shared memory ----------------------------------------------------------------
+    def shared_base(self) -> Any:
+        """An ``i8`` pointer (shared address space) to the program's dynamic shared
+        memory, whose size the memory stage computed (``gpu.shared_bytes``)."""
+        from llvmlite import ir
+
+        name = SHARED_MEMORY_SYMBOL
+        found = self.module.globals.get(name)
+        if found is None:
+            found = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0), name,
+                                      addrspace=self.target.shared_address_space)
+            found.linkage = "external"
+            found.align = 16
+        return found
+
+    def scratch(self, op: Any) -> Any:
+        """An ``i8`` pointer (shared address space) to the scratch space of ``op``, which
+        registered its size with ``polytile.gpu.allocation.register_scratch``."""
+        from llvmlite import ir
+
+        from ..allocation import SCRATCH_OFFSET_ATTR
+
+        offset = op.attributes.get(SCRATCH_OFFSET_ATTR)
+        if offset is None:
+            raise self.error(op, f"internal error: '{op.name}' needs shared memory but has no "
+                                 f"{SCRATCH_OFFSET_ATTR}; the memory stage (allocate-shared) must run before lower-to-llvm")
+        return self.builder.gep(self.shared_base(), [self.i32(0), self.i32(offset)], inbounds=True,
+                                source_etype=ir.ArrayType(ir.IntType(8), 0))
 
 
 def layout_of(value: Any) -> Any:

@@ -17,7 +17,8 @@ from ...analysis.axis_info import AxisInfoAnalysis
 from ...ir import types as t
 from ...passes.pass_base import Pass, PassContext, PreservedAnalyses
 from ..linear_layout import log2
-from . import control_flow, elementwise, memory, tiles  # noqa: F401  (they fill LOWERINGS)
+from . import control_flow, convert, elementwise, memory, tiles  # noqa: F401  (they fill LOWERINGS)
+from ..allocation import SHARED_BYTES_ATTR
 from .context import LOWERINGS, LoweringContext, op_error
 from .target import NUM_WARPS_ATTR, GpuTarget, gpu_target_of, num_warps_of
 from .types import UnsupportedType, llvm_type
@@ -27,6 +28,8 @@ LLVM_MODULE = "llvm_module"
 LLVM_IR = "llvm_ir"
 KERNEL_NAME = "kernel_name"
 NUM_WARPS = "num_warps"
+#: Bytes of dynamic shared memory the kernel needs (from the memory stage; 0 without it).
+SHARED_BYTES = "shared_bytes"
 
 
 def lower_op(op: Any, ctx: LoweringContext) -> None:
@@ -97,6 +100,9 @@ class LowerToLLVM(Pass):
         context.artifacts[LLVM_IR] = text
         if kernels:
             context.artifacts[KERNEL_NAME] = kernels[0]
+            kernel = next(op for op in module.walk() if op.name == "func.func"
+                          and op.attributes.get("sym_name") == kernels[0])
+            context.artifacts[SHARED_BYTES] = int(kernel.attributes.get(SHARED_BYTES_ATTR, 0))
         context.artifacts[NUM_WARPS] = num_warps_of(context)
         return PreservedAnalyses.all()
 

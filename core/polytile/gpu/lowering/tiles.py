@@ -8,7 +8,6 @@ from typing import Any
 from llvmlite import ir
 
 from ...dialects import arith, tile, tile_debug
-from ...dialects.gpu import ConvertLayoutOp
 from ...ir import types as t
 from .context import LoweringContext, linear_layout_of, register_lowering
 from .indexing import LLVMOps, coordinates, register_map
@@ -75,11 +74,6 @@ def _broadcast(op: Any, operands: list, ctx: LoweringContext) -> list:
 def _expand_dims(op: Any, operands: list, ctx: LoweringContext) -> list:
     axis = op.axis
     return _moved(op, operands, ctx, lambda c: c[:axis] + c[axis + 1:])
-
-
-@register_lowering(ConvertLayoutOp)
-def _convert_layout(op: Any, operands: list, ctx: LoweringContext) -> list:
-    return _moved(op, operands, ctx, lambda c: c)
 
 
 @register_lowering(tile_debug.BarrierOp)
