@@ -55,11 +55,37 @@ def barrier(builder: ir.IRBuilder) -> None:
     builder.asm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "~{memory}", [], side_effect=True)
 
 
+def _shuffle(builder: ir.IRBuilder, mode: str, value: Any, lane: Any, clamp: int) -> Any:
+    """``shfl.sync.<mode>`` of any value up to 64 bits wide (wider ones move in 32-bit halves)."""
+    width = value.type.width if isinstance(value.type, ir.IntType) else \
+        {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}.get(type(value.type), 32)
+    if not isinstance(lane, ir.Value):
+        lane = ir.Constant(_I32, lane)
+    fn = _declare(builder.module, f"llvm.nvvm.shfl.sync.{mode}.i32", _I32, [_I32, _I32, _I32, _I32])
+    bits = builder.bitcast(value, ir.IntType(width)) if not isinstance(value.type, ir.IntType) else value
+    if width == 64:
+        halves = [builder.trunc(builder.lshr(bits, ir.Constant(bits.type, shift)), _I32) for shift in (0, 32)]
+        moved = [builder.call(fn, [ir.Constant(_I32, -1), h, lane, ir.Constant(_I32, clamp)]) for h in halves]
+        wide = [builder.zext(m, ir.IntType(64)) for m in moved]
+        out = builder.or_(wide[0], builder.shl(wide[1], ir.Constant(ir.IntType(64), 32)))
+    else:
+        as_i32 = builder.zext(bits, _I32) if width < 32 else bits
+        out = builder.call(fn, [ir.Constant(_I32, -1), as_i32, lane, ir.Constant(_I32, clamp)])
+        out = builder.trunc(out, ir.IntType(width)) if width < 32 else out
+    return builder.bitcast(out, value.type) if not isinstance(value.type, ir.IntType) else out
+
+
 def shuffle_xor(builder: ir.IRBuilder, value: Any, lane_mask: int) -> Any:
-    as_int = builder.bitcast(value, _I32) if value.type != _I32 else value
-    fn = _declare(builder.module, "llvm.nvvm.shfl.sync.bfly.i32", _I32, [_I32, _I32, _I32, _I32])
-    moved = builder.call(fn, [ir.Constant(_I32, -1), as_int, ir.Constant(_I32, lane_mask), ir.Constant(_I32, 0x1F)])
-    return builder.bitcast(moved, value.type) if value.type != _I32 else moved
+    return _shuffle(builder, "bfly", value, lane_mask, 0x1F)
+
+
+def shuffle_up(builder: ir.IRBuilder, value: Any, delta: int) -> Any:
+    # c = 0: lanes below delta keep their own value (PTX shfl.up semantics).
+    return _shuffle(builder, "up", value, delta, 0)
+
+
+def shuffle_idx(builder: ir.IRBuilder, value: Any, lane: Any) -> Any:
+    return _shuffle(builder, "idx", value, lane, 0x1F)
 
 
 def annotate_kernel(function: ir.Function, num_threads: int) -> None:
@@ -124,7 +150,7 @@ def nvidia_gpu_target(arch: str) -> GpuTarget:
     return GpuTarget(
         backend_name="NVIDIA", arch=arch, triple=TRIPLE, data_layout=DATA_LAYOUT,
         warp_size=ARCHITECTURES[arch].warp_size, kernel_calling_convention="ptx_kernel", read_id=read_id,
-        barrier=barrier, shuffle_xor=shuffle_xor, math=MATH, annotate_kernel=annotate_kernel,
+        barrier=barrier, shuffle_xor=shuffle_xor, shuffle_up=shuffle_up, shuffle_idx=shuffle_idx, math=MATH, annotate_kernel=annotate_kernel,
         math_library_prefix=LIBDEVICE_PREFIX,
     )
 

@@ -44,6 +44,11 @@ class GpuTarget:
     barrier: Callable[[Any], None]
     #: ``shuffle_xor(builder, value, lane_mask)``: the value of lane ``lane ^ lane_mask``.
     shuffle_xor: Callable[[Any, Any, int], Any]
+    #: ``shuffle_up(builder, value, delta)``: the value of lane ``lane - delta`` (a lane
+    #: below ``delta`` gets its own value back).  ``delta`` is an int.
+    shuffle_up: Callable[[Any, Any, int], Any] | None = None
+    #: ``shuffle_idx(builder, value, lane)``: the value of lane ``lane`` (an i32 LLVM value).
+    shuffle_idx: Callable[[Any, Any, Any], Any] | None = None
     #: Math functions by name ("exp", "sin", ...; see ``elementwise.MATH_FUNCTIONS``):
     #: the target's own emitters, consulted before the LLVM intrinsics the core knows.
     math: Mapping[str, MathEmitter] = field(default_factory=dict)
