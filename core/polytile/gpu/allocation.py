@@ -73,6 +73,7 @@ class AllocateShared(Pass):
     summary: ClassVar[str] = "shared memory offsets of scratch buffers (gpu.scratch_offset, gpu.shared_bytes)"
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
+        from . import lowering  # noqa: F401  (the lowerings register their scratch needs on import)
         from .lowering.target import NUM_WARPS_ATTR, gpu_target_of, num_warps_of
 
         target = gpu_target_of(context)
