@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, NamedTuple, Protocol, Sequence
 
 from .errors import ConfigError, TargetError, UnknownNameError
 from .target import Target
@@ -44,9 +44,37 @@ class BackendOptions:
     debug: bool = False
 
 
+class LaunchParam(NamedTuple):
+    """One run-time parameter of a compiled kernel, as its launcher receives it."""
+
+    name: str
+    #: The IR type (``polytile.ir.types``): a ``PointerType`` or a scalar type.
+    type: Any
+    #: 16 when the kernel was specialized for a value (an address, for a pointer)
+    #: divisible by 16, else 1.
+    divisibility: int = 1
+    #: The kernel was specialized for the integer 1.
+    equal_to_1: bool = False
+
+
+class Launcher(Protocol):
+    """What :meth:`Backend.make_launcher` returns; called once per launch."""
+
+    def __call__(self, grid: tuple[int, int, int], args: Sequence[Any]) -> None: ...
+
+
 class Backend:
     """Base class of every backend.  Subclasses set the class attributes and override
-    the hooks they need."""
+    the hooks they need.
+
+    **Launching.**  A backend that runs kernels overrides :meth:`make_launcher` (or, more
+    simply but slower, defines ``launch(module, kernel_name, grid, args)``, which the
+    default :meth:`make_launcher` wraps).  :meth:`make_launcher` is called once per
+    compiled specialization, when the runtime creates its ``CompiledKernel``; the
+    launcher it returns is then called on every launch, so all the work that does not
+    depend on the argument values (loading the module, looking the function up, planning
+    how to pack the arguments) belongs in :meth:`make_launcher`.
+    """
 
     #: Short name, the part of a target before ``:`` ("nvidia", "amd", "interp").
     name: ClassVar[str] = ""
@@ -125,6 +153,81 @@ class Backend:
     def versions(self) -> Mapping[str, str]:
         """Toolchain versions that must enter the compile cache key (``{"llvmlite": "0.50"}``)."""
         return {}
+
+    def can_launch(self) -> bool:
+        """Whether this backend runs kernels (else the runtime falls back to the
+        interpreter when no target was asked for, and says so when one was)."""
+        return type(self).make_launcher is not Backend.make_launcher or callable(getattr(self, "launch", None))
+
+    def make_launcher(self, *, compiled: Any, kernel_name: str, params: Sequence[LaunchParam],
+                      options: BackendOptions) -> Launcher:
+        """Return the launcher of one compiled specialization.
+
+        :param compiled: the runtime's ``CompiledKernel``: ``compiled.module`` (the IR
+            after the pipeline), ``compiled.binaries`` (``{"cubin": b"..."}``: what
+            this backend's compile result listed in ``binaries``, also after an on-disk
+            cache hit), ``compiled.metadata`` (the JSON-able dict its result listed in
+            ``metadata``, shared memory bytes and the like), ``compiled.target``.
+        :param kernel_name: the kernel function's name in the module.
+        :param params: the kernel's run-time parameters, in order (constexpr parameters
+            and arguments passed as ``None`` are compiled in and not passed).
+        :param options: the parsed options the kernel was compiled with (``num_warps``...).
+        :return: a callable ``launcher(grid, args)``, called on every launch with
+            ``grid`` a tuple of three non-negative ints and ``args`` one value per entry
+            of ``params``: the objects the caller passed, unconverted (a torch tensor, a
+            CuPy or NumPy array, anything with ``__cuda_array_interface__`` or DLPack,
+            for a pointer; a Python or NumPy scalar otherwise; ``pl.constexpr`` wrappers
+            removed).  Their types match ``params`` (the runtime checked them when it
+            specialized); the launcher reads the addresses, packs the values by IR type,
+            launches, and raises the runtime's ``LaunchError`` naming the kernel and the
+            argument for one it cannot pass (a tensor on another device, say).  It must
+            not keep ``args`` after it returns.
+
+        The default wraps ``self.launch(module, kernel_name, grid, args)`` (the
+        interpreter's), viewing each pointer argument as a NumPy array of the caller's
+        memory first: ``launch`` receives NumPy arrays for pointers, scalars otherwise.
+        """
+        import numpy as np
+
+        from .ir import types as t
+        from .runtime.args import as_writable_array
+        from .runtime.jit import LaunchError
+
+        launch = getattr(self, "launch", None)
+        if launch is None:
+            raise LaunchError(f"kernel '{kernel_name}': backend '{self.name}' compiles but cannot launch kernels")
+        module = compiled.module
+        ndarray = np.ndarray
+
+        def host_array(name: str) -> Any:
+            def convert(value: Any) -> Any:
+                if type(value) is ndarray or value is None:
+                    return value
+                array = as_writable_array(kernel_name, name, value, LaunchError)
+                if array is None:
+                    raise LaunchError(f"kernel '{kernel_name}': argument '{name}' ({type(value).__name__}) is not in "
+                                      f"host memory; backend '{self.name}' reads arguments on the host")
+                return array
+            return convert
+
+        converters = [(index, host_array(param.name)) for index, param in enumerate(params)
+                      if isinstance(param.type, t.PointerType)]
+        converters += [(index, bool) for index, param in enumerate(params) if param.type == t.i1]
+
+        def launcher(grid: tuple[int, int, int], args: Sequence[Any]) -> None:
+            # NumPy arrays and Python bools convert to themselves: such a launch passes
+            # the caller's tuple through without copying it.
+            converted = None
+            for index, convert in converters:
+                value = args[index]
+                new = convert(value)
+                if new is not value:
+                    if converted is None:
+                        converted = list(args)
+                    converted[index] = new
+            launch(module, kernel_name, grid, args if converted is None else converted)
+
+        return launcher
 
 
 # --------------------------------------------------------------------------------------

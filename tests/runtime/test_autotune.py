@@ -124,3 +124,44 @@ def test_autotune_over_heuristics():
     out = np.ones(12, np.float32)
     k[(1,)](out, 12)
     assert (out == k.best_config.kwargs["SCALE"]).all()
+
+
+def test_key_arguments_left_at_their_default_are_part_of_the_key():
+    # Triton builds the key from the arguments given only, so a key argument left at its
+    # default drops out and a tuning for one value serves another.  Here a default is a
+    # value like any other.
+    tunings = []
+
+    @autotune(configs=CONFIGS, key=["n", "MODE"], warmup=0, rep=1,
+              do_bench=lambda trial: (tunings.append(1), trial(), 1.0)[-1])
+    @jit
+    def k(out_ptr, n, MODE: pl.constexpr = 0, BLOCK: pl.constexpr = 16):
+        offs = pl.arange(0, BLOCK)
+        pl.store(out_ptr + offs, MODE * 1.0, mask=offs < n)
+
+    out = np.zeros(64, np.float32)
+    k[(1,)](out, 8)
+    assert len(k.cache) == 1
+    k[(1,)](out, 8, MODE=0)            # the default, given: the same key
+    k[(1,)](out, 8, 0)
+    assert len(k.cache) == 1 and len(tunings) == len(CONFIGS)
+    k[(1,)](out, 8, MODE=1)            # another value of a defaulted key argument tunes again
+    assert len(k.cache) == 2 and len(tunings) == 2 * len(CONFIGS)
+    assert (out[:8] == 1).all()
+
+
+def test_heuristics_and_config_hooks_see_defaulted_arguments():
+    seen = []
+
+    @heuristics({"BLOCK": lambda args: 8 * args["FACTOR"]})
+    @jit
+    def k(out_ptr, n, FACTOR: pl.constexpr = 2, BLOCK: pl.constexpr = 1):
+        offs = pl.arange(0, BLOCK)
+        pl.store(out_ptr + offs, BLOCK * 1.0, mask=offs < n)
+
+    out = np.zeros(32, np.float32)
+    k[(1,)](out, 32)
+    assert out[0] == 16 and out[16] == 0
+    tuned = autotune(configs=[Config({}, pre_hook=lambda args: seen.append(args))], key=["n"])(k)
+    tuned[(1,)](out, 32)
+    assert seen[0]["FACTOR"] == 2 and seen[0]["n"] == 32 and seen[0]["num_warps"] == 4

@@ -28,6 +28,16 @@ from typing import Any, Callable, Iterable
 from .jit import JITFunction, LaunchError
 
 
+class _NotGiven:
+    """A key argument neither given nor defaulted (a config supplies it)."""
+
+    def __repr__(self) -> str:
+        return "<not given>"
+
+
+_NOT_GIVEN = _NotGiven()
+
+
 class Config:
     """One point of the search space: meta-parameter values and launch options.
 
@@ -100,7 +110,7 @@ class Heuristics(_Launchable):
         self.arg_names = _base_jit(fn).param_names
 
     def _with_values(self, args: tuple, kwargs: dict) -> dict:
-        named = {**dict(zip(self.arg_names, args)), **kwargs}
+        named = _base_jit(self.fn).named_arguments(args, kwargs)
         kwargs = dict(kwargs)
         for name, heuristic in self.values.items():
             kwargs[name] = named[name] = heuristic(named)
@@ -126,7 +136,9 @@ class Autotuner(_Launchable):
                  rep: float = 100, do_bench: Callable | None = None):
         self.fn = fn
         self.configs = list(configs) or [Config({})]
-        self.arg_names = _base_jit(fn).param_names
+        self._base = _base_jit(fn)
+        self.arg_names = self._base.param_names
+        self._params = frozenset(self.arg_names)
         self.keys = list(key)
         self.reset_to_zero = list(reset_to_zero or [])
         self.restore_value = list(restore_value or [])
@@ -151,12 +163,15 @@ class Autotuner(_Launchable):
         self.restored_args: list[str] = []
 
     def tuning_key(self, named: dict) -> tuple:
-        key = [named[k] for k in self.keys if k in named]
-        key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
+        """The values of the ``key`` arguments (given or defaulted: a default is a value
+        like any other, where Triton leaves a defaulted argument out of the key) and the
+        dtypes of the array arguments."""
+        key = [named.get(k, _NOT_GIVEN) for k in self.keys]
+        key += [v.dtype for k, v in named.items() if k in self._params and hasattr(v, "dtype")]
         return tuple(key)
 
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
-        named = {**dict(zip(self.arg_names, args)), **kwargs}
+        named = self._base.named_arguments(args, kwargs)
         key = self.tuning_key(named)
         config = self.cache.get(key)
         if config is None:
@@ -191,7 +206,7 @@ class Autotuner(_Launchable):
     def _launch(self, config: Config, args: tuple, kwargs: dict, grid: Any) -> Any:
         meta = self._meta(config, kwargs)
         if config.pre_hook is not None:
-            config.pre_hook({**dict(zip(self.arg_names, args)), **meta})
+            config.pre_hook(self._base.named_arguments(args, meta))
         return self.fn.run(*args, grid=grid, **meta)
 
     def _mutated(self, config: Config, args: tuple, kwargs: dict) -> list[str]:
@@ -199,7 +214,8 @@ class Autotuner(_Launchable):
         return self.fn.mutated_args(*args, **meta)
 
     def _tune(self, configs: list[Config], args: tuple, kwargs: dict, named: dict, grid: Any) -> Config:
-        from .jit import _argument_type
+        from ..language.core import unwrap
+        from .args import SavedArgument
 
         # What a trial may change: the written arguments of every config, and the
         # ones the user named.  Saved once, put back before every trial and at the end.
@@ -208,28 +224,24 @@ class Autotuner(_Launchable):
             names += [n for n in self._mutated(config, args, kwargs) if n not in names]
         saved = {}
         for name in names:
-            value = named.get(name)
-            if value is None:
-                continue
-            _, array = _argument_type(self.__name__, name, value)
-            saved[name] = (array, array.copy())
-        zeroed = []
-        for name in self.reset_to_zero:
-            if named.get(name) is not None:
-                zeroed.append(_argument_type(self.__name__, name, named[name])[1])
+            value = unwrap(named.get(name))
+            if value is not None:
+                saved[name] = SavedArgument(self.__name__, name, value, LaunchError)
+        zeroed = [SavedArgument(self.__name__, name, unwrap(named[name]), LaunchError, keep=False)
+                  for name in self.reset_to_zero if unwrap(named.get(name)) is not None]
         self.restored_args = [n for n in self.arg_names if n in saved]
 
         def restore() -> None:
-            for array, copy in saved.values():
-                array[...] = copy
+            for argument in saved.values():
+                argument.restore()
 
         timings: dict[Config, float] = {}
         try:
             for config in configs:
                 def trial(config: Config = config) -> None:
                     restore()
-                    for array in zeroed:
-                        array[...] = 0
+                    for argument in zeroed:
+                        argument.zero()
                     if self.user_pre_hook is not None:
                         self.user_pre_hook(named)
                     self._launch(config, args, kwargs, grid)

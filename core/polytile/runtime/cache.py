@@ -349,3 +349,55 @@ def _resolve(jit_fn: Any, dotted: str) -> Any:
             break
         value = getattr(value, attr, _MISSING)
     return value
+
+
+def globals_guard(snapshot: list[tuple[Any, str, Any]]) -> Any:
+    """A function telling, cheaply, whether ``snapshot`` (:func:`global_snapshot`) still
+    holds; None when it is empty.
+
+    A launch calls it every time, so it compares *identities*: it reads each global (or
+    closure cell, or ``module.NAME`` chain) and checks that it is the very object it was
+    when the kernel was compiled.  Only when one is not does it compare values
+    (:func:`snapshot_is_current`); equal values under new objects (``SCALE = 2`` run
+    again) are then remembered, and the kernel is kept."""
+    if not snapshot:
+        return None
+    namespace: dict[str, Any] = {"_slow": None}
+    reads = []
+    for index, (jit_fn, dotted, _) in enumerate(snapshot):
+        fn = jit_fn.fn
+        head, *rest = dotted.split(".")
+        if fn.__closure__ and head in fn.__code__.co_freevars:
+            namespace[f"_s{index}"] = fn.__closure__[fn.__code__.co_freevars.index(head)]
+            read = f"_s{index}.cell_contents"
+        else:
+            namespace[f"_s{index}"] = fn.__globals__
+            read = f"_s{index}[{head!r}]"
+        reads.append(read + "".join(f".{attr}" for attr in rest))
+    source = (
+        "def read():\n"
+        f"    return ({', '.join(reads)},)\n"
+        "def guard():\n"
+        "    try:\n"
+        f"        if {' and '.join(f'{read} is _seen[{i}]' for i, read in enumerate(reads))}:\n"
+        "            return True\n"
+        "    except Exception:\n"
+        "        return False\n"
+        "    return _slow()\n"
+    )
+    exec(compile(source, "<polytile globals guard>", "exec"), namespace)  # noqa: S102 - our own source
+    read = namespace["read"]
+
+    def slow() -> bool:
+        if not snapshot_is_current(snapshot):
+            return False
+        try:
+            namespace["_seen"] = read()
+        except Exception:
+            return False
+        return True
+
+    namespace["_slow"] = slow
+    namespace["_seen"] = tuple(object() for _ in reads)  # matches nothing until slow() has checked
+    slow()
+    return namespace["guard"]

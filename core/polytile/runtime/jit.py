@@ -1,9 +1,9 @@
 """``@jit``: a Python function that compiles to a kernel and launches as ``kernel[grid](...)``.
 
-Each launch binds its arguments, makes a *specialization key* (the dtype of each array,
-the IR type of each scalar, the value of each constexpr), and looks the compiled kernel
-up in an in-memory cache; a miss looks in the on-disk cache (:mod:`.cache`) and then
-runs the frontend and the pass pipeline for the chosen target.
+Each launch makes a *specialization key* (the dtype of each array, the IR type of each
+scalar, the value of each constexpr) and looks the compiled kernel up; a miss looks in
+the on-disk cache (:mod:`.cache`) and then runs the frontend and the pass pipeline for
+the chosen target.
 
 Like Triton, integer arguments and pointers are also specialized on what a code
 generator can exploit: an integer (or an address) divisible by 16, an integer equal to 1.
@@ -11,23 +11,33 @@ The key records it, so a kernel built for aligned data is never run on unaligned
 the kernel's ``func.func`` carries it as hints (``pt.divisibility``, ``pt.equal_to_1``).
 ``@jit(do_not_specialize=[...])`` turns this off for arguments whose values vary from
 launch to launch and would otherwise compile again and again.
+
+The launch path is built for speed (it is host time spent on every launch).  Each
+``@jit`` function generates, once, an entry point with the kernel's own signature
+(:func:`.binder.make_entry`): Python binds the arguments, one probe per argument makes
+a flat key tuple, one dict get finds the ``CompiledKernel``, whose launcher the backend
+built once (:meth:`polytile.backend.Backend.make_launcher`).  Everything else (checking
+the arguments' types, resolving the target and the options, compiling) happens on a
+miss, in :meth:`JITFunction._miss`, which also keeps the kernels under a canonical key
+(``kernel.cache``) so that two launches spelling the same specialization differently
+(``num_warps=4`` given or left to its default) share one compilation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+import weakref
 from typing import Any, Callable, NamedTuple
 
-import numpy as np
-
+from .. import config as _config
+from ..backend import LaunchParam
 from ..errors import CompilationError, PolytileError
 from ..ir import types as t
 from ..language import core as lc
-
-# Module-level on purpose: these run on every launch, where an import statement costs.
-from .args import as_writable_array, data_pointer
-from .cache import snapshot_is_current
+from .binder import MISSING, Unkeyed, constexpr_piece, describe_argument, make_entry, make_grid3, make_namer
+from .cache import globals_guard
 
 #: Launch keywords that are options, not kernel arguments (unless the kernel has such a parameter).
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "debug")
@@ -38,10 +48,13 @@ class LaunchError(PolytileError, TypeError):
 
 
 class CompiledKernel:
-    """One specialization compiled for one target: the module, its backend, and the launch."""
+    """One specialization compiled for one target: the module, its backend, and the
+    launcher the backend made for it (once, here)."""
 
     def __init__(self, name: str, module: Any, target: Any, backend: Any, run_params: list[str],
-                 globals_used: list, result: Any = None, cache_key: str | None = None, from_disk: bool = False):
+                 globals_used: list, result: Any = None, cache_key: str | None = None, from_disk: bool = False, *,
+                 options: Any = None, params: tuple[LaunchParam, ...] | None = None, binaries: dict | None = None,
+                 metadata: dict | None = None, select: tuple[int, ...] | None = None):
         self.name = name
         self.module = module
         self.target = target
@@ -53,7 +66,29 @@ class CompiledKernel:
         #: The on-disk cache key (None when the cache is off).
         self.cache_key = cache_key
         self.from_disk = from_disk
-        self._launch = backend.launch
+        #: The parsed backend options it was compiled with.
+        self.options = options if options is not None else backend.parse_options({})
+        #: Its run-time parameters (name, IR type, hints), as the launcher receives them.
+        self.params = params if params is not None else tuple(LaunchParam(n, None) for n in run_params)
+        #: Backend artifacts (``{"cubin": b"..."}``) and their JSON-able metadata.
+        self.binaries = dict(binaries or {})
+        self.metadata = dict(metadata or {})
+        #: Option values a callable grid sees (``meta["num_warps"]``) unless given at the
+        #: launch, as in Triton; the JIT function leaves out names of its parameters.
+        self.grid_defaults = dataclasses.asdict(self.options) if dataclasses.is_dataclass(self.options) else {}
+        #: None, or a function saying whether the compile-time globals it read are unchanged.
+        self.guard = globals_guard(globals_used)
+        launcher = backend.make_launcher(compiled=self, kernel_name=name, params=self.params, options=self.options)
+        if select is not None:
+            # Some run-time parameters were passed None and compiled in: the launch's
+            # values include them, the launcher does not take them.
+            inner = launcher
+
+            def launcher(grid: tuple[int, int, int], args: Any, _inner: Any = inner, _select: Any = select) -> None:
+                _inner(grid, [args[i] for i in _select])
+
+        #: ``launcher(grid3, args)``: what every launch of this specialization calls.
+        self.launcher = launcher
 
     def __repr__(self) -> str:
         return f"<CompiledKernel {self.name} for {self.target}>"
@@ -76,6 +111,20 @@ class Specialization(NamedTuple):
     hints: tuple
 
 
+#: Every live @jit function, so that a change of the configured target reaches their hot caches.
+_LIVE: "weakref.WeakSet[JITFunction]" = weakref.WeakSet()
+
+
+def _target_setting_changed() -> None:
+    # The hot key holds the target as given at the launch (usually None: "configured");
+    # the canonical cache keeps the kernels, so switching back costs no compilation.
+    for fn in list(_LIVE):
+        fn._hot.clear()
+
+
+_config.watch("target", _target_setting_changed)
+
+
 class JITFunction:
     """A ``@jit`` function.  ``fn[grid](*args, **meta)`` launches it; inside another
     kernel, calling it inlines it (or calls a ``noinline`` function)."""
@@ -96,14 +145,22 @@ class JITFunction:
         self.do_not_specialize = _parameter_names(fn.__name__, self.param_names, do_not_specialize)
         self._constexprs: set[str] | None = None
         self._source = None
-        #: Compiled kernels by specialization key (and target, options).
+        #: Compiled kernels by canonical key: (specialization key, resolved target, parsed options).
         self.cache: dict[Any, CompiledKernel] = {}
+        #: The launch path's cache: the entry point's flat key -> compiled kernel.
+        self._hot: dict[tuple, CompiledKernel] = {}
         #: How many times this function was compiled (tests and tooling read it).
         self.compile_count = 0
         #: How many compilations were read from the on-disk cache instead.
         self.disk_hits = 0
         self._mutated: dict[Any, list[str]] = {}
+        #: Launch keywords this kernel takes as options (a parameter of that name wins).
+        self._option_names = tuple(o for o in (*_LAUNCH_OPTIONS, "target") if o not in self.param_names)
+        self._entry_fn: Callable | None = None
+        self._namer: Callable[..., dict] | None = None
+        self._specialized_entry = False
         functools.update_wrapper(self, fn)
+        _LIVE.add(self)
 
     # -- what the frontend needs ------------------------------------------------------
     def source(self) -> Any:
@@ -139,33 +196,87 @@ class JITFunction:
         bound.apply_defaults()
         return dict(bound.arguments)
 
+    def named_arguments(self, args: tuple, kwargs: dict) -> dict:
+        """The arguments given, by name, with the defaults of the parameters not given
+        (a parameter without a default that was not given is left out) and any other
+        keywords (launch options): what ``@autotune`` keys, ``@heuristics`` functions and
+        config hooks see."""
+        namer = self._namer
+        if namer is None:
+            namer = self._namer = make_namer(self.__name__, self.signature, LaunchError)
+        return namer(*args, **kwargs)
+
     # -- launching --------------------------------------------------------------------
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
-        return functools.partial(self.run, grid=grid)
+        entry = self._entry_fn
+        return functools.partial(entry if entry is not None else self._entry(), grid)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise LaunchError(f"'{self.__name__}' is a @jit kernel: launch it with {self.__name__}[grid](...), "
                           "or call it from inside another @jit function")
 
-    def run(self, *args: Any, grid: Any, target: Any = None, **kwargs: Any) -> CompiledKernel:
-        """Launch over ``grid`` (a tuple, or a callable of the bound arguments returning one)."""
-        options = {k: kwargs.pop(k) for k in _LAUNCH_OPTIONS if k in kwargs and k not in self.param_names}
-        bound = self.bind(args, kwargs)
-        spec = self.specialize(bound)
-        cache_key = (spec.key, str(target) if target is not None else None, tuple(sorted(options.items())))
-        compiled = self.cache.get(cache_key)
-        if compiled is None or not self._globals_unchanged(compiled):
-            compiled = self.compile(spec.arg_types, spec.constexprs, target, options, hints=spec.hints,
-                                    key=spec.key)
-            self.cache[cache_key] = compiled
-        if callable(grid):
-            grid = grid(dict(bound))
-        grid = _normalize_grid(self.__name__, grid)
-        compiled._launch(compiled.module, compiled.name, grid, spec.values)
-        return compiled
+    def run(self, *args: Any, grid: Any, **kwargs: Any) -> CompiledKernel:
+        """Launch over ``grid`` (a tuple, or a callable of the arguments by name, launch
+        options included, returning one).  ``target=`` and the launch options
+        (``num_warps``...) go with the arguments.  Returns the compiled kernel."""
+        return self._entry()(grid, *args, **kwargs)
 
-    def _globals_unchanged(self, compiled: CompiledKernel) -> bool:
-        return snapshot_is_current(compiled.globals_used)
+    def _entry(self, seen: dict[str, type] | None = None) -> Callable:
+        entry = self._entry_fn
+        if entry is None or seen is not None:
+            # Built on first launch, not at decoration (annotations may name what the
+            # module defines after the kernel), and again after the first compilation,
+            # with the probes of the argument types seen written out.
+            entry = self._entry_fn = make_entry(
+                self.__name__, self.signature, self.constexpr_names(), self.do_not_specialize, hot=self._hot,
+                miss=self._miss, fail=self._bind_error,
+                grid3=make_grid3(self.__name__, LaunchError), seen=seen)
+        return entry
+
+    def _bind_error(self, extra: tuple, values: tuple, given: dict) -> None:
+        if extra:
+            raise LaunchError(f"'{self.__name__}': too many positional arguments (it takes at most "
+                              f"{len(self.param_names)}, got {len(self.param_names) + len(extra)})")
+        missing = next(name for name, value in zip(self.param_names, values) if value is MISSING)
+        if missing in given:  # Python puts a positional-only parameter given by name there
+            raise LaunchError(f"'{self.__name__}': '{missing}' is positional-only: pass it by position")
+        raise LaunchError(f"'{self.__name__}': missing a required argument: '{missing}'")
+
+    def _miss(self, key: tuple, values: tuple, given: dict) -> tuple[CompiledKernel, tuple]:
+        """The slow path of a launch: check the arguments, find or compile the kernel,
+        remember it under ``key``.  Returns it and the run-time values to pass."""
+        options = {}
+        target = None
+        for name, value in given.items():
+            if name not in self._option_names:
+                from ..errors import did_you_mean
+
+                raise LaunchError(f"'{self.__name__}': got an unexpected keyword argument '{name}'"
+                                  f"{did_you_mean(name, self.param_names + list(self._option_names))}")
+            if name == "target":
+                target = value
+            else:
+                options[name] = value
+        spec = self.specialize(dict(zip(self.param_names, values)))
+        compiled = self._find_or_compile(spec, target, options)
+        if not any(type(piece) is Unkeyed for piece in key):
+            self._hot[key] = compiled
+            if not self._specialized_entry:
+                self._specialized_entry = True
+                self._entry({n: type(v) for n, v in zip(self.param_names, values)})
+        constexprs = self.constexpr_names()
+        run_values = tuple(lc.unwrap(v) for n, v in zip(self.param_names, values) if n not in constexprs)
+        return compiled, run_values
+
+    def _find_or_compile(self, spec: Specialization, target: Any, options: dict) -> CompiledKernel:
+        resolved, backend, parsed = _resolve(self.__name__, target, _backend_options(options))
+        canonical = (spec.key, resolved, parsed)
+        compiled = self.cache.get(canonical)
+        if compiled is None or (compiled.guard is not None and not compiled.guard()):
+            compiled = self._compile(spec.arg_types, spec.constexprs, resolved, backend, parsed, options,
+                                     spec.hints, spec.key)
+            self.cache[canonical] = compiled
+        return compiled
 
     def specialize(self, bound: dict) -> Specialization:
         """The cache key, the IR type of each run-time argument, the constexpr values,
@@ -179,17 +290,20 @@ class JITFunction:
         for name, value in bound.items():
             value = lc.unwrap(value)
             if name in constexpr_names or value is None:
-                # bool and int are distinct constexprs: True must not reuse the kernel for 1.
-                try:
-                    hash(value)
-                    marker = value
-                except TypeError:
-                    marker = repr(value)
+                # bool and int are distinct constexprs: True must not reuse the kernel for 1
+                # (nor (True,) the kernel for (1,)).
+                if isinstance(value, (tuple, list)):
+                    marker = constexpr_piece(value)
+                else:
+                    try:
+                        hash(value)
+                        marker = value
+                    except TypeError:
+                        marker = repr(value)
                 key.append((name, type(value).__name__, marker))
                 constexprs[name] = value
                 continue
-            type_, value = _argument_type(self.__name__, name, value)
-            hint = "" if name in self.do_not_specialize else _hint(type_, value)
+            type_, hint = describe_argument(self.__name__, name, value, name not in self.do_not_specialize)
             key.append((name, str(type_), hint))
             arg_types[name] = type_
             values.append(value)
@@ -212,9 +326,8 @@ class JITFunction:
         options (``num_warps``...) are ignored.  See :mod:`polytile.analysis.mutation`."""
         from ..analysis.mutation import mutated_arguments
 
-        for option in _LAUNCH_OPTIONS:
-            if option not in self.param_names:
-                kwargs.pop(option, None)
+        for option in self._option_names:
+            kwargs.pop(option, None)
         spec = self.specialize(self.bind(args, kwargs))
         found = self._mutated.get(spec.key)
         if found is None:
@@ -227,32 +340,39 @@ class JITFunction:
     def compile(self, arg_types: dict, constexprs: dict, target: Any = None, options: dict | None = None,
                 hints: tuple | None = None, key: tuple | None = None) -> CompiledKernel:
         """Compile one specialization (or read it from the on-disk cache)."""
+        options = dict(options or {})
+        resolved, backend, parsed = _resolve(self.__name__, target, _backend_options(options))
+        hints = hints if hints is not None else ("",) * len(arg_types)
+        return self._compile(arg_types, constexprs, resolved, backend, parsed, options, hints, key)
+
+    def _compile(self, arg_types: dict, constexprs: dict, resolved: Any, backend: Any, parsed: Any, options: dict,
+                 hints: tuple, key: tuple | None) -> CompiledKernel:
         from ..compiler import compile_module
         from ..frontend.codegen import generate_kernel
-        from .cache import (
-            KernelCache,
-            cache_directory,
-            cache_enabled,
-            global_snapshot,
-            kernel_cache_key,
-        )
+        from ..plugins.manager import get_plugin_manager
+        from .cache import KernelCache, cache_directory, cache_enabled, global_snapshot, kernel_cache_key
 
-        options = _backend_options(dict(options or {}))
-        hints = hints if hints is not None else ("",) * len(arg_types)
-        resolved, backend, components = _plan(target, options)
-        if getattr(backend, "launch", None) is None:
-            if target is not None:
-                raise LaunchError(f"kernel '{self.__name__}': backend '{backend.name}' compiles but cannot "
-                                  "launch kernels yet; use target='interp'")
-            # The chosen device's backend cannot run kernels yet (as in polytile.demo): run
-            # on the interpreter rather than fail, since the user asked for no target.
-            resolved, backend, components = _plan("interp", options)
+        options = _backend_options(options)
         params = list(arg_types)
+        launch_params = tuple(LaunchParam(name, arg_types[name], 16 if hint == "D" else 1, hint == "1")
+                              for name, hint in zip(params, hints))
+        constexpr_names = self.constexpr_names()
+        runtime_names = [n for n in self.param_names if n not in constexpr_names]
+        select = None if runtime_names == params else tuple(runtime_names.index(n) for n in params)
+
+        def make(name: str, module: Any, globals_used: list, **more: Any) -> CompiledKernel:
+            compiled = CompiledKernel(name, module, resolved, backend, params, globals_used, options=parsed,
+                                      params=launch_params, select=select, **more)
+            compiled.grid_defaults = {k: v for k, v in compiled.grid_defaults.items() if k not in self.param_names}
+            return compiled
+
         disk_key = None
         if cache_enabled():
             if key is None:
                 key = tuple((n, str(arg_types[n]), h) for n, h in zip(params, hints)) + tuple(
                     (n, type(v).__name__, repr(v)) for n, v in sorted(constexprs.items()))
+            components = get_plugin_manager().cache_key_components(resolved, parsed) + [
+                f"{k}=={v}" for k, v in sorted(backend.versions().items())]
             disk_key = kernel_cache_key(self, key, options, str(resolved), components)
             cache = KernelCache(cache_directory())
             entry = cache.load(disk_key, str(resolved))
@@ -260,8 +380,8 @@ class JITFunction:
                 module = _parse_cached(entry.ir)
                 if module is not None:
                     self.disk_hits += 1
-                    return CompiledKernel(entry.name, module, resolved, backend, params, global_snapshot(self),
-                                          cache_key=disk_key, from_disk=True)
+                    return make(entry.name, module, global_snapshot(self), cache_key=disk_key, from_disk=True,
+                                binaries=entry.binaries, metadata=entry.metadata.get("kernel"))
         module, _ = generate_kernel(self, arg_types, constexprs)
         # Taken after generation, from the same sources the cache key hashes: every
         # global of every @jit function involved, whichever module it lives in.
@@ -269,16 +389,18 @@ class JITFunction:
         _attach_hints(module, params, hints)
         result = compile_module(module, resolved, label=self.__name__, **options)
         self.compile_count += 1
-        compiled = CompiledKernel(self.__name__, result.module, result.target, result.backend, params,
-                                  globals_used, result=result, cache_key=disk_key)
+        binaries = dict(getattr(result, "binaries", None) or {})  # GPU backends: cubin, hsaco ...
+        metadata = dict(getattr(result, "metadata", None) or {})
+        compiled = make(self.__name__, result.module, globals_used, result=result, cache_key=disk_key,
+                        binaries=binaries, metadata=metadata)
         if disk_key is not None:
             from ..ir import print_ir
             from .cache import CacheEntry
 
-            binaries = dict(getattr(result, "binaries", None) or {})  # GPU backends: cubin, hsaco ...
             KernelCache(cache_directory()).store(CacheEntry(disk_key, str(resolved), self.__name__,
                                                             print_ir(result.module, print_locations=True), binaries,
-                                                            {"params": params, "hints": list(hints)}))
+                                                            {"params": params, "hints": list(hints),
+                                                             "kernel": metadata}))
         return compiled
 
     def __repr__(self) -> str:
@@ -290,19 +412,22 @@ def _backend_options(options: dict) -> dict:
     return {k: v for k, v in options.items() if k in ("num_warps", "num_stages", "debug")}
 
 
-def _plan(target: Any, options: dict) -> tuple[Any, Any, list[str]]:
-    """The resolved target, its backend and the cache-key components a compilation for
-    them will have: what ``compile_module`` computes, needed *before* compiling to look
-    in the on-disk cache."""
+def _resolve(kernel: str, target: Any, options: dict) -> tuple[Any, Any, Any]:
+    """The resolved target, its backend and the parsed options for a launch (a backend
+    that cannot launch yet gives way to the interpreter when no target was asked for)."""
     from ..plugins.manager import get_plugin_manager
 
     manager = get_plugin_manager()
     choice = manager.choose_target(target)
     backend, resolved = manager.backends.resolve(choice.target)
-    parsed = backend.parse_options(options)
-    components = manager.cache_key_components(resolved, parsed) + [
-        f"{k}=={v}" for k, v in sorted(backend.versions().items())]
-    return resolved, backend, components
+    if not backend.can_launch():
+        if target is not None:
+            raise LaunchError(f"kernel '{kernel}': backend '{backend.name}' compiles but cannot launch kernels "
+                              "yet; use target='interp'")
+        # The chosen device's backend cannot run kernels yet (as in polytile.demo): run
+        # on the interpreter rather than fail, since the user asked for no target.
+        backend, resolved = manager.backends.resolve(manager.choose_target("interp").target)
+    return resolved, backend, backend.parse_options(options)
 
 
 def _parse_cached(text: str) -> Any:
@@ -316,17 +441,6 @@ def _parse_cached(text: str) -> Any:
         return module
     except PolytileError:
         return None
-
-
-def _hint(type_: t.Type, value: Any) -> str:
-    """``"D"`` for an integer or an address divisible by 16, ``"1"`` for an integer 1."""
-    if isinstance(type_, t.PointerType):
-        return "D" if data_pointer(value) % 16 == 0 else ""
-    if isinstance(type_, t.IntType) and type_ != t.i1:
-        if value == 1:
-            return "1"
-        return "D" if value % 16 == 0 else ""
-    return ""
 
 
 def _attach_hints(module: Any, params: list[str], hints: tuple) -> None:
@@ -360,54 +474,6 @@ def _parameter_names(kernel: str, params: list[str], given: Any) -> frozenset:
             raise LaunchError(f"@jit '{kernel}': do_not_specialize names {item!r}, which is not a parameter"
                               f"{did_you_mean(str(item), params)}")
     return frozenset(names)
-
-
-def _argument_type(kernel: str, name: str, value: Any) -> tuple[t.Type, Any]:
-    """The IR type a launch argument specializes to, and the value to pass."""
-    if isinstance(value, bool) or isinstance(value, np.bool_):
-        return t.i1, bool(value)
-    if isinstance(value, int):
-        if -(1 << 31) <= value < (1 << 31):
-            return t.i32, value
-        if -(1 << 63) <= value < (1 << 63):
-            return t.i64, value
-        if 0 <= value < (1 << 64):
-            return t.u64, value
-        raise LaunchError(f"kernel '{kernel}': argument '{name}' = {value} does not fit in 64 bits")
-    if isinstance(value, float):
-        return t.f32, value
-    if isinstance(value, np.generic):
-        element = lc.NUMPY_TO_DTYPE.get(value.dtype.name)
-        if element is None:
-            raise LaunchError(f"kernel '{kernel}': argument '{name}' has NumPy type {value.dtype}, "
-                              "which kernels cannot take")
-        return element.ir, value
-    if not isinstance(value, np.ndarray):
-        # Shares memory: the kernel writes the caller's buffer.
-        converted = as_writable_array(kernel, name, value, LaunchError)
-        if converted is not None:
-            value = converted
-    if isinstance(value, np.ndarray):
-        element = lc.NUMPY_TO_DTYPE.get(value.dtype.name)
-        if element is None:
-            raise LaunchError(f"kernel '{kernel}': argument '{name}' is an array of {value.dtype}, "
-                              "which kernels cannot take")
-        return t.PointerType(element.ir), value
-    raise LaunchError(f"kernel '{kernel}': argument '{name}' is {type(value).__name__} {value!r}; kernels take "
-                      "NumPy arrays (or torch CPU tensors, objects with __array_interface__ or DLPack), "
-                      "Python numbers and bools (or constexpr parameters)")
-
-
-def _normalize_grid(kernel: str, grid: Any) -> tuple[int, ...]:
-    items = (grid,) if isinstance(grid, int) else grid
-    try:
-        items = tuple(int(g) for g in items)
-    except (TypeError, ValueError):
-        raise LaunchError(f"kernel '{kernel}': the grid must be a tuple of 1 to 3 integers "
-                          f"(or a callable returning one), got {grid!r}") from None
-    if not 1 <= len(items) <= 3 or any(g < 0 for g in items):
-        raise LaunchError(f"kernel '{kernel}': the grid must be a tuple of 1 to 3 non-negative integers, got {grid!r}")
-    return items
 
 
 def jit(fn: Callable | None = None, *, noinline: bool = False, do_not_specialize: Any = (),
