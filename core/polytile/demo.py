@@ -59,25 +59,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"compiled in {compiled * 1e3:.1f} ms")
         if args.show_ir:
             print(print_ir(result.module))
-        launch = getattr(result.backend, "launch", None)
-        if launch is None:
+        arrays = _array_module(result.backend.name)
+        if not result.backend.can_launch() or arrays is None:
+            why = ("compiles but cannot launch kernels yet" if not result.backend.can_launch()
+                   else "needs torch with CUDA for its arrays, which is not available")
             if args.target:
-                print(f"backend '{result.backend.name}' compiles but cannot launch kernels yet; "
-                      "use --target interp")
+                print(f"backend '{result.backend.name}' {why}; use --target interp")
                 return 1
-            # The chosen device's backend cannot run kernels yet: show the run on the
-            # interpreter rather than stopping the demo.
-            print(f"backend '{result.backend.name}' cannot launch kernels yet; running on the interpreter instead")
-            module = parse_module(VECTOR_ADD, "vector_add.ir")
-            result = compile_module(module, "interp", label="add_kernel")
-            launch = result.backend.launch
+            # Show the run on the interpreter rather than stopping the demo.
+            print(f"backend '{result.backend.name}' {why}; running on the interpreter instead")
+            result = compile_module(parse_module(VECTOR_ADD, "vector_add.ir"), "interp", label="add_kernel")
+            arrays = _array_module("interp")
+        launcher = _launcher(result)
         rng = np.random.default_rng(0)
         x = rng.standard_normal(args.n, dtype=np.float32)
         y = rng.standard_normal(args.n, dtype=np.float32)
-        out = np.zeros_like(x)
-        grid = ((args.n + 1023) // 1024,)
+        grid = ((args.n + 1023) // 1024, 1, 1)
+        x_dev, y_dev, out_dev = arrays(x), arrays(y), arrays(np.zeros_like(x))
         started = time.perf_counter()
-        launch(result.module, "add_kernel", grid, [x, y, out, args.n])
+        launcher(grid, [x_dev, y_dev, out_dev, args.n])
+        out = _to_host(out_dev)
         ran = time.perf_counter() - started
         ok = np.array_equal(out, x + y)
         print(f"ran add_kernel over {args.n} elements on {grid[0]} programs in {ran * 1e3:.1f} ms: "
@@ -90,6 +91,37 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except BrokenPipeError:  # `python -m polytile.demo | head`
         return 0
+
+
+def _array_module(backend: str):
+    """How to place a NumPy array where ``backend`` runs kernels (None: no way here)."""
+    if backend == "interp":
+        return lambda array: array
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    return lambda array: torch.from_numpy(array).cuda()
+
+
+def _to_host(array):
+    if hasattr(array, "cpu"):
+        import torch
+
+        torch.cuda.synchronize()
+        return array.cpu().numpy()
+    return array
+
+
+def _launcher(result):
+    from .backend import LaunchParam
+
+    kernel = result.module.lookup_symbol("add_kernel")
+    params = [LaunchParam(a.name_hint or f"arg{i}", a.type) for i, a in enumerate(kernel.arguments)]
+    return result.backend.make_launcher(compiled=result, kernel_name="add_kernel", params=params,
+                                        options=result.options)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,22 @@ class NvidiaBackend(Backend):
         # by one must not be served for the other.
         return {**installed_versions("llvmlite", "cuda-bindings"), **toolchain_versions()}
 
+    def make_launcher(self, *, compiled: Any, kernel_name: str, params: Any, options: BackendOptions) -> Any:
+        """A :class:`~.launcher.Launcher` of the compiled cubin (loaded on a device at its
+        first launch there)."""
+        from polytile.runtime.jit import LaunchError
+
+        from .launcher import Launcher
+
+        cubin = compiled.binaries.get("cubin")
+        if cubin is None:
+            raise LaunchError(f"kernel '{kernel_name}': the NVIDIA compilation produced no cubin "
+                              "(the assemble stage did not run; check the pipeline)")
+        metadata = compiled.metadata
+        return Launcher(cubin, metadata.get("kernel_name", kernel_name), [(p.name, p.type) for p in params],
+                        num_warps=int(metadata.get("num_warps", options.num_warps)),
+                        shared=int(metadata.get("shared_bytes", 0)))
+
     def gpu_target(self, target: Target, options: BackendOptions | None = None) -> Any:
         """The target data and hooks of the shared GPU lowering (polytile.gpu.lowering)."""
         from .codegen import nvidia_gpu_target
