@@ -103,6 +103,11 @@ class BackendRegistry(Registry[Backend]):
             if where:
                 location = f"{location} (from {where})".strip()
             raise UnknownNameError("target backend", parsed.backend, self.names(), location)
+        if parsed.arch is None and backend.architectures and backend.default_architecture is None:
+            # "nvidia" alone means the architecture of this machine's device, when it has one.
+            devices = self.probe(backend.name).devices
+            if devices:
+                parsed = Target(parsed.backend, devices[0].target.arch)
         try:
             return backend, backend.resolve_target(parsed)
         except (TargetError, UnknownNameError) as exc:
