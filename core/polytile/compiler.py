@@ -8,7 +8,7 @@ core's tile stage, the backend's stages, plugins' insertions at anchors) and run
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from .backend import Backend, BackendOptions
 from .passes.pass_base import PassContext
@@ -30,29 +30,6 @@ class CompileResult:
 
     @property
     def artifacts(self) -> dict[str, Any]:
-        """Everything the stages left besides the IR, by key (``"llvm_ir"``, ``"ptx"``,
-        ``"cubin"``, ``"llvm_module"``, ``"num_warps"``...): see :class:`PassContext`."""
-        return self.context.artifacts
-
-    @property
-    def binaries(self) -> dict[str, bytes]:
-        """The artifacts that are bytes (``{"cubin": b"..."}``, ``{"hsaco": ...}``): what
-        a launcher loads; empty for the interpreter."""
-        return {key: value for key, value in self.context.artifacts.items() if isinstance(value, bytes)}
-
-    @property
-    def metadata(self) -> dict[str, Any]:
-        """The artifacts that are plain values, JSON-able (``kernel_name``, ``num_warps``,
-        ``shared_bytes`` and what a backend adds): what a launcher needs besides the
-        binary, kept in the on-disk cache with it."""
-        from .passes.instrumentation import artifact_extension
-
-        return {key: value for key, value in self.context.artifacts.items()
-                if isinstance(value, (bool, int, float)) or (isinstance(value, str) and artifact_extension(key, value)
-                                                             is None)}
-
-    @property
-    def artifacts(self) -> dict[str, Any]:
         """What the backend's stages made besides the IR (``llvm_ir``, ``ptx``, ``cubin``...)."""
         return getattr(self.context, "artifacts", {})
 
@@ -71,15 +48,11 @@ class CompileResult:
                 if k == "kernel_name" or (isinstance(v, (int, float)) and not isinstance(v, bool))}
 
 
-def compile_module(module: Any, target: "str | Target | None" = None, label: str = "module", *,
-                   instrumentation: Sequence[Any] = (), **options: Any) -> CompileResult:
-    """Run the whole pipeline for ``target`` over ``module`` (changed in place).
-
-    ``instrumentation``: instruments to run besides those the settings ask for (a
-    :class:`~polytile.passes.instrumentation.StageRecorder`, say)."""
+def compile_module(module: Any, target: "str | Target | None" = None, label: str = "module",
+                   **options: Any) -> CompileResult:
+    """Run the whole pipeline for ``target`` over ``module`` (changed in place)."""
     from .ir.verifier import verify
     from .passes.default_pipeline import build_pipeline
-    from .passes.instrumentation import instrumentation_from_config
     from .passes.manager import PassManager
     from .plugins.manager import get_plugin_manager
 
@@ -90,7 +63,6 @@ def compile_module(module: Any, target: "str | Target | None" = None, label: str
     verify(module)
     pipeline = build_pipeline(target=resolved, options=parsed, backend=backend)
     context = PassContext(target=resolved, options=parsed)
-    instruments = instrumentation_from_config(artifacts=context.artifacts) + list(instrumentation)
-    PassManager(pipeline, instruments).run(module, context, label=label)
+    PassManager(pipeline).run(module, context, label=label)
     key = manager.cache_key_components(resolved, parsed) + [f"{k}=={v}" for k, v in sorted(backend.versions().items())]
     return CompileResult(module, resolved, str(choice.reason), backend, parsed, pipeline, context, key)
