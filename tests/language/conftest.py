@@ -4,6 +4,10 @@ Every test in tests/language takes the ``target`` fixture and passes it on as
 ``kernel[grid](..., target=target)``.  The interpreter always runs; a GPU target runs
 where its backend is installed, finds a device and can launch kernels, and is skipped
 with the reason otherwise (backends reuse this suite by adding their name to GPU_TARGETS).
+
+Tests pass NumPy arrays.  On a GPU target each launch copies them to the device (as torch
+tensors), launches, and copies them back into the same NumPy arrays, so that a test reads
+the kernel's results the same way on every target.
 """
 
 import functools
@@ -34,10 +38,49 @@ def unavailable_reason(backend_name: str) -> str:
 
 
 @pytest.fixture(params=["interp", *(pytest.param(name, marks=pytest.mark.gpu) for name in GPU_TARGETS)])
-def target(request):
+def target(request, monkeypatch):
     """The target every language test runs on."""
     if request.param != "interp":
         reason = unavailable_reason(request.param)
         if reason:
             pytest.skip(reason)
+        _launch_through_device_memory(monkeypatch)
     return request.param
+
+
+def _launch_through_device_memory(monkeypatch) -> None:
+    torch = pytest.importorskip("torch", reason="GPU language tests move NumPy arrays to the device with torch")
+    import numpy as np
+
+    from polytile.runtime.jit import JITFunction
+
+    def to_device(value, copies):
+        if isinstance(value, np.ndarray):
+            tensor = torch.from_numpy(np.ascontiguousarray(value)).cuda()
+            copies.append((value, tensor))
+            return tensor
+        return value
+
+    def round_trip(launch, args, kwargs):
+        copies = []
+        args = [to_device(a, copies) for a in args]
+        kwargs = {k: to_device(v, copies) for k, v in kwargs.items()}
+        try:
+            return launch(*args, **kwargs)
+        finally:
+            torch.cuda.synchronize()
+            for array, tensor in copies:
+                if array.flags.writeable:
+                    array[...] = tensor.cpu().numpy().reshape(array.shape)
+
+    original_getitem, original_run = JITFunction.__getitem__, JITFunction.run
+
+    def getitem(self, grid):
+        launch = original_getitem(self, grid)
+        return lambda *args, **kwargs: round_trip(launch, args, kwargs)
+
+    def run(self, *args, grid, **kwargs):
+        return round_trip(lambda *a, **k: original_run(self, *a, grid=grid, **k), args, kwargs)
+
+    monkeypatch.setattr(JITFunction, "__getitem__", getitem)
+    monkeypatch.setattr(JITFunction, "run", run)
