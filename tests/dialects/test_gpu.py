@@ -13,7 +13,19 @@ from ._util import assert_roundtrip, assert_verify_error, func
 BLOCKED_1 = "#gpu.blocked<size_per_thread = [1], threads_per_warp = [32], warps_per_cta = [2], order = [0]>"
 BLOCKED_2 = "#gpu.blocked<size_per_thread = [2], threads_per_warp = [32], warps_per_cta = [1], order = [0]>"
 
+SHARED = "#gpu.shared<vector = 2, per_phase = 1, max_phase = 4, order = [0]>"
+BUFFER = f"!gpu.buffer<64xi32, {SHARED}>"
+
 ROUNDTRIP = {
+    "buffers_and_barrier": func(
+        f"%a: tile<64xi32, {BLOCKED_1}>",
+        f"%0 = gpu.local_alloc source(%a) {{gpu.buffer_offset = 0}} : {BUFFER}",
+        f"%1 = gpu.local_alloc : {BUFFER}",
+        "gpu.local_store %a, %1",
+        f"%2 = gpu.local_load %0 : tile<64xi32, {BLOCKED_2}>",
+        "gpu.barrier",
+        "func.return",
+    ),
     "convert_layout": func(
         f"%a: tile<64xi32, {BLOCKED_1}>",
         f"%0 = gpu.convert_layout %a : tile<64xi32, {BLOCKED_2}>",
@@ -42,3 +54,20 @@ def test_convert_layout_cannot_change_shape_or_element():
         f"converts the layout only; tile<64xi32, {BLOCKED_1}> and tile<64xf32, {BLOCKED_2}> differ in shape or "
         "element type",
     )
+
+
+def test_buffer_ops_check_shape_and_element():
+    assert_verify_error(
+        func(f"%a: tile<64xi32, {BLOCKED_1}>", f"%0 = gpu.local_alloc : {BUFFER}",
+             f"!%1 = gpu.local_load %0 : tile<64xf32, {BLOCKED_1}>", "func.return"),
+        "gpu.local_load",
+        f"tile<64xf32, {BLOCKED_1}> and {BUFFER} differ in shape or element type",
+    )
+
+
+def test_a_buffer_needs_a_shared_layout():
+    from polytile.errors import IRParseError
+    from polytile.ir import parse_module
+
+    with pytest.raises(IRParseError, match="a buffer's layout must be a shared layout"):
+        parse_module(func("", f"%0 = gpu.local_alloc : !gpu.buffer<64xi32, {BLOCKED_1}>", "func.return"))

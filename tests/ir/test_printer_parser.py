@@ -581,3 +581,15 @@ def test_set_attr_to_the_default_removes_it_and_the_printer_never_writes_a_defau
     # A pass that writes into the dictionary directly still gets canonical text.
     load.attributes["volatile"] = False
     assert "tile.load %p : f32" in print_ir(module)
+
+
+def test_an_op_without_operands_does_not_take_the_next_lines_result_as_its_operand():
+    # `tile.barrier` takes no operands; the `%0 = ...` on the next line is the next op.
+    text = ("func.func @f(%a: i32) {\n"
+            "  tile.barrier\n"
+            "  %0 = arith.addi %a, %a : i32\n"
+            "  tile.barrier\n"
+            "  %1 = arith.addi %0, %a : i32\n"
+            "  func.return\n"
+            "}\n")
+    assert print_ir(parse_module(text)) == text

@@ -126,21 +126,12 @@ class NvidiaBackend(Backend):
         return nvidia_gpu_target(self.resolve_target(target).arch)
 
     def configure_pipeline(self, *, pipeline: Any, target: Target, options: BackendOptions) -> None:
-        """distribute(assign-layouts, remove-redundant-converts, cse, dce), memory(allocate-shared),
-        llvm(lower-to-llvm), assemble(emit-ptx, ptx-to-cubin)."""
-        from polytile.gpu.allocation import AllocateShared
-        from polytile.gpu.distribute import AssignLayouts, RemoveRedundantConverts
-        from polytile.gpu.lowering import LowerToLLVM
-        from polytile.passes.cse import CommonSubexpressionElimination
-        from polytile.passes.dce import DeadCodeElimination
+        """The GPU stages every backend shares (polytile.gpu.pipeline), then assemble(emit-ptx, ptx-to-cubin)."""
+        from polytile.gpu.pipeline import add_gpu_stages
 
         from .codegen import EmitPTX, PtxToCubin
 
-        pipeline.add_stage("distribute", [AssignLayouts(), RemoveRedundantConverts(), CommonSubexpressionElimination(),
-                                          DeadCodeElimination()])
-        pipeline.add_stage("memory", [AllocateShared()])
-        pipeline.add_stage("llvm", [LowerToLLVM()])
-        pipeline.add_stage("assemble", [EmitPTX(), PtxToCubin()])
+        add_gpu_stages(pipeline, assemble=[EmitPTX(), PtxToCubin()])
 
 
 def _import_driver() -> Any:

@@ -26,6 +26,7 @@ from polytile.gpu.lowering import LLVM_IR, GpuTarget
 from polytile.gpu.lowering.elementwise import LOG2E
 from polytile.passes.pass_base import Pass, PassContext, PreservedAnalyses
 
+from . import mma  # noqa: F401  (registers the NVIDIA matrix unit for tile.dot)
 from .architectures import ARCHITECTURES
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -144,14 +145,248 @@ MATH = {
 }
 
 
+# --------------------------------------------------------------------------------------
+# Atomics, printf, assertions, qualified memory accesses, fp8 conversions: inline PTX
+
+#: PTX register constraint by bit width (8-bit values travel in 16-bit registers).
+_CONSTRAINT = {8: "h", 16: "h", 32: "r", 64: "l"}
+_ATOM_OPS = {"add": "add.u", "fadd": "add.f", "max": "max.s", "min": "min.s", "umax": "max.u", "umin": "min.u",
+             "and": "and.b", "or": "or.b", "xor": "xor.b", "xchg": "exch.b"}
+#: ``red`` orders like a store: it has no acquire half.
+_RED_SEMANTICS = ("relaxed", "release")
+
+
+def _width(type_: ir.Type) -> int:
+    from polytile.gpu.lowering.types import bit_width
+
+    return bit_width(type_)
+
+
+def _bits_of(value: Any) -> int:
+    return _width(value.type)
+
+
+def _as_bits(builder: ir.IRBuilder, value: Any) -> Any:
+    width = _bits_of(value)
+    bits = value if isinstance(value.type, ir.IntType) else builder.bitcast(value, ir.IntType(width))
+    return builder.zext(bits, ir.IntType(16)) if width == 8 else bits
+
+
+def _from_bits(builder: ir.IRBuilder, bits: Any, type_: ir.Type) -> Any:
+    width = _width(type_)
+    if width == 8:
+        bits = builder.trunc(bits, ir.IntType(8))
+    return bits if bits.type == type_ else builder.bitcast(bits, type_)
+
+
+def _predicated(mask: Any) -> tuple[str, str, list]:
+    """(prefix of the guarded instruction, constraint, operand) for an optional i1 mask."""
+    return ("", "", []) if mask is None else ("@$P ", ",b", [mask])
+
+
+def _inline(builder: ir.IRBuilder, text: str, outputs: list[str], inputs: list[str], args: list,
+            result: ir.Type) -> Any:
+    """Inline PTX; ``$P`` in ``text`` names the predicate operand (the last input)."""
+    constraints = ",".join(outputs + inputs)
+    if "$P" in text:
+        text = text.replace("$P", f"${constraints.count(',')}")
+    constraints += ",~{memory}"
+    return builder.asm(ir.FunctionType(result, [a.type for a in args]), text, constraints, args, side_effect=True)
+
+
+def _atom_type(kind: str, value: Any) -> str | None:
+    width = _bits_of(value)
+    if kind == "fadd":
+        if isinstance(value.type, ir.HalfType):
+            return "add.noftz.f16"
+        return {32: "add.f32", 64: "add.f64"}.get(width) if width != 16 else None
+    if width not in (32, 64):
+        return None
+    return f"{_ATOM_OPS[kind]}{width}"
+
+
+def _atomic_rmw_hook(arch: str) -> Any:
+    def atomic_rmw(builder: ir.IRBuilder, kind: str, ptr: Any, value: Any, mask: Any, sem: str, scope: str,
+                   returns: bool) -> Any:
+        from polytile.gpu.lowering.target import NO_INSTRUCTION
+        from polytile.gpu.lowering.types import BFloatType
+
+        op = _atom_type(kind, value)
+        if kind == "fadd" and isinstance(value.type, BFloatType) and ARCHITECTURES[arch].compute_capability >= (9, 0):
+            op = "add.noftz.bf16"
+        if op is None:
+            return NO_INSTRUCTION
+        guard, pred, extra = _predicated(mask)
+        bits = _as_bits(builder, value)
+        c = _CONSTRAINT[_bits_of(value)]
+        if not returns and sem in _RED_SEMANTICS:
+            _inline(builder, f"{guard}red.global.{sem}.{scope}.{op} [$0], $1;", [], ["l", c + pred],
+                    [ptr, bits, *extra], ir.VoidType())
+            return ir.Constant(value.type, None)
+        zero = f"mov.b{max(_bits_of(value), 16)} $0, 0;\n\t" if mask is not None else ""
+        old = _inline(builder, f"{zero}{guard}atom.global.{sem}.{scope}.{op} $0, [$1], $2;", ["=" + c],
+                      ["l", c + pred], [ptr, bits, *extra], bits.type)
+        return _from_bits(builder, old, value.type)
+    return atomic_rmw
+
+
+def atomic_cas(builder: ir.IRBuilder, ptr: Any, compare: Any, value: Any, mask: Any, sem: str, scope: str) -> Any:
+    width = _bits_of(value)
+    c = _CONSTRAINT[width]
+    guard, pred, extra = _predicated(mask)
+    zero = f"mov.b{width} $0, 0;\n\t" if mask is not None else ""
+    return _inline(builder, f"{zero}{guard}atom.global.{sem}.{scope}.cas.b{width} $0, [$1], $2, $3;", ["=" + c],
+                   ["l", c, c + pred], [ptr, compare, value, *extra], value.type)
+
+
+def _string(module: ir.Module, text: str, prefix: str) -> ir.GlobalVariable:
+    """A NUL-terminated constant string in global memory (one per distinct text)."""
+    data = bytearray(text.encode()) + b"\0"
+    name = f"{prefix}.{len(module.globals)}"
+    for existing in module.globals.values():
+        if getattr(existing, "_polytile_text", None) == bytes(data):
+            return existing
+    array = ir.ArrayType(ir.IntType(8), len(data))
+    variable = ir.GlobalVariable(module, array, name, addrspace=1)
+    variable.global_constant = True
+    variable.linkage = "private"
+    variable.initializer = ir.Constant(array, data)
+    variable._polytile_text = bytes(data)
+    return variable
+
+
+def _generic(builder: ir.IRBuilder, variable: ir.GlobalVariable) -> Any:
+    return builder.addrspacecast(variable, ir.PointerType())
+
+
+def printf(builder: ir.IRBuilder, format_: str, arguments: list) -> None:
+    """``vprintf(format, buffer)``: the arguments packed in a local struct, each at its
+    natural alignment, as the CUDA runtime's printf expects."""
+    module = builder.module
+    vprintf = _declare(module, "vprintf", _I32, [ir.PointerType(), ir.PointerType()])
+    fmt = _generic(builder, _string(module, format_, "polytile.printf"))
+    if not arguments:
+        builder.call(vprintf, [fmt, ir.Constant(ir.PointerType(), None)])
+        return
+    struct = ir.LiteralStructType([a.type for a in arguments])
+    with builder.goto_entry_block():
+        typed = builder.alloca(struct)
+        # An opaque pointer: llvmlite checks stores through a typed one against the struct.
+        buffer = ir.instructions.CastInstr(builder.block, "bitcast", typed, ir.PointerType())
+        builder._insert(buffer)
+    for i, argument in enumerate(arguments):
+        builder.store(argument, builder.gep(buffer, [_I32(0), _I32(i)], source_etype=struct))
+    builder.call(vprintf, [fmt, buffer])
+
+
+def assert_fail(builder: ir.IRBuilder, message: str, file: str, line: int, function: str) -> None:
+    """``__assertfail``: the CUDA runtime prints the message and stops the kernel (the
+    launch then fails with CUDA_ERROR_ASSERT)."""
+    module = builder.module
+    i64 = ir.IntType(64)
+    fail = _declare(module, "__assertfail", ir.VoidType(), [ir.PointerType(), ir.PointerType(), _I32,
+                                                             ir.PointerType(), i64])
+    strings = [_generic(builder, _string(module, text, "polytile.assert")) for text in (message, file, function)]
+    builder.call(fail, [strings[0], strings[1], _I32(line), strings[2], ir.Constant(i64, 1)])
+
+
+def _ptx_qualifiers(kind: str, qualifiers: Any) -> str:
+    """``.volatile.global``, ``.global.cg`` or ``.global.L1::evict_last``: ptxas takes no
+    cache operator or eviction priority on a volatile access, and not both together (the
+    cache operator wins; evict_normal is the default and is left out)."""
+    if qualifiers.volatile:
+        return ".volatile.global"
+    if qualifiers.cache:
+        return ".global" + qualifiers.cache
+    if qualifiers.evict and qualifiers.evict != "evict_normal":
+        return ".global.L1::" + qualifiers.evict
+    return ".global"
+
+
+def memory_access(builder: ir.IRBuilder, kind: str, ptr: Any, vector: ir.VectorType, mask: Any, values: Any,
+                  qualifiers: Any) -> Any:
+    """One vector load or store in inline PTX with the op's qualifiers
+    (``ld.global.cg.L1::evict_last.v4.b32``); a vector moves as 32-bit words when it
+    has whole words, else element by element."""
+    element_bits = _width(vector.element)
+    total = element_bits * vector.count
+    word = 32 if total % 32 == 0 else element_bits
+    count = total // word
+    c = _CONSTRAINT[word]
+    word_type = ir.IntType(max(word, 16) if word == 8 else word)
+    guard, pred, extra = _predicated(mask)
+    spelled = _ptx_qualifiers(kind, qualifiers) + (f".v{count}" if count > 1 else "") + f".b{word}"
+    if kind == "load":
+        names = ", ".join(f"${i}" for i in range(count))
+        names = f"{{{names}}}" if count > 1 else names
+        zeros = "".join(f"mov.b{max(word, 16)} ${i}, 0;\n\t" for i in range(count)) if mask is not None else ""
+        result = ir.LiteralStructType([word_type] * count) if count > 1 else word_type
+        loaded = _inline(builder, f"{zeros}{guard}ld{spelled} {names}, [${count}];", ["=" + c] * count,
+                         ["l" + pred], [ptr, *extra], result)
+        words = [builder.extract_value(loaded, i) for i in range(count)] if count > 1 else [loaded]
+        return _unpack(builder, words, word, vector)
+    words = _pack_words(builder, values, word, vector)
+    names = ", ".join(f"${i + 1}" for i in range(count))
+    names = f"{{{names}}}" if count > 1 else names
+    _inline(builder, f"{guard}st{spelled} [$0], {names};", [], ["l"] + [c] * (count - 1) + [c + pred],
+            [ptr, *words, *extra], ir.VoidType())
+    return None
+
+
+def _unpack(builder: ir.IRBuilder, words: list, word: int, vector: ir.VectorType) -> list:
+    if word == _width(vector.element) or word == 8:
+        return [_from_bits(builder, w, vector.element) for w in words]
+    packed = ir.Constant(ir.VectorType(ir.IntType(word), len(words)), None)
+    for i, w in enumerate(words):
+        packed = builder.insert_element(packed, w, _I32(i))
+    elements = builder.bitcast(packed, vector)
+    return [builder.extract_element(elements, _I32(i)) for i in range(vector.count)]
+
+
+def _pack_words(builder: ir.IRBuilder, values: list, word: int, vector: ir.VectorType) -> list:
+    if word == _width(vector.element) or word == 8:
+        return [_as_bits(builder, v) for v in values]
+    packed = ir.Constant(vector, None)
+    for i, v in enumerate(values):
+        packed = builder.insert_element(packed, v, _I32(i))
+    count = vector.count * _width(vector.element) // word
+    words = builder.bitcast(packed, ir.VectorType(ir.IntType(word), count))
+    return [builder.extract_element(words, _I32(i)) for i in range(count)]
+
+
+def _float8_convert_hook(arch: str) -> Any:
+    """``cvt`` between f32/f16 and the 8-bit floats on sm_90 and later; None elsewhere
+    (the core converts with integer code).  Ada (sm_89) has the instructions too, but
+    only from PTX ISA 8.1, and every architecture is emitted as PTX 8.0."""
+    if ARCHITECTURES[arch].compute_capability < (9, 0):
+        return None
+
+    def convert(builder: ir.IRBuilder, value: Any, source: str, result: str) -> Any:
+        name = {"f8e4m3": "e4m3x2", "f8e5m2": "e5m2x2"}
+        if source == "f32" and result in name:
+            # The pair's first operand lands in the upper byte: convert (0, value).
+            pair = _inline(builder, f"cvt.rn.satfinite.{name[result]}.f32 $0, $1, $2;", ["=h"], ["f", "f"],
+                           [ir.Constant(_F32, 0.0), value], ir.IntType(16))
+            return builder.trunc(pair, ir.IntType(8))
+        if source in name and result == "f16":
+            halves = _inline(builder, f"cvt.rn.f16x2.{name[source]} $0, $1;", ["=r"], ["h"],
+                             [builder.zext(value, ir.IntType(16))], _I32)
+            return builder.bitcast(builder.trunc(halves, ir.IntType(16)), ir.HalfType())
+        return None
+    return convert
+
+
 @functools.lru_cache(maxsize=None)
 def nvidia_gpu_target(arch: str) -> GpuTarget:
     """The lowering's target data for ``arch`` ("sm_90a")."""
     return GpuTarget(
         backend_name="NVIDIA", arch=arch, triple=TRIPLE, data_layout=DATA_LAYOUT,
         warp_size=ARCHITECTURES[arch].warp_size, kernel_calling_convention="ptx_kernel", read_id=read_id,
-        barrier=barrier, shuffle_xor=shuffle_xor, shuffle_up=shuffle_up, shuffle_idx=shuffle_idx, math=MATH, annotate_kernel=annotate_kernel,
-        math_library_prefix=LIBDEVICE_PREFIX,
+        barrier=barrier, shuffle_xor=shuffle_xor, shuffle_up=shuffle_up, shuffle_idx=shuffle_idx, math=MATH,
+        annotate_kernel=annotate_kernel, math_library_prefix=LIBDEVICE_PREFIX,
+        max_shared_bytes=ARCHITECTURES[arch].shared_memory_per_block_optin, float8_convert=_float8_convert_hook(arch),
+        atomic_rmw=_atomic_rmw_hook(arch), atomic_cas=atomic_cas, printf=printf, assert_fail=assert_fail,
+        memory_access=memory_access,
     )
 
 

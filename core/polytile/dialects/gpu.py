@@ -4,15 +4,89 @@ backend's distribute stage).
 ``gpu.convert_layout`` moves a tile from one distributed layout to another; the values
 do not change, only which thread holds which element.  ``assign-layouts`` inserts it where
 two uses of a value need different layouts; the interpreter runs it as the identity.
+
+Shared-memory buffers that live across ops (an operand staged for a dot, a pipelined
+load) are explicit values of type ``!gpu.buffer<64x64xf16, #gpu.shared<...>>``:
+
+- ``%b = gpu.local_alloc [%tile]`` gives a buffer (written with ``%tile`` when given);
+  the memory stage places it (``gpu.buffer_offset``) for as long as it has uses;
+- ``gpu.local_store %tile, %b`` writes a tile into it, ``%t = gpu.local_load %b`` reads
+  it back in any distributed layout;
+- ``gpu.barrier`` synchronizes the threads of a program, so that shared-memory writes
+  before it are seen by reads after it; the memory stage's ``insert-barriers`` puts it
+  where a shared-memory hazard needs it, and nowhere else.
 """
 
 from __future__ import annotations
 
-from ..ir.constraints import Tile
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..gpu.layouts import LAYOUT_ATTRIBUTES, SharedLayout
+from ..ir import types as t
+from ..ir.constraints import Tile, TypeConstraint
 from ..ir.opdef import Operand, Pure, Result, define_op, op_error
 from ..ir.operation import Operation
-from ..gpu.layouts import LAYOUT_ATTRIBUTES
 from ..ir.registry import Dialect
+
+
+@dataclass(frozen=True, repr=False)
+class BufferType(t.DialectType):
+    """A tile's worth of shared memory, placed by a shared layout: the element at
+    ``coords`` sits at element offset ``layout.offset(coords, shape)``."""
+
+    type_name: ClassVar[str] = "gpu.buffer"
+    shape: tuple
+    element: t.Type
+    layout: Any
+
+    def __post_init__(self) -> None:
+        if not self.shape or any(not isinstance(d, int) or d <= 0 for d in self.shape):
+            raise ValueError(f"a buffer's shape must be positive integers, got {self.shape!r}")
+        if not isinstance(self.layout, SharedLayout):
+            raise ValueError(f"a buffer's layout must be a shared layout (#gpu.shared, #gpu.nvmma_shared), "
+                             f"got {self.layout!r}")
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def format_parameters(self) -> str:
+        from ..ir.attributes import format_attribute
+        from ..ir.printer import format_type
+
+        return "x".join(map(str, self.shape)) + "x" + format_type(self.element) + ", " + format_attribute(self.layout)
+
+    @classmethod
+    def parse_parameters(cls, parser: Any) -> "BufferType":
+        parser.skip_space()
+        start = parser.pos
+        dims = parser.match(_DIMS)
+        if not dims:
+            parser.error("expected the shape of the buffer, like '64x64x' before the element type")
+        shape = tuple(int(d) for d in dims.group(1).split("x")[:-1])
+        element = parser.parse_type()
+        parser.expect(",", "between the buffer's element type and its shared layout")
+        layout = parser.parse_attribute_value()
+        try:
+            return cls(shape, element, layout)
+        except ValueError as exc:
+            parser.error(str(exc), start)
+            raise
+
+
+_DIMS = re.compile(r"((?:\d+x)+)")
+
+Buffer = TypeConstraint("a shared-memory buffer (!gpu.buffer)", lambda x: isinstance(x, BufferType))
+
+
+def _same_tile(op: Operation, tile: Any, buffer: Any) -> None:
+    if tuple(tile.shape) != tuple(buffer.shape) or tile.element != buffer.element:
+        raise op_error(op, f"{tile} and {buffer} differ in shape or element type")
 
 
 @define_op
@@ -36,10 +110,58 @@ class ConvertLayoutOp(Operation):
         return None
 
 
+@define_op
+class LocalAllocOp(Operation):
+    """A shared-memory buffer, written with ``source`` when one is given.  It is live
+    (holds its bytes) from here to its last use."""
+
+    name = "gpu.local_alloc"
+    source = Operand(Tile, optional=True)
+    result = Result(Buffer)
+
+    def verify_op(self) -> None:
+        if self.source is not None:
+            _same_tile(self, self.source.type, self.result.type)
+
+
+@define_op
+class LocalStoreOp(Operation):
+    """Writes ``value`` into ``buffer``."""
+
+    name = "gpu.local_store"
+    value = Operand(Tile)
+    buffer = Operand(Buffer)
+
+    def verify_op(self) -> None:
+        _same_tile(self, self.value.type, self.buffer.type)
+
+
+@define_op
+class LocalLoadOp(Operation):
+    """Reads ``buffer`` into a tile (in the result's distributed layout)."""
+
+    name = "gpu.local_load"
+    buffer = Operand(Buffer)
+    result = Result(Tile)
+
+    def verify_op(self) -> None:
+        _same_tile(self, self.result.type, self.buffer.type)
+
+
+@define_op
+class BarrierOp(Operation):
+    """All threads of the program wait here; shared-memory writes before it are visible
+    to reads after it (``bar.sync``).  ``insert-barriers`` places these."""
+
+    name = "gpu.barrier"
+
+
 # The layouts are attributes of this dialect, so GPU IR text parses wherever the core
 # dialects are registered.  (#axis_info registers itself with its analysis: only its test
 # printer writes it.)
-GPU_DIALECT = Dialect("gpu", ops=(ConvertLayoutOp,), attributes=tuple(LAYOUT_ATTRIBUTES),
-                      doc="Layouts of distributed tiles and the conversions between them.")
+GPU_DIALECT = Dialect("gpu", ops=(ConvertLayoutOp, LocalAllocOp, LocalStoreOp, LocalLoadOp, BarrierOp),
+                      types=(BufferType,), attributes=tuple(LAYOUT_ATTRIBUTES),
+                      doc="Layouts of distributed tiles, shared-memory buffers, and the conversions between them.")
 
-__all__ = ["ConvertLayoutOp", "GPU_DIALECT"]
+__all__ = ["BarrierOp", "BufferType", "ConvertLayoutOp", "GPU_DIALECT", "LocalAllocOp", "LocalLoadOp",
+           "LocalStoreOp"]

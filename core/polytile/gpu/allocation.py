@@ -1,18 +1,32 @@
-"""Shared memory: which ops need scratch space, and where in the program's shared memory
-each one gets it.
+"""Shared memory: which ops need it, for how long, and where each piece goes.
 
-An op that moves data between threads (a layout conversion, a reduction across warps, a
-scan) needs a piece of shared memory while it runs.  Its lowering registers how many
-bytes with :func:`register_scratch`; the ``allocate-shared`` pass (memory stage) gives
-every such op an offset (op attribute ``gpu.scratch_offset``, bytes) and records each
-kernel's total (function attribute ``gpu.shared_bytes``), which the launcher passes as the
-dynamic shared memory size.  The lowering reads an op's piece with
-``LoweringContext.scratch(op)``.
+Three kinds of pieces live in a program's shared memory:
 
-Offsets come from liveness: an op's scratch is live only while the op runs, so pieces
-of ops that do not run at the same time share bytes.  Today every op runs alone, so
-every piece starts at offset 0 and the total is the largest piece; buffers that live
-across ops (pipelining) will take their own intervals here.
+- **scratch** of an op that moves data between threads (a layout conversion, a reduction
+  across warps, a scan).  Its lowering registers the size with :func:`register_scratch`;
+  the piece is live only while the op runs.  The lowering reads it with
+  ``LoweringContext.scratch(op)``; the op gets ``gpu.scratch_offset``.
+- **buffers** made by ``gpu.local_alloc``: live from the alloc to its last use (a use
+  inside a loop keeps it for the whole loop); the alloc gets ``gpu.buffer_offset``.
+- **calls** of ``noinline`` functions: the callee's own total, reserved while the call
+  runs; the call gets ``gpu.scratch_offset``, which the lowering passes to the callee as
+  the base of its pieces.  So a callee's total is the most it needs at once, and a
+  kernel's total includes everything it calls.
+
+``allocate-shared`` numbers the ops of a function in program order, turns every piece
+into a lifetime interval, and places the pieces first-fit, largest first: two pieces
+share bytes when their lifetimes do not overlap.  Each function's total goes into
+``gpu.shared_bytes`` (for a kernel, the dynamic shared memory of the launch).  A kernel
+that needs more than the target allows is a compilation error naming both numbers.
+
+How an op's scratch is synchronized is part of its registration (``sync``), for the
+``insert-barriers`` pass (:mod:`.membar`):
+
+- ``"inside"`` (the default): the op writes its scratch first, a barrier of its own
+  separates those writes from its reads, and it ends reading.  Accesses before it are
+  synchronized by that barrier; its reads are still unsynchronized after it.
+- ``"end"``: as ``"inside"``, and the op ends with a barrier: nothing is left pending.
+- ``"none"``: the op has no barrier: it may read and write its scratch anywhere.
 """
 
 from __future__ import annotations
@@ -20,26 +34,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
+from ..errors import CompilationError
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 
-#: Op attribute: the byte offset of the op's scratch in the program's shared memory.
+#: Op attribute: the byte offset of the op's scratch (or of a call's callee) in the
+#: function's shared memory.
 SCRATCH_OFFSET_ATTR = "gpu.scratch_offset"
-#: Function attribute: the bytes of shared memory the kernel needs (dynamic shared memory).
+#: ``gpu.local_alloc`` attribute: the byte offset of the buffer.
+BUFFER_OFFSET_ATTR = "gpu.buffer_offset"
+#: Function attribute: the bytes of shared memory the function needs, callees included
+#: (for a kernel, the dynamic shared memory of the launch).
 SHARED_BYTES_ATTR = "gpu.shared_bytes"
 #: Every piece starts at a multiple of this, so that 16-byte vector accesses stay aligned.
 SCRATCH_ALIGNMENT = 16
 
+SCRATCH_SYNC_MODES = ("inside", "end", "none")
+
 #: ``fn(op, target, num_warps) -> bytes`` (0 when this instance needs none), by op class.
 ScratchSize = Callable[[Any, Any, int], int]
 SCRATCH_BYTES: dict[type, ScratchSize] = {}
+#: How the scratch of an op class is synchronized (see the module docstring).
+SCRATCH_SYNC: dict[type, str] = {}
 
 
-def register_scratch(*op_classes: type) -> Callable[[ScratchSize], ScratchSize]:
+def register_scratch(*op_classes: type, sync: str = "inside") -> Callable[[ScratchSize], ScratchSize]:
     """Decorator: ``@register_scratch(MyOp)`` says how many bytes of shared memory an op of
-    that class needs while it runs (given the op, the ``GpuTarget`` and ``num_warps``)."""
+    that class needs while it runs (given the op, the ``GpuTarget`` and ``num_warps``),
+    and ``sync`` how its lowering synchronizes them (see the module docstring)."""
+    if sync not in SCRATCH_SYNC_MODES:
+        raise ValueError(f"sync must be one of {SCRATCH_SYNC_MODES}, got {sync!r}")
+
     def register(fn: ScratchSize) -> ScratchSize:
         for cls in op_classes:
             SCRATCH_BYTES[cls] = fn
+            SCRATCH_SYNC[cls] = sync
         return fn
     return register
 
@@ -49,38 +77,183 @@ def scratch_bytes(op: Any, target: Any, num_warps: int) -> int:
     return 0 if size is None else int(size(op, target, num_warps))
 
 
+def scratch_sync(op: Any) -> str:
+    return SCRATCH_SYNC.get(type(op), "inside")
+
+
+def buffer_bytes(buffer_type: Any) -> int:
+    """Bytes of a ``!gpu.buffer`` (i1 is stored as a byte, pointers as 8 bytes)."""
+    from ..ir import types as t
+
+    element = buffer_type.element
+    bits = 64 if isinstance(element, t.PointerType) else max(getattr(element, "width", 8), 8)
+    return buffer_type.numel * bits // 8
+
+
 def _align(n: int) -> int:
     return (n + SCRATCH_ALIGNMENT - 1) // SCRATCH_ALIGNMENT * SCRATCH_ALIGNMENT
 
 
-def allocate_function(function: Any, target: Any, num_warps: int) -> int:
-    """Give the ops of ``function`` that need scratch their offsets; return the total."""
-    total = 0
+# --------------------------------------------------------------------------------------
+# Lifetimes
+
+
+@dataclass
+class Piece:
+    """One allocation: ``owner`` (the op that gets the offset attribute) needs ``size``
+    bytes from op number ``start`` to op number ``end`` (inclusive, program order)."""
+
+    owner: Any
+    attr: str
+    size: int
+    start: int
+    end: int
+    offset: int = -1
+
+    def overlaps_in_time(self, other: "Piece") -> bool:
+        return self.start <= other.end and other.start <= self.end
+
+    def overlaps_in_memory(self, offset: int, size: int) -> bool:
+        return self.offset < offset + size and offset < self.offset + self.size
+
+
+class _Numbering:
+    """Op numbers in program order, and the last number inside each op (its regions)."""
+
+    def __init__(self, function: Any):
+        self.index: dict[Any, int] = {}
+        self.last: dict[Any, int] = {}
+        for number, op in enumerate(function.walk()):
+            self.index[op] = number
+        for op in function.walk(post_order=True):
+            inner = [self.last[o] for region in op.regions for block in region.blocks for o in block]
+            self.last[op] = max([self.index[op], *inner])
+
+
+def _buffer_end(alloc: Any, numbering: _Numbering, function: Any) -> int:
+    """The last op number at which the buffer of ``alloc`` may still be used."""
+    from ..ir.opdef import Terminator
+
+    block = alloc.parent
+    end = numbering.index[alloc]
+    for use in alloc.result.uses:
+        user = use.owner
+        if user.has_trait(Terminator) or user.regions:
+            # Handed on (yielded, carried by a loop, passed to a call): keep it to the end.
+            return numbering.last[function]
+        while user.parent is not block:
+            user = user.parent_op
+        end = max(end, numbering.last[user])
+    return end
+
+
+def collect_pieces(function: Any, target: Any, num_warps: int, callee_bytes: dict[str, int]) -> list[Piece]:
+    """Every piece of shared memory ``function`` needs, with its lifetime."""
+    from ..dialects.gpu import LocalAllocOp
+
+    numbering = _Numbering(function)
+    pieces = []
     for op in function.walk():
-        size = scratch_bytes(op, target, num_warps)
+        if op is function:
+            continue
+        number = numbering.index[op]
+        if isinstance(op, LocalAllocOp):
+            pieces.append(Piece(op, BUFFER_OFFSET_ATTR, _align(buffer_bytes(op.result.type)), number,
+                                _buffer_end(op, numbering, function)))
+            continue
+        if op.name == "func.call":
+            size = callee_bytes.get(op.attributes["callee"].name, 0)
+        else:
+            size = scratch_bytes(op, target, num_warps)
         if size:
-            op.set_attr(SCRATCH_OFFSET_ATTR, 0)
-            total = max(total, _align(size))
+            pieces.append(Piece(op, SCRATCH_OFFSET_ATTR, _align(size), number, numbering.last[op]))
+    return pieces
+
+
+def place(pieces: list[Piece]) -> int:
+    """Give each piece the lowest offset free during its lifetime, largest pieces first;
+    return the total."""
+    placed: list[Piece] = []
+    for piece in sorted(pieces, key=lambda p: (-p.size, p.start)):
+        live = [p for p in placed if p.overlaps_in_time(piece)]
+        candidates = sorted({0, *(p.offset + p.size for p in live)})
+        piece.offset = next(c for c in candidates if not any(p.overlaps_in_memory(c, piece.size) for p in live))
+        placed.append(piece)
+    return max((p.offset + p.size for p in placed), default=0)
+
+
+def allocate_function(function: Any, target: Any, num_warps: int, callee_bytes: dict[str, int] | None = None) -> int:
+    """Place the shared memory of ``function`` (attributes on its ops); return its total.
+    ``callee_bytes``: the totals of the noinline functions it calls, by name."""
+    return _allocate(function, target, num_warps, callee_bytes or {})[0]
+
+
+def _allocate(function: Any, target: Any, num_warps: int, callee_bytes: dict[str, int]) -> tuple[int, list[Piece]]:
+    pieces = collect_pieces(function, target, num_warps, callee_bytes)
+    total = place(pieces)
+    for piece in pieces:
+        piece.owner.set_attr(piece.attr, piece.offset)
     function.set_attr(SHARED_BYTES_ATTR, total)
-    return total
+    return total, pieces
 
 
 @dataclass
 class AllocateShared(Pass):
-    """Place each op's shared-memory scratch; record each kernel's shared memory size."""
+    """Place shared memory (scratch, buffers, callees) by lifetime; record each function's
+    total and check each kernel's against the target's limit."""
 
     name: ClassVar[str] = "allocate-shared"
-    summary: ClassVar[str] = "shared memory offsets of scratch buffers (gpu.scratch_offset, gpu.shared_bytes)"
+    summary: ClassVar[str] = "shared memory offsets by liveness (gpu.scratch_offset, gpu.buffer_offset, gpu.shared_bytes)"
+
+    #: Bytes of shared memory a block may use; 0: the GpuTarget's ``max_shared_bytes``
+    #: (no check when it has none).
+    max_shared_bytes: int = 0
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
+        from ..analysis.call_graph import CallGraph
         from . import lowering  # noqa: F401  (the lowerings register their scratch needs on import)
         from .lowering.target import NUM_WARPS_ATTR, gpu_target_of, num_warps_of
 
         target = gpu_target_of(context)
-        for function in [op for op in module.walk() if op.name == "func.func"]:
-            allocate_function(function, target, function.attributes.get(NUM_WARPS_ATTR, num_warps_of(context)))
+        graph = context.analyses.get(CallGraph, module)
+        cycle = graph.find_cycle()
+        if cycle:
+            first = graph.function(cycle[0])
+            raise CompilationError(f"noinline functions call each other in a cycle ({' -> '.join(cycle + cycle[:1])}); "
+                                   "GPU code cannot recurse", first.location)
+        limit = self.max_shared_bytes or getattr(target, "max_shared_bytes", None)
+        totals: dict[str, int] = {}
+        for function in graph.bottom_up():
+            num_warps = function.attributes.get(NUM_WARPS_ATTR, num_warps_of(context))
+            total, pieces = _allocate(function, target, num_warps, totals)
+            totals[function.attributes["sym_name"]] = total
+            if limit is not None and total > limit and function.attributes.get("kernel"):
+                largest = max(pieces, key=lambda p: p.size)
+                raise _limit_error(function, total, limit, getattr(target, "arch", ""), largest)
         return PreservedAnalyses.all()
 
 
-__all__ = ["AllocateShared", "SCRATCH_BYTES", "SCRATCH_OFFSET_ATTR", "SHARED_BYTES_ATTR", "allocate_function",
-           "register_scratch", "scratch_bytes"]
+def _limit_error(function: Any, need: int, limit: int, arch: str, largest: Piece) -> CompilationError:
+    from ..errors import SourceLocation
+
+    op = largest.owner
+    what = f"the call of '@{op.attributes['callee'].name}'" if op.name == "func.call" else f"'{op.name}'"
+    location = op.location if isinstance(op.location, SourceLocation) else None
+    source_line = None
+    if location is not None:
+        import linecache
+
+        text = linecache.getline(location.file, location.line)
+        if text.strip():
+            indent = len(text) - len(text.lstrip())
+            source_line = text.strip()
+            location = SourceLocation(location.file, location.line, max(location.column - indent, 0))
+    return CompilationError(
+        f"kernel '{function.attributes.get('sym_name')}' needs {need} bytes of shared memory, more than the {limit} "
+        f"bytes {arch or 'the target'} allows per block (the largest piece: {largest.size} bytes for {what}); use "
+        "smaller block sizes or fewer stages", location, source_line)
+
+
+__all__ = ["AllocateShared", "BUFFER_OFFSET_ATTR", "Piece", "SCRATCH_BYTES", "SCRATCH_OFFSET_ATTR", "SCRATCH_SYNC",
+           "SHARED_BYTES_ATTR", "allocate_function", "buffer_bytes", "collect_pieces", "place", "register_scratch",
+           "scratch_bytes", "scratch_sync"]

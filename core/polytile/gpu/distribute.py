@@ -15,6 +15,17 @@ arguments, yields and results.  Each group then gets one layout:
   along the most contiguous dimension (Triton's ``Coalesce``);
 - any other group takes the default blocked layout (one element per thread per repetition).
 
+A ``tile.dot`` whose operand types the target's matrix unit serves (NVIDIA: ``mma.sync``,
+see :mod:`.lowering.dot`) gives its result's group, accumulator and loop-carried copies
+included, the instruction's accumulator layout (``#gpu.mma``); its operands keep the
+layout their own group chose (coalesced loads) and are converted into
+``#gpu.dot_operand`` layouts just before the dot.  A load or store of that group is cut
+from it first (``gpu.convert_layout`` on the loaded or stored value), so memory is still
+accessed in the coalesced layout and only the data changes layout (Triton's
+AccelerateMatmul).  Other dots compute with multiply-adds: the result keeps its blocked
+layout and the operands become ``#gpu.dot_operand`` of it (each thread holds whole rows
+of A and columns of B).
+
 Where a value cannot have the layout a use needs (``x[:, None] + x[None, :]``), a
 ``gpu.convert_layout`` goes in between.  ``remove-redundant-converts`` then drops
 conversions to the same layout, folds chains, and recomputes cheap producers (splat,
@@ -37,6 +48,7 @@ from ..ir.opdef import Elementwise
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 from .coalesce import coalesced_layout
 from .layouts import BlockedLayout, DistributedLayout, SliceLayout, default_blocked_layout
+from .lowering.dot import fma_layouts, select_instruction
 from .lowering.target import NUM_WARPS_ATTR, WARP_SIZE_ATTR, gpu_target_of, num_warps_of
 
 
@@ -57,6 +69,7 @@ class _Groups:
         self.slices: list[tuple[Any, int, Any, Any]] = []
         #: memory ops as (op, pointer value), by group after `finish`.
         self.accesses: list[tuple[Any, Any]] = []
+        self.dots: list[Any] = []
 
     def add(self, value: Any) -> None:
         if isinstance(value.type, t.TileType) and value not in self.parent:
@@ -131,6 +144,15 @@ def _reduce(op: Any, groups: _Groups) -> None:
             groups.slices.append((result, op.axis, op.sources[0], op))
 
 
+@register_layout_rule(tile.DotOp)
+def _dot(op: Any, groups: _Groups) -> None:
+    # The operands are converted into the dot's operand layouts: they constrain nothing.
+    groups.add(op.a)
+    groups.add(op.b)
+    groups.union([op.acc, op.result])
+    groups.dots.append(op)
+
+
 @register_layout_rule(scf.ForOp)
 def _for(op: Any, groups: _Groups) -> None:
     yielded = op.body.block.last_op.operands
@@ -191,13 +213,16 @@ class AssignLayouts(Pass):
         for function in functions:
             function.set_attr(NUM_WARPS_ATTR, num_warps)
             function.set_attr(WARP_SIZE_ATTR, target.warp_size)
-            _assign(function, infos, num_warps, target.warp_size, target.max_vector_bits)
+            _assign(function, infos, num_warps, target)
         return PreservedAnalyses.none()
 
 
-def _assign(function: Any, infos: Any, num_warps: int, warp_size: int, max_vector_bits: int) -> None:
-    groups = _Groups()
-    _collect(function, groups)
+def _assign(function: Any, infos: Any, num_warps: int, target: Any) -> None:
+    warp_size, max_vector_bits = target.warp_size, target.max_vector_bits
+    groups = _collect_groups(function)
+    instructions = {op: select_instruction(op, target, num_warps) for op in groups.dots}
+    if _cut_memory_from_dot_results(groups, [op for op, found in instructions.items() if found is not None]):
+        groups = _collect_groups(function)
     members = groups.members()
     shape_of_group = {root: _widest(values) for root, values in members.items()}
     accesses: dict[Any, list[tuple[Any, Any]]] = {}
@@ -206,10 +231,17 @@ def _assign(function: Any, infos: Any, num_warps: int, warp_size: int, max_vecto
     children: dict[Any, list[tuple[int, Any]]] = {}
     for child, axis, parent, _ in groups.slices:
         children.setdefault(groups.find(child), []).append((axis, groups.find(parent)))
+    matrix_layouts: dict[Any, DistributedLayout] = {}
+    for op, instruction in instructions.items():
+        if instruction is not None:
+            matrix_layouts.setdefault(groups.find(op.result), instruction.result_layout(op.result.type.shape, num_warps))
 
     chosen: dict[Any, DistributedLayout] = {}
     for root in sorted(members, key=lambda r: -len(shape_of_group[r])):
         shape = shape_of_group[root]
+        if root in matrix_layouts:
+            chosen[root] = matrix_layouts[root]
+            continue
         for axis, parent in children.get(root, ()):
             if parent in chosen and len(shape) >= 1 and chosen[parent].rank >= 2:
                 chosen[root] = SliceLayout(axis, chosen[parent])
@@ -229,6 +261,37 @@ def _assign(function: Any, infos: Any, num_warps: int, warp_size: int, max_vecto
             _convert_operand(op, 0, wanted)
         else:
             _convert_result(op, child, wanted)
+
+    for op, instruction in instructions.items():
+        result_layout = op.result.type.layout
+        for index in (0, 1):
+            if instruction is not None:
+                wanted = instruction.operand_layout(index, result_layout)
+            else:
+                wanted = fma_layouts(result_layout)[index] if isinstance(result_layout, BlockedLayout) else None
+            if wanted is not None and op.operands[index].type.layout != wanted:
+                _convert_operand(op, index, wanted)
+
+
+def _collect_groups(function: Any) -> _Groups:
+    groups = _Groups()
+    _collect(function, groups)
+    return groups
+
+
+def _cut_memory_from_dot_results(groups: _Groups, dots: list) -> bool:
+    """Give loads and stores of values that share the group of one of ``dots``' results
+    their own group: a layout conversion between the data and the dot's group."""
+    dot_groups = {groups.find(op.result) for op in dots}
+    cut = False
+    for op, _ in groups.accesses:
+        if type(op) is tile.LoadOp and groups.find(op.result) in dot_groups:
+            _convert_result(op, op.result, None)
+            cut = True
+        elif type(op) is tile.StoreOp and groups.find(op.value) in dot_groups:
+            _convert_operand(op, 1, None)
+            cut = True
+    return cut
 
 
 def _coalesced(accesses: list, shape: tuple[int, ...], infos: Any, num_warps: int, warp_size: int,
@@ -257,7 +320,9 @@ def _vector_width(layout: BlockedLayout) -> int:
     return layout.size_per_thread[layout.order[0]]
 
 
-def _convert_operand(op: Any, index: int, layout: DistributedLayout) -> None:
+def _convert_operand(op: Any, index: int, layout: DistributedLayout | None) -> None:
+    """Feed operand ``index`` of ``op`` through a conversion to ``layout`` (None: a
+    conversion whose layout assign-layouts decides, as the end of a group)."""
     from ..ir.builder import Builder
 
     source = op.operands[index]
@@ -266,7 +331,7 @@ def _convert_operand(op: Any, index: int, layout: DistributedLayout) -> None:
     op.set_operand(index, convert.result)
 
 
-def _convert_result(op: Any, result: Any, layout: DistributedLayout) -> None:
+def _convert_result(op: Any, result: Any, layout: DistributedLayout | None) -> None:
     from ..ir.builder import Builder
 
     old_type = result.type

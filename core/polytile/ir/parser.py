@@ -348,9 +348,17 @@ class Parser:
             self.error(f"expected a value like '%x', found {self._describe_here()}")
         return self.lookup_value(m.group(1), pos)
 
+    def peek_on_this_line(self, literal: str) -> bool:
+        """Whether ``literal`` comes next on the current line (an op's operands are on its
+        line: ``%x`` on the next line starts the next op)."""
+        pos = self.pos
+        while pos < len(self.text) and self.text[pos] in " \t":
+            pos += 1
+        return self.text.startswith(literal, pos)
+
     def parse_value_list(self) -> list[Value]:
         values: list[Value] = []
-        if not self.peek_is("%"):
+        if not self.peek_on_this_line("%"):
             return values
         values.append(self.parse_value_use())
         while self.peek_is(",") and self._comma_then_value():

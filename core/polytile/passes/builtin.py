@@ -12,15 +12,18 @@ def core_pass_classes() -> list[type]:
     from ..analysis.axis_info import TestPrintAxisInfo
     from ..gpu.allocation import AllocateShared
     from ..gpu.distribute import AssignLayouts, RemoveRedundantConverts
+    from ..gpu.membar import InsertBarriers
     from ..gpu.lowering import LowerToLLVM
     from .canonicalize import Canonicalize
     from .cse import CommonSubexpressionElimination
     from .dce import DeadCodeElimination
     from .inline import Inliner
     from .licm import LoopInvariantCodeMotion
+    from .lower_block_pointers import LowerBlockPointers
 
     return [Canonicalize, CommonSubexpressionElimination, DeadCodeElimination, Inliner, LoopInvariantCodeMotion,
-            AssignLayouts, RemoveRedundantConverts, AllocateShared, LowerToLLVM, TestPrintAxisInfo]
+            LowerBlockPointers, AssignLayouts, RemoveRedundantConverts, AllocateShared, InsertBarriers,
+            LowerToLLVM, TestPrintAxisInfo]
 
 
 @hookimpl

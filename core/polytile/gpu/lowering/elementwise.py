@@ -21,7 +21,8 @@ from ...dialects import arith
 from ...dialects import math as math_d
 from ...ir import types as t
 from .context import LoweringContext, register_lowering
-from .types import UnsupportedType, llvm_type
+from .types import (E4M3_F16_SCALE, FP8_FORMATS, BFloatType, LLVMBitOps, UnsupportedType, bit_width, fp8_format,
+                    fp8_from_f32, fp8_to_f16_bits, llvm_type)
 
 ElementEmitter = Callable[[LoweringContext, Any, list], Any]
 
@@ -33,7 +34,7 @@ def suffix(type_: ir.Type) -> str:
     """The overload suffix of an LLVM intrinsic: i32, f32, f16, f64."""
     if isinstance(type_, ir.IntType):
         return f"i{type_.width}"
-    return {ir.HalfType: "f16", ir.FloatType: "f32", ir.DoubleType: "f64"}[type(type_)]
+    return {ir.HalfType: "f16", BFloatType: "bf16", ir.FloatType: "f32", ir.DoubleType: "f64"}[type(type_)]
 
 
 def intrinsic(ctx: LoweringContext, name: str, args: list, extra: list = ()) -> Any:
@@ -108,16 +109,79 @@ _CASTS = {
     "fptosi": "fptosi", "fptoui": "fptoui", "extf": "fpext", "truncf": "fptrunc", "bitcast": "bitcast",
     "ptrtoint": "ptrtoint", "inttoptr": "inttoptr",
 }
+_F16, _F32 = ir.HalfType(), ir.FloatType()
 
 
 def _cast(method: str) -> ElementEmitter:
     def emit(ctx: LoweringContext, op: Any, args: list) -> Any:
-        return getattr(ctx.builder, method)(args[0], llvm_type(op.results[0].type))
+        source, result = op.operands[0].type, op.results[0].type
+        if method != "bitcast" and (fp8_format(source) or fp8_format(result)):
+            return _fp8_cast(ctx, method, args[0], source, result)
+        return getattr(ctx.builder, method)(args[0], llvm_type(result))
     return emit
 
 
 for _short, _method in _CASTS.items():
     ELEMENTWISE[arith.CASTS[_short]] = _cast(_method)
+
+
+# --------------------------------------------------------------------------------------
+# 8-bit floats: registers hold their bits (i8); every cast goes through f16 or f32
+
+
+def _float_to(ctx: LoweringContext, value: Any, wanted: ir.Type) -> Any:
+    """``value`` (a float) converted to the float type ``wanted``; f16 <-> bf16 through f32."""
+    b = ctx.builder
+    have, want = bit_width(value.type), bit_width(wanted)
+    if value.type == wanted:
+        return value
+    if have == want:
+        return b.fptrunc(b.fpext(value, _F32), wanted)
+    return b.fpext(value, wanted) if want > have else b.fptrunc(value, wanted)
+
+
+def fp8_to_float(ctx: LoweringContext, bits: Any, kind: str, wanted: ir.Type) -> Any:
+    """The 8-bit float ``bits`` (i8, format ``kind``) as a value of the float type
+    ``wanted``: the target's conversion instruction when it has one, else integer code."""
+    hook = ctx.target.float8_convert
+    half = hook(ctx.builder, bits, kind, "f16") if hook is not None else None
+    if half is None:
+        fmt = FP8_FORMATS[kind]
+        half = ctx.builder.bitcast(fp8_to_f16_bits(LLVMBitOps(ctx.builder), fmt, bits), _F16)
+        if fmt.exponent_bits == 4:
+            half = ctx.builder.fmul(half, ir.Constant(_F16, E4M3_F16_SCALE))
+    return _float_to(ctx, half, wanted)
+
+
+def float_to_fp8(ctx: LoweringContext, value: Any, kind: str) -> Any:
+    """The float ``value`` rounded (to nearest even, saturating) to the 8-bit float ``kind``.
+    An f64 is rounded to f32 first."""
+    wide = _float_to(ctx, value, _F32)
+    hook = ctx.target.float8_convert
+    converted = hook(ctx.builder, wide, "f32", kind) if hook is not None else None
+    if converted is not None:
+        return converted
+    bits = ctx.builder.bitcast(wide, ir.IntType(32))
+    return fp8_from_f32(LLVMBitOps(ctx.builder), FP8_FORMATS[kind], bits)
+
+
+def _fp8_cast(ctx: LoweringContext, method: str, value: Any, source: Any, result: Any) -> Any:
+    b = ctx.builder
+    src, dst = t.element_type(source), t.element_type(result)
+    if fp8_format(source):
+        if isinstance(dst, t.FloatType) and fp8_format(result):
+            return float_to_fp8(ctx, fp8_to_float(ctx, value, src.kind, _F32), dst.kind)
+        if isinstance(dst, t.FloatType):
+            return fp8_to_float(ctx, value, src.kind, llvm_type(dst))
+        wide = fp8_to_float(ctx, value, src.kind, _F32)
+        return getattr(b, method)(wide, llvm_type(dst))  # fptosi / fptoui
+    if isinstance(src, t.FloatType):
+        return float_to_fp8(ctx, value, dst.kind)
+    return float_to_fp8(ctx, getattr(b, method)(value, _F32), dst.kind)  # sitofp / uitofp
+
+
+#: Ops that may take or give 8-bit floats: they move bits or convert (no arithmetic).
+FP8_OPS: set[type] = {*arith.CASTS.values(), arith.SelectOp}
 
 
 # --------------------------------------------------------------------------------------
@@ -179,6 +243,11 @@ def lower_elementwise(op: Any, operands: list, ctx: LoweringContext) -> list:
             llvm_type(value.type)
     except UnsupportedType as exc:
         raise ctx.unsupported(op, f"'{op.name}' on {exc}") from None
+    if type(op) not in FP8_OPS:
+        for value in (*op.operands, *op.results):
+            if fp8_format(value.type):
+                raise ctx.error(op, f"'{op.name}' on {t.element_type(value.type)} values: 8-bit floats are "
+                                    "for storage and dot operands; convert them to f16 or f32 first (x.to(pl.float32))")
     if not isinstance(result_type, t.TileType):
         return [emit(ctx, op, operands)]
     count = len(next(o for o in operands if isinstance(o, list)))

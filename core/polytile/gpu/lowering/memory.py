@@ -8,10 +8,15 @@ access is ``llvm.masked.load`` / ``llvm.masked.store`` with the vector's one mas
 splatted: both NVPTX and AMDGPU lower that to one predicated (branched-around) vector
 access.  Stores skip the copies a layout holds (threads or registers that repeat an
 element), so each element is written once.
+
+Cache modifiers (``.cg``...), eviction policies and ``volatile`` go to the target's
+``memory_access`` hook, vector by vector (NVIDIA: ``ld.global.cg.L1::evict_last.v4.b32``
+in inline PTX); without the hook the hints are dropped and a volatile access is refused.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from llvmlite import ir
@@ -22,7 +27,25 @@ from ...ir import types as t
 from .context import LoweringContext, linear_layout_of, register_lowering
 from .elementwise import suffix
 from .indexing import contiguous_registers, duplicate_register_mask, duplicate_thread_masks
-from .types import UnsupportedType, element_bits, llvm_type
+from .types import UnsupportedType, bit_width, element_bits, llvm_type
+
+
+@dataclass(frozen=True)
+class Qualifiers:
+    """The cache modifier (".cg"...), eviction policy ("evict_last"...) and volatility of
+    a load or store, as the op spells them ("" for none)."""
+
+    cache: str = ""
+    evict: str = ""
+    volatile: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.cache or self.evict or self.volatile)
+
+
+def qualifiers_of(op: Any) -> Qualifiers:
+    return Qualifiers(op.attributes.get("cache", ""), op.attributes.get("evict", ""),
+                      bool(op.attributes.get("volatile", False)))
 
 
 def _pow2_part(n: int) -> int:
@@ -86,10 +109,16 @@ def _element_type(op: Any, ctx: LoweringContext) -> ir.Type:
         raise ctx.unsupported(op, f"'{op.name}' of {exc}") from None
 
 
+def _qualifiers(op: Any, ctx: LoweringContext) -> Qualifiers:
+    qualifiers = qualifiers_of(op)
+    if qualifiers.volatile and ctx.target.memory_access is None:
+        raise ctx.unsupported(op, "a volatile load")
+    return qualifiers if ctx.target.memory_access is not None else Qualifiers()
+
+
 @register_lowering(tile.LoadOp)
 def _load(op: Any, operands: list, ctx: LoweringContext) -> list:
-    if op.volatile:
-        raise ctx.unsupported(op, "a volatile load")
+    qualifiers = _qualifiers(op, ctx)
     element = _element_type(op, ctx)
     ptrs, mask, other = operands[0], None, None
     if op.mask is not None:
@@ -99,7 +128,7 @@ def _load(op: Any, operands: list, ctx: LoweringContext) -> list:
         other = operands[1]
     if not isinstance(op.ptr.type, t.TileType):
         vector = ir.VectorType(element, 1)
-        return [_load_vector(ctx, ptrs, vector, mask, [other] if other is not None else None, op)[0]]
+        return [_load_vector(ctx, ptrs, vector, mask, [other] if other is not None else None, qualifiers)[0]]
     layout, width = _plan(op, ctx)
     duplicates = duplicate_register_mask(layout)
     registers: list[Any] = [None] * layout.num_registers
@@ -108,7 +137,8 @@ def _load(op: Any, operands: list, ctx: LoweringContext) -> list:
         if start & duplicates:
             continue
         passthru = other[start:start + width] if other is not None else None
-        values = _load_vector(ctx, ptrs[start], vector, mask[start] if mask is not None else None, passthru, op)
+        values = _load_vector(ctx, ptrs[start], vector, mask[start] if mask is not None else None, passthru,
+                              qualifiers)
         registers[start:start + width] = values
     for r in range(layout.num_registers):
         if registers[r] is None:
@@ -117,9 +147,14 @@ def _load(op: Any, operands: list, ctx: LoweringContext) -> list:
 
 
 def _load_vector(ctx: LoweringContext, ptr: Any, vector: ir.VectorType, mask: Any, other: list | None,
-                 op: Any) -> list:
+                 qualifiers: Qualifiers) -> list:
     b = ctx.builder
     align = vector.count * max(_bytes(vector.element), 1)
+    if qualifiers:
+        values = ctx.target.memory_access(b, "load", ptr, vector, mask, None, qualifiers)
+        if mask is not None and other is not None:
+            values = [b.select(mask, v, o) for v, o in zip(values, other)]
+        return values
     if mask is None:
         loaded = b.load(ptr, typ=vector, align=align)
     else:
@@ -133,14 +168,10 @@ def _load_vector(ctx: LoweringContext, ptr: Any, vector: ir.VectorType, mask: An
 
 
 def _bytes(type_: ir.Type) -> int:
-    if isinstance(type_, ir.IntType):
-        return max(type_.width // 8, 1)
-    if isinstance(type_, ir.PointerType):
-        return 8
-    return {ir.HalfType: 2, ir.FloatType: 4, ir.DoubleType: 8}[type(type_)]
+    return max(bit_width(type_) // 8, 1)
 
 
-def _thread_owner(ctx: LoweringContext, layout: Any) -> Any | None:
+def thread_owner(ctx: LoweringContext, layout: Any) -> Any | None:
     """i1: whether this thread holds the first copy of its elements (None: all do)."""
     lanes, warps = duplicate_thread_masks(layout)
     b = ctx.builder
@@ -156,14 +187,15 @@ def _thread_owner(ctx: LoweringContext, layout: Any) -> Any | None:
 @register_lowering(tile.StoreOp)
 def _store(op: Any, operands: list, ctx: LoweringContext) -> list:
     b = ctx.builder
+    qualifiers = _qualifiers(op, ctx)
     element = _element_type(op, ctx)
     ptrs, values = operands[0], operands[1]
     mask = operands[2] if op.mask is not None else None
     if not isinstance(op.ptr.type, t.TileType):
-        _store_vector(ctx, ptrs, [values], ir.VectorType(element, 1), mask)
+        _store_vector(ctx, ptrs, [values], ir.VectorType(element, 1), mask, qualifiers)
         return []
     layout, width = _plan(op, ctx)
-    owner = _thread_owner(ctx, layout)
+    owner = thread_owner(ctx, layout)
     duplicates = duplicate_register_mask(layout)
     vector = ir.VectorType(element, width)
     for start in range(0, layout.num_registers, width):
@@ -172,12 +204,16 @@ def _store(op: Any, operands: list, ctx: LoweringContext) -> list:
         bit = mask[start] if mask is not None else None
         if owner is not None:
             bit = owner if bit is None else b.and_(bit, owner)
-        _store_vector(ctx, ptrs[start], values[start:start + width], vector, bit)
+        _store_vector(ctx, ptrs[start], values[start:start + width], vector, bit, qualifiers)
     return []
 
 
-def _store_vector(ctx: LoweringContext, ptr: Any, values: list, vector: ir.VectorType, mask: Any) -> None:
+def _store_vector(ctx: LoweringContext, ptr: Any, values: list, vector: ir.VectorType, mask: Any,
+                  qualifiers: Qualifiers) -> None:
     b = ctx.builder
+    if qualifiers:
+        ctx.target.memory_access(b, "store", ptr, vector, mask, values, qualifiers)
+        return
     align = vector.count * _bytes(vector.element)
     packed = _pack(ctx, values, vector)
     if mask is None:

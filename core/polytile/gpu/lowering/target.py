@@ -14,6 +14,7 @@ in its math table; everything else is shared.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -23,6 +24,10 @@ WARP_SIZE_ATTR = "gpu.warp_size"
 
 #: ``emit(ctx, operands, llvm_type) -> value`` for one element.
 MathEmitter = Callable[[Any, list, Any], Any]
+
+#: What an atomic hook returns for a kind or type the target has no instruction for:
+#: the core then uses a compare-and-swap loop.
+NO_INSTRUCTION = NotImplemented
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,8 @@ class GpuTarget:
     math: Mapping[str, MathEmitter] = field(default_factory=dict)
     #: ``annotate_kernel(function, num_threads)``: attributes such as the block size.
     annotate_kernel: Callable[[Any, int], None] = lambda function, num_threads: None
+    #: Shared memory (LDS) one program may use, bytes; None: unchecked.
+    max_shared_bytes: int | None = None
     global_address_space: int = 1
     shared_address_space: int = 3
     #: Widest access one thread makes in one instruction.
@@ -61,6 +68,37 @@ class GpuTarget:
     #: Prefix of the functions of the vendor's math library (``__nv_``, ``__ocml_``): calls
     #: to them stay declarations until the backend links the library.
     math_library_prefix: str = ""
+    #: Compiled with ``debug=True``: ``device_assert`` is checked (as in Triton, it is
+    #: compiled out otherwise).  :func:`gpu_target_of` sets it from the options.
+    debug: bool = False
+    #: ``float8_convert(builder, value, source, result)``: convert one element between
+    #: "f32" / "f16" and "f8e4m3" / "f8e5m2" (8-bit floats are i8 bits) with the target's
+    #: instruction, or return None to let the core convert with integer code.  Only
+    #: f32 -> fp8 and fp8 -> f16 are asked for.
+    float8_convert: Callable[[Any, Any, str, str], Any] | None = None
+    #: ``atomic_rmw(builder, kind, ptr, value, mask, sem, scope, returns)``: one atomic
+    #: read-modify-write of ``kind`` (``tile.atomic_rmw`` kinds; "max"/"min" signed,
+    #: "umax"/"umin" unsigned, never on floats), done only where the i1 ``mask`` (None:
+    #: always) holds; returns the old value (0 where masked off) when ``returns``, else
+    #: anything.  :data:`NO_INSTRUCTION` for a kind or type it has no instruction for.
+    #: None: LLVM ``atomicrmw`` (system scope).
+    atomic_rmw: Callable[..., Any] | None = None
+    #: ``atomic_cas(builder, ptr, compare, value, mask, sem, scope)`` -> the old value,
+    #: for 16-, 32- and 64-bit integers.  None: LLVM ``cmpxchg`` (system scope).
+    atomic_cas: Callable[..., Any] | None = None
+    #: ``printf(builder, format, arguments)``: print from one thread, C ``printf``
+    #: style; arguments are already promoted (i32, i64, double, pointers).  None: the
+    #: target cannot print (``device_print`` is an error naming the kernel).
+    printf: Callable[[Any, str, list], None] | None = None
+    #: ``assert_fail(builder, message, file, line, function)``: report a failed
+    #: assertion and stop the kernel.  None: ``device_assert`` is an error (with debug=True).
+    assert_fail: Callable[[Any, str, str, int, str], None] | None = None
+    #: ``memory_access(builder, kind, ptr, vector, mask, values, qualifiers)``: a load
+    #: ("load": returns the loaded elements, 0 where masked off) or store ("store":
+    #: ``values``) of one vector (an ``ir.VectorType``) with cache/eviction/volatile
+    #: qualifiers (:class:`polytile.gpu.lowering.memory.Qualifiers`).  None: LLVM
+    #: loads and stores, with the cache hints left out and volatile refused.
+    memory_access: Callable[..., Any] | None = None
 
 
 def gpu_target_of(context: Any) -> GpuTarget:
@@ -79,7 +117,11 @@ def gpu_target_of(context: Any) -> GpuTarget:
     if make is None:
         raise ConfigError(f"backend '{backend.name}' (target '{resolved}') does not compile through the GPU "
                           "lowering: it has no gpu_target()")
-    return make(resolved, getattr(context, "options", None))
+    options = getattr(context, "options", None)
+    gpu_target = make(resolved, options)
+    if getattr(options, "debug", False) and not gpu_target.debug:
+        gpu_target = dataclasses.replace(gpu_target, debug=True)
+    return gpu_target
 
 
 def num_warps_of(context: Any, default: int = 4) -> int:

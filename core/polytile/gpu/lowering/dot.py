@@ -1,0 +1,246 @@
+"""``tile.dot``: on a vendor's matrix instructions where the backend offers one, else as
+fused multiply-adds.
+
+A backend describes its matrix instructions with a :class:`MatrixUnit`, registered under
+its ``GpuTarget.backend_name`` with :func:`register_matrix_unit` (NVIDIA: ``mma.sync`` in
+``polytile_nvidia.mma``).  ``assign-layouts`` asks the unit which instruction a dot uses
+(:func:`select_instruction`) and gives the dot's result the instruction's accumulator
+layout, its operands the matching ``#gpu.dot_operand`` layouts.  A dot the unit has no
+instruction for (``input_precision = "ieee"`` on f32, f64 where there is none, an int8
+dot with K < 32) gets the FMA layouts: the result blocked, each thread holding the whole
+K extent of its rows of A and columns of B.
+
+The lowering is the same for every instruction: a thread's accumulator registers come in
+groups of ``instruction.c_registers`` (one instruction's fragment, in the order the
+accumulator layout lists them); for each group and each K step the operands' fragments
+are found by coordinates in the operand layouts, and the unit's ``emit`` multiplies them.
+Nothing here knows a fragment table: the layouts carry it (see ``MmaLayout`` and
+``DotOperandLayout``), and tests check them against the vendor's tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+from llvmlite import ir
+
+from ...dialects import tile
+from ...ir import types as t
+from ..layouts import BlockedLayout, DistributedLayout, DotOperandLayout
+from .context import LoweringContext, layout_of, linear_layout_of, register_lowering
+from .indexing import register_offset
+from .types import UnsupportedType, llvm_type
+
+#: ``emit(builder, a, b, c) -> c``: one instruction tile; a, b, c are the thread's fragment
+#: registers (LLVM scalars of the operand / accumulator element type) in layout order.
+EmitMatrix = Callable[[Any, list, list, list], list]
+
+
+@dataclass(frozen=True)
+class MatrixInstruction:
+    """A warp-level matrix instruction (or a fixed sequence of them) that computes one
+    ``instr_shape[0] x instr_shape[1]`` accumulator tile over ``k`` elements of K."""
+
+    #: Shown in messages and dumps, e.g. "mma.sync.m16n8k16.f32.f16".
+    name: str
+    #: The accumulator layout of a result of ``shape`` with ``num_warps`` warps.
+    result_layout: Callable[[tuple[int, ...], int], DistributedLayout]
+    #: K elements each lane holds consecutively in an operand (``DotOperandLayout.k_width``).
+    k_width: int
+    #: K covered by one instruction tile.
+    k: int
+    #: Registers of one instruction's A, B and accumulator fragments, per thread: the
+    #: first registers of each layout, in the order ``emit`` takes them.
+    fragments: tuple[int, int, int]
+    emit: EmitMatrix
+
+    def operand_layout(self, op_idx: int, result_layout: DistributedLayout) -> DotOperandLayout:
+        return DotOperandLayout(op_idx, result_layout, self.k_width)
+
+
+class MatrixUnit(Protocol):
+    """What a backend says about its matrix instructions."""
+
+    def select(self, a: t.Type, acc: t.Type, input_precision: str, shape: tuple[int, int, int], arch: str,
+               num_warps: int) -> MatrixInstruction | None:
+        """The instruction for a dot of ``a`` elements accumulating in ``acc`` with
+        ``shape = (M, N, K)``; None: multiply-adds (the FMA lowering)."""
+
+
+#: ``GpuTarget.backend_name`` -> its matrix unit.
+MATRIX_UNITS: dict[str, MatrixUnit] = {}
+
+
+def register_matrix_unit(backend_name: str, unit: MatrixUnit) -> MatrixUnit:
+    MATRIX_UNITS[backend_name] = unit
+    return unit
+
+
+#: Operand types the FMA lowering multiplies (in the accumulator's type).
+FMA_TYPES = (t.f16, t.f32, t.f64, t.i8, t.i16, t.i32)
+
+
+def dot_shape(op: Any) -> tuple[int, int, int]:
+    (m, k), n = op.a.type.shape, op.b.type.shape[1]
+    return m, n, k
+
+
+def select_instruction(op: Any, target: Any, num_warps: int) -> MatrixInstruction | None:
+    """The matrix instruction of ``op`` (a ``tile.dot``) on ``target``, or None."""
+    unit = MATRIX_UNITS.get(target.backend_name)
+    if unit is None:
+        return None
+    return unit.select(t.element_type(op.a.type), t.element_type(op.acc.type), op.input_precision,
+                       dot_shape(op), target.arch, num_warps)
+
+
+def fma_layouts(result_layout: BlockedLayout) -> tuple[DotOperandLayout, DotOperandLayout]:
+    return DotOperandLayout(0, result_layout), DotOperandLayout(1, result_layout)
+
+
+# --------------------------------------------------------------------------------------
+# Finding a fragment's registers
+
+
+def _registers_by_offset(layout: Any) -> dict[tuple[int, ...], int]:
+    """Register-part coordinates -> the first register holding them."""
+    where: dict[tuple[int, ...], int] = {}
+    for r in range(layout.num_registers):
+        where.setdefault(register_offset(layout, r), r)
+    return where
+
+
+def _xor(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(x ^ y for x, y in zip(a, b))
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """Which registers each instruction reads and writes, for one thread (the same in
+    every thread: lanes and warps only shift the coordinates).  ``steps[i]`` is
+    ``(c_registers, [(a_registers, b_registers) per K step])``."""
+
+    steps: list[tuple[list[int], list[tuple[list[int], list[int]]]]]
+
+
+def plan_tiles(result: Any, a: Any, b: Any, instruction: "MatrixInstruction") -> TilePlan:
+    """The instruction tiles of a dot whose result, A and B have the linear layouts
+    ``result``, ``a``, ``b``.  One instruction's fragments are the first registers of each
+    layout (the layouts list them first); a repetition's registers are found by the
+    coordinates of its first element, shifted by the fragment's own offsets."""
+    a_size, b_size, c_size = instruction.fragments
+    a_frag = [register_offset(a, r) for r in range(a_size)]
+    b_frag = [register_offset(b, r) for r in range(b_size)]
+    a_where, b_where = _registers_by_offset(a), _registers_by_offset(b)
+    seen, steps = set(), []
+    for start in range(0, result.num_registers, c_size):
+        m0, n0 = register_offset(result, start)
+        if (m0, n0) in seen:
+            continue  # a copy the layout holds twice: computed once, copied after
+        seen.add((m0, n0))
+        k_steps = []
+        for k0 in range(0, a.shape[1], instruction.k):
+            a_regs = [a_where[_xor((m0, k0), off)] for off in a_frag]
+            b_regs = [b_where[_xor((k0, n0), off)] for off in b_frag]
+            k_steps.append((a_regs, b_regs))
+        steps.append(([start + i for i in range(c_size)], k_steps))
+    return TilePlan(steps)
+
+
+# --------------------------------------------------------------------------------------
+# The lowering
+
+
+@register_lowering(tile.DotOp)
+def _dot(op: Any, operands: list, ctx: LoweringContext) -> list:
+    a_layout, b_layout = layout_of(op.a), layout_of(op.b)
+    result_layout = layout_of(op.result)
+    for value, layout, idx in ((op.a, a_layout, 0), (op.b, b_layout, 1)):
+        if not isinstance(layout, DotOperandLayout) or layout.op_idx != idx or layout.parent != result_layout:
+            raise ctx.error(op, f"internal error: operand {'ab'[idx]} of 'tile.dot' has layout {layout}, not "
+                                f"the dot operand layout of the result's {result_layout}; assign-layouts must "
+                                "convert it")
+    try:
+        llvm_type(op.a.type), llvm_type(op.acc.type)
+    except UnsupportedType as exc:
+        raise ctx.unsupported(op, f"'tile.dot' of {exc}") from None
+    if isinstance(result_layout, BlockedLayout):
+        element = t.element_type(op.a.type)
+        if element not in FMA_TYPES:
+            raise ctx.unsupported(op, f"'tile.dot' of {element} tiles with multiply-adds")
+        return [_fma_dot(op, operands, ctx)]
+    instruction = select_instruction(op, ctx.target, ctx.num_warps)
+    if instruction is None or instruction.result_layout(op.result.type.shape, ctx.num_warps) != result_layout:
+        raise ctx.unsupported(op, f"'tile.dot' of {t.element_type(op.a.type)} into {t.element_type(op.acc.type)} "
+                                  f"with the result in {result_layout}")
+    return [_matrix_dot(op, operands, ctx, instruction)]
+
+
+def _matrix_dot(op: Any, operands: list, ctx: LoweringContext, instruction: MatrixInstruction) -> list:
+    a, b, acc = operands
+    result = linear_layout_of(op.result)
+    plan = plan_tiles(result, linear_layout_of(op.a), linear_layout_of(op.b), instruction)
+    out = list(acc)
+    done: dict[tuple[int, ...], int] = {}
+    for c_regs, k_steps in plan.steps:
+        values = [acc[r] for r in c_regs]
+        for a_regs, b_regs in k_steps:
+            values = instruction.emit(ctx.builder, [a[r] for r in a_regs], [b[r] for r in b_regs], values)
+        for r, v in zip(c_regs, values):
+            out[r] = v
+            done[register_offset(result, r)] = r
+    # Registers that repeat an element (a tile smaller than the warps' footprint) take
+    # the value computed for its first copy.
+    for r in range(result.num_registers):
+        first = done[register_offset(result, r)]
+        if first != r:
+            out[r] = out[first]
+    return out
+
+
+def _fma_dot(op: Any, operands: list, ctx: LoweringContext) -> list:
+    """``acc[m, n] += a[m, k] * b[k, n]`` over K, one element at a time, in the
+    accumulator's type (Triton's FMA dot)."""
+    a, b, acc = operands
+    b_ = ctx.builder
+    result = linear_layout_of(op.result)
+    a_where, b_where = _registers_by_offset(linear_layout_of(op.a)), _registers_by_offset(linear_layout_of(op.b))
+    acc_type = llvm_type(op.acc.type)
+    k_total = op.a.type.shape[1]
+    widen = _widen(ctx, t.element_type(op.a.type), acc_type)
+    a_wide = {r: widen(a[r]) for r in set(a_where.values())}
+    b_wide = {r: widen(b[r]) for r in set(b_where.values())}
+    out = []
+    computed: dict[tuple[int, ...], Any] = {}
+    for r in range(result.num_registers):
+        m, n = register_offset(result, r)
+        if (m, n) in computed:
+            out.append(computed[(m, n)])
+            continue
+        value = acc[r]
+        for k in range(k_total):
+            x, y = a_wide[a_where[(m, k)]], b_wide[b_where[(k, n)]]
+            if isinstance(acc_type, ir.IntType):
+                value = b_.add(value, b_.mul(x, y))
+            else:
+                value = ctx.call(f"llvm.fmuladd.{_float_suffix(acc_type)}", acc_type, [x, y, value])
+        computed[(m, n)] = value
+        out.append(value)
+    return out
+
+
+def _float_suffix(type_: ir.Type) -> str:
+    return {ir.HalfType: "f16", ir.FloatType: "f32", ir.DoubleType: "f64"}[type(type_)]
+
+
+def _widen(ctx: LoweringContext, element: t.Type, acc_type: ir.Type) -> Callable[[Any], Any]:
+    b = ctx.builder
+    if isinstance(acc_type, ir.IntType):
+        signed = not (isinstance(element, t.IntType) and not element.signed)
+        return lambda v: v if v.type == acc_type else (b.sext(v, acc_type) if signed else b.zext(v, acc_type))
+    return lambda v: v if v.type == acc_type else b.fpext(v, acc_type)
+
+
+__all__ = ["MATRIX_UNITS", "MatrixInstruction", "MatrixUnit", "TilePlan", "dot_shape", "fma_layouts", "plan_tiles",
+           "register_matrix_unit", "select_instruction"]
