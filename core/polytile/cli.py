@@ -4,6 +4,8 @@
     polytile passes                     every registered pass with its options and owner
     polytile opt in.ir -p PIPELINE      run passes over an IR file, like mlir-opt
     polytile config                     every setting, its value and where it came from
+    polytile compile FILE.py:KERNEL ... ahead-of-time compile: every stage's IR, the binary
+                                        and a JSON of metadata (see docs/aot.md)
 
 A user error prints ``polytile: error: ...`` and exits with status 1, never a traceback.
 """
@@ -194,6 +196,37 @@ def _cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compile(args: argparse.Namespace) -> int:
+    from .aot import AotError, compile_kernel, parse_assignments
+
+    constexprs = parse_assignments(args.constexpr or [], "--constexpr")
+    options = parse_assignments(args.option or [], "--option")
+    for flag, name in ((args.num_warps, "num_warps"), (args.num_stages, "num_stages")):
+        if flag is not None:
+            if name in options:
+                raise AotError(f"--{name.replace('_', '-')} and --option {name}=... both give {name}: keep one")
+            options[name] = flag
+    result = compile_kernel(args.kernel, target=args.target, signature=args.signature, constexprs=constexprs,
+                            options=options)
+    # Looked up before anything is written, so a misspelled --emit leaves no files behind.
+    emitted = result.emit(args.emit) if args.emit else None
+    if args.output is not None or emitted is None:
+        files = result.write(args.output or ".")
+        print(f"polytile: compiled '{result.kernel}' for {result.target}: {len(files)} files in "
+              f"{files[0].parent if files else args.output}", file=sys.stderr)
+    if emitted is not None:
+        if isinstance(emitted, bytes):
+            if sys.stdout.isatty():
+                raise AotError(f"--emit {args.emit} is binary ({len(emitted)} bytes): redirect standard output "
+                               "to a file, or use -o DIR")
+            sys.stdout.flush()
+            sys.stdout.buffer.write(emitted)
+            sys.stdout.buffer.flush()
+        else:
+            sys.stdout.write(emitted if emitted.endswith("\n") else emitted + "\n")
+    return 0
+
+
 def _split_names(text: str) -> list[str]:
     return [part for part in text.split(",") if part]
 
@@ -241,6 +274,29 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--no-verify-each", action="store_true", help="do not verify the IR after every pass")
     opt.add_argument("--print-locations", action="store_true", help="print source locations (loc(...))")
     opt.set_defaults(func=_cmd_opt)
+    compile_ = sub.add_parser(
+        "compile", help="compile a kernel ahead of time (no GPU needed): IR of every stage, binary, metadata",
+        description="Compile one specialization of a @jit kernel for a target, without running it. Writes "
+        "KERNEL.NN-STAGE.ir (the IR after each stage), the backend's artifacts (KERNEL.ll, KERNEL.ptx, "
+        "KERNEL.cubin; KERNEL.s, KERNEL.hsaco for AMD) and KERNEL.json (metadata) into DIR. See docs/aot.md.")
+    compile_.add_argument("kernel", metavar="FILE.py:KERNEL", help="the file defining the kernel, and its name")
+    compile_.add_argument("-t", "--target", required=True, help="backend:arch, such as nvidia:sm_90a or amd:gfx942")
+    compile_.add_argument("-s", "--signature", required=True,
+                          help="types of the run-time parameters in order, such as '*fp32:16,*fp32,i32' "
+                          "(*DTYPE: pointer; :16 divisible by 16; :1 equal to 1)")
+    compile_.add_argument("-c", "--constexpr", action="append", metavar="NAME=VALUE",
+                          help="value of a constexpr parameter (repeat for each), such as BLOCK=1024")
+    compile_.add_argument("--num-warps", type=int, metavar="N", help="warps per program (backend option num_warps)")
+    compile_.add_argument("--num-stages", type=int, metavar="N", help="software pipelining depth (num_stages)")
+    compile_.add_argument("--option", action="append", metavar="NAME=VALUE",
+                          help="any other backend option, such as maxnreg=128 (repeatable)")
+    compile_.add_argument("-o", "--output", metavar="DIR",
+                          help="directory for the files (created when needed); default: the current directory, "
+                          "or none with --emit")
+    compile_.add_argument("--emit", metavar="STAGE",
+                          help="print one stage or artifact to standard output: a stage (frontend, tile, "
+                          "distribute, ...), an artifact (llvm or ll, ptx, cubin, amdgcn or s, hsaco) or json")
+    compile_.set_defaults(func=_cmd_compile)
     return parser
 
 

@@ -27,32 +27,53 @@ class CompileResult:
     context: PassContext = field(repr=False)
     #: The compile cache key's components: plugin names and versions, toolchains.
     cache_key: list[str] = field(default_factory=list)
+    #: With ``compile_module(record_stages=True)``: the IR before the pipeline (stage
+    #: ``"input"``) and after each stage, with the artifacts each made (``StageOutput``).
+    stages: list[Any] = field(default_factory=list, repr=False)
 
     @property
     def artifacts(self) -> dict[str, Any]:
-        """What the backend's stages made besides the IR (``llvm_ir``, ``ptx``, ``cubin``...)."""
-        return getattr(self.context, "artifacts", {})
+        """Everything the stages left besides the IR, by key (``"llvm_ir"``, ``"ptx"``,
+        ``"cubin"``, ``"llvm_module"``, ``"num_warps"``...): see :class:`PassContext`."""
+        return self.context.artifacts
 
     @property
     def binaries(self) -> dict[str, bytes]:
-        """The artifacts a launcher loads (``{"cubin": b"..."}``): the bytes-valued ones.
-        The runtime keeps them in the on-disk cache."""
-        return {k: v for k, v in self.artifacts.items() if isinstance(v, (bytes, bytearray))}
+        """The artifacts that are bytes (``{"cubin": b"..."}``, ``{"hsaco": ...}``): what
+        a launcher loads; empty for the interpreter."""
+        return {key: value for key, value in self.context.artifacts.items() if isinstance(value, bytes)}
 
     @property
     def metadata(self) -> dict[str, Any]:
-        """JSON-able facts about the kernel a launcher needs (``kernel_name``,
-        ``num_warps``, ``shared_bytes``): the artifacts that are plain numbers, plus the
-        kernel name."""
-        return {k: v for k, v in self.artifacts.items()
-                if k == "kernel_name" or (isinstance(v, (int, float)) and not isinstance(v, bool))}
+        """The artifacts that are JSON values and not files (``kernel_name``,
+        ``num_warps``, ``shared_bytes`` and what a backend adds): what a launcher needs
+        besides the binary, kept in the on-disk cache with it."""
+        from .passes.instrumentation import artifact_extension
+
+        return {key: value for key, value in self.context.artifacts.items()
+                if _is_json(value) and artifact_extension(key, value) is None}
 
 
-def compile_module(module: Any, target: "str | Target | None" = None, label: str = "module",
-                   **options: Any) -> CompileResult:
-    """Run the whole pipeline for ``target`` over ``module`` (changed in place)."""
+def _is_json(value: Any) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_json(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json(v) for k, v in value.items())
+    return False
+
+
+def compile_module(module: Any, target: "str | Target | None" = None, label: str = "module", *,
+                   record_stages: bool = False, **options: Any) -> CompileResult:
+    """Run the whole pipeline for ``target`` over ``module`` (changed in place).
+
+    ``record_stages``: keep the IR before the pipeline and after each stage, with the
+    artifacts each stage made, in :attr:`CompileResult.stages` (ahead-of-time compiles
+    and tools that show every stage ask for it; it prints the IR once per stage)."""
     from .ir.verifier import verify
     from .passes.default_pipeline import build_pipeline
+    from .passes.instrumentation import StageRecorder, instrumentation_from_config
     from .passes.manager import PassManager
     from .plugins.manager import get_plugin_manager
 
@@ -63,6 +84,11 @@ def compile_module(module: Any, target: "str | Target | None" = None, label: str
     verify(module)
     pipeline = build_pipeline(target=resolved, options=parsed, backend=backend)
     context = PassContext(target=resolved, options=parsed)
-    PassManager(pipeline).run(module, context, label=label)
+    instruments = instrumentation_from_config(artifacts=context.artifacts)
+    recorder = StageRecorder(context.artifacts) if record_stages else None
+    if recorder is not None:
+        instruments.append(recorder)
+    PassManager(pipeline, instruments).run(module, context, label=label)
     key = manager.cache_key_components(resolved, parsed) + [f"{k}=={v}" for k, v in sorted(backend.versions().items())]
-    return CompileResult(module, resolved, str(choice.reason), backend, parsed, pipeline, context, key)
+    return CompileResult(module, resolved, str(choice.reason), backend, parsed, pipeline, context, key,
+                         recorder.stages if recorder is not None else [])

@@ -311,12 +311,14 @@ SETTINGS: dict[str, Setting] = _declare(
     ),
     Setting(
         "dump_ir", BOOL, False, ("POLYTILE_DUMP_IR",),
-        doc="Print the IR before the pipeline and after every pass while compiling, to stderr or to dump_ir_dir.",
+        doc="Print the IR before the pipeline and after every pass while compiling, to stderr or to dump_ir_dir, "
+        "with the artifacts each pass makes (LLVM IR, PTX, AMDGCN assembly; binaries such as a cubin only to "
+        "dump_ir_dir, as files).",
     ),
     Setting(
         "dump_ir_dir", PATH, None, ("POLYTILE_DUMP_IR_DIR",), optional=True,
-        doc="Write the IR dumps asked for by dump_ir, print_ir_before and print_ir_after to files in this directory "
-        "(created when needed) instead of stderr.",
+        doc="Write the IR dumps asked for by dump_ir, print_ir_before and print_ir_after, and the artifacts dumped "
+        "with them, to files in this directory (created when needed) instead of stderr.",
     ),
     Setting(
         "print_ir_before", STR_LIST, (), ("POLYTILE_PRINT_IR_BEFORE",), validator=_names,
@@ -325,8 +327,8 @@ SETTINGS: dict[str, Setting] = _declare(
     ),
     Setting(
         "print_ir_after", STR_LIST, (), ("POLYTILE_PRINT_IR_AFTER",), validator=_names,
-        doc="Print the IR after each of these passes (pass names, or 'all'). The pass manager reports a name that no "
-        "pass has.",
+        doc="Print the IR after each of these passes (pass names, or 'all'), with the artifacts the pass made (the "
+        "PTX after emit-ptx, say). The pass manager reports a name that no pass has.",
     ),
     Setting(
         "time_passes", BOOL, False, ("POLYTILE_TIME_PASSES",),
@@ -395,19 +397,19 @@ SETTINGS: dict[str, Setting] = _declare(
         "rocm_path", PATH, None, ("POLYTILE_ROCM_PATH",), optional=True, fallback_env=("ROCM_PATH",),
         doc="Root of the ROCm installation, where ld.lld (llvm/bin/) and the device libraries (amdgcn/bitcode/) are "
         "looked for. ROCM_PATH is read only after the project file, so a project's rocm_path wins over a "
-        "machine-wide installation. Used by the AMD code generator (not built yet): nothing reads it today.",
+        "machine-wide installation.",
     ),
     Setting(
         "amd_lld", PATH, None, ("POLYTILE_AMD_LLD",), optional=True,
         doc="The ld.lld executable that links AMDGPU objects into HSACO code objects. When unset, it is looked for "
-        "under rocm_path, then on PATH (ld.lld, ld.lld-NN). Used by the AMD code generator (not built yet): nothing "
-        "reads it today.",
+        "under rocm_path (llvm/bin, lib/llvm/bin), /opt/rocm, then on PATH (ld.lld, then the highest ld.lld-NN or "
+        "/usr/lib/llvm-NN/bin/ld.lld).",
     ),
     Setting(
         "amd_device_libs", PATH, None, ("POLYTILE_AMD_DEVICE_LIBS",), optional=True,
-        doc="Directory of the ROCm device library bitcode (ocml, ockl) to link math functions from, when the one "
-        "under rocm_path is not the one wanted. Used by the AMD code generator (not built yet): nothing reads it "
-        "today.",
+        doc="Directory holding the ROCm device library bitcode (ocml.bc, ockl.bc) to link math functions from. When "
+        "unset: rocm_path/amdgcn/bitcode, ROCm's clang directory, /opt/rocm*, then Debian's "
+        "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode. Without it, math uses LLVM intrinsics where they exist.",
     ),
 )
 

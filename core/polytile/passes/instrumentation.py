@@ -4,6 +4,13 @@
 (``dump_ir``, ``dump_ir_dir``, ``print_ir_before``, ``print_ir_after``, ``time_passes``,
 ``verify_each``); the API takes the same objects directly.
 
+Besides the IR, the stages leave *artifacts* in :attr:`PassContext.artifacts` (the LLVM IR,
+PTX, a cubin, AMDGCN assembly, an HSACO).  Those that are text or bytes are files to a
+reader: :data:`ARTIFACT_EXTENSIONS` names the extension of each (a backend adds its own
+with :func:`register_artifact_extension`), and the IR printer dumps the ones a pass made
+next to the IR after that pass.  :class:`StageRecorder` keeps the IR after each stage and
+the artifacts each stage made, for ahead-of-time compilation (:mod:`polytile.aot`).
+
 After each pass the pass manager calls the instruments that check the IR
 (:attr:`PassInstrumentation.checks_ir`, the :class:`Verifier`) after all the others, so
 a dump of the IR after a pass is written even when that IR then fails to verify: the
@@ -19,7 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any, ClassVar, Iterable, Mapping
+from typing import IO, Any, ClassVar, Iterable, Mapping, NamedTuple
 
 from ..errors import UnknownNameError, VerificationError
 from .pass_base import Pass
@@ -96,24 +103,81 @@ def _matches(pass_: Pass, selection: frozenset[str] | None) -> bool:
     return selection is not None and ("all" in selection or pass_.name in selection)
 
 
+#: File extension of each artifact that is a file, by artifact key; None marks a text
+#: artifact that is a value rather than a file (the kernel's name).  Text or bytes
+#: artifacts under other keys are files too, ``.txt`` or ``.bin``: a backend's new
+#: artifact is never silently dropped from a dump.
+ARTIFACT_EXTENSIONS: dict[str, str | None] = {
+    "llvm_ir": "ll",
+    "ptx": "ptx",
+    "cubin": "cubin",
+    "amdgcn": "s",
+    "hsaco": "hsaco",
+    "kernel_name": None,
+}
+
+
+def register_artifact_extension(key: str, extension: str | None) -> None:
+    """Dump and write the artifact ``key`` as ``<name>.<extension>``; None says it is a
+    value (it goes to the compile metadata), not a file."""
+    if extension is not None and (not extension or extension.startswith(".") or "/" in extension):
+        raise ValueError(f"artifact '{key}': the extension must be a name such as 'ptx', without a dot, "
+                         f"got {extension!r}")
+    ARTIFACT_EXTENSIONS[key] = extension
+
+
+def artifact_extension(key: str, value: Any) -> str | None:
+    """The extension the artifact ``key`` holding ``value`` is written with, or None
+    when it is not a file (not text or bytes, or declared a value)."""
+    if not isinstance(value, (str, bytes)):
+        return None
+    if key in ARTIFACT_EXTENSIONS:
+        return ARTIFACT_EXTENSIONS[key]
+    return "txt" if isinstance(value, str) else "bin"
+
+
+def file_artifacts(artifacts: Mapping[str, Any]) -> dict[str, str | bytes]:
+    """The artifacts that are files, in the order they were made."""
+    return {key: value for key, value in artifacts.items() if artifact_extension(key, value) is not None}
+
+
+def _made_since(snapshot: Mapping[str, Any], artifacts: Mapping[str, Any]) -> dict[str, str | bytes]:
+    """File artifacts added or replaced since ``snapshot`` (a shallow copy, which keeps
+    the old values alive so that identity tells a replaced value from the same one)."""
+    return {key: value for key, value in file_artifacts(artifacts).items() if snapshot.get(key) is not value}
+
+
 class IRPrinter(PassInstrumentation):
     """Prints the IR before and/or after the selected passes (``"all"`` for every pass).
 
     Output goes to ``stream`` (stderr by default) or, with ``directory``, one file per
     dump named ``<label>/<NNN>-<stage>-<pass>-<before|after>.ir`` so dumps sort in order.
+
+    With ``artifacts`` (the running pipeline's :attr:`PassContext.artifacts`), the
+    artifacts that a pass printed after made or replaced are dumped after its IR: into
+    ``<NNN>-<stage>-<pass>-<key>.<ext>`` files, or to the stream when they are text
+    (bytes, a cubin say, only get a line saying their size: they need a directory).
     """
 
     def __init__(self, before: Iterable[str] = (), after: Iterable[str] = (), *, stream: IO[str] | None = None,
                  directory: str | os.PathLike | None = None, print_initial: bool = False,
-                 print_locations: bool = False):
+                 print_locations: bool = False, artifacts: Mapping[str, Any] | None = None):
         self.before = frozenset(before) or None
         self.after = frozenset(after) or None
         self.stream = stream
         self.directory = Path(directory) if directory is not None else None
         self.print_initial = print_initial
         self.print_locations = print_locations
+        self.artifacts = artifacts
         self._label = "module"
         self._counter = 0
+        self._snapshot: dict[str, Any] = {}
+
+    def _folder(self) -> Path:
+        assert self.directory is not None
+        folder = self.directory / re.sub(r"[^A-Za-z0-9_.-]", "_", self._label)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
 
     def _write(self, module: Any, title: str, slug: str) -> None:
         from ..ir.printer import print_ir
@@ -121,12 +185,26 @@ class IRPrinter(PassInstrumentation):
         text = print_ir(module, print_locations=self.print_locations)
         self._counter += 1
         if self.directory is not None:
-            folder = self.directory / re.sub(r"[^A-Za-z0-9_.-]", "_", self._label)
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{self._counter:03d}-{slug}.ir").write_text(f"// {title}\n{text}")
+            (self._folder() / f"{self._counter:03d}-{slug}.ir").write_text(f"// {title}\n{text}")
             return
         stream = self.stream or sys.stderr
         stream.write(f"// -----// {title} //----- //\n{text}\n")
+
+    def _write_artifact(self, key: str, value: str | bytes, title: str, slug: str) -> None:
+        self._counter += 1
+        if self.directory is not None:
+            path = self._folder() / f"{self._counter:03d}-{slug}-{key}.{artifact_extension(key, value)}"
+            if isinstance(value, bytes):
+                path.write_bytes(value)
+            else:
+                path.write_text(value, encoding="utf-8")
+            return
+        stream = self.stream or sys.stderr
+        if isinstance(value, bytes):
+            stream.write(f"// -----// {title}: {len(value)} bytes, not printed (set dump_ir_dir, "
+                         f"POLYTILE_DUMP_IR_DIR, to have it written to a file) //----- //\n")
+        else:
+            stream.write(f"// -----// {title} //----- //\n{value}\n")
 
     def before_pipeline(self, module: Any, label: str) -> None:
         self._label = label
@@ -135,12 +213,19 @@ class IRPrinter(PassInstrumentation):
             self._write(module, f"IR of {label} before the pipeline", "input")
 
     def before_pass(self, pass_: Pass, stage: str, module: Any) -> None:
+        if self.artifacts is not None and _matches(pass_, self.after):
+            self._snapshot = dict(self.artifacts)
         if _matches(pass_, self.before):
             self._write(module, f"IR before {pass_.spelling()} ({stage})", f"{stage}-{pass_.name}-before")
 
     def after_pass(self, pass_: Pass, stage: str, module: Any, seconds: float) -> None:
         if _matches(pass_, self.after):
             self._write(module, f"IR after {pass_.spelling()} ({stage})", f"{stage}-{pass_.name}-after")
+            if self.artifacts is not None:
+                for key, value in _made_since(self._snapshot, self.artifacts).items():
+                    self._write_artifact(key, value, f"{key} after {pass_.spelling()} ({stage})",
+                                         f"{stage}-{pass_.name}")
+                self._snapshot = {}
 
 
 class PassTimer(PassInstrumentation):
@@ -204,6 +289,56 @@ class Verifier(PassInstrumentation):
                                     exc.op_name, exc.location) from None
 
 
+class StageOutput(NamedTuple):
+    """What one stage left: the IR after it, as text, and the file artifacts it made or
+    replaced (by key, in the order they were made)."""
+
+    name: str
+    ir: str
+    artifacts: dict[str, str | bytes]
+
+
+class StageRecorder(PassInstrumentation):
+    """Keeps the IR before the pipeline (as stage ``initial``) and after each stage, and
+    the file artifacts each stage made, in :attr:`stages`.
+
+    The IR after a stage is taken before the next stage's first pass runs (or when the
+    pipeline ends), so a stage is recorded once however many passes it has.
+    """
+
+    def __init__(self, artifacts: Mapping[str, Any], *, initial: str = "input", print_locations: bool = False):
+        self.artifacts = artifacts
+        self.initial = initial
+        self.print_locations = print_locations
+        self.stages: list[StageOutput] = []
+        self._stage: str | None = None
+        self._snapshot: dict[str, Any] = {}
+
+    def _record(self, name: str, module: Any) -> None:
+        from ..ir.printer import print_ir
+
+        self.stages.append(StageOutput(name, print_ir(module, print_locations=self.print_locations),
+                                       _made_since(self._snapshot, self.artifacts)))
+        self._snapshot = dict(self.artifacts)
+
+    def before_pipeline(self, module: Any, label: str) -> None:
+        self.stages = []
+        self._stage = None
+        self._snapshot = {}
+        self._record(self.initial, module)
+
+    def before_pass(self, pass_: Pass, stage: str, module: Any) -> None:
+        if stage != self._stage:
+            if self._stage is not None:
+                self._record(self._stage, module)
+            self._stage = stage
+
+    def after_pipeline(self, module: Any, label: str, *, statistics: Mapping[str, int] | None = None) -> None:
+        if self._stage is not None:
+            self._record(self._stage, module)
+            self._stage = None
+
+
 def check_pass_names(names: Iterable[str], setting: str) -> frozenset[str]:
     """Reject unknown pass names in a print-IR setting, with close matches."""
     from .registry import pass_registry
@@ -216,9 +351,12 @@ def check_pass_names(names: Iterable[str], setting: str) -> frozenset[str]:
     return selection
 
 
-def instrumentation_from_config() -> list[PassInstrumentation]:
+def instrumentation_from_config(artifacts: Mapping[str, Any] | None = None) -> list[PassInstrumentation]:
     """What the current settings ask for (the pass manager runs the Verifier's
-    ``after_pass`` last whatever its place here, see :func:`after_pass_order`)."""
+    ``after_pass`` last whatever its place here, see :func:`after_pass_order`).
+
+    ``artifacts``: the pipeline's :attr:`PassContext.artifacts`, so that IR dumps
+    include the artifacts the passes make (the compile driver passes them)."""
     from .. import config
 
     result: list[PassInstrumentation] = []
@@ -230,7 +368,8 @@ def instrumentation_from_config() -> list[PassInstrumentation]:
     if dump:
         after = after | {"all"}
     if before or after:
-        result.append(IRPrinter(before, after, directory=config.get("dump_ir_dir"), print_initial=dump))
+        result.append(IRPrinter(before, after, directory=config.get("dump_ir_dir"), print_initial=dump,
+                                artifacts=artifacts))
     if config.get("time_passes"):
         result.append(PassTimer())
     return result
