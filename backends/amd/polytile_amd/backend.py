@@ -1,7 +1,8 @@
-"""The AMD backend: targets, options and device discovery.
+"""The AMD backend: targets, options, device discovery, its pipeline and launcher.
 
-``hip`` (hip-python) is imported only inside :meth:`AmdBackend.active_devices`: it needs
-the ROCm runtime, and compiling for AMD (llvmlite and ld.lld) must work without one.
+``hip`` (hip-python) is imported only inside :meth:`AmdBackend.active_devices` and the
+driver (:mod:`.driver`, when a kernel is launched): it needs the ROCm runtime, and
+compiling for AMD (llvmlite and ld.lld) must work without one.  See docs/amd.md.
 """
 
 from __future__ import annotations
@@ -73,7 +74,36 @@ class AmdBackend(Backend):
             raise BackendUnavailable(f"ROCm runtime failed while listing devices: {exc}") from exc
 
     def versions(self) -> Mapping[str, str]:
-        return installed_versions("llvmlite", "hip-python")
+        from .toolchain import find_device_libs, toolchain_versions
+
+        # Whether ocml is found decides how math functions are lowered, so its place
+        # enters the cache key next to the linker's version.
+        libs = find_device_libs()
+        return {**installed_versions("llvmlite", "hip-python"), **toolchain_versions(),
+                "amd-device-libs": str(libs) if libs is not None else "none"}
+
+    def gpu_target(self, target: Target, options: BackendOptions | None = None) -> Any:
+        """The target data and hooks of the shared GPU lowering (polytile.gpu.lowering)."""
+        from .codegen import amd_gpu_target
+
+        return amd_gpu_target(self.resolve_target(target).arch, getattr(options, "waves_per_eu", 0) or 0)
+
+    def make_launcher(self, *, compiled: Any, kernel_name: str, params: Any, options: BackendOptions) -> Any:
+        """A :class:`~.launcher.Launcher` of the kernel's HSACO (``compiled.binaries['hsaco']``)."""
+        from .launcher import Launcher
+
+        arch = ARCHITECTURES[compiled.target.arch]
+        return Launcher(compiled.binaries["hsaco"], kernel_name, [(p.name, p.type) for p in params],
+                        num_warps=options.num_warps, warp_size=arch.wavefront_size)
+
+    def configure_pipeline(self, *, pipeline: Any, target: Target, options: BackendOptions) -> None:
+        """The GPU stages every backend shares (polytile.gpu.pipeline), then assemble(emit-amdgcn, link-hsaco)."""
+        from polytile.gpu.pipeline import add_gpu_stages
+
+        from .assemble import LinkHSACO
+        from .codegen import EmitAMDGCN
+
+        add_gpu_stages(pipeline, assemble=[EmitAMDGCN(), LinkHSACO()])
 
 
 def _import_hip() -> Any:

@@ -274,11 +274,17 @@ def test_gcn_arch_name_lookup():
 # -- versions and import cost ----------------------------------------------------------
 
 
-def test_versions_are_installed_distributions(backend):
+def test_versions_are_distributions_linker_and_device_libraries(backend):
+    from polytile_amd import toolchain
+
     versions = dict(backend.versions())
-    assert set(versions) <= {"llvmlite", "hip-python"}
-    for dist, version in versions.items():
-        assert version == metadata.version(dist)
+    assert {"llvmlite", "ld.lld", "amd-device-libs"} <= set(versions) <= {"llvmlite", "hip-python", "ld.lld",
+                                                                          "amd-device-libs"}
+    for dist in set(versions) & {"llvmlite", "hip-python"}:
+        assert versions[dist] == metadata.version(dist)
+    assert versions["ld.lld"] == toolchain.lld_version(toolchain.find_lld())
+    assert versions["ld.lld"][0].isdigit()
+    assert versions["amd-device-libs"] == str(toolchain.find_device_libs() or "none")
 
 
 def test_import_loads_no_vendor_module():

@@ -1,0 +1,170 @@
+"""Math on AMD: the ROCm device libraries (ocml bitcode) when found, else LLVM intrinsics.
+
+The AMDGPU backend lowers some math intrinsics itself (``llvm.exp2``, ``llvm.log2``,
+``llvm.sqrt`` on f16/f32; ``llvm.sin``/``llvm.cos`` on f16/f32 through ``v_sin_f32``,
+accurate only near zero).  Everything else (erf, pow, f64 transcendental functions) must
+come from ocml; LLVM stops the process on a math call it cannot select, so a function
+with neither is a :class:`~.errors.DeviceLibsMissingError` at lowering time, listing
+where the libraries were looked for.
+
+Which source a function uses is decided when the kernel is lowered, from whether ocml is
+found; the library's directory enters the compile cache key (``AmdBackend.versions``).
+
+ocml reads its options from ``__oclc_*`` constants, normally linked in from the
+``oclc_*.bc`` control libraries.  Those files differ between ROCm releases (older ones
+have no ``oclc_isa_version_942.bc``), so the constants are defined here, with the values
+the control libraries for these options hold: IEEE denormals, no fast math, correctly
+rounded f32 sqrt, the architecture's wavefront size and ISA version, code object ABI 5.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, Callable
+
+from llvmlite import ir
+
+from polytile.gpu.lowering.elementwise import LOG2E, intrinsic
+
+from .architectures import ARCHITECTURES
+from .errors import DeviceLibsMissingError
+from .toolchain import OCML, find_device_libs, not_found_error
+
+OCML_PREFIX = "__ocml_"
+# --------------------------------------------------------------------------------------
+# The math table of the AMD GpuTarget
+
+_F32 = ir.FloatType()
+Emitter = Callable[[Any, list, ir.Type], Any]
+
+
+def _type_name(type_: ir.Type) -> str:
+    return {ir.HalfType: "f16", ir.FloatType: "f32", ir.DoubleType: "f64"}[type(type_)]
+
+
+def _ocml_call(ctx: Any, name: str, args: list, type_: ir.Type) -> Any:
+    return ctx.call(f"{OCML_PREFIX}{name}_{_type_name(type_)}", type_, args)
+
+
+def _missing(ctx: Any, name: str, type_: ir.Type) -> DeviceLibsMissingError:
+    return DeviceLibsMissingError(f"in kernel '{ctx.kernel}': {name} on {_type_name(type_)} needs the ROCm device "
+                                  f"libraries on AMD (LLVM has no {name} of its own there), and they were not "
+                                  f"found.\n{not_found_error()}")
+
+
+def _ocml_or(fallback: Emitter | None, types: tuple[type, ...] = (ir.HalfType, ir.FloatType)) -> Callable[[str], Emitter]:
+    """ocml when found; else ``fallback`` for the element types in ``types``; else an error."""
+    def make(name: str) -> Emitter:
+        def emit(ctx: Any, args: list, type_: ir.Type) -> Any:
+            if find_device_libs() is not None:
+                return _ocml_call(ctx, name, args, type_)
+            if fallback is not None and isinstance(type_, types):
+                return fallback(ctx, args, type_)
+            raise _missing(ctx, name, type_)
+        return emit
+    return make
+
+
+def _intrinsic_or_ocml(llvm_name: str) -> Callable[[str], Emitter]:
+    """The LLVM intrinsic on f16/f32 (AMDGPU selects it to one instruction); ocml on f64."""
+    def make(name: str) -> Emitter:
+        def emit(ctx: Any, args: list, type_: ir.Type) -> Any:
+            if not isinstance(type_, ir.DoubleType):
+                return intrinsic(ctx, llvm_name, args)
+            if find_device_libs() is not None:
+                return _ocml_call(ctx, name, args, type_)
+            raise _missing(ctx, name, type_)
+        return emit
+    return make
+
+
+def _exp(ctx: Any, args: list, type_: ir.Type) -> Any:
+    if isinstance(type_, ir.DoubleType):
+        return _intrinsic_or_ocml("exp2")("exp")(ctx, args, type_)
+    return intrinsic(ctx, "exp2", [ctx.builder.fmul(args[0], ir.Constant(type_, LOG2E))])
+
+
+def _rsqrt(ctx: Any, args: list, type_: ir.Type) -> Any:
+    return ctx.builder.fdiv(ir.Constant(type_, 1.0), intrinsic(ctx, "sqrt", args))
+
+
+def _llvm(name: str) -> Emitter:
+    return lambda ctx, args, type_: intrinsic(ctx, name, args)
+
+
+MATH: dict[str, Emitter] = {
+    "exp": _exp,
+    "exp2": _intrinsic_or_ocml("exp2")("exp2"),
+    "log": _intrinsic_or_ocml("log")("log"),
+    "log2": _intrinsic_or_ocml("log2")("log2"),
+    "sin": _ocml_or(_llvm("sin"))("sin"),
+    "cos": _ocml_or(_llvm("cos"))("cos"),
+    "rsqrt": _ocml_or(_rsqrt, (ir.HalfType, ir.FloatType, ir.DoubleType))("rsqrt"),
+    "erf": _ocml_or(None)("erf"),
+    "pow": _ocml_or(None)("pow"),
+}
+
+
+# --------------------------------------------------------------------------------------
+# Linking ocml into a kernel's module
+
+
+def _controls(arch: str) -> dict[str, tuple[str, int]]:
+    """The ``__oclc_*`` constants ocml reads, as (LLVM type, value)."""
+    gfx = arch[3:]
+    # oclc_isa_version_<gfx>.bc holds major * 1000 + minor * 100 + stepping ("90a": 9, 0, 10).
+    major, minor, stepping = int(gfx[:-2]), int(gfx[-2], 16), int(gfx[-1], 16)
+    return {
+        "__oclc_finite_only_opt": ("i8", 0),
+        "__oclc_unsafe_math_opt": ("i8", 0),
+        "__oclc_daz_opt": ("i8", 0),
+        "__oclc_correctly_rounded_sqrt32": ("i8", 1),
+        "__oclc_wavefrontsize64": ("i8", int(ARCHITECTURES[arch].wavefront_size == 64)),
+        "__oclc_ISA_version": ("i32", major * 1000 + minor * 100 + stepping),
+        "__oclc_ABI_version": ("i32", 500),
+    }
+
+
+def _control_module(llvm: Any, arch: str, names: list[str], triple: str, data_layout: str) -> Any:
+    lines = [f'target triple = "{triple}"', f'target datalayout = "{data_layout}"']
+    for name in names:
+        type_, value = _controls(arch)[name]
+        lines.append(f"@{name} = linkonce_odr protected local_unnamed_addr addrspace(4) constant {type_} {value}, "
+                     f"align {1 if type_ == 'i8' else 4}")
+    return llvm.parse_assembly("\n".join(lines) + "\n")
+
+
+@functools.lru_cache(maxsize=4)
+def _ocml_bitcode(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def link_into(llvm: Any, module: Any, arch: str, kernel: str) -> None:
+    """Link ocml into ``module`` (a parsed llvmlite module) when it calls ``__ocml_*``."""
+    needed = [f.name for f in module.functions if f.is_declaration and f.name.startswith(OCML_PREFIX)]
+    if not needed:
+        return
+    directory = find_device_libs()
+    if directory is None:  # found when the kernel was lowered, gone now
+        raise DeviceLibsMissingError(f"in kernel '{kernel}': {', '.join(needed)} come from the ROCm device libraries, "
+                                     f"which are no longer found.\n{not_found_error()}")
+    library = llvm.parse_bitcode(_ocml_bitcode(directory / OCML))
+    library.triple = module.triple
+    library.data_layout = module.data_layout
+    module.link_in(library)
+    undefined = [g.name for g in module.global_variables if g.is_declaration and g.name.startswith("__oclc_")]
+    unknown = [name for name in undefined if name not in _controls(arch)]
+    if unknown:
+        raise DeviceLibsMissingError(f"in kernel '{kernel}': the ocml in {directory} reads option(s) "
+                                     f"{', '.join(unknown)} that polytile does not know; point 'amd_device_libs' at "
+                                     "the device libraries of a ROCm release from 5.2 to 6.x")
+    if undefined:
+        module.link_in(_control_module(llvm, arch, undefined, module.triple, module.data_layout))
+    # Internal: unused library functions go away at -O3, used ones get inlined.
+    for function in module.functions:
+        if not function.is_declaration and function.name.startswith(("__ocml_", "__ockl_")):
+            function.linkage = llvm.Linkage.internal
+
+
+__all__ = ["MATH", "OCML_PREFIX", "link_into"]

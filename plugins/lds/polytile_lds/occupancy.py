@@ -1,0 +1,72 @@
+"""How many waves of a kernel one SIMD can hold, from its LDS and VGPR use.
+
+A compute unit (CU) has a fixed LDS and a fixed register file per SIMD; a workgroup's
+waves are spread over the CU's SIMDs.  The waves a SIMD holds are the smallest of:
+
+- the hardware's limit of waves per SIMD;
+- the VGPRs: a SIMD's register file divided by what one wave allocates (the kernel's
+  VGPRs, plus AGPRs on CDNA, rounded up to the allocation granule);
+- the LDS: the workgroups whose LDS fits in the CU at once, times their waves, over the
+  SIMDs of the CU.
+
+The numbers per family are AMD's published ones (CDNA3 ISA guide, RDNA3 ISA guide); the
+result is the same estimate the AMD occupancy calculators make, not a measurement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class ComputeUnit:
+    simds: int
+    max_waves_per_simd: int
+    #: VGPRs per lane of one SIMD's register file (CDNA: arch VGPRs and AGPRs together).
+    vgprs_per_simd: int
+    vgpr_granule: int
+    #: LDS the workgroups resident on one CU share, bytes.
+    lds_bytes: int
+
+
+#: By architecture.  gfx1100 counts in CU mode (the compiler's default): 2 SIMDs, 64 KB.
+COMPUTE_UNITS = {
+    "gfx90a": ComputeUnit(simds=4, max_waves_per_simd=8, vgprs_per_simd=512, vgpr_granule=8, lds_bytes=65536),
+    "gfx942": ComputeUnit(simds=4, max_waves_per_simd=8, vgprs_per_simd=512, vgpr_granule=8, lds_bytes=65536),
+    "gfx950": ComputeUnit(simds=4, max_waves_per_simd=8, vgprs_per_simd=512, vgpr_granule=8, lds_bytes=163840),
+    "gfx1100": ComputeUnit(simds=2, max_waves_per_simd=16, vgprs_per_simd=1536, vgpr_granule=24, lds_bytes=65536),
+}
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    waves_per_simd: int
+    by_lds: int
+    by_vgprs: int
+    #: "lds", "vgprs" or "hardware": what sets ``waves_per_simd``.
+    limited_by: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _round_up(n: int, granule: int) -> int:
+    return -(-n // granule) * granule
+
+
+def occupancy(arch: str, *, lds_bytes: int, vgprs: int, agprs: int = 0, workgroup_size: int,
+              wavefront_size: int) -> Occupancy:
+    """Waves per SIMD of a kernel using ``lds_bytes`` of LDS per workgroup and ``vgprs`` (and
+    ``agprs``) per lane, launched in workgroups of ``workgroup_size`` work-items."""
+    cu = COMPUTE_UNITS[arch]
+    registers = (_round_up(vgprs, 4) + agprs) if agprs else vgprs
+    by_vgprs = min(cu.max_waves_per_simd, cu.vgprs_per_simd // max(_round_up(max(registers, 1), cu.vgpr_granule), 1))
+    waves_per_group = -(-workgroup_size // wavefront_size)
+    if lds_bytes:
+        groups = cu.lds_bytes // lds_bytes
+        by_lds = min(cu.max_waves_per_simd, groups * waves_per_group // cu.simds)
+    else:
+        by_lds = cu.max_waves_per_simd
+    waves = min(by_lds, by_vgprs)
+    limited_by = "hardware" if waves == cu.max_waves_per_simd else "lds" if by_lds <= by_vgprs else "vgprs"
+    return Occupancy(waves, by_lds, by_vgprs, limited_by)

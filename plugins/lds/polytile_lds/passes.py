@@ -1,0 +1,121 @@
+"""The passes the plugin adds to the AMD pipeline.
+
+``lds-fit`` (after ``memory/allocate-shared``): each kernel's LDS need is the memory
+stage's ``gpu.shared_bytes``.  Over the architecture's limit (64 KB on gfx90a, gfx942 and
+gfx1100; 160 KB on gfx950), the remedies of :data:`REMEDIES` are tried in order, cheapest
+first; after one changes the IR, the memory stage's allocation runs again and the need
+is measured anew.  When none is left, the kernel fails with an
+:class:`~polytile_amd.errors.OutOfResourcesError` naming the kernel, the need and the
+limit (the autotuner drops configurations that raise it).
+
+``lds-verify`` (after ``assemble/link-hsaco``): the code object's
+``.group_segment_fixed_size`` must be the allocation's size (else the kernel would
+overrun or waste LDS: an internal error); it records LDS use and the occupancy it implies
+in the artifact ``"lds"`` (and the plugin puts the same into the compile metadata).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
+
+from polytile.errors import PolytileError
+from polytile.gpu.allocation import SHARED_BYTES_ATTR, AllocateShared
+from polytile.passes.pass_base import Pass, PassContext, PreservedAnalyses
+
+from .occupancy import occupancy
+
+#: ``remedy(module, kernel, context) -> bool``: change ``kernel`` (a ``func.func``) so it
+#: needs less LDS, returning whether anything changed.  Tried in registration order.
+Remedy = Callable[[Any, Any, PassContext], bool]
+REMEDIES: dict[str, Remedy] = {}
+#: Artifact key of what lds-verify records.
+LDS = "lds"
+
+
+def register_remedy(name: str) -> Callable[[Remedy], Remedy]:
+    """Decorator: try ``fn`` when a kernel needs more LDS than the architecture has (a
+    pipelining pass registers "fewer stages", a layout pass "conversions in rounds")."""
+    def register(fn: Remedy) -> Remedy:
+        REMEDIES[name] = fn
+        return fn
+    return register
+
+
+def lds_limit(arch: str) -> int:
+    from polytile_amd.architectures import ARCHITECTURES
+
+    return ARCHITECTURES[arch].lds_bytes
+
+
+def _kernels(module: Any) -> list[Any]:
+    return [op for op in module.walk() if op.name == "func.func" and op.attributes.get("kernel")]
+
+
+@dataclass
+class LdsFit(Pass):
+    """Fit each kernel's LDS into the architecture's limit, or fail naming both."""
+
+    name: ClassVar[str] = "lds-fit"
+    summary: ClassVar[str] = "check LDS against the AMD architecture's limit; try cheaper choices when over"
+
+    def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
+        from polytile_amd.errors import OutOfResourcesError
+
+        arch = context.target.arch
+        limit = lds_limit(arch)
+        changed = False
+        for kernel in _kernels(module):
+            name = kernel.attributes["sym_name"]
+            need = int(kernel.attributes.get(SHARED_BYTES_ATTR, 0))
+            tried = []
+            for remedy_name, remedy in list(REMEDIES.items()):
+                if need <= limit:
+                    break
+                tried.append(remedy_name)
+                if remedy(module, kernel, context):
+                    changed = True
+                    context.analyses.invalidate(PreservedAnalyses.none())
+                    AllocateShared().run(module, context)
+                    need = int(kernel.attributes.get(SHARED_BYTES_ATTR, 0))
+            if need > limit:
+                after = f" (after trying: {', '.join(tried)})" if tried else ""
+                raise OutOfResourcesError(
+                    f"kernel '{name}' needs {need} bytes of LDS (shared memory), more than the {limit} bytes {arch} "
+                    f"gives a workgroup{after}; use smaller blocks, fewer pipeline stages (num_stages) or fewer warps",
+                    kernel=name, resource="LDS", required=need, limit=limit)
+        return PreservedAnalyses.none() if changed else PreservedAnalyses.all()
+
+
+@dataclass
+class LdsVerify(Pass):
+    """Check the code object's LDS against the allocation; record LDS use and occupancy."""
+
+    name: ClassVar[str] = "lds-verify"
+    summary: ClassVar[str] = "code object LDS == allocated LDS; LDS use and occupancy into the artifacts"
+
+    def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
+        from polytile_amd.assemble import CODE_OBJECT_METADATA
+
+        info = context.artifacts.get(CODE_OBJECT_METADATA)
+        kernel_name = context.artifacts.get("kernel_name")
+        if info is None or kernel_name is None:
+            raise PolytileError("lds-verify needs the code object metadata that link-hsaco records; put it after "
+                                "link-hsaco")
+        kernel = next(k for k in _kernels(module) if k.attributes["sym_name"] == kernel_name)
+        allocated = int(kernel.attributes.get(SHARED_BYTES_ATTR, 0))
+        declared = int(info["group_segment_fixed_size"])
+        if declared != allocated:
+            raise PolytileError(f"internal error: kernel '{kernel_name}': the code object declares {declared} bytes of "
+                                f"LDS but the memory stage allocated {allocated}; please report this with the IR dump "
+                                "(POLYTILE_DUMP_IR=1)")
+        context.artifacts[LDS] = lds_record(context.target.arch, info)
+        return PreservedAnalyses.all()
+
+
+def lds_record(arch: str, info: dict) -> dict:
+    """LDS use, limit and occupancy of a kernel from its code object metadata entry."""
+    estimate = occupancy(arch, lds_bytes=int(info["group_segment_fixed_size"]), vgprs=int(info["vgpr_count"]),
+                         agprs=int(info.get("agpr_count", 0)), workgroup_size=int(info["max_flat_workgroup_size"]),
+                         wavefront_size=int(info["wavefront_size"]))
+    return {"bytes": int(info["group_segment_fixed_size"]), "limit": lds_limit(arch), **estimate.as_dict()}

@@ -1,0 +1,153 @@
+"""The LDS sizing plugin (plugins/lds, distribution polytile-lds) on the AMD pipeline:
+limits per architecture, remedies, the code object check, occupancy, and the AMD
+backend without it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polytile as pt
+import polytile.language as pl
+from polytile import config
+from polytile.compiler import compile_module
+from polytile.errors import PassFailure
+from polytile.plugins.manager import get_plugin_manager
+from polytile.target import Target
+from polytile_amd.errors import OutOfResourcesError
+from polytile_lds import REMEDIES, occupancy, passes, plugin
+
+
+@pt.jit
+def transpose(x, out, M: pl.constexpr, N: pl.constexpr):
+    # The transpose moves every element to another thread, through LDS: M * N * 4 bytes
+    # plus padding.
+    r = pl.arange(0, M)[:, None]
+    c = pl.arange(0, N)[None, :]
+    v = pl.load(x + r * N + c)
+    pl.store(out + pl.arange(0, N)[:, None] * M + pl.arange(0, M)[None, :], pl.trans(v))
+
+
+@pt.jit
+def add(x, out, BLOCK: pl.constexpr):
+    offs = pl.arange(0, BLOCK)
+    pl.store(out + offs, pl.load(x + offs) + 1.0)
+
+
+def compile_amd(kernel, arch, **meta):
+    f = np.zeros(1 << 16, np.float32)
+    return compile_module(kernel.lower(f, f, **meta), f"amd:{arch}", num_warps=4)
+
+
+def raised(excinfo):
+    error = excinfo.value
+    return error.__cause__ if isinstance(error, PassFailure) and error.__cause__ else error
+
+
+def test_the_plugin_is_installed_and_inserts_its_passes():
+    records = {r.distribution: r for r in get_plugin_manager().plugins()}
+    assert "polytile-lds" in records
+    result = compile_amd(add, "gfx942", BLOCK=256)
+    names = [p.name for stage in result.pipeline.stages for p in stage.passes]
+    assert names.index("lds-fit") == names.index("allocate-shared") + 1
+    assert names.index("lds-verify") == names.index("link-hsaco") + 1
+
+
+def test_other_backends_are_left_alone():
+    f = np.zeros(1024, np.float32)
+    result = compile_module(add.lower(f, f, BLOCK=256), "nvidia:sm_90a")
+    assert "lds-fit" not in [p.name for stage in result.pipeline.stages for p in stage.passes]
+
+
+@pytest.mark.parametrize("arch", ["gfx90a", "gfx942", "gfx1100"])
+def test_a_kernel_over_64_kb_fails_naming_kernel_need_and_limit(arch):
+    with pytest.raises(Exception) as info:
+        compile_amd(transpose, arch, M=128, N=256)
+    error = raised(info)
+    assert isinstance(error, OutOfResourcesError)
+    assert (error.kernel, error.resource, error.limit) == ("transpose", "LDS", 65536)
+    assert error.required > 128 * 256 * 4
+    assert f"kernel 'transpose' needs {error.required} bytes of LDS" in str(error)
+    assert f"more than the 65536 bytes {arch} gives a workgroup" in str(error)
+
+
+def test_gfx950_has_160_kb():
+    result = compile_amd(transpose, "gfx950", M=128, N=256)
+    lds = result.context.artifacts["lds"]
+    assert lds["bytes"] == result.context.artifacts["shared_bytes"] > 128 * 256 * 4
+    assert lds["limit"] == 163840
+    assert result.context.artifacts["amd_code_object"]["group_segment_fixed_size"] == lds["bytes"]
+    # One 132 KB workgroup per CU: 4 waves of 64 on 4 SIMDs, one wave each.
+    assert (lds["by_lds"], lds["waves_per_simd"], lds["limited_by"]) == (1, 1, "lds")
+
+
+def test_remedies_are_tried_in_order_until_the_kernel_fits(monkeypatch):
+    calls = []
+
+    def no_help(module, kernel, context):
+        calls.append("no-help")
+        return False
+
+    def drop_transpose(module, kernel, context):
+        # A test stand-in for a real remedy: make the kernel need no LDS.
+        calls.append("drop-transpose")
+        for op in [op for op in kernel.walk() if op.name == "tile.trans"]:
+            op.result.replace_all_uses_with(op.operands[0])
+            op.erase()
+        return True
+
+    monkeypatch.setattr(passes, "REMEDIES", {"no-help": no_help, "drop-transpose": drop_transpose})
+    result = compile_amd(transpose, "gfx942", M=128, N=128)
+    assert calls == ["no-help", "drop-transpose"]
+    assert result.context.artifacts["lds"]["bytes"] == 0
+
+
+def test_the_error_lists_the_remedies_tried(monkeypatch):
+    monkeypatch.setattr(passes, "REMEDIES", {"fewer-stages": lambda module, kernel, context: False})
+    with pytest.raises(Exception) as info:
+        compile_amd(transpose, "gfx942", M=128, N=256)
+    assert "(after trying: fewer-stages)" in str(raised(info))
+
+
+def test_a_code_object_that_disagrees_with_the_allocation_is_an_internal_error(monkeypatch):
+    from polytile_amd import codegen
+
+    size_lds = codegen.size_lds
+    monkeypatch.setattr(codegen, "size_lds", lambda text, size: size_lds(text, size + 16))
+    with pytest.raises(Exception, match="the code object declares .* bytes of LDS but the memory stage allocated"):
+        compile_amd(transpose, "gfx942", M=32, N=32)
+
+
+def test_compile_metadata_gets_lds_and_occupancy():
+    info = compile_amd(transpose, "gfx942", M=64, N=64).context.artifacts["amd_code_object"]
+    metadata = {"amd_code_object": info}
+    plugin.polytile_compile_metadata(kernel_name="transpose", target=Target("amd", "gfx942"), metadata=metadata)
+    assert metadata["lds.bytes"] == info["group_segment_fixed_size"] > 64 * 64 * 4
+    assert metadata["lds.limit"] == 65536 and 1 <= metadata["lds.waves_per_simd"] <= 8
+    untouched = {"x": 1}
+    plugin.polytile_compile_metadata(kernel_name="k", target=Target("nvidia", "sm_90a"), metadata=untouched)
+    assert untouched == {"x": 1}
+
+
+@pytest.mark.parametrize("arch, lds, vgprs, agprs, group, wave, expected", [
+    ("gfx942", 0, 32, 0, 256, 64, (8, 8, 8, "hardware")),
+    ("gfx942", 0, 128, 0, 256, 64, (4, 8, 4, "vgprs")),
+    ("gfx942", 0, 100, 64, 256, 64, (3, 8, 3, "vgprs")),  # CDNA counts AGPRs too: 100 -> 104, + 64 = 168
+    ("gfx942", 32768, 32, 0, 256, 64, (2, 2, 8, "lds")),  # two workgroups of 4 waves on 4 SIMDs
+    ("gfx950", 32768, 32, 0, 256, 64, (5, 5, 8, "lds")),
+    ("gfx1100", 16384, 48, 0, 128, 32, (8, 8, 16, "lds")),
+])
+def test_occupancy_model(arch, lds, vgprs, agprs, group, wave, expected):
+    estimate = occupancy(arch, lds_bytes=lds, vgprs=vgprs, agprs=agprs, workgroup_size=group, wavefront_size=wave)
+    assert (estimate.waves_per_simd, estimate.by_lds, estimate.by_vgprs, estimate.limited_by) == expected
+
+
+def test_without_the_plugin_the_amd_backend_still_compiles_and_guards_its_limit():
+    with config.override(disabled_plugins=["polytile-lds"]):
+        result = compile_amd(add, "gfx942", BLOCK=256)
+        assert "lds" not in result.context.artifacts and result.context.artifacts["hsaco"]
+        with pytest.raises(Exception) as info:
+            compile_amd(transpose, "gfx942", M=128, N=256)
+    error = raised(info)
+    assert isinstance(error, OutOfResourcesError) and error.limit == 65536
+    assert REMEDIES == {}  # no remedy is built in: pipelining and layout passes register theirs
