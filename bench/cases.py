@@ -1,0 +1,263 @@
+"""The benchmark cases: one table entry per kernel.
+
+A case says how to make its inputs on a device, how to launch its kernel (the same host
+code for polytile and Triton: ``lib`` is ``bench.polytile_kernels`` or
+``bench.triton_kernels``), what the right answer is (NumPy, on a host copy of the
+inputs), how many bytes it must move or flops it must do, and its sizes for each size
+class.  Block sizes and ``num_warps`` are chosen by the launch code, as a user would,
+so both compilers get the same ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .devices import ITEMSIZE, Device
+
+Size = tuple[int, ...]
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def row_warps(block: int) -> int:
+    """``num_warps`` for one program per row (Triton's layer norm tutorial's rule)."""
+    return min(max(block // 256, 1), 8)
+
+
+class Problem:
+    """The arrays and scalars of one launch; ``p.x`` reads either.
+
+    ``outputs`` are checked after a launch.  When ``rows`` is set, the arrays named in
+    ``row_arrays`` have one row per program and the check reads a sample of those rows
+    (rows are computed independently, so a sample checks them fully).
+    """
+
+    def __init__(self, arrays: dict[str, Any], scalars: dict[str, Any], outputs: tuple[str, ...],
+                 rows: int | None = None, row_arrays: tuple[str, ...] = ()):
+        self.arrays = arrays
+        self.scalars = scalars
+        self.outputs = outputs
+        self.rows = rows
+        self.row_arrays = frozenset(row_arrays)
+
+    def __getattr__(self, name: str) -> Any:
+        for table in (self.__dict__.get("arrays", {}), self.__dict__.get("scalars", {})):
+            if name in table:
+                return table[name]
+        raise AttributeError(f"the problem has no array or scalar named {name!r}")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    mode: str  # "memory" (reported in GB/s) or "matmul" (TFLOP/s)
+    description: str
+    dtypes: tuple[str, ...]
+    sizes: dict[str, tuple[Size, ...]]  # by size class: "tiny", "small", "full"
+    make: Callable[[Device, Size, str], Problem]
+    launch: Callable[[Any, Problem], None]
+    reference: Callable[[dict[str, np.ndarray], dict[str, Any]], dict[str, np.ndarray]]
+    work: Callable[[Size, int], float]  # bytes (memory) or flops (matmul)
+    tolerance: dict[str, tuple[float, float]] = field(default_factory=dict)  # dtype -> (rtol, atol)
+
+    @property
+    def metric(self) -> str:
+        return "TFLOP/s" if self.mode == "matmul" else "GB/s"
+
+    def rate(self, size: Size, dtype: str, ms: float) -> float:
+        scale = 1e12 if self.mode == "matmul" else 1e9
+        return self.work(size, ITEMSIZE[dtype]) / (ms * 1e-3) / scale
+
+    def tolerance_for(self, dtype: str) -> tuple[float, float]:
+        return self.tolerance.get(dtype, DEFAULT_TOLERANCE[dtype])
+
+
+DEFAULT_TOLERANCE = {"f32": (1e-4, 1e-5), "f16": (1e-2, 1e-2), "bf16": (2e-2, 1e-3)}
+
+
+def size_label(size: Size) -> str:
+    if len(size) == 1:
+        n = size[0]
+        return f"2^{n.bit_length() - 1}" if n & (n - 1) == 0 else str(n)
+    return "x".join(str(d) for d in size)
+
+
+# -- elementwise -------------------------------------------------------------------------
+
+
+def _make_binary(device: Device, size: Size, dtype: str) -> Problem:
+    (n,) = size
+    arrays = {"x": device.randn(size, dtype, 1), "y": device.randn(size, dtype, 2), "out": device.empty(size, dtype)}
+    return Problem(arrays, {"n": n, "alpha": 0.5}, outputs=("out",))
+
+
+def _launch_add(lib: Any, p: Problem) -> None:
+    lib.add_kernel[(cdiv(p.n, 1024),)](p.x, p.y, p.out, p.n, BLOCK_SIZE=1024, num_warps=4)
+
+
+def _launch_axpy(lib: Any, p: Problem) -> None:
+    lib.axpy_kernel[(cdiv(p.n, 1024),)](p.x, p.y, p.out, p.alpha, p.n, BLOCK_SIZE=1024, num_warps=4)
+
+
+def _three_vectors(size: Size, itemsize: int) -> float:
+    return 3 * size[0] * itemsize
+
+
+# -- row-wise ----------------------------------------------------------------------------
+
+
+def _make_rows(device: Device, size: Size, dtype: str, out_shape: str) -> Problem:
+    rows, cols = size
+    x = device.randn(size, dtype, 3)
+    out = device.empty(size if out_shape == "same" else (rows,), dtype)
+    return Problem({"x": x, "out": out}, {"rows": rows, "cols": cols, "stride": device.row_stride(x)},
+                   outputs=("out",), rows=rows, row_arrays=("x", "out"))
+
+
+def _launch_softmax(lib: Any, p: Problem) -> None:
+    block = next_power_of_2(p.cols)
+    num_warps = 16 if block >= 4096 else 8 if block >= 2048 else 4  # Triton's softmax tutorial
+    lib.softmax_kernel[(p.rows,)](p.out, p.x, p.stride, p.stride, p.cols, BLOCK_SIZE=block, num_warps=num_warps)
+
+
+def _softmax_reference(host: dict[str, np.ndarray], scalars: dict[str, Any]) -> dict[str, np.ndarray]:
+    x = host["x"].astype(np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return {"out": e / e.sum(axis=1, keepdims=True)}
+
+
+def _make_layer_norm(device: Device, size: Size, dtype: str) -> Problem:
+    rows, cols = size
+    x = device.randn(size, dtype, 4)
+    arrays = {"x": x, "w": device.randn((cols,), dtype, 5), "b": device.randn((cols,), dtype, 6),
+              "y": device.empty(size, dtype), "mean": device.empty((rows,), "f32"), "rstd": device.empty((rows,), "f32")}
+    scalars = {"rows": rows, "cols": cols, "stride": device.row_stride(x), "eps": 1e-5,
+               "itemsize": ITEMSIZE[dtype]}
+    return Problem(arrays, scalars,
+                   outputs=("y", "mean", "rstd"), rows=rows, row_arrays=("x", "y", "mean", "rstd"))
+
+
+def _launch_layer_norm(lib: Any, p: Problem) -> None:
+    # Triton's layer norm tutorial: rows up to 64 KB in one block, else a loop of them.
+    block = min(65536 // p.itemsize, next_power_of_2(p.cols))
+    lib.layer_norm_fwd_kernel[(p.rows,)](p.x, p.y, p.w, p.b, p.mean, p.rstd, p.stride, p.cols, p.eps,
+                                         BLOCK_SIZE=block, num_warps=row_warps(block))
+
+
+def _layer_norm_reference(host: dict[str, np.ndarray], scalars: dict[str, Any]) -> dict[str, np.ndarray]:
+    x = host["x"].astype(np.float64)
+    mean = x.mean(axis=1)
+    rstd = 1 / np.sqrt(x.var(axis=1) + scalars["eps"])
+    y = (x - mean[:, None]) * rstd[:, None] * host["w"] + host["b"]
+    return {"y": y, "mean": mean, "rstd": rstd}
+
+
+def _launch_row_reduce(kernel: str) -> Callable[[Any, Problem], None]:
+    def launch(lib: Any, p: Problem) -> None:
+        block = min(next_power_of_2(p.cols), 4096)
+        getattr(lib, kernel)[(p.rows,)](p.x, p.out, p.stride, p.cols, BLOCK_SIZE=block, num_warps=row_warps(block))
+
+    return launch
+
+
+def _launch_cumsum(lib: Any, p: Problem) -> None:
+    block = next_power_of_2(p.cols)
+    lib.cumsum_kernel[(p.rows,)](p.x, p.out, p.stride, p.cols, BLOCK_SIZE=block, num_warps=row_warps(block))
+
+
+def _rows_in_out(size: Size, itemsize: int) -> float:
+    return 2 * size[0] * size[1] * itemsize
+
+
+def _rows_in_column_out(size: Size, itemsize: int) -> float:
+    return (size[0] * size[1] + size[0]) * itemsize
+
+
+def _layer_norm_bytes(size: Size, itemsize: int) -> float:
+    rows, cols = size
+    return 2 * rows * cols * itemsize + 2 * cols * itemsize + 2 * rows * 4
+
+
+# -- matmul ------------------------------------------------------------------------------
+
+
+def _make_matmul(device: Device, size: Size, dtype: str) -> Problem:
+    m, n, k = size
+    a, b = device.randn((m, k), dtype, 7), device.randn((k, n), dtype, 8)
+    c = device.empty((m, n), dtype)
+    strides = {"stride_am": device.row_stride(a), "stride_bk": device.row_stride(b), "stride_cm": device.row_stride(c)}
+    return Problem({"a": a, "b": b, "c": c}, {"M": m, "N": n, "K": k, **strides},
+                   outputs=("c",), rows=m, row_arrays=("a", "c"))
+
+
+def _launch_matmul(lib: Any, p: Problem) -> None:
+    # Triton's tutorial configuration for fp16 on Hopper; small problems get small blocks.
+    if p.M >= 1024:
+        bm, bn, bk, group, warps, stages = 128, 256, 64, 8, 8, 3
+    else:
+        bm, bn, bk, group, warps, stages = 32, 32, 32, 2, 4, 2
+    grid = (cdiv(p.M, bm) * cdiv(p.N, bn),)
+    lib.matmul_kernel[grid](p.a, p.b, p.c, p.M, p.N, p.K, p.stride_am, 1, p.stride_bk, 1, p.stride_cm, 1,
+                            BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, num_warps=warps, num_stages=stages)
+
+
+def _matmul_reference(host: dict[str, np.ndarray], scalars: dict[str, Any]) -> dict[str, np.ndarray]:
+    return {"c": host["a"] @ host["b"]}
+
+
+def _matmul_flops(size: Size, itemsize: int) -> float:
+    m, n, k = size
+    return 2 * m * n * k
+
+
+_ROWS_FULL = ((4096, 1024), (16384, 4096), (32768, 16384))
+
+CASES: dict[str, Case] = {case.name: case for case in (
+    Case("vector_add", "memory", "out = x + y", ("f32", "bf16"),
+         {"tiny": ((4096,),), "small": ((1 << 20,), (1 << 24,)),
+          "full": ((1 << 20,), (1 << 22,), (1 << 24,), (1 << 26,), (1 << 28,))},
+         _make_binary, _launch_add, lambda h, s: {"out": h["x"] + h["y"]}, _three_vectors),
+    Case("axpy_odd_length", "memory", "out = alpha * x + y, length not a multiple of the block", ("f32", "bf16"),
+         {"tiny": ((5000,),), "small": ((1_000_003,),), "full": ((1_000_003,), (10_000_019,), (100_000_007,))},
+         _make_binary, _launch_axpy, lambda h, s: {"out": s["alpha"] * h["x"] + h["y"]}, _three_vectors),
+    Case("softmax", "memory", "row-wise softmax, one program per row", ("f32", "bf16"),
+         {"tiny": ((16, 128), (8, 300)), "small": ((4096, 128), (8192, 2048)),
+          "full": ((4096, 128), (4096, 1024), (8192, 2048), (16384, 4096), (32768, 8192), (32768, 16384))},
+         lambda d, s, t: _make_rows(d, s, t, "same"), _launch_softmax, _softmax_reference, _rows_in_out),
+    Case("layer_norm", "memory", "layer norm forward with weight and bias, mean and 1/std saved", ("f32", "bf16"),
+         {"tiny": ((8, 300),), "small": ((4096, 1024), (8192, 4096)), "full": _ROWS_FULL},
+         _make_layer_norm, _launch_layer_norm, _layer_norm_reference, _layer_norm_bytes,
+         tolerance={"f32": (1e-4, 1e-4)}),
+    Case("row_sum", "memory", "sum of each row", ("f32", "bf16"),
+         {"tiny": ((8, 300),), "small": ((4096, 1024), (16384, 4096)), "full": _ROWS_FULL},
+         lambda d, s, t: _make_rows(d, s, t, "column"), _launch_row_reduce("row_sum_kernel"),
+         lambda h, s: {"out": h["x"].astype(np.float64).sum(axis=1)}, _rows_in_column_out,
+         tolerance={"f32": (1e-4, 1e-3), "bf16": (2e-2, 1e-2)}),
+    Case("row_max", "memory", "max of each row", ("f32", "bf16"),
+         {"tiny": ((8, 300),), "small": ((4096, 1024), (16384, 4096)), "full": _ROWS_FULL},
+         lambda d, s, t: _make_rows(d, s, t, "column"), _launch_row_reduce("row_max_kernel"),
+         lambda h, s: {"out": h["x"].max(axis=1)}, _rows_in_column_out),
+    Case("cumsum", "memory", "cumulative sum along each row", ("f32", "bf16"),
+         {"tiny": ((8, 300),), "small": ((8192, 256), (16384, 1024)),
+          "full": ((8192, 256), (16384, 1024), (32768, 2048))},
+         lambda d, s, t: _make_rows(d, s, t, "same"), _launch_cumsum,
+         lambda h, s: {"out": np.cumsum(h["x"].astype(np.float64), axis=1)}, _rows_in_out,
+         tolerance={"f32": (1e-4, 1e-3), "bf16": (2e-2, 1e-2)}),
+    Case("matmul", "matmul", "C = A @ B, fp16 in, fp32 accumulation, fp16 out", ("f16",),
+         {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),), "full": ((4096, 4096, 4096),)},
+         _make_matmul, _launch_matmul, _matmul_reference, _matmul_flops),
+)}
+
+
+def cases_for(mode: str) -> list[Case]:
+    return [case for case in CASES.values() if case.mode == mode]

@@ -1,0 +1,224 @@
+"""The launch and compile modes: host time per launch, compile time, import time.
+
+Launch: ``kernel[grid](x, y, out, n, BLOCK_SIZE=1024)`` (three arrays and an int) many
+times in a Python loop, timed with ``perf_counter`` after a warm-up, the device
+synchronized once at the end; host microseconds per launch.
+
+Compile: fresh Python processes, so that nothing is cached in memory.  A cold compile
+gets an empty on-disk cache (a new temporary directory), a warm start the directory a
+cold compile filled.  The child takes its own times: the array library is imported and
+the inputs made first (that cost is not the compiler's), then the compiler is imported,
+then the kernel module imported and the kernel launched and synchronized.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .cases import CASES, cdiv
+from .devices import Device
+from .report import ERROR, MISMATCH, OK, Measurement, Row
+from .throughput import describe_error
+
+LAUNCHES = {"tiny": 200, "small": 2000, "full": 10_000}
+LAUNCH_ROUNDS = 5
+COMPILE_REPEATS = {"tiny": 1, "small": 3, "full": 5}
+IMPORT_REPEATS = {"tiny": 1, "small": 5, "full": 5}
+#: Triton's own variable for its cache directory (not a polytile setting).
+TRITON_CACHE_VARIABLE = "TRITON_CACHE_DIR"
+CHILD_TIMEOUT_S = 300
+
+# -- launch overhead ---------------------------------------------------------------------
+
+
+def _launch_overhead(kernel: Any, grid: Any, args: tuple[Any, ...], out: Any, expected: np.ndarray,
+                     launches: int, device: Device) -> Measurement:
+    device.fill_nan(out)
+    try:
+        kernel[grid](*args, BLOCK_SIZE=1024)
+        device.synchronize()
+    except Exception as exc:  # noqa: BLE001 - reported in the row, as in the other modes
+        return Measurement.failed(ERROR, describe_error(exc))
+    got = device.host(out)
+    if not np.allclose(got, expected, rtol=1e-5, atol=1e-5):
+        return Measurement.failed(MISMATCH, "the 4-argument vector add kernel gave a wrong result; not timed")
+    samples = []
+    collecting = gc.isenabled()
+    # As timeit does: a garbage collection in one round (left over from the large arrays
+    # of the other modes) would be counted as launch time.
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(max(10, launches // 10)):
+            kernel[grid](*args, BLOCK_SIZE=1024)
+        device.synchronize()
+        for _ in range(LAUNCH_ROUNDS):
+            start = time.perf_counter()
+            for _ in range(launches):
+                kernel[grid](*args, BLOCK_SIZE=1024)
+            device.synchronize()
+            samples.append((time.perf_counter() - start) / launches * 1e6)
+    except Exception as exc:  # noqa: BLE001
+        return Measurement.failed(ERROR, f"failed while timing: {describe_error(exc)}")
+    finally:
+        if collecting:
+            gc.enable()
+    value = statistics.median(samples)
+    return Measurement(OK, value=value, ms=value * 1e-3, samples=len(samples))
+
+
+def run_launch(device: Device, compilers: dict[str, Any], size_class: str) -> list[Row]:
+    n = 1024
+    x, y, out = device.randn((n,), "f32", 1), device.randn((n,), "f32", 2), device.empty((n,), "f32")
+    expected = device.host(x) + device.host(y)
+    launches = LAUNCHES[size_class]
+    grids = (("tuple grid", (1,)), ("callable grid", lambda meta: (cdiv(meta["n_elements"], meta["BLOCK_SIZE"]),)))
+    rows = []
+    for grid_name, grid in grids:
+        row = Row("launch", f"launch, {grid_name}", "f32", f"{launches} launches", [launches], "us/launch")
+        for name, lib in compilers.items():
+            row.results[name] = _launch_overhead(lib.add_kernel, grid, (x, y, out, n), out, expected, launches, device)
+        rows.append(row)
+    return rows
+
+
+# -- compile and import time -------------------------------------------------------------
+
+_CHILD = r"""
+import time
+start = time.perf_counter()
+import json, sys
+compiler, library, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if library == "torch":
+    import torch
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.empty_like(x)
+    expected = (x + y).cpu().numpy()
+    torch.cuda.synchronize()
+    sync, host = torch.cuda.synchronize, lambda a: a.cpu().numpy()
+else:
+    import numpy as np
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    out = np.empty_like(x)
+    expected = x + y
+    sync, host = (lambda: None), (lambda a: a)
+before_import = time.perf_counter()
+if compiler == "polytile":
+    import polytile
+else:
+    import triton
+imported = time.perf_counter()
+if compiler == "polytile":
+    from bench import polytile_kernels as kernels
+else:
+    from bench import triton_kernels as kernels
+kernels.add_kernel[(-(-n // 1024),)](x, y, out, n, BLOCK_SIZE=1024, num_warps=4)
+sync()
+launched = time.perf_counter()
+import numpy
+print(json.dumps({"import_ms": (imported - before_import) * 1e3, "first_launch_ms": (launched - imported) * 1e3,
+                  "ok": bool(numpy.allclose(host(out), expected, rtol=1e-5, atol=1e-5))}))
+"""
+
+_IMPORT_CHILD = "import time; t = time.perf_counter(); import {0}; print((time.perf_counter() - t) * 1e3)"
+
+
+#: The compilers the child processes know how to import.
+_KERNEL_MODULES = ("polytile", "triton")
+
+
+class ChildFailed(Exception):
+    pass
+
+
+def child_environment(compiler: str, target: str, cache_dir: str | None) -> dict[str, str]:
+    """The parent's environment, with ``bench`` importable, the target chosen and the
+    compiler's on-disk cache in ``cache_dir``."""
+    from polytile import config
+
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    # The setting table names the variables, so the harness never spells polytile's.
+    env[config.SETTINGS["target"].env[0]] = target
+    if cache_dir is not None:
+        variable = config.SETTINGS["cache_dir"].env[0] if compiler == "polytile" else TRITON_CACHE_VARIABLE
+        env[variable] = cache_dir
+    return env
+
+
+def _run_child(args: list[str], env: dict[str, str]) -> str:
+    try:
+        done = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True,
+                              timeout=CHILD_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise ChildFailed(f"the child process did not finish in {CHILD_TIMEOUT_S} s") from None
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-12:])
+        raise ChildFailed(f"the child process exited with status {done.returncode}:\n{tail}")
+    lines = done.stdout.strip().splitlines()
+    if not lines:
+        raise ChildFailed("the child process printed nothing")
+    return lines[-1]
+
+
+def _first_launches(compiler: str, target: str, library: str, n: int, repeats: int) -> tuple[Measurement, Measurement]:
+    """(cold compile, warm start) for one compiler: medians over ``repeats`` processes."""
+    cold, warm = [], []
+    with tempfile.TemporaryDirectory(prefix="polytile-bench-") as scratch:
+        try:
+            for i in range(repeats):
+                cache = os.path.join(scratch, f"cold{i}")
+                result = json.loads(_run_child(["-c", _CHILD, compiler, library, str(n)],
+                                               child_environment(compiler, target, cache)))
+                if not result["ok"]:
+                    wrong = Measurement.failed(MISMATCH, "vector add gave a wrong result in the child process")
+                    return wrong, wrong
+                cold.append(result["first_launch_ms"])
+            for _ in range(repeats):
+                result = json.loads(_run_child(["-c", _CHILD, compiler, library, str(n)],
+                                               child_environment(compiler, target, cache)))
+                warm.append(result["first_launch_ms"])
+        except ChildFailed as exc:
+            failed = Measurement.failed(ERROR, str(exc))
+            return failed, failed
+    return (Measurement(OK, value=statistics.median(cold), ms=statistics.median(cold), samples=len(cold)),
+            Measurement(OK, value=statistics.median(warm), ms=statistics.median(warm), samples=len(warm)))
+
+
+def _import_time(compiler: str, target: str, repeats: int) -> Measurement:
+    samples = []
+    try:
+        for _ in range(repeats):
+            samples.append(float(_run_child(["-c", _IMPORT_CHILD.format(compiler)],
+                                            child_environment(compiler, target, None))))
+    except ChildFailed as exc:
+        return Measurement.failed(ERROR, str(exc))
+    return Measurement(OK, value=statistics.median(samples), ms=statistics.median(samples), samples=len(samples))
+
+
+def run_compile(device: Device, compilers: dict[str, Any], size_class: str, target: str) -> list[Row]:
+    """Import time, cold compile and warm start, for each compiler (by name: the child
+    processes import the real kernel modules)."""
+    n = CASES["vector_add"].sizes[size_class][0][0]
+    size = f"n={n}"
+    imports = Row("compile", "import (fresh process)", "-", "-", [], "ms")
+    cold = Row("compile", "vector_add cold compile to first launch", "f32", size, [n], "ms")
+    warm = Row("compile", "vector_add warm disk cache, first launch after import", "f32", size, [n], "ms")
+    for name in (name for name in compilers if name in _KERNEL_MODULES):
+        imports.results[name] = _import_time(name, target, IMPORT_REPEATS[size_class])
+        cold.results[name], warm.results[name] = _first_launches(name, target, device.library, n,
+                                                                 COMPILE_REPEATS[size_class])
+    return [imports, cold, warm]

@@ -1,0 +1,141 @@
+"""Every result is checked before it is timed: a wrong kernel is reported, never timed."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import polytile as pt
+import polytile.language as pl
+
+import bench
+from bench import polytile_kernels
+from bench.cases import CASES
+from bench.devices import TIMING_PLANS, NumpyDevice
+from bench.report import format_table
+from bench.throughput import CHECKED_ROWS, measure, sample_rows
+
+
+@pt.jit
+def subtracting_add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: pl.constexpr):
+    offsets = pl.program_id(axis=0) * BLOCK_SIZE + pl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    pl.store(out_ptr + offsets, pl.load(x_ptr + offsets, mask=mask) - pl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+@pt.jit
+def idle_add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: pl.constexpr):
+    pass
+
+
+@pt.jit
+def unfinished_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE: pl.constexpr):
+    row = pl.program_id(0)
+    cols = pl.arange(0, BLOCK_SIZE)
+    pl.store(out_ptr + row * out_row_stride + cols, pl.exp(undefined_name), mask=cols < n_cols)  # noqa: F821
+
+
+def kernels_with(**replaced):
+    """The real kernel module with some kernels replaced, as the harness takes it."""
+    return SimpleNamespace(**{**vars(polytile_kernels), **replaced})
+
+
+class RecordingDevice(NumpyDevice):
+    """The interpreter's device, remembering every call it was asked to time."""
+
+    def __init__(self):
+        self.timed = 0
+
+    def time_ms(self, fn, plan):
+        self.timed += 1
+        return super().time_ms(fn, plan)
+
+
+def measure_vector_add(lib):
+    device = RecordingDevice()
+    case = CASES["vector_add"]
+    size = case.sizes["tiny"][0]
+    problem = case.make(device, size, "f32")
+    return measure(case, problem, "f32", size, lib, device, TIMING_PLANS["tiny"]), device
+
+
+def test_a_right_kernel_is_checked_then_timed():
+    result, device = measure_vector_add(polytile_kernels)
+    assert result.status == "ok"
+    assert device.timed == 1
+    assert result.samples == 3 and result.ms > 0 and result.value > 0
+
+
+def test_a_wrong_kernel_is_reported_and_not_timed():
+    result, device = measure_vector_add(kernels_with(add_kernel=subtracting_add_kernel))
+    assert result.status == "mismatch"
+    assert device.timed == 0
+    assert result.value is None and result.ms is None and result.samples == 0
+    assert result.detail.startswith("output 'out' differs from NumPy at ")
+    assert "first at index (" in result.detail and "(rtol 0.0001, atol 1e-05)" in result.detail
+
+
+def test_a_kernel_that_writes_nothing_cannot_pass_on_what_another_wrote():
+    # The right kernel runs first and leaves a right answer in the shared output.
+    device = RecordingDevice()
+    case = CASES["vector_add"]
+    size = case.sizes["tiny"][0]
+    problem = case.make(device, size, "f32")
+    plan = TIMING_PLANS["tiny"]
+    assert measure(case, problem, "f32", size, polytile_kernels, device, plan).status == "ok"
+    result = measure(case, problem, "f32", size, kernels_with(add_kernel=idle_add_kernel), device, plan)
+    assert result.status == "mismatch"
+    assert device.timed == 1
+
+
+def test_a_kernel_that_does_not_compile_is_an_error_row():
+    report = bench.run("memory", target="interp", sizes="tiny", kernels=["softmax"],
+                       compilers={"polytile": kernels_with(softmax_kernel=unfinished_softmax_kernel)})
+    f32 = [row for row in report.rows if row.dtype == "f32"]
+    assert f32 and all(row.results["polytile"].status == "error" for row in f32)
+    detail = f32[0].results["polytile"].detail
+    assert "undefined_name" in detail and "test_bench_checks.py" in detail
+    assert report.failed()
+
+
+def test_the_table_and_the_exit_status_report_a_mismatch(tmp_path, monkeypatch, capsys):
+    wrong = kernels_with(add_kernel=subtracting_add_kernel)
+    report = bench.run("memory", target="interp", sizes="tiny", kernels=["vector_add"], compilers={"polytile": wrong})
+    (row,) = [row for row in report.rows if row.dtype == "f32"]
+    assert row.results["polytile"].status == "mismatch"
+    assert report.failed()
+    table = format_table(report)
+    line = next(line for line in table.splitlines() if line.startswith("vector_add") and " f32 " in line)
+    assert "MISMATCH [1]" in line and "GB/s" not in line
+    assert "[1] vector_add f32 2^12 polytile: mismatch: output 'out' differs from NumPy" in table
+    assert report.to_json()["rows"][0]["results"]["polytile"]["status"] == "mismatch"
+
+
+def test_the_launch_mode_checks_before_timing():
+    from bench.overhead import run_launch
+
+    rows = run_launch(RecordingDevice(), {"polytile": kernels_with(add_kernel=subtracting_add_kernel)}, "tiny")
+    assert [row.kernel for row in rows] == ["launch, tuple grid", "launch, callable grid"]
+    for row in rows:
+        assert row.results["polytile"].status == "mismatch"
+        assert row.results["polytile"].value is None
+
+
+def test_row_sample_covers_the_first_and_last_rows():
+    assert sample_rows(CHECKED_ROWS) is None
+    rows = sample_rows(100_000)
+    assert len(rows) <= CHECKED_ROWS
+    assert rows[0] == 0 and rows[-1] == 99_999
+    assert np.all(np.diff(rows) > 0)
+
+
+def test_a_mismatch_in_a_sampled_row_names_the_real_row():
+    device = NumpyDevice()
+    case = CASES["row_sum"]
+    size = (2000, 8)
+    problem = case.make(device, size, "f32")
+    case.launch(polytile_kernels, problem)
+    problem.out[1999] += 1.0
+    from bench.throughput import check
+
+    assert "first at index (1999,)" in check(case, problem, "f32", device)

@@ -1,0 +1,107 @@
+"""The table, the ratio, the percent of copy bandwidth, the JSON and the plot's errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from bench.report import Measurement, Report, Row, format_table, plot
+
+META = {"device": "NVIDIA H100 80GB HBM3", "target": "nvidia:sm_90a", "date": "2026-11-22T00:00:00+00:00",
+        "versions": {"polytile": "0.1.0", "triton": "3.6.0"}, "copy_bandwidth_gbs": 3000.0,
+        "copy_method": "torch copy of 1 GiB"}
+
+
+def row(kernel, metric, polytile, triton=None, dtype="f32", size="2^20"):
+    results = {"polytile": polytile}
+    if triton is not None:
+        results["triton"] = triton
+    return Row("memory" if metric == "GB/s" else "launch", kernel, dtype, size, [1 << 20], metric, results)
+
+
+def ok(value):
+    return Measurement("ok", value=value, ms=1.0, samples=10)
+
+
+def test_ratio_is_polytile_speed_over_triton_speed():
+    assert row("vector_add", "GB/s", ok(1500.0), ok(3000.0)).ratio() == pytest.approx(0.5)
+    # For times, less is faster: 2 us against Triton's 8 us is 4 times as fast.
+    assert row("launch", "us/launch", ok(2.0), ok(8.0)).ratio() == pytest.approx(4.0)
+    assert row("vector_add", "GB/s", ok(1500.0)).ratio() is None
+    assert row("vector_add", "GB/s", ok(1500.0), Measurement.failed("error", "boom")).ratio() is None
+
+
+def test_percent_of_copy_bandwidth_is_for_rates_in_bytes_only():
+    assert row("vector_add", "GB/s", ok(1500.0)).percent_of_copy(3000.0) == pytest.approx(50.0)
+    assert row("launch", "us/launch", ok(2.0)).percent_of_copy(3000.0) is None
+    assert row("vector_add", "GB/s", ok(1500.0)).percent_of_copy(None) is None
+
+
+def test_table_layout():
+    report = Report(dict(META), [
+        row("vector_add", "GB/s", ok(2700.0), ok(2800.0)),
+        row("softmax", "GB/s", Measurement.failed("mismatch", "output 'out' differs"), ok(2000.0), size="4096x128"),
+        row("launch, tuple grid", "us/launch", ok(2.5), ok(12.0), size="10000 launches"),
+    ])
+    lines = format_table(report).splitlines()
+    assert lines[0] == ("polytile benchmarks on NVIDIA H100 80GB HBM3 (target nvidia:sm_90a), "
+                        "2026-11-22T00:00:00+00:00")
+    assert lines[1] == "versions: polytile 0.1.0, triton 3.6.0"
+    assert lines[2] == "device copy bandwidth: 3000 GB/s (bytes read + written by torch copy of 1 GiB)"
+    header, rule, *body = lines[4:9]
+    assert header.split() == ["kernel", "dtype", "size", "polytile", "triton", "ratio", "%", "copy", "BW"]
+    assert set(rule.replace(" ", "")) == {"-"}
+    # Every line of the table is as wide as its rule, the numbers right-aligned.
+    assert all(len(line) == len(rule) for line in body)
+    assert body[0].split() == ["vector_add", "f32", "2^20", "2700", "GB/s", "2800", "GB/s", "0.96x", "90%"]
+    assert body[1].split() == ["softmax", "f32", "4096x128", "MISMATCH", "[1]", "2000", "GB/s", "-", "-"]
+    assert body[2].split() == ["launch,", "tuple", "grid", "f32", "10000", "launches", "2.5", "us/launch", "12.0",
+                               "us/launch", "4.80x", "-"]
+    assert lines[9] == ""
+    assert "[1] softmax f32 4096x128 polytile: mismatch: output 'out' differs" in lines
+
+
+def test_failures_get_one_note_each_and_skips_share_one():
+    skipped = Measurement.failed("skipped", "numpy arrays cannot hold bf16 (the interp target)")
+    report = Report(dict(META), [
+        row("a", "GB/s", skipped, dtype="bf16"), row("b", "GB/s", skipped, dtype="bf16"),
+        row("c", "GB/s", Measurement.failed("error", "first")),
+        row("d", "GB/s", Measurement.failed("error", "second")),
+    ])
+    table = format_table(report)
+    assert table.count("SKIPPED [1]") == 2
+    assert "ERROR [2]" in table and "ERROR [3]" in table
+    assert "[1] skipped: numpy arrays cannot hold bf16 (the interp target)" in table
+    assert "[3] d f32 2^20 polytile: error: second" in table
+
+
+def test_json_round_trip(tmp_path):
+    report = Report(dict(META), [row("vector_add", "GB/s", ok(1500.0), ok(3000.0))])
+    path = tmp_path / "out.json"
+    report.write_json(path)
+    data = json.loads(path.read_text())
+    assert data["schema"] == 1
+    assert data["meta"] == META
+    (item,) = data["rows"]
+    assert item["ratio"] == pytest.approx(0.5)
+    assert item["percent_of_copy"] == pytest.approx(50.0)
+    assert item["results"]["triton"] == {"status": "ok", "value": 3000.0, "ms": 1.0, "samples": 10, "detail": ""}
+
+
+def test_plot_without_matplotlib_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
+    report = Report(dict(META), [row("vector_add", "GB/s", ok(1500.0))])
+    with pytest.raises(RuntimeError, match=r"--plot needs matplotlib, which is not installed \(pip install"):
+        plot(report, tmp_path / "out.png")
+
+
+def test_a_long_failure_keeps_its_first_lines_under_the_table():
+    message = "internal compiler error in pass 'x'\nIt was raised at a.py:1\nThis is a bug\nline 4\nline 5"
+    report = Report(dict(META), [row("vector_add", "GB/s", Measurement.failed("error", message))])
+    table = format_table(report)
+    assert ("[1] vector_add f32 2^20 polytile: error: internal compiler error in pass 'x'\n"
+            "    It was raised at a.py:1\n    This is a bug\n    (2 more lines: --json keeps the whole message)") in table
+    assert "line 4" not in table
+    assert report.to_json()["rows"][0]["results"]["polytile"]["detail"] == message
