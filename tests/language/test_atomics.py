@@ -1,6 +1,8 @@
 """Atomics against NumPy: every program of the grid hits the same addresses, so a lost
 update or a wrong old value shows."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -59,13 +61,24 @@ def test_atomic_rmw(target, dtype, op):
         np.testing.assert_array_equal(mem, per_program[-1])
     else:
         np.testing.assert_array_equal(mem, REDUCE[op].reduce(np.vstack([init, per_program]), axis=0))
-    # Programs run in order on the interpreter: each saw the memory its predecessors left.
+    # Each program saw the memory some order of its predecessors left: on the interpreter
+    # that order is program order; on a GPU any order is possible, element by element.
     olds = old.reshape(programs, block)[:, :n]
-    expected_old = init.copy()
-    for p in range(programs):
-        np.testing.assert_array_equal(olds[p], expected_old)
-        expected_old = per_program[p] if op == "xchg" else REDUCE[op](expected_old, per_program[p])
+    for element in range(n):
+        assert any(_olds_follow(order, init[element], per_program[:, element], olds[:, element], op)
+                   for order in itertools.permutations(range(programs))), (element, olds[:, element])
+    if target == "interp":
+        assert _olds_follow(range(programs), None, per_program, olds, op, init=init)
 
+
+def _olds_follow(order, start, values, olds, op, init=None):
+    """Whether ``olds[p]`` is what program ``p`` reads when the programs run in ``order``."""
+    current = init.copy() if init is not None else start
+    for p in order:
+        if not np.array_equal(olds[p], current):
+            return False
+        current = values[p] if op == "xchg" else REDUCE[op](current, values[p])
+    return True
 
 @jit
 def contended_add_kernel(ptr, BLOCK: pl.constexpr):

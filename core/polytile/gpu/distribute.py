@@ -48,7 +48,7 @@ from ..ir.opdef import Elementwise
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 from .coalesce import coalesced_layout
 from .layouts import BlockedLayout, DistributedLayout, SliceLayout, default_blocked_layout
-from .lowering.dot import fma_layouts, select_instruction
+from .layout_rules import LAYOUT_RULES, LayoutRule, register_layout_rule  # noqa: F401  (re-exported)
 from .lowering.target import NUM_WARPS_ATTR, WARP_SIZE_ATTR, gpu_target_of, num_warps_of
 
 
@@ -99,19 +99,7 @@ class _Groups:
         return groups
 
 
-LayoutRule = Callable[[Any, _Groups], None]
-
-#: Op class -> how its tiles relate.  Ops without a rule constrain nothing (each of their
-#: tiles is grouped only through other ops); ops with the Elementwise trait share one.
-LAYOUT_RULES: dict[type, LayoutRule] = {}
-
-
-def register_layout_rule(*op_classes: type) -> Callable[[LayoutRule], LayoutRule]:
-    def register(rule: LayoutRule) -> LayoutRule:
-        for cls in op_classes:
-            LAYOUT_RULES[cls] = rule
-        return rule
-    return register
+# The rule table lives in .layout_rules (lowering modules register into it); re-exported.
 
 
 def _same(op: Any, groups: _Groups) -> None:
@@ -220,6 +208,8 @@ class AssignLayouts(Pass):
 def _assign(function: Any, infos: Any, num_warps: int, target: Any) -> None:
     warp_size, max_vector_bits = target.warp_size, target.max_vector_bits
     groups = _collect_groups(function)
+    from .lowering.dot import select_instruction  # the lowering package imports this module's rules
+
     instructions = {op: select_instruction(op, target, num_warps) for op in groups.dots}
     if _cut_memory_from_dot_results(groups, [op for op, found in instructions.items() if found is not None]):
         groups = _collect_groups(function)
@@ -268,7 +258,7 @@ def _assign(function: Any, infos: Any, num_warps: int, target: Any) -> None:
             if instruction is not None:
                 wanted = instruction.operand_layout(index, result_layout)
             else:
-                wanted = fma_layouts(result_layout)[index] if isinstance(result_layout, BlockedLayout) else None
+                wanted = _fma_layouts(result_layout)[index] if isinstance(result_layout, BlockedLayout) else None
             if wanted is not None and op.operands[index].type.layout != wanted:
                 _convert_operand(op, index, wanted)
 
@@ -389,3 +379,9 @@ def _simplify(op: Any) -> bool:
 
 
 DISTRIBUTE_PASSES = (AssignLayouts, RemoveRedundantConverts)
+
+
+def _fma_layouts(layout: Any) -> Any:
+    from .lowering.dot import fma_layouts
+
+    return fma_layouts(layout)

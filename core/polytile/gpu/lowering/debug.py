@@ -24,7 +24,7 @@ from llvmlite import ir
 from ...dialects import tile_debug
 from ...errors import SourceLocation
 from ...ir import types as t
-from ..distribute import register_layout_rule
+from ..layout_rules import register_layout_rule
 from .context import LoweringContext, linear_layout_of, register_lowering
 from .indexing import duplicate_register_mask
 from .memory import thread_owner

@@ -126,20 +126,24 @@ def _load(op: Any, operands: list, ctx: LoweringContext) -> list:
         other = operands[2] if op.other is not None else None
     elif op.other is not None:
         other = operands[1]
+    memory_element = _in_memory(element)
+    if other is not None and memory_element is not element:
+        other = _to_memory(ctx, other) if isinstance(other, list) else _to_memory(ctx, [other])[0]
     if not isinstance(op.ptr.type, t.TileType):
-        vector = ir.VectorType(element, 1)
-        return [_load_vector(ctx, ptrs, vector, mask, [other] if other is not None else None, qualifiers)[0]]
+        vector = ir.VectorType(memory_element, 1)
+        loaded = _load_vector(ctx, ptrs, vector, mask, [other] if other is not None else None, qualifiers)
+        return [_from_memory(ctx, loaded, element)[0]]
     layout, width = _plan(op, ctx)
     duplicates = duplicate_register_mask(layout)
     registers: list[Any] = [None] * layout.num_registers
-    vector = ir.VectorType(element, width)
+    vector = ir.VectorType(memory_element, width)
     for start in range(0, layout.num_registers, width):
         if start & duplicates:
             continue
         passthru = other[start:start + width] if other is not None else None
         values = _load_vector(ctx, ptrs[start], vector, mask[start] if mask is not None else None, passthru,
                               qualifiers)
-        registers[start:start + width] = values
+        registers[start:start + width] = _from_memory(ctx, values, element)
     for r in range(layout.num_registers):
         if registers[r] is None:
             registers[r] = registers[r & ~duplicates]
@@ -167,6 +171,22 @@ def _load_vector(ctx: LoweringContext, ptr: Any, vector: ir.VectorType, mask: An
     return [b.extract_element(loaded, ctx.i32(i)) for i in range(vector.count)]
 
 
+def _in_memory(element: ir.Type) -> ir.Type:
+    """How an element sits in memory: a bool is a byte (0 or 1), as NumPy and torch store it."""
+    return ir.IntType(8) if element == ir.IntType(1) else element
+
+
+def _to_memory(ctx: LoweringContext, values: list) -> list:
+    return [ctx.builder.zext(v, ir.IntType(8)) if v.type == ir.IntType(1) else v for v in values]
+
+
+def _from_memory(ctx: LoweringContext, values: list, element: ir.Type) -> list:
+    if element != ir.IntType(1):
+        return values
+    zero = ir.Constant(ir.IntType(8), 0)
+    return [ctx.builder.icmp_unsigned("!=", v, zero) for v in values]
+
+
 def _bytes(type_: ir.Type) -> int:
     return max(bit_width(type_) // 8, 1)
 
@@ -191,13 +211,15 @@ def _store(op: Any, operands: list, ctx: LoweringContext) -> list:
     element = _element_type(op, ctx)
     ptrs, values = operands[0], operands[1]
     mask = operands[2] if op.mask is not None else None
+    memory_element = _in_memory(element)
     if not isinstance(op.ptr.type, t.TileType):
-        _store_vector(ctx, ptrs, [values], ir.VectorType(element, 1), mask, qualifiers)
+        _store_vector(ctx, ptrs, _to_memory(ctx, [values]), ir.VectorType(memory_element, 1), mask, qualifiers)
         return []
+    values = _to_memory(ctx, values)
     layout, width = _plan(op, ctx)
     owner = thread_owner(ctx, layout)
     duplicates = duplicate_register_mask(layout)
-    vector = ir.VectorType(element, width)
+    vector = ir.VectorType(memory_element, width)
     for start in range(0, layout.num_registers, width):
         if start & duplicates:
             continue
