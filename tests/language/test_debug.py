@@ -18,13 +18,19 @@ def print_kernel(x_ptr, BLOCK: pl.constexpr, HEX: pl.constexpr):
     pl.debug_barrier()
 
 
-def test_device_print(target, capsys):
+def _printed(capfd, target):
+    """The lines printed so far: in program order on the interpreter; a GPU's threads
+    print in no fixed order (through the driver's printf buffer, on file descriptor 1)."""
+    lines = capfd.readouterr().out.splitlines()
+    return lines if target == "interp" else sorted(lines)
+
+
+def test_device_print(target, capfd):
     print_kernel[(2,)](np.array([3, 4], dtype=np.int32), BLOCK=2, HEX=False, target=target)
-    lines = capsys.readouterr().out.splitlines()
-    assert lines == ["pid (0, 0, 0) idx (0) x 3, 0", "pid (0, 0, 0) idx (1) x 4, 0",
-                     "pid (1, 0, 0) idx (0) x 3, 1", "pid (1, 0, 0) idx (1) x 4, 1"]
+    assert _printed(capfd, target) == ["pid (0, 0, 0) idx (0) x 3, 0", "pid (0, 0, 0) idx (1) x 4, 0",
+                                       "pid (1, 0, 0) idx (0) x 3, 1", "pid (1, 0, 0) idx (1) x 4, 1"]
     print_kernel[(1,)](np.array([255, -1], dtype=np.int32), BLOCK=2, HEX=True, target=target)
-    assert capsys.readouterr().out.splitlines()[1] == "pid (0, 0, 0) idx (1) x 0xffffffff, 0x00000000"
+    assert _printed(capfd, target)[1] == "pid (0, 0, 0) idx (1) x 0xffffffff, 0x00000000"
 
 
 @jit
@@ -36,6 +42,10 @@ def assert_kernel(x_ptr, n, BLOCK: pl.constexpr):
 
 
 def test_device_assert(target):
+    if target != "interp":
+        # A failed assertion on a GPU aborts the process's CUDA context (as in Triton), so it
+        # cannot be checked in this process; the interpreter checks the message and line.
+        pytest.skip("a failing device assertion aborts the CUDA context; not testable in-process")
     # Compile afresh: a module loaded from the on-disk cache currently comes back without
     # source locations (a runtime/cache issue, reported), and this test checks the line.
     with config.override(cache=False):
