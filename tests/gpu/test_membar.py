@@ -232,3 +232,28 @@ def test_the_documented_example_is_what_the_passes_produce():
     from .memory_ir import context
 
     assert apply_passes(bare, AllocateShared(), InsertBarriers(), context=context()) == shown
+
+
+def test_a_while_loop_leaves_after_its_condition_block():
+    # The loop exits right after `before`, whose read of %0 is then still pending: the
+    # write after the loop needs a barrier even though `after` ends synchronized.
+    text = """
+    func.func @k(%a: tile<64xf32, {A}>, %n: i32) attributes {{kernel = true}} {{
+      %0 = gpu.local_alloc source(%a) : !gpu.buffer<64xf32, {S}>
+      gpu.barrier
+      %1 = scf.while %n : i32 {{
+      ^bb0(%k: i32):
+        %2 = gpu.local_load %0 : tile<64xf32, {A}>
+        %3 = arith.cmpi %k, %n {{predicate = "sgt"}} : i1
+        scf.condition %3, %k
+      }} {{
+      ^bb0(%k_1: i32):
+        gpu.barrier
+        scf.yield %k_1
+      }}
+      gpu.local_store %a, %0
+      func.return
+    }}
+    """
+    ops = body(barriers(text))
+    assert ops[-3:] == ["gpu.barrier", "gpu.local_store", "func.return"], ops

@@ -152,7 +152,7 @@ class _Walker:
                 pending = self._loop([op.body.block], pending, insert)
                 continue
             if isinstance(op, scf.WhileOp):
-                pending = self._loop([op.before.block, op.after.block], pending, insert)
+                pending = self._loop([op.before.block, op.after.block], pending, insert, exits_after_first=True)
                 continue
             effect = self.effect(op)
             if effect is None:
@@ -168,9 +168,11 @@ class _Walker:
             pending = pending | frozenset(effect.leaves)
         return pending, synchronized
 
-    def _loop(self, blocks: list, pending: frozenset, insert: bool) -> frozenset:
+    def _loop(self, blocks: list, pending: frozenset, insert: bool, exits_after_first: bool = False) -> frozenset:
         """A loop whose body is ``blocks`` run in sequence; returns what is pending when
-        it exits (the loop may run zero times: the entry state flows out too)."""
+        it exits (the loop may run zero times: the entry state flows out too).  A while
+        loop (``exits_after_first``) leaves after its ``before`` block, so what that block
+        leaves pending on the last run flows out as well."""
         entry = pending
         while True:
             state = entry
@@ -184,6 +186,9 @@ class _Walker:
             state = entry
             for block in blocks:
                 state, _ = self.block(block, state, True)
+        if exits_after_first:
+            leaving, _ = self.block(blocks[0], entry, False)
+            return entry | leaving
         return entry
 
 
