@@ -227,6 +227,12 @@ def size_lds(llvm_ir: str, shared_bytes: int) -> str:
     replacement = (f'@"{SHARED_MEMORY_SYMBOL}" = internal addrspace(3) global [{shared_bytes} x i8] undef, '
                    "align 16")
     sized, count = _SHARED_DECLARATION.subn(replacement, llvm_ir)
+    if not count and f"@{SHARED_MEMORY_SYMBOL}" in llvm_ir.replace('"', ""):
+        # Left unsized, the array would be dynamic LDS the launcher never asks for: every
+        # access out of bounds.  A declaration printed in an unexpected form must not pass.
+        line = next(l for l in llvm_ir.splitlines() if SHARED_MEMORY_SYMBOL in l)
+        raise PolytileError(f"internal error: cannot size the LDS array to {shared_bytes} bytes; its declaration "
+                            f"has an unexpected form: {line.strip()}")
     return sized if count else llvm_ir
 
 

@@ -251,3 +251,16 @@ def test_real_ocml_links_sin_and_erf(arch):
         assert "declare" not in "".join(line for line in artifacts["llvm_ir_optimized"].splitlines()
                                         if "__ocml" in line or "__oclc" in line)
         notes(artifacts)
+
+
+def test_an_lds_declaration_in_an_unexpected_form_is_an_error_not_dynamic_lds():
+    from polytile.errors import PolytileError
+    from polytile.gpu.lowering.context import SHARED_MEMORY_SYMBOL
+    from polytile_amd.codegen import size_lds
+
+    expected = f'@"{SHARED_MEMORY_SYMBOL}" = external addrspace(3) global [0 x i8], align 16\n'
+    assert "[256 x i8]" in size_lds(expected, 256)
+    odd = f'@"{SHARED_MEMORY_SYMBOL}" = external hidden addrspace(3) global [0 x i8], align 16\n'
+    with pytest.raises(PolytileError, match="cannot size the LDS array to 256 bytes"):
+        size_lds(odd, 256)
+    assert size_lds("define void @k() {\n  ret void\n}\n", 256).startswith("define")  # no LDS used
