@@ -8,7 +8,9 @@ Plugin authors use the same helpers for their own passes.
 
 from __future__ import annotations
 
+import pathlib
 import textwrap
+from typing import Any
 
 
 from .errors import VerificationError
@@ -43,3 +45,21 @@ def roundtrip(ir_text: str) -> str:
     return print_ir(parse_module(dedent(ir_text)))
 
 
+
+
+def assert_ptxas_accepts(ptx: str, arch: str, tmp_path: Any) -> None:
+    """Assemble ``ptx`` for ``arch`` with the ``ptxas`` on PATH and fail with its messages
+    if it refuses; skip the calling test (visibly, never a silent pass) without ptxas."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        pytest.skip("ptxas is not on PATH: the PTX was generated but not assembled")
+    source = pathlib.Path(tmp_path) / f"{arch}.ptx"
+    source.write_text(ptx)
+    done = subprocess.run([ptxas, f"-arch={arch}", str(source), "-o", str(source.with_suffix(".cubin"))],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

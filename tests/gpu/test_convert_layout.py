@@ -7,8 +7,6 @@ that need only conversions and elementwise ops compile for nvidia:sm_90a."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -23,10 +21,10 @@ from polytile.gpu.membar import InsertBarriers
 from polytile.ir import parse_module
 from polytile.passes.manager import PassManager
 from polytile.passes.pipeline import Pipeline
+from polytile.testing import assert_ptxas_accepts
 
 from .memory_ir import context
 
-PTXAS = shutil.which("ptxas")
 
 ROW = BlockedLayout((1, 4), (4, 8), (4, 1), (1, 0))
 COL = BlockedLayout((4, 1), (8, 4), (1, 4), (0, 1))
@@ -122,13 +120,7 @@ def test_reshapes(source_shape, result_shape):
 
 
 def assembles(ptx: str, arch: str, tmp_path) -> None:
-    if PTXAS is None:
-        return
-    source = tmp_path / f"{arch}.ptx"
-    source.write_text(ptx)
-    done = subprocess.run([PTXAS, f"-arch={arch}", str(source), "-o", str(tmp_path / f"{arch}.cubin")],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    assert_ptxas_accepts(ptx, arch, tmp_path)
 
 
 def lower_to_ptx(text: str, arch: str) -> str:

@@ -18,8 +18,6 @@ sm_90a (where ptxas is installed).
 from __future__ import annotations
 
 import itertools
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -40,8 +38,8 @@ from polytile.target import Target
 
 mma = pytest.importorskip("polytile_nvidia.mma")
 from polytile_nvidia.codegen import emit_ptx  # noqa: E402
+from polytile.testing import assert_ptxas_accepts
 
-PTXAS = shutil.which("ptxas")
 
 # --------------------------------------------------------------------------------------
 # The PTX ISA fragment tables: (lane, register) -> (row, col); g = lane // 4, q = lane % 4
@@ -316,14 +314,7 @@ def compile_ptx(kernel, *args, arch="sm_90a", num_warps=4, **meta):
 
 
 def assembles(ptx: str, arch: str, tmp_path) -> None:
-    """ptxas accepts the PTX (checked only where ptxas is installed)."""
-    if PTXAS is None:
-        return
-    source = tmp_path / f"{arch}.ptx"
-    source.write_text(ptx)
-    done = subprocess.run([PTXAS, f"-arch={arch}", str(source), "-o", str(tmp_path / f"{arch}.cubin")],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    assert_ptxas_accepts(ptx, arch, tmp_path)
 
 
 NUMPY = {"f16": np.float16, "tf32": np.float32, "tf32x3": np.float32, "ieee": np.float32, "i8": np.int8,

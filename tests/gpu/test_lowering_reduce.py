@@ -10,8 +10,6 @@ shared memory the memory stage reserves, PTX that ptxas accepts, and errors.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -30,8 +28,8 @@ from polytile.gpu.lowering.reduce import NotReducible, SimulatedThreads, emit_re
 from polytile.passes.pass_base import PassContext
 from polytile.target import Target
 from polytile.testing import apply_passes
+from polytile.testing import assert_ptxas_accepts
 
-PTXAS = shutil.which("ptxas")
 
 
 # --------------------------------------------------------------------------------------
@@ -234,14 +232,7 @@ def compile_artifacts(kernel, *args, arch="sm_90a", num_warps=4, **meta):
 
 
 def assembles(ptx: str, arch: str, tmp_path) -> None:
-    """ptxas accepts the PTX (checked only where ptxas is installed)."""
-    if PTXAS is None:
-        return
-    source = tmp_path / f"{arch}.ptx"
-    source.write_text(ptx)
-    done = subprocess.run([PTXAS, f"-arch={arch}", str(source), "-o", str(tmp_path / f"{arch}.cubin")],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    assert_ptxas_accepts(ptx, arch, tmp_path)
 
 
 @pt.jit

@@ -8,8 +8,6 @@ test kernels that use these ops compile for nvidia (and assemble)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -29,10 +27,10 @@ from polytile.gpu.membar import InsertBarriers
 from polytile.ir import parse_module
 from polytile.passes.manager import PassManager
 from polytile.passes.pipeline import Pipeline
+from polytile.testing import assert_ptxas_accepts
 
 from .memory_ir import context
 
-PTXAS = shutil.which("ptxas")
 
 
 def blocked(spt, tpw, wpc, order):
@@ -278,13 +276,7 @@ def test_scalar_halves_are_held_by_every_thread():
 
 
 def assembles(ptx: str, arch: str, tmp_path) -> None:
-    if PTXAS is None:
-        return
-    source = tmp_path / f"{arch}.ptx"
-    source.write_text(ptx)
-    done = subprocess.run([PTXAS, f"-arch={arch}", str(source), "-o", str(tmp_path / f"{arch}.cubin")],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    assert_ptxas_accepts(ptx, arch, tmp_path)
 
 
 def lower_to_ptx(text: str, arch: str, num_warps: int) -> str:

@@ -4,8 +4,6 @@ and given to ptxas for sm_80 and sm_90a when ptxas is on this machine."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -15,8 +13,8 @@ import polytile.language as pl
 from polytile.compiler import compile_module
 from polytile.errors import CompilationError
 from polytile_nvidia.codegen import nvidia_gpu_target
+from polytile.testing import assert_ptxas_accepts
 
-PTXAS = shutil.which("ptxas")
 
 
 def compile_ptx(kernel, *args, arch="sm_90a", num_warps=4, **meta):
@@ -26,14 +24,7 @@ def compile_ptx(kernel, *args, arch="sm_90a", num_warps=4, **meta):
 
 
 def assembles(ptx: str, arch: str, tmp_path) -> None:
-    """ptxas accepts the PTX (checked only where ptxas is installed)."""
-    if PTXAS is None:
-        return
-    source = tmp_path / f"{arch}.ptx"
-    source.write_text(ptx)
-    done = subprocess.run([PTXAS, f"-arch={arch}", str(source), "-o", str(tmp_path / f"{arch}.cubin")],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    assert_ptxas_accepts(ptx, arch, tmp_path)
 
 
 @pt.jit
