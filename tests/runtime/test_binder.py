@@ -261,3 +261,20 @@ def test_grid3():
     for bad in ((), (1, 2, 3, 4), (-1,), "x", (1.5, "a")):
         with pytest.raises(LaunchError, match="kernel 'k': the grid must be a tuple of 1 to 3"):
             grid3(bad)
+
+
+def test_an_unsupported_argument_is_described_briefly():
+    import numpy as np
+
+    import polytile.language as pl
+    from polytile.runtime import jit
+    from polytile.runtime.jit import LaunchError
+
+    @jit
+    def k(x_ptr, BLOCK: pl.constexpr):
+        pl.store(x_ptr + pl.arange(0, BLOCK), 1.0)
+
+    with pytest.raises(LaunchError) as info:
+        k[(1,)](list(np.zeros(1000, np.float32)), BLOCK=16)
+    message = str(info.value)
+    assert "argument 'x_ptr' is list [" in message and len(message) < 400 and "..." in message

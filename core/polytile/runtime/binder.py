@@ -318,7 +318,7 @@ def describe_argument(kernel: str, name: str, value: Any, specialize: bool = Tru
     kind = kind_of(value)
     if kind is None:
         raise _launch_error(
-            f"kernel '{kernel}': argument '{name}' is {type(value).__name__} {value!r}; kernels take NumPy arrays "
+            f"kernel '{kernel}': argument '{name}' is {type(value).__name__} {_short_repr(value)}; kernels take NumPy arrays "
             "(or torch tensors, objects with __cuda_array_interface__, __array_interface__ or DLPack), Python "
             "numbers and bools (or constexpr parameters)")
     if isinstance(value, int) and not isinstance(value, bool) and isinstance(_int_plain(value), Unkeyed):
@@ -327,6 +327,12 @@ def describe_argument(kernel: str, name: str, value: Any, specialize: bool = Tru
         as_writable_array(kernel, name, value, _launch_error)  # raises what is wrong with it
     piece = kind.probe(value) if specialize else kind.plain(value)
     return kind.describe(piece, error)
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut short: a list of a million numbers must not flood the message."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 5]} ...{text[-1] if text[-1] in ')]}' else ''}"
 
 
 def constexpr_piece(value: Any) -> Hashable:
