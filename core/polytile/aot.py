@@ -421,7 +421,9 @@ def compile_kernel(fn_or_path_spec: Any, *, target: Any, signature: str | Sequen
     values = _constexpr_values(fn, dict(constexprs or {}), runtime)
     arg_types = {param: entry.type for param, entry in zip(runtime, entries)}
     module, _ = generate_kernel(fn, arg_types, values)
-    _attach_hints(module, [entry.hint for entry in entries])
+    from .runtime.jit import attach_hints
+
+    attach_hints(module, [entry.hint for entry in entries])
     result = compile_module(module, target, label=name, record_stages=True, **dict(options or {}))
     stages = list(result.stages)
     if stages and stages[0].name == "input":
@@ -487,18 +489,6 @@ def _constexpr_values(fn: Any, given: dict[str, Any], runtime: list[str]) -> dic
                            f"or constexprs={{'{param}': ...}})")
         values[param] = default
     return values
-
-
-def _attach_hints(module: Any, hints: list[str]) -> None:
-    # The JIT's own attributes (runtime/jit.py _attach_hints), so an AOT kernel is the
-    # same specialization a launch with such values would compile.
-    if not any(hints):
-        return
-    for op in module.body.block:
-        if op.name == "func.func" and op.attributes.get("kernel"):
-            op.attributes["pt.divisibility"] = tuple(16 if h == "D" else 1 for h in hints)
-            op.attributes["pt.equal_to_1"] = tuple(h == "1" for h in hints)
-            return
 
 
 def _jsonable(value: Any) -> Any:

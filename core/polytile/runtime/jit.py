@@ -443,16 +443,22 @@ def _parse_cached(text: str) -> Any:
         return None
 
 
-def _attach_hints(module: Any, params: list[str], hints: tuple) -> None:
+def attach_hints(module: Any, hints: Any) -> None:
     """Record the specialization on the kernel as discardable attributes, one entry per
-    run-time parameter: ``pt.divisibility`` (16 or 1) and ``pt.equal_to_1``."""
+    run-time parameter (``hints``: ``"D"`` divisible by 16, ``"1"`` equal to 1, ``""``):
+    ``pt.divisibility`` (16 or 1) and ``pt.equal_to_1``.  The JIT and ``polytile compile``
+    both call it, so an ahead-of-time kernel is the specialization a launch compiles."""
     if not any(hints):
         return
     for op in module.body.block:
         if op.name == "func.func" and op.attributes.get("kernel"):
-            op.attributes["pt.divisibility"] = tuple(16 if h == "D" else 1 for h in hints)
-            op.attributes["pt.equal_to_1"] = tuple(h == "1" for h in hints)
+            op.set_attr("pt.divisibility", tuple(16 if h == "D" else 1 for h in hints))
+            op.set_attr("pt.equal_to_1", tuple(h == "1" for h in hints))
             return
+
+
+def _attach_hints(module: Any, params: list[str], hints: tuple) -> None:
+    attach_hints(module, hints)
 
 
 def _parameter_names(kernel: str, params: list[str], given: Any) -> frozenset:
