@@ -316,7 +316,7 @@ class JITFunction:
 
         spec = self.specialize(self.bind(args, kwargs))
         module, _ = generate_kernel(self, spec.arg_types, spec.constexprs)
-        _attach_hints(module, list(spec.arg_types), spec.hints)
+        attach_hints(module, spec.hints)
         return module
 
     def mutated_args(self, *args: Any, **kwargs: Any) -> list[str]:
@@ -386,7 +386,7 @@ class JITFunction:
         # Taken after generation, from the same sources the cache key hashes: every
         # global of every @jit function involved, whichever module it lives in.
         globals_used = global_snapshot(self)
-        _attach_hints(module, params, hints)
+        attach_hints(module, hints)
         result = compile_module(module, resolved, label=self.__name__, **options)
         self.compile_count += 1
         binaries = dict(getattr(result, "binaries", None) or {})  # GPU backends: cubin, hsaco ...
@@ -456,9 +456,6 @@ def attach_hints(module: Any, hints: Any) -> None:
             op.set_attr("pt.equal_to_1", tuple(h == "1" for h in hints))
             return
 
-
-def _attach_hints(module: Any, params: list[str], hints: tuple) -> None:
-    attach_hints(module, hints)
 
 
 def _parameter_names(kernel: str, params: list[str], given: Any) -> frozenset:
