@@ -37,8 +37,8 @@ def _strings(llvm_ir: str) -> list[str]:
 def test_print_formats_lines_as_the_interpreter(arch):
     artifacts = compile_artifacts(print_kernel, np.zeros(256, np.int32), BLOCK=256, HEX=False, arch=arch)
     strings = "\n".join(_strings(artifacts["llvm_ir"]))
-    assert 'c"pid (%d, %d, %d) idx (%d) x %d, %d, %s, %f\\00"' in strings
-    assert 'c"pid (%d, %d, %d) once %d\\00"' in strings
+    assert 'c"pid (%d, %d, %d) idx (%d) x %d, %d, %s, %f\\0a\\00"' in strings
+    assert 'c"pid (%d, %d, %d) once %d\\0a\\00"' in strings
     assert "call.uni" in artifacts["ptx"] and "vprintf" in artifacts["ptx"]
     # 256 elements over 128 threads: two lines per thread for the tile, one for the scalar.
     assert artifacts["llvm_ir"].count("call i32 @\"vprintf\"") == 3

@@ -116,7 +116,7 @@ def _print_line(ctx: LoweringContext, head: str, pid: list, coords: list, op: An
         spec, argument = _format_and_argument(ctx, element, value.type, hex_)
         parts.append(spec)
         arguments.append(argument)
-    text = head + " " + prefix.replace("%", "%%") + ", ".join(parts)
+    text = head + " " + prefix.replace("%", "%%") + ", ".join(parts) + "\n"  # one line per element
     ctx.target.printf(ctx.builder, text, arguments)
 
 
