@@ -96,3 +96,13 @@ def test_real_torch_cpu_tensor():
     assert tensor.tolist() == list(range(1, 9))
     with pytest.raises(LaunchError, match="non-contiguous"):
         add_one[(1,)](torch.zeros(8, 2, dtype=torch.int32).t(), 8, BLOCK=8)
+
+
+@pytest.mark.parametrize("value, bits", [(1.0, 0x3F80), (-2.5, 0xC020), (0.0, 0x0000), (-0.0, 0x8000),
+                                         (1.00390625, 0x3F80),  # a tie: rounds to even
+                                         (1.01171875, 0x3F82),  # a tie: rounds to even (up)
+                                         (float("inf"), 0x7F80), (float("nan"), 0x7FC0)])
+def test_bf16_bits_round_to_nearest_even_and_keep_nan_a_nan(value, bits):
+    from polytile.runtime.args import bf16_bits
+
+    assert bf16_bits(value) == bits

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import sys
 import threading
 from typing import Any, Callable, Sequence
 
 from polytile.ir.types import FloatType, IntType, PointerType, Type
+from polytile.runtime.args import bf16_bits, is_torch_tensor, torch_current_stream
 from polytile.runtime.jit import LaunchError
 
 from . import driver
@@ -38,11 +40,6 @@ _INT_CODES = {(8, True): "b", (16, True): "h", (32, True): "i", (64, True): "q",
 _FLOAT_CODES = {"f16": "e", "f32": "f", "f64": "d"}
 
 
-def _bf16_bits(value: Any) -> int:
-    bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
-
-
 def _code(kernel: str, name: str, type_: Type) -> tuple[str, Callable[[Any], Any] | None]:
     """The struct code of a parameter, and a conversion of the Python value if needed."""
     if isinstance(type_, PointerType):
@@ -53,7 +50,7 @@ def _code(kernel: str, name: str, type_: Type) -> tuple[str, Callable[[Any], Any
         return _INT_CODES[type_.width, type_.signed], None
     if isinstance(type_, FloatType):
         if type_.kind == "bf16":
-            return "H", _bf16_bits
+            return "H", bf16_bits
         if type_.kind in _FLOAT_CODES:
             return _FLOAT_CODES[type_.kind], None
     raise LaunchError(f"kernel '{kernel}': parameter '{name}' has type {type_}, which the AMD launcher cannot pass")
@@ -150,6 +147,10 @@ def _pointer(kernel: str, name: str, value: Any, device_of_pointer: Callable[[in
                       "takes a torch tensor on an AMD GPU, an array with __cuda_array_interface__ (CuPy), or None")
 
 
+def _has_torch_tensor(args: Sequence[Any]) -> bool:
+    return "torch" in sys.modules and any(is_torch_tensor(a) for a in args)
+
+
 class Launcher:
     """Launches one compiled kernel; call it as ``launcher((gx, gy, gz), args)``."""
 
@@ -182,8 +183,11 @@ class Launcher:
                     self.hsaco, device=device, name=self.kernel_name).function(self.kernel_name).handle
             else:
                 driver.set_device(device)
+            if stream is None:
+                # Ordered with the caller's torch work, as the NVIDIA launcher is.
+                stream = torch_current_stream(device) if _has_torch_tensor(args) else 0
             hip = driver._state.bindings
-            driver.check(hip.hipModuleLaunchKernel(function, gx, gy, gz, self.block, 1, 1, 0, stream or 0, None,
+            driver.check(hip.hipModuleLaunchKernel(function, gx, gy, gz, self.block, 1, 1, 0, stream, None,
                                                    self._extra), "hipModuleLaunchKernel", self.kernel_name, device)
 
     def _grid_is_empty(self, grid: tuple[int, int, int]) -> bool:

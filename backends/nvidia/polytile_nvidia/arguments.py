@@ -26,13 +26,13 @@ device decides, and every other must be on the same one.
 from __future__ import annotations
 
 import ctypes
-import math
 import operator
 import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from polytile.ir.types import FloatType, IntType, PointerType, Type
+from polytile.runtime.args import bf16_bits
 from polytile.runtime.jit import LaunchError
 
 #: Where a pointer argument lives, besides a device index: nowhere (a null pointer) ...
@@ -84,17 +84,6 @@ def _to_i1(value: Any) -> int:
     return number
 
 
-def _to_bf16_bits(value: Any) -> int:
-    if isinstance(value, (str, bytes)):
-        raise TypeError("not a number")
-    number = float(value)
-    if math.isnan(number):
-        return 0x7FC0
-    bits = struct.unpack("<I", struct.pack("<f", number))[0]  # OverflowError beyond f32
-    # Round to nearest even on the 16 bits dropped, as torch and the hardware do.
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
-
-
 def _int_kind(type_: Type) -> ParameterKind:
     assert isinstance(type_, IntType)
     if type_.width == 1:
@@ -110,7 +99,7 @@ def _float_kind(type_: Type) -> ParameterKind:
     if kind == "f16":
         return ParameterKind("e", f"a number of magnitude at most {_F16_MAX:g}")
     if kind == "bf16":
-        return ParameterKind("H", f"a number of magnitude at most {_F32_MAX:g}", _to_bf16_bits)
+        return ParameterKind("H", f"a number of magnitude at most {_F32_MAX:g}", bf16_bits)
     if kind == "f32":
         return ParameterKind("f", f"a number of magnitude at most {_F32_MAX:g}")
     if kind == "f64":

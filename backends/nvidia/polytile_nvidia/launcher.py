@@ -15,11 +15,11 @@ names one.
 
 from __future__ import annotations
 
-import sys
 import threading
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from polytile.ir.types import Type
+from polytile.runtime.args import torch_current_stream
 from polytile.runtime.jit import LaunchError
 
 from . import driver
@@ -73,7 +73,7 @@ class Launcher:
             if err or int(current) != context_id:
                 driver.check(cuda.cuCtxSetCurrent(context), "cuCtxSetCurrent", self.kernel_name, device)
             if stream is None:
-                stream = _torch_stream(device) if torch else 0
+                stream = torch_current_stream(device) if torch else 0
             (err,) = cuda.cuLaunchKernel(function, gx, gy, gz, self.block, 1, 1, self.shared, stream, self._params, 0)
             if err:
                 driver.raise_error(err, "cuLaunchKernel", self.kernel_name, device)
@@ -112,20 +112,3 @@ class Launcher:
     def __repr__(self) -> str:
         return (f"<polytile_nvidia.Launcher '{self.kernel_name}': {len(self.packer.names)} arguments, "
                 f"{self.block} threads, {self.shared} bytes of dynamic shared memory>")
-
-
-_current_raw_stream: Callable[[int], int] | None = None
-
-
-def _torch_stream(device: int) -> int:
-    """PyTorch's current stream on ``device`` (called once a torch tensor was seen); torch
-    is never imported here, and without it in sys.modules the default stream is used."""
-    global _current_raw_stream
-    if _current_raw_stream is None:
-        torch = sys.modules.get("torch")
-        if torch is None:
-            return 0
-        raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
-        # The private call skips building a Stream object on every launch.
-        _current_raw_stream = raw if raw is not None else (lambda d: torch.cuda.current_stream(d).cuda_stream)
-    return _current_raw_stream(device)

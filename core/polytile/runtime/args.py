@@ -214,3 +214,43 @@ class SavedArgument:
             self._target.zero_()
         else:
             self._target[...] = 0
+
+
+# --------------------------------------------------------------------------------------
+# Host-side helpers every GPU launcher needs (vendor-neutral; backends call these).
+
+
+def bf16_bits(value: Any) -> int:
+    """The bfloat16 bits of a Python number, rounded to nearest even as torch and the
+    hardware round; NaN is the canonical quiet NaN (0x7FC0: rounding a NaN's f32 bits
+    could carry into the sign and give -0.0).  OverflowError beyond the f32 range."""
+    import math
+    import struct
+
+    if isinstance(value, (str, bytes)):
+        raise TypeError("not a number")
+    number = float(value)
+    if math.isnan(number):
+        return 0x7FC0
+    bits = struct.unpack("<I", struct.pack("<f", number))[0]
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+
+
+_current_raw_stream: Callable[[int], int] | None = None
+
+
+def torch_current_stream(device: int) -> int:
+    """PyTorch's current stream on ``device`` as a raw handle (CUDA, and ROCm builds of
+    torch, which keep the ``torch.cuda`` names), or 0 (the default stream) when torch is
+    not imported.  torch is never imported here."""
+    global _current_raw_stream
+    if _current_raw_stream is None:
+        import sys
+
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return 0
+        raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+        # The private call skips building a Stream object on every launch.
+        _current_raw_stream = raw if raw is not None else (lambda d: torch.cuda.current_stream(d).cuda_stream)
+    return _current_raw_stream(device)

@@ -126,3 +126,39 @@ def test_backend_builds_the_launcher(hip, add_hsaco):
                                           params=[LaunchParam(n, ty) for n, ty in ADD_PARAMS],
                                           options=AmdOptions(num_warps=2))
     assert AmdBackend().can_launch() and launcher.block == 128
+
+
+class Tensor:
+    """A torch tensor on an AMD GPU, as the launcher reads it (recognised by its module)."""
+
+    is_cuda = True
+
+    def __init__(self, address, device):
+        self.address, self.device = address, device
+
+    def data_ptr(self):
+        return self.address
+
+    def get_device(self):
+        return self.device
+
+
+Tensor.__module__ = "torch"
+
+
+def test_torch_arguments_launch_on_torchs_current_stream(hip, add_hsaco, monkeypatch):
+    import sys
+
+    from polytile.runtime import args as polytile_args
+
+    fake_torch = types.ModuleType("torch")
+    fake_torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0xBEEF0 + device)
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setattr(polytile_args, "_current_raw_stream", None)
+    launcher = Launcher(add_hsaco, "add", ADD_PARAMS, num_warps=4, warp_size=64)
+    launcher((1, 1, 1), [Tensor(0x20000000, 1), None, None, 1])
+    assert hip.launches[-1].stream == 0xBEEF1
+    launcher((1, 1, 1), [DeviceArray(0x10000000), None, None, 1])  # no torch tensor: the default stream
+    assert hip.launches[-1].stream == 0
+    launcher((1, 1, 1), [Tensor(0x20000000, 1), None, None, 1], stream=0x777)
+    assert hip.launches[-1].stream == 0x777

@@ -16,7 +16,7 @@ import pytest
 
 from polytile.ir import types as t
 from polytile.runtime.jit import LaunchError
-from polytile_nvidia import launcher as launcher_module
+from polytile.runtime import args as polytile_args
 from polytile_nvidia.driver import CudaDriverError, OutOfResourcesError
 from polytile_nvidia.launcher import Launcher
 
@@ -87,7 +87,7 @@ def test_torch_arguments_launch_on_torchs_current_stream(add, fake_driver, monke
     fake_torch = types.ModuleType("torch")
     fake_torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0xBEEF0 + device)
     monkeypatch.setitem(sys.modules, "torch", fake_torch)
-    monkeypatch.setattr(launcher_module, "_current_raw_stream", None)
+    monkeypatch.setattr(polytile_args, "_current_raw_stream", None)
     add((1, 1, 1), [Tensor(0x1000, 1), None, None, 1])
     assert fake_driver.launches[-1].stream == 0xBEEF1
     add((1, 1, 1), [CaiArray(0), None, None, 1])  # no torch tensor: the default stream
