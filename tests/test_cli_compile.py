@@ -191,3 +191,11 @@ def test_compile_requires_target_and_signature(capsys):
         main(["compile", KERNEL, "-s", SIGNATURE])
     assert caught.value.code == 2
     assert "the following arguments are required: -t/--target" in capsys.readouterr().err
+
+
+def test_a_bad_target_names_the_option_it_came_from(tmp_path, capsys):
+    assert main(["compile", KERNEL, "-t", "nvidia:sm_75", "-s", SIGNATURE, "-c", "BLOCK_SIZE=1024",
+                 "-o", str(tmp_path)]) != 0
+    err = capsys.readouterr().err
+    assert "no architecture 'sm_75'" in err and "(the target came from --target)" in err
+    assert "target= argument" not in err and not list(tmp_path.iterdir())

@@ -387,7 +387,8 @@ class AotResult:
 
 def compile_kernel(fn_or_path_spec: Any, *, target: Any, signature: str | Sequence[str],
                    constexprs: Mapping[str, Any] | None = None, options: Mapping[str, Any] | None = None,
-                   output_dir: str | os.PathLike | None = None) -> AotResult:
+                   output_dir: str | os.PathLike | None = None,
+                   target_source: str = "target= argument") -> AotResult:
     """Compile one specialization of a ``@jit`` kernel for ``target`` without running it.
 
     :param fn_or_path_spec: a ``@jit`` function, or ``"path/to/file.py:kernel"``.
@@ -424,7 +425,8 @@ def compile_kernel(fn_or_path_spec: Any, *, target: Any, signature: str | Sequen
     from .runtime.jit import attach_hints
 
     attach_hints(module, [entry.hint for entry in entries])
-    result = compile_module(module, target, label=name, record_stages=True, **dict(options or {}))
+    result = compile_module(module, target, label=name, record_stages=True, target_source=target_source,
+                            **dict(options or {}))
     stages = list(result.stages)
     if stages and stages[0].name == "input":
         stages[0] = stages[0]._replace(name="frontend")

@@ -206,8 +206,8 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             if name in options:
                 raise AotError(f"--{name.replace('_', '-')} and --option {name}=... both give {name}: keep one")
             options[name] = flag
-    result = compile_kernel(args.kernel, target=args.target, signature=args.signature, constexprs=constexprs,
-                            options=options)
+    result = compile_kernel(args.kernel, target=args.target, target_source="--target", signature=args.signature,
+                            constexprs=constexprs, options=options)
     # Looked up before anything is written, so a misspelled --emit leaves no files behind.
     emitted = result.emit(args.emit) if args.emit else None
     if args.output is not None or emitted is None:

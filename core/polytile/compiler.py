@@ -65,7 +65,8 @@ def _is_json(value: Any) -> bool:
 
 
 def compile_module(module: Any, target: "str | Target | None" = None, label: str = "module", *,
-                   record_stages: bool = False, **options: Any) -> CompileResult:
+                   record_stages: bool = False, target_source: str = "target= argument",
+                   **options: Any) -> CompileResult:
     """Run the whole pipeline for ``target`` over ``module`` (changed in place).
 
     ``record_stages``: keep the IR before the pipeline and after each stage, with the
@@ -78,7 +79,7 @@ def compile_module(module: Any, target: "str | Target | None" = None, label: str
     from .plugins.manager import get_plugin_manager
 
     manager = get_plugin_manager()
-    choice = manager.choose_target(target)
+    choice = manager.choose_target(target, source=target_source)
     backend, resolved = manager.backends.resolve(choice.target)
     parsed = backend.parse_options(options)
     verify(module)

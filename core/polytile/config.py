@@ -613,14 +613,14 @@ class Config:
         explicit: "str | Target | None" = None,
         *,
         active_devices: Callable[[], Sequence[tuple[Target, str]]] | None = None,
+        source: str = "target= argument",
     ) -> TargetChoice:
         """Choose the target: argument, set(), environment, project file, device, interpreter.
 
         ``active_devices`` returns ``(target, description)`` pairs in priority order; it is
         slow (it may initialize drivers), so it is called only when nothing earlier chose.
         """
-        if explicit is not None:
-            source = "target= argument"
+        if explicit is not None:  # ``source`` names where it came from in messages ("--target")
             return TargetChoice(Target.parse(explicit, where=source), source)
         value = self.get("target")
         if value is not None:

@@ -98,10 +98,10 @@ def fake_config(monkeypatch):
     def get(name):
         return module.values[name]
 
-    def resolve_target(explicit=None, *, active_devices=None):
+    def resolve_target(explicit=None, *, active_devices=None, source="target= argument"):
         module.calls.append(explicit)
         if explicit is not None:
-            return TargetChoice(Target.parse(explicit), "target= argument")
+            return TargetChoice(Target.parse(explicit), source)
         if module.values["target"] is not None:
             return TargetChoice(Target.parse(module.values["target"]), "environment variable POLYTILE_TARGET")
         for target, description in active_devices():

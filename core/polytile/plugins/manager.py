@@ -577,7 +577,7 @@ class PluginManager:
             parts.add(f"{record.cache_name}: {result}")
         return sorted(parts)
 
-    def choose_target(self, explicit: "str | Target | None" = None) -> Any:
+    def choose_target(self, explicit: "str | Target | None" = None, source: str = "target= argument") -> Any:
         """The target to compile for, and why (a ``polytile.config.TargetChoice``).
 
         The order of precedence is the configuration's (:func:`polytile.config.resolve_target`);
@@ -588,7 +588,7 @@ class PluginManager:
         from .. import config
 
         backends = self.backends
-        choice = config.resolve_target(explicit, active_devices=backends.describe_devices)
+        choice = config.resolve_target(explicit, active_devices=backends.describe_devices, source=source)
         _, target = backends.resolve(choice.target, where=str(choice.reason))
         if target != choice.target:
             if dataclasses.is_dataclass(choice):
