@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
+from ..dialects import func
 from ..errors import CompilationError
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 
@@ -161,7 +162,7 @@ def collect_pieces(function: Any, target: Any, num_warps: int, callee_bytes: dic
             pieces.append(Piece(op, BUFFER_OFFSET_ATTR, _align(buffer_bytes(op.result.type)), number,
                                 _buffer_end(op, numbering, function)))
             continue
-        if op.name == "func.call":
+        if isinstance(op, func.CallOp):
             size = callee_bytes.get(op.attributes["callee"].name, 0)
         else:
             size = scratch_bytes(op, target, num_warps)
@@ -237,7 +238,7 @@ def _limit_error(function: Any, need: int, limit: int, arch: str, largest: Piece
     from ..errors import SourceLocation
 
     op = largest.owner
-    what = f"the call of '@{op.attributes['callee'].name}'" if op.name == "func.call" else f"'{op.name}'"
+    what = f"the call of '@{op.attributes['callee'].name}'" if isinstance(op, func.CallOp) else f"'{op.name}'"
     location = op.location if isinstance(op.location, SourceLocation) else None
     source_line = None
     if location is not None:

@@ -247,8 +247,8 @@ def _assign(function: Any, infos: Any, num_warps: int, target: Any) -> None:
         wanted = SliceLayout(axis, parent.type.layout) if parent.type.rank >= 2 else None
         if wanted is None or child.type.layout == wanted:
             continue
-        if op.name == "tile.expand_dims":
-            _convert_operand(op, 0, wanted)
+        if child in op.operands:  # the op consumes the slice (expand_dims); else it makes it (reduce)
+            _convert_operand(op, list(op.operands).index(child), wanted)
         else:
             _convert_result(op, child, wanted)
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterable
 
-from ..dialects import scf, tile_debug
+from ..dialects import func, scf, tile_debug
 from ..dialects.gpu import BarrierOp, LocalAllocOp, LocalLoadOp, LocalStoreOp
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 from .allocation import BUFFER_OFFSET_ATTR, SCRATCH_OFFSET_ATTR, buffer_bytes, scratch_bytes, scratch_sync
@@ -104,7 +104,7 @@ class _Walker:
     def effect(self, op: Any) -> _Effect | None:
         if isinstance(op, (BarrierOp, tile_debug.BarrierOp)):
             return _Effect([], synchronizes=True)
-        if op.name == "func.call":
+        if isinstance(op, func.CallOp):
             return self._call(op)
         accessor = BUFFER_ACCESSES.get(type(op))
         if accessor is not None:
