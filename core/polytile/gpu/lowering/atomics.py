@@ -279,14 +279,13 @@ def _share(op: Any, ctx: LoweringContext, registers: list, element: ir.Type) -> 
         offsets = [ctx.i32(0)]
         owner = b.icmp_unsigned("==", ctx.thread_id, ctx.i32(0))
     pointers = [b.gep(base, [o], source_etype=element) for o in offsets]
-    ctx.target.barrier(b)  # whoever used the scratch before is done with it
+    # One barrier, between the owners' writes and everyone's reads (sync="inside"):
+    # insert-barriers guards the bytes against earlier and later users where needed.
     with b.if_then(owner) if owner is not None else _nothing():
         for ptr, value in zip(pointers, registers):
             b.store(value, ptr)
     ctx.target.barrier(b)
-    shared = [b.load(ptr, typ=element) for ptr in pointers]
-    ctx.target.barrier(b)  # everyone has read before the next user writes
-    return shared
+    return [b.load(ptr, typ=element) for ptr in pointers]
 
 
 class _nothing:

@@ -145,9 +145,8 @@ def _to_dot_operand(op: Any, registers: list, ctx: LoweringContext) -> list:
     loaded = loader(ctx, base, shared, op) if loader is not None else None
     if loaded is None:
         loaded = load_tile(ctx, base, element, shared, op.result)
-    # The next op with scratch starts at the same offset: nobody writes it before all
-    # threads have read this tile.
-    ctx.target.barrier(ctx.builder)
+    # No trailing barrier: the conversion registers sync="inside", so insert-barriers puts
+    # one before the next writer of these bytes, and only where there is one.
     return loaded
 
 
