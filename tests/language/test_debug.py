@@ -43,9 +43,10 @@ def assert_kernel(x_ptr, n, BLOCK: pl.constexpr):
 
 def test_device_assert(target):
     if target != "interp":
-        # A failed assertion on a GPU aborts the process's CUDA context (as in Triton), so it
-        # cannot be checked in this process; the interpreter checks the message and line.
-        pytest.skip("a failing device assertion aborts the CUDA context; not testable in-process")
+        # A failed assertion on a GPU aborts the process's CUDA context (as in Triton), so
+        # it is checked in a child process by tests/backends/nvidia/test_gpu_device_assert.py.
+        pytest.skip("a failing device assertion aborts the CUDA context: checked in a child process "
+                    "by tests/backends/nvidia/test_gpu_device_assert.py")
     # Compile afresh: a module loaded from the on-disk cache currently comes back without
     # source locations (a runtime/cache issue, reported), and this test checks the line.
     with config.override(cache=False):
