@@ -1,8 +1,10 @@
 """The launch and compile modes: host time per launch, compile time, import time.
 
 Launch: ``kernel[grid](x, y, out, n, BLOCK_SIZE=1024)`` (three arrays and an int) many
-times in a Python loop, timed with ``perf_counter`` after a warm-up, the device
-synchronized once at the end; host microseconds per launch.
+times in a Python loop, timed with ``perf_counter`` after a warm-up, in chunks of
+:data:`LAUNCH_CHUNK` launches with the device synchronized between chunks (outside the
+timing: a full launch queue would time the GPU, not the host); host microseconds per
+launch.
 
 Compile: fresh Python processes, so that nothing is cached in memory.  A cold compile
 gets an empty on-disk cache (a new temporary directory), a warm start the directory a
@@ -33,6 +35,10 @@ from .throughput import describe_error
 
 LAUNCHES = {"tiny": 200, "small": 2000, "full": 10_000}
 LAUNCH_ROUNDS = 5
+#: Launches timed back to back before the device is synchronized (outside the timing):
+#: few enough that the driver's queue of pending launches never fills, so that a launch
+#: never waits for the GPU and the time measured is the host's.
+LAUNCH_CHUNK = 200
 COMPILE_REPEATS = {"tiny": 1, "small": 3, "full": 5}
 IMPORT_REPEATS = {"tiny": 1, "small": 5, "full": 5}
 #: Triton's own variable for its cache directory (not a polytile setting).
@@ -64,11 +70,18 @@ def _launch_overhead(kernel: Any, grid: Any, args: tuple[Any, ...], out: Any, ex
             kernel[grid](*args, BLOCK_SIZE=1024)
         device.synchronize()
         for _ in range(LAUNCH_ROUNDS):
-            start = time.perf_counter()
-            for _ in range(launches):
-                kernel[grid](*args, BLOCK_SIZE=1024)
+            # _host_time's loop, written out: a lambda per launch would be timed too.
+            total, done = 0.0, 0
+            while done < launches:
+                chunk = min(LAUNCH_CHUNK, launches - done)
+                device.synchronize()
+                start = time.perf_counter()
+                for _ in range(chunk):
+                    kernel[grid](*args, BLOCK_SIZE=1024)
+                total += time.perf_counter() - start
+                done += chunk
             device.synchronize()
-            samples.append((time.perf_counter() - start) / launches * 1e6)
+            samples.append(total / launches * 1e6)
     except Exception as exc:  # noqa: BLE001
         return Measurement.failed(ERROR, f"failed while timing: {describe_error(exc)}")
     finally:
@@ -76,6 +89,24 @@ def _launch_overhead(kernel: Any, grid: Any, args: tuple[Any, ...], out: Any, ex
             gc.enable()
     value = statistics.median(samples)
     return Measurement(OK, value=value, ms=value * 1e-3, samples=len(samples))
+
+
+def _host_time(launch: Any, launches: int, synchronize: Any) -> float:
+    """Host microseconds per call of ``launch()`` over ``launches`` calls, timed in chunks
+    of :data:`LAUNCH_CHUNK` with the device synchronized between chunks (the time of the
+    ``launch`` call itself, about 0.05 µs, is included)."""
+    total = 0.0
+    done = 0
+    while done < launches:
+        chunk = min(LAUNCH_CHUNK, launches - done)
+        synchronize()
+        start = time.perf_counter()
+        for _ in range(chunk):
+            launch()
+        total += time.perf_counter() - start
+        done += chunk
+    synchronize()
+    return total / launches * 1e6
 
 
 def run_launch(device: Device, compilers: dict[str, Any], size_class: str) -> list[Row]:
@@ -222,3 +253,76 @@ def run_compile(device: Device, compilers: dict[str, Any], size_class: str, targ
         cold.results[name], warm.results[name] = _first_launches(name, target, device.library, n,
                                                                  COMPILE_REPEATS[size_class])
     return [imports, cold, warm]
+
+
+# -- where the host time of a launch goes (NVIDIA) ------------------------------------------
+
+
+def launch_breakdown(launches: int = 10_000) -> list[tuple[str, float]]:
+    """Host microseconds per call of each layer of a polytile launch on the first NVIDIA
+    GPU (the 4-argument vector add on torch tensors), and Triton's when installed: for
+    finding which layer to make cheaper.  ``python -m bench.overhead`` prints it."""
+    import torch
+    from polytile_nvidia import driver
+    from polytile_nvidia.launcher import Launcher
+
+    from . import polytile_kernels
+
+    n = 1024
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    kernel = polytile_kernels.add_kernel
+    compiled = kernel[(4,)](x, y, out, n, BLOCK_SIZE=1024)
+    torch.cuda.synchronize()
+    assert torch.allclose(out, x + y), "the vector add kernel gave a wrong result"
+    native = compiled.launcher
+    args = (x, y, out, n)
+    native((4, 1, 1), args)
+    saved = driver._state.native, driver._state.native_chosen
+    driver._state.native, driver._state.native_chosen = None, True
+    try:
+        bindings = Launcher(native.image, native.kernel_name, list(zip(native.packer.names, native.packer.types)),
+                            num_warps=native.num_warps, shared=native.shared)
+        bindings((4, 1, 1), args)
+    finally:
+        driver._state.native, driver._state.native_chosen = saved
+    grid = (4,)
+    callable_grid = lambda meta: (cdiv(meta["n_elements"], meta["BLOCK_SIZE"]),)  # noqa: E731
+    layers: list[tuple[str, Any]] = [
+        ("kernel[grid](...), tuple grid", lambda: kernel[grid](x, y, out, n, BLOCK_SIZE=1024)),
+        ("kernel[grid](...), callable grid", lambda: kernel[callable_grid](x, y, out, n, BLOCK_SIZE=1024)),
+        ("launcher(grid, args), native", lambda: native((4, 1, 1), args)),
+        ("launcher(grid, args), cuda-bindings", lambda: bindings((4, 1, 1), args)),
+        ("packer.pack(args) (general path only)", lambda: native.packer.pack(args)),
+        ("torch current stream", lambda: torch._C._cuda_getCurrentRawStream(0)),
+    ]
+    if native._plan is not None:
+        plan, table, launch = native._plan, native._table, native._native.launch
+        layers.append(("native launch(...) alone", lambda: launch(plan, table, args, 4, 1, 1, None)))
+    try:
+        from . import triton_kernels
+
+        triton_kernels.add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024)
+        layers.append(("Triton kernel[grid](...)",
+                       lambda: triton_kernels.add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024)))
+    except Exception as exc:  # noqa: BLE001 - Triton is optional here
+        print(f"(Triton not timed: {describe_error(exc)})")
+    results = []
+    gc.collect()
+    gc.disable()
+    try:
+        for name, call in layers:
+            for _ in range(launches // 10):
+                call()
+            samples = [_host_time(call, launches, torch.cuda.synchronize) for _ in range(LAUNCH_ROUNDS)]
+            results.append((name, statistics.median(samples)))
+    finally:
+        gc.enable()
+    return results
+
+
+if __name__ == "__main__":
+    from polytile_nvidia import driver as _driver
+
+    for _name, _us in launch_breakdown():
+        print(f"{_name:<42} {_us:6.2f} us")
+    print(f"launch path: {_driver.launch_path()}")

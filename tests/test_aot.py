@@ -4,6 +4,7 @@ loading kernels from files, the argument layout, the metadata and the files writ
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import polytile.language as pl
 from polytile import config
 from polytile.aot import (AotError, argument_layout, compile_kernel, load_kernel, parse_assignments,
                           parse_constexpr_value, parse_signature)
+from polytile.backend import LaunchParam
 from polytile.compiler import compile_module
 from polytile.errors import CompilationError
 from polytile.ir import parse_module
@@ -321,3 +323,60 @@ def test_compile_result_splits_artifacts_into_binaries_and_metadata():
     assert result.metadata == {"kernel_name": "add_kernel", "shared_bytes": 0, "num_warps": 4}
     assert json.loads(json.dumps(result.metadata)) == result.metadata
     assert {"llvm_module", "llvm_ir", "ptx"} <= set(result.artifacts) and result.stages == []
+
+
+# -- the argument layout comes from the backend ------------------------------------------------------
+
+MIXED = """
+import polytile as pt
+import polytile.language as pl
+
+
+@pt.jit
+def mixed(flag, x_ptr, scale, n, out_ptr, BLOCK: pl.constexpr):
+    offs = pl.arange(0, BLOCK)
+    value = pl.load(x_ptr + offs, mask=offs < n) * scale + flag
+    pl.store(out_ptr + offs, value.to(pl.float16), mask=offs < n)
+"""
+MIXED_SIGNATURE = "i8,*fp32:16,fp64,i16,*fp16:16"
+
+
+def _slots(metadata):
+    return [(a["name"], a["size"], a["offset"]) for a in metadata["arguments"]]
+
+
+def test_nvidia_lays_parameters_out_at_their_natural_alignment(tmp_path):
+    (tmp_path / "mixed.py").write_text(MIXED)
+    result = compile_kernel(f"{tmp_path / 'mixed.py'}:mixed", target="nvidia:sm_90a", signature=MIXED_SIGNATURE,
+                            constexprs={"BLOCK": 128})
+    assert _slots(result.metadata) == [("flag", 1, 0), ("x_ptr", 8, 8), ("scale", 8, 16), ("n", 2, 24),
+                                       ("out_ptr", 8, 32)]
+    assert result.metadata["parameter_bytes"] == 40
+    # The PTX declares the same parameters, in the same order and widths.
+    ptx = result.artifacts["ptx"]
+    widths = re.findall(r"\.param \.(?:[a-z]+)(\d+) ", ptx[ptx.index(".entry mixed("):ptx.index(")")])
+    assert [int(w) // 8 for w in widths] == [1, 8, 8, 2, 8]
+
+
+def test_amd_takes_the_offsets_its_code_object_declares(tmp_path, monkeypatch):
+    from polytile_amd.backend import AmdBackend
+    from polytile_amd.codeobject import read_code_object
+
+    (tmp_path / "mixed.py").write_text(MIXED)
+    result = compile_kernel(f"{tmp_path / 'mixed.py'}:mixed", target="amd:gfx942", signature=MIXED_SIGNATURE,
+                            constexprs={"BLOCK": 128})
+    declared = read_code_object(result.artifacts["hsaco"]).kernel("mixed").explicit_arguments
+    assert _slots(result.metadata) == [(p, a.size, a.offset) for p, a in
+                                       zip(["flag", "x_ptr", "scale", "n", "out_ptr"], declared)]
+    assert result.metadata["parameter_bytes"] == max(a.offset + a.size for a in declared)
+
+    # What the code object says is what is written, even where it is not the natural layout.
+    shifted = {"kernel_name": "k", "amd_code_object": {**result.result.metadata["amd_code_object"], "arguments": [
+        {**a, "offset": a["offset"] + 16} for a in result.result.metadata["amd_code_object"]["arguments"]]}}
+    params = [LaunchParam(n, t.i32) for n in ("flag", "x_ptr", "scale", "n", "out_ptr")]
+    layout = AmdBackend().argument_layout(kernel_name="k", params=params, metadata=shifted)
+    assert [s.offset for s in layout.slots] == [a.offset + 16 for a in declared]
+    with pytest.raises(ValueError, match="the code object declares 5 arguments but the kernel has 2"):
+        AmdBackend().argument_layout(kernel_name="k", params=params[:2], metadata=shifted)
+    with pytest.raises(ValueError, match="no code object metadata"):
+        AmdBackend().argument_layout(kernel_name="k", params=params, metadata={})

@@ -13,6 +13,7 @@ from .errors import (
     CompilationError,
     ConfigError,
     IRParseError,
+    OutOfResourcesError,
     PassFailure,
     PluginConflictError,
     PluginError,
@@ -46,7 +47,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "CompilationError", "ConfigError", "IRParseError", "PassFailure", "PluginConflictError", "PluginError",
+    "CompilationError", "ConfigError", "IRParseError", "OutOfResourcesError", "PassFailure", "PluginConflictError", "PluginError",
     "PolytileError", "Target", "TargetError", "UnknownNameError", "VerificationError", "__version__", "config",
     "jit", "cdiv", "next_power_of_2", "JITFunction", "LaunchError", "autotune", "heuristics", "Config",
 ]

@@ -23,8 +23,9 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, Sequence
 
+from .backend import ArgumentSlot, LaunchParam, natural_argument_layout
 from .errors import PolytileError, did_you_mean
 from .ir import types as t
 
@@ -250,29 +251,15 @@ def _import_file(path: Path) -> Any:
 # -- argument layout -----------------------------------------------------------------------------
 
 
-class ArgumentSlot(NamedTuple):
-    size: int
-    alignment: int
-    offset: int
-
-
 def argument_layout(types: Sequence[t.Type]) -> tuple[list[ArgumentSlot], int]:
-    """Where each parameter lies in the kernel's parameter buffer, and its size: each at
-    its natural alignment (at most 8), pointers 8 bytes, ``i1`` one byte, as CUDA's and
-    HIP's launch calls pack them."""
-    slots, offset = [], 0
-    for type_ in types:
-        if isinstance(type_, t.PointerType):
-            size = 8
-        elif isinstance(type_, t.ScalarType):
-            size = max(1, type_.width // 8)
-        else:
-            raise AotError(f"parameters of type {type_} have no known layout in the parameter buffer")
-        alignment = min(size, 8)
-        offset += -offset % alignment
-        slots.append(ArgumentSlot(size, alignment, offset))
-        offset += size
-    return slots, offset
+    """Each parameter at its natural alignment (at most 8), pointers 8 bytes, ``i1`` one
+    byte, as CUDA's and HIP's launch calls pack them (:func:`polytile.backend.natural_argument_layout`;
+    compiles ask their backend, :meth:`~polytile.backend.Backend.argument_layout`)."""
+    try:
+        slots, total = natural_argument_layout(types)
+    except ValueError as exc:
+        raise AotError(str(exc)) from None
+    return list(slots), total
 
 
 # -- compiling ----------------------------------------------------------------------------------
@@ -443,7 +430,13 @@ def _metadata(aot: AotResult, runtime: list[str], entries: list[SignatureEntry],
 
     result = aot.result
     compiled = result.metadata
-    slots, total = argument_layout([entry.type for entry in entries])
+    params = [LaunchParam(param, entry.type, entry.divisibility, entry.equal_to_1)
+              for param, entry in zip(runtime, entries)]
+    try:
+        slots, total = result.backend.argument_layout(kernel_name=compiled.get("kernel_name", aot.kernel),
+                                                      params=params, metadata=compiled)
+    except ValueError as exc:
+        raise AotError(f"kernel '{aot.kernel}' for {result.target}: {exc}") from None
     arguments = [{"name": param, "type": str(entry), "ir_type": str(entry.type), "size": slot.size,
                   "alignment": slot.alignment, "offset": slot.offset, "divisibility": entry.divisibility,
                   "equal_to_1": entry.equal_to_1}

@@ -57,6 +57,44 @@ class LaunchParam(NamedTuple):
     equal_to_1: bool = False
 
 
+class ArgumentSlot(NamedTuple):
+    """Where one run-time parameter lies in a kernel's parameter buffer, in bytes."""
+
+    size: int
+    alignment: int
+    offset: int
+
+
+class ArgumentLayout(NamedTuple):
+    """The parameter buffer of a compiled kernel: one slot per run-time parameter, in
+    order, and the bytes the caller passes (what the runtime appends after, such as AMD's
+    hidden arguments, not counted)."""
+
+    slots: tuple[ArgumentSlot, ...]
+    size: int
+
+
+def natural_argument_layout(types: Sequence[Any]) -> ArgumentLayout:
+    """Each parameter at its natural alignment (at most 8), pointers 8 bytes, ``i1`` one
+    byte, one after the other: how CUDA's and HIP's launch calls pack them.  ``types``
+    are IR types; one with no layout is a ``ValueError`` naming it."""
+    from .ir import types as t
+
+    slots, offset = [], 0
+    for type_ in types:
+        if isinstance(type_, t.PointerType):
+            size = 8
+        elif isinstance(type_, t.ScalarType):
+            size = max(1, type_.width // 8)
+        else:
+            raise ValueError(f"parameters of type {type_} have no known layout in the parameter buffer")
+        alignment = min(size, 8)
+        offset += -offset % alignment
+        slots.append(ArgumentSlot(size, alignment, offset))
+        offset += size
+    return ArgumentLayout(tuple(slots), offset)
+
+
 class Launcher(Protocol):
     """What :meth:`Backend.make_launcher` returns; called once per launch."""
 
@@ -153,6 +191,22 @@ class Backend:
     def versions(self) -> Mapping[str, str]:
         """Toolchain versions that must enter the compile cache key (``{"llvmlite": "0.50"}``)."""
         return {}
+
+    def argument_layout(self, *, kernel_name: str, params: Sequence[LaunchParam],
+                        metadata: Mapping[str, Any]) -> ArgumentLayout:
+        """Where each run-time parameter of a compiled kernel lies in its parameter buffer
+        (what ahead-of-time compiles write for a C launcher).
+
+        :param kernel_name: the kernel function's name.
+        :param params: its run-time parameters, in order.
+        :param metadata: the compile result's metadata (``CompileResult.metadata``), where
+            a backend finds what its binary declares.
+        :return: one :class:`ArgumentSlot` per entry of ``params``.
+
+        The default is :func:`natural_argument_layout`; a backend whose binary declares its
+        own offsets (AMD's code object notes) returns those.
+        """
+        return natural_argument_layout([param.type for param in params])
 
     def can_launch(self) -> bool:
         """Whether this backend runs kernels (else the runtime falls back to the

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
@@ -54,6 +54,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         if backend.devices:
             for device in backend.devices:
                 out.append(f"           device: {device}")
+            out += _launch_path_lines(manager, backend.name)
         elif not backend.architectures:
             out.append("           runs on this machine's CPU: the target used when no device is found")
         else:
@@ -93,6 +94,19 @@ def _cmd_info(args: argparse.Namespace) -> int:
         print(f"polytile: error: {failed} problem{'s' if failed > 1 else ''} in the setup (above)", file=sys.stderr)
         return 1
     return 0
+
+
+def _launch_path_lines(manager: Any, name: str) -> list[str]:
+    """How the backend launches kernels and why (fast native path or its fallback), for
+    backends that say (an optional ``launch_path()`` method: it may build a helper)."""
+    backend = manager.backends().find(name)
+    launch_path = getattr(backend, "launch_path", None)
+    if not callable(launch_path):
+        return []
+    try:
+        return [f"           launch: {launch_path()}"]
+    except Exception as exc:  # a report line must not hide the rest of the report
+        return [f"           launch: unknown ({exc})"]
 
 
 def _cmd_passes(args: argparse.Namespace) -> int:

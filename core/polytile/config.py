@@ -394,6 +394,13 @@ SETTINGS: dict[str, Setting] = _declare(
         "(see ptxas_path).",
     ),
     Setting(
+        "nvidia_launch", _Choice("auto", "native", "bindings"), "auto", ("POLYTILE_NVIDIA_LAUNCH",),
+        doc="How NVIDIA kernels are launched: 'native' packs the arguments and calls cuLaunchKernel in a small C "
+        "extension, built with the system C compiler on first use and kept in cache_dir (an error when it cannot be "
+        "built); 'bindings' calls cuLaunchKernel through cuda-bindings (slower per launch, no compiler needed); "
+        "'auto' uses 'native' when it builds, else 'bindings' ('polytile info' says which, and why).",
+    ),
+    Setting(
         "rocm_path", PATH, None, ("POLYTILE_ROCM_PATH",), optional=True, fallback_env=("ROCM_PATH",),
         doc="Root of the ROCm installation, where ld.lld (llvm/bin/) and the device libraries (amdgcn/bitcode/) are "
         "looked for. ROCM_PATH is read only after the project file, so a project's rocm_path wins over a "

@@ -112,6 +112,36 @@ class CompilationError(PolytileError):
         super().__init__(text)
 
 
+class OutOfResourcesError(CompilationError):
+    """A kernel needs more of a per-block resource (shared memory, LDS, registers) than
+    the target gives, even after the cheaper choices the compiler tried.
+
+    ``need`` and ``limit`` count ``unit`` (bytes for memory) per ``per`` (a block, a
+    workgroup); ``remedies_tried`` names what was tried before giving up.  The autotuner
+    drops configs that raise it.
+    """
+
+    def __init__(self, *, kernel: str, resource: str, need: int, limit: int, target: str = "",
+                 unit: str = "bytes", per: str = "block", remedies_tried: Iterable[str] = (), hint: str = "",
+                 location: SourceLocation | None = None, source_line: str | None = None):
+        self.kernel = kernel
+        self.resource = resource
+        self.need = need
+        self.limit = limit
+        self.target = target
+        self.remedies_tried = tuple(remedies_tried)
+        where = f"{target} gives" if target else "the target gives"
+        tried = f" (after trying: {', '.join(self.remedies_tried)})" if self.remedies_tried else ""
+        advice = f"; {hint}" if hint else ""
+        super().__init__(f"kernel '{kernel}' needs {need} {unit} of {resource}, more than the {limit} {unit} {where} "
+                         f"a {per}{tried}{advice}", location, source_line)
+
+    @property
+    def required(self) -> int:
+        """``need``, under the name the AMD backend's error used."""
+        return self.need
+
+
 class PassFailure(PolytileError):
     """A pass raised while compiling: an internal compiler error, named by pass."""
 

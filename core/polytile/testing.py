@@ -3,14 +3,15 @@
     from polytile.testing import apply_passes
     assert apply_passes(INPUT, CSE()) == EXPECTED
 
-Plugin authors use the same helpers for their own passes.
+Plugin authors use the same helpers for their own passes.  ``compile_for_targets``
+compiles one module for several targets at once (the language suite's compile-all run).
 """
 
 from __future__ import annotations
 
 import pathlib
 import textwrap
-from typing import Any
+from typing import Any, Sequence
 
 
 from .errors import VerificationError
@@ -63,3 +64,20 @@ def assert_ptxas_accepts(ptx: str, arch: str, tmp_path: Any) -> None:
     done = subprocess.run([ptxas, f"-arch={arch}", str(source), "-o", str(source.with_suffix(".cubin"))],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def compile_for_targets(module: Any, targets: Sequence[str], *, label: str = "module",
+                        **options: Any) -> dict[str, Any]:
+    """Compile one frontend ``module`` (left unchanged) for each of ``targets`` through
+    the public compile driver: the ``CompileResult`` of each target, or the exception its
+    compilation raised, so that one arch's failure does not hide another's."""
+    from .compiler import compile_module
+
+    results: dict[str, Any] = {}
+    for target in targets:
+        try:
+            # A copy per target: pipelines change the module in place.
+            results[target] = compile_module(module.clone(), target, label=label, **options)
+        except Exception as exc:  # noqa: BLE001 - reported per target by the caller
+            results[target] = exc
+    return results

@@ -15,6 +15,7 @@ BLOCKED_2 = "#gpu.blocked<size_per_thread = [2], threads_per_warp = [32], warps_
 
 SHARED = "#gpu.shared<vector = 2, per_phase = 1, max_phase = 4, order = [0]>"
 BUFFER = f"!gpu.buffer<64xi32, {SHARED}>"
+RING = "!gpu.buffer<3x64xi32, #gpu.shared<vector = 2, per_phase = 1, max_phase = 4, order = [1, 0]>>"
 
 ROUNDTRIP = {
     "buffers_and_barrier": func(
@@ -30,6 +31,17 @@ ROUNDTRIP = {
         f"%a: tile<64xi32, {BLOCKED_1}>",
         f"%0 = gpu.convert_layout %a : tile<64xi32, {BLOCKED_2}>",
         f"%1 = gpu.convert_layout %0 : tile<64xi32, {BLOCKED_1}>",
+        "func.return",
+    ),
+    "async_copies_into_a_ring": func(
+        f"%p: tile<64xptr<i32>, {BLOCKED_1}>, %m: tile<64xi1, {BLOCKED_1}>, %slot: i32",
+        f"%0 = gpu.local_alloc : {RING}",
+        "gpu.async_copy %p, %0, %slot mask(%m)",
+        "gpu.async_copy %p, %0, %slot",
+        "gpu.async_commit_group",
+        "gpu.async_wait {pending = 1}",
+        f"%1 = gpu.local_load_slot %0, %slot : tile<64xi32, {BLOCKED_2}>",
+        f"%2 = gpu.local_load_slot %0, %slot {{offsets = [32]}} : tile<32xi32, {BLOCKED_2}>",
         "func.return",
     ),
 }
@@ -71,3 +83,18 @@ def test_a_buffer_needs_a_shared_layout():
 
     with pytest.raises(IRParseError, match="a buffer's layout must be a shared layout"):
         parse_module(func("", f"%0 = gpu.local_alloc : !gpu.buffer<64xi32, {BLOCKED_1}>", "func.return"))
+
+
+def test_a_ring_slot_must_hold_the_tile():
+    assert_verify_error(
+        func(f"%p: tile<64xptr<i32>, {BLOCKED_1}>, %slot: i32", f"%0 = gpu.local_alloc : {RING}",
+             f"!%1 = gpu.local_load_slot %0, %slot {{offsets = [48]}} : tile<32xi32, {BLOCKED_2}>", "func.return"),
+        "gpu.local_load_slot",
+        f"tile<32xi32, {BLOCKED_2}> at offsets [48] is not inside a slot of {RING}",
+    )
+    assert_verify_error(
+        func(f"%p: tile<32xptr<i32>, {BLOCKED_1}>, %slot: i32", f"%0 = gpu.local_alloc : {RING}",
+             "!gpu.async_copy %p, %0, %slot", "func.return"),
+        "gpu.async_copy",
+        f"{RING} is not a ring of tile<32xi32, {BLOCKED_1}> (a leading dimension of slots, then the tile's shape)",
+    )

@@ -9,7 +9,9 @@ but wrong next to another (an offset two conversions share, a missing barrier, r
 handed over in the wrong order) shows up as a wrong result here, without a GPU.
 
 It covers the instructions the GPU lowering emits for straight-line kernels (branches and
-phis included), not LLVM in general: an instruction it does not know is an error.
+phis included), not LLVM in general: an instruction it does not know is an error.  AMD's
+intrinsics (ids, ``s_barrier``, DPP, ``ds_swizzle``, ``ds_bpermute``, MFMA, WMMA) are
+simulated in llvm_cta_amdgpu.py; run AMD kernels with ``warp_size=64`` on CDNA.
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ def _constant(ty: str, text: str) -> Any:
         return _FLOATS[ty](float(text))
     if ty.startswith("ptr") and text == "null":
         return 0
+    if ty == "bfloat":  # a bfloat value is its 16 bits here; LLVM writes them as 0xR....
+        return int(text[3:], 16) if text.startswith("0xR") else _bfloat_bits(float(text))
     raise SimulationError(f"constant {ty} {text}")
 
 
@@ -373,7 +377,8 @@ class CTA:
             src = _bits(_element(op.types[0]))
             return _lanewise(lambda t, a: _s(a, src) & ((1 << _bits(t)) - 1), ty, get[0])
         if code in ("fpext", "fptrunc"):
-            return _lanewise(lambda t, a: _FLOATS[t](a), ty, get[0])
+            source = _element(op.types[0])
+            return _lanewise(lambda t, a: _convert_float(source, t, a), ty, get[0])
         if code in ("sitofp", "uitofp"):
             src = _bits(_element(op.types[0]))
             return _lanewise(lambda t, a: _FLOATS[t](_s(a, src) if code == "sitofp" else a), ty, get[0])
@@ -392,7 +397,51 @@ class CTA:
             return _from_bits(ty, _to_bits(src, get[0]))
         if code in ("ptrtoint", "inttoptr", "addrspacecast", "freeze"):
             return get[0]
+        if code == "fence":  # threads run in lock step: memory is always in order here
+            return None
         raise SimulationError(f"the simulator does not know '{op.text}'")
+
+    def _global_access(self, op: _Op, text: str, args: list, tid: int) -> Any:
+        """A (predicated) global load or store in inline PTX, as the NVIDIA backend writes
+        them: ``mov.bN $i, src;`` then ``@$p ld.global[...].vN.bW {$0...}, [$k];``, or
+        ``@$p st.global[...].vN.bW [$0], {$1...};``."""
+        constraints = re.findall(r'"([^"]*)"', op.text.split(" asm ", 1)[1])[1].split(",")
+        outputs = [None] * sum(1 for c in constraints if c.startswith("="))
+
+        def operand(spelled: str) -> Any:
+            index = int(spelled.strip()[1:])
+            return outputs[index] if index < len(outputs) else args[index - len(outputs)]
+
+        for statement in text.replace("\\0A", " ").replace("\\09", " ").split(";"):
+            statement = statement.strip()
+            guard = re.match(r"@(\$\d+)\s+", statement)
+            if guard:
+                if not operand(guard.group(1)):
+                    continue
+                statement = statement[guard.end():]
+            if not statement:
+                continue
+            if statement.startswith("mov."):
+                target, source = statement.split(None, 1)[1].split(",")
+                source = source.strip()
+                outputs[int(target.strip()[1:])] = operand(source) if source.startswith("$") else int(source, 0)
+                continue
+            m = re.fullmatch(r"(ld|st)\.global\S*?\.b(\d+)\s+(.*)", statement)
+            if m is None:
+                raise SimulationError(f"the simulator does not know the PTX '{statement}'")
+            word = "i" + m.group(2)
+            names = re.findall(r"\$\d+", m.group(3))
+            if m.group(1) == "ld":
+                address = operand(names[-1])
+                for i, name in enumerate(names[:-1]):
+                    outputs[int(name[1:])] = self._load(word, 1, address + i * _size(word), tid)
+            else:
+                address = operand(names[0])
+                for i, name in enumerate(names[1:]):
+                    self._store(word, 1, address + i * _size(word), operand(name) & ((1 << _bits(word)) - 1), tid)
+        if not outputs:
+            return None
+        return outputs if len(outputs) > 1 else outputs[0]
 
     def _load(self, ty: str, space: int, address: int, tid: int) -> Any:
         if ty.startswith("<"):
@@ -414,6 +463,11 @@ class CTA:
                 return None
             if text.startswith("cvt.rna.tf32.f32"):
                 return _round_tf32(args[0])
+            if "cp.async" in text:  # per thread: tests/gpu/llvm_cta_async.py
+                from .llvm_cta_async import async_copy_step
+                return async_copy_step(self, text, args, tid)
+            if "ld.global" in text or "st.global" in text:
+                return self._global_access(op, text, args, tid)
             result = yield Collective(text, args)
             return result
         name = re.search(r"@\"?([\w.]+)", callee).group(1)
@@ -446,6 +500,11 @@ class CTA:
         if name.startswith("llvm.nvvm.shfl.sync"):
             result = yield Collective(name, args)
             return result
+        if name.startswith("llvm.amdgcn."):
+            from .llvm_cta_amdgpu import amdgpu_call  # AMD's semantics, in a module of their own
+
+            result = yield from amdgpu_call(self, op, name, args, tid)
+            return result
         raise SimulationError(f"the simulator does not know the call in '{op.text}'")
 
 
@@ -456,6 +515,18 @@ def _resume(thread, value):
         return None
 
 
+def _bfloat_bits(value: float) -> int:
+    bits = _to_bits("float", np.float32(value))
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF  # nearest, ties to even
+
+
+def _convert_float(source: str, result: str, value: Any) -> Any:
+    """fpext / fptrunc between float types (bfloat values are their bits)."""
+    if source == "bfloat":
+        value = _from_bits("float", value << 16)
+    return _bfloat_bits(float(value)) if result == "bfloat" else _FLOATS[result](value)
+
+
 def _round_tf32(value: Any) -> int:
     bits = _to_bits("float", value)
     return ((bits + 0x1000) & ~0x1FFF) & 0xFFFFFFFF  # nearest, ties away from zero
@@ -464,6 +535,8 @@ def _round_tf32(value: Any) -> int:
 def _step_name(kind: str) -> str:
     if kind.startswith("llvm.nvvm.shfl.sync"):
         return "shfl"
+    if kind.startswith("llvm.amdgcn."):
+        return "amdgpu"
     return kind.split(".")[0]
 
 
@@ -598,14 +671,22 @@ def _shfl(cta: CTA, name: str, inputs: list, warp: int) -> list:
     return out
 
 
-_WARP_STEPS = {"ldmatrix": _ldmatrix, "mma": _mma, "shfl": _shfl}
+def _amdgpu(cta: CTA, name: str, inputs: list, warp: int) -> list:
+    from .llvm_cta_amdgpu import warp_step
+
+    return warp_step(cta, name, inputs, warp)
 
 
-def run_kernel(artifacts: dict, args: list, num_warps: int) -> CTA:
+_WARP_STEPS = {"ldmatrix": _ldmatrix, "mma": _mma, "shfl": _shfl, "amdgpu": _amdgpu}
+
+
+def run_kernel(artifacts: dict, args: list, num_warps: int, warp_size: int = 32) -> CTA:
     """Run a compiled kernel (``compile_module(...).context.artifacts``) once with one
     block; ``args`` are NumPy arrays (placed in global memory, read back into the same
-    arrays afterwards; one array passed twice is one buffer, as on a device) and scalars."""
-    cta = CTA(artifacts["llvm_ir"], artifacts["kernel_name"], num_warps, int(artifacts.get("shared_bytes", 0)))
+    arrays afterwards; one array passed twice is one buffer, as on a device) and scalars.
+    ``warp_size``: 64 for AMD's CDNA wavefronts."""
+    cta = CTA(artifacts["llvm_ir"], artifacts["kernel_name"], num_warps, int(artifacts.get("shared_bytes", 0)),
+              warp_size)
     placed: dict[int, tuple[np.ndarray, int]] = {}
     values = []
     for a in args:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from polytile.errors import CompilationError
+from polytile.errors import CompilationError, OutOfResourcesError
 from polytile.gpu.allocation import AllocateShared, Piece, place
 from polytile.testing import dedent
 
@@ -121,11 +121,35 @@ def test_a_callee_is_placed_per_call_site_and_counts_in_the_kernel_total():
 
 
 def test_more_than_the_block_allows_names_kernel_need_and_limit():
-    with pytest.raises(CompilationError) as info:
-        run(BUFFERS, AllocateShared(max_shared_bytes=300))
-    message = str(info.value)
-    assert "kernel 'k' needs 512 bytes of shared memory, more than the 300 bytes sm_90a allows per block" in message
-    assert "256 bytes for 'gpu.local_alloc'" in message
+    with pytest.raises(OutOfResourcesError) as info:
+        run(BUFFERS, AllocateShared(max_shared_bytes=300, split_scratch_over_limit=False))
+    error = info.value
+    assert isinstance(error, CompilationError)
+    assert (error.kernel, error.resource, error.need, error.limit, error.remedies_tried) == \
+        ("k", "shared memory", 512, 300, ())
+    assert "kernel 'k' needs 512 bytes of shared memory, more than the 300 bytes sm_90a gives a block" in str(error)
+    assert "256 bytes for 'gpu.local_alloc'" in str(error)
+
+
+def test_over_the_limit_the_conversions_go_in_rounds_until_the_kernel_fits():
+    # 256 bytes of buffer live across the conversion: it may keep 44 of its 256 bytes,
+    # so it goes in 8 rounds of 32 bytes.
+    out = run(BUFFERS, AllocateShared(max_shared_bytes=300))
+    assert "%1 = gpu.convert_layout %a {gpu.scratch_offset = 256, gpu.scratch_rounds = 8}" in out
+    assert "gpu.shared_bytes = 288" in out
+
+
+def test_when_rounds_are_not_enough_the_error_says_they_were_tried():
+    # The two buffers alone need 256 bytes each at different times: 256 is the floor.
+    with pytest.raises(OutOfResourcesError) as info:
+        run(BUFFERS, AllocateShared(max_shared_bytes=200))
+    assert info.value.remedies_tried == ("conversions-in-rounds",)
+    assert "(after trying: conversions-in-rounds)" in str(info.value)
+
+
+def test_max_scratch_bytes_caps_every_conversion():
+    out = run(BUFFERS, AllocateShared(max_scratch_bytes=64))
+    assert "gpu.scratch_rounds = 4}" in out and "gpu.shared_bytes = 320" in out
 
 
 def test_recursive_noinline_functions_are_refused():

@@ -81,7 +81,8 @@ def bf16_kernel(x, y, out, BLOCK: pl.constexpr):
     pl.store(out + offs, c.to(pl.float32))
 
 
-@pytest.mark.parametrize("arch, arithmetic", [("sm_80", "fma.rn.bf16"), ("sm_90a", "mul.rn.bf16")])
+# sm_90a multiplies bf16 natively (a * b + a * 1.5 contracts to mul.bf16 and fma.rn.bf16).
+@pytest.mark.parametrize("arch, arithmetic", [("sm_80", "fma.rn.bf16"), ("sm_90a", "mul.bf16")])
 def test_bf16_values_convert_with_round_to_nearest_even(arch, arithmetic):
     ptx = compile_ptx(bf16_kernel, np.zeros(256, np.uint16), np.zeros(256, np.float32), np.zeros(256, np.float32),
                       BLOCK=256, arch=arch)

@@ -37,15 +37,58 @@ def unavailable_reason(backend_name: str) -> str:
     return ""
 
 
-@pytest.fixture(params=["interp", *(pytest.param(name, marks=pytest.mark.gpu) for name in GPU_TARGETS)])
+#: The compile-all run (tests/language/compile_all.py): every launch is compiled for
+#: every GPU arch of CI, then runs on the interpreter.
+COMPILE_ALL = pytest.param("compile", marks=pytest.mark.compile_all)
+
+
+@pytest.fixture(params=["interp", *(pytest.param(name, marks=pytest.mark.gpu) for name in GPU_TARGETS), COMPILE_ALL])
 def target(request, monkeypatch):
     """The target every language test runs on."""
+    if request.param == "compile":
+        return _compile_for_every_arch(request, monkeypatch)
     if request.param != "interp":
         reason = unavailable_reason(request.param)
         if reason:
             pytest.skip(reason)
         _launch_through_device_memory(monkeypatch)
     return request.param
+
+
+@functools.lru_cache(maxsize=None)
+def _arch_compiler():
+    from compile_all import ArchCompiler, selected_archs
+
+    return ArchCompiler(selected_archs())
+
+
+def _compile_for_every_arch(request, monkeypatch):
+    from polytile.runtime.jit import JITFunction
+
+    from compile_all import CompileTarget
+
+    fixture_target = CompileTarget()
+    compiler = _arch_compiler()
+    test = f"{request.node.path.name}::{request.node.originalname}"
+    original_getitem, original_run = JITFunction.__getitem__, JITFunction.run
+
+    def compile_then_launch(fn, launch, args, kwargs):
+        # Only the launches made with this fixture's target: a test that runs a kernel
+        # on "interp" on purpose (to check an interpreter error, say) is left alone.
+        if kwargs.get("target") is fixture_target:
+            compiler.check_launch(fn, args, kwargs, test)
+        return launch(*args, **kwargs)
+
+    def getitem(self, grid):
+        launch = original_getitem(self, grid)
+        return lambda *args, **kwargs: compile_then_launch(self, launch, args, kwargs)
+
+    def run(self, *args, grid, **kwargs):
+        return compile_then_launch(self, lambda *a, **k: original_run(self, *a, grid=grid, **k), args, kwargs)
+
+    monkeypatch.setattr(JITFunction, "__getitem__", getitem)
+    monkeypatch.setattr(JITFunction, "run", run)
+    return fixture_target
 
 
 def _launch_through_device_memory(monkeypatch) -> None:

@@ -157,9 +157,9 @@ def check_configure_pipeline(monkeypatch):
         return dataclass(type(class_name, (Pass,), namespace))
 
     lowering = make_pass("TMALowering", "tma-lowering")
-    pipelined = make_pass("TMAPipelineLoads", "tma-pipeline-loads", num_stages=2)
-    fake_module(monkeypatch, "polytile_tma.passes", TMALowering=lowering, TMAPipelineLoads=pipelined)
-    cse, loads = make_pass("CSE", "cse"), make_pass("PipelineLoads", "pipeline-loads")
+    pipelined = make_pass("TMAPipelineLoops", "tma-pipeline-loops", num_stages=2)
+    fake_module(monkeypatch, "polytile_tma.passes", TMALowering=lowering, TMAPipelineLoops=pipelined)
+    cse, loads = make_pass("CSE", "cse"), make_pass("PipelineLoops", "pipeline-loops")
     manager = load_example("polytile_configure_pipeline", monkeypatch)
 
     def configured(target):
@@ -169,8 +169,8 @@ def check_configure_pipeline(monkeypatch):
         return str(pipeline)
 
     assert configured(Target("nvidia", "sm_90a")) == (
-        "tile(cse,tma-lowering),distribute(tma-pipeline-loads{num-stages=4})")
-    assert configured(Target("amd", "gfx942")) == "tile(cse),distribute(pipeline-loads)"
+        "tile(cse,tma-lowering),distribute(tma-pipeline-loops{num-stages=4})")
+    assert configured(Target("amd", "gfx942")) == "tile(cse),distribute(pipeline-loops)"
 
 
 def check_cache_key(monkeypatch):

@@ -11,11 +11,11 @@ import polytile as pt
 import polytile.language as pl
 from polytile import config
 from polytile.compiler import compile_module
-from polytile.errors import PassFailure
+from polytile.errors import OutOfResourcesError, PassFailure
 from polytile.plugins.manager import get_plugin_manager
 from polytile.target import Target
-from polytile_amd.errors import OutOfResourcesError
-from polytile_lds import REMEDIES, occupancy, passes, plugin
+from polytile_amd.errors import OutOfResourcesError as AmdOutOfResourcesError
+from polytile_lds import REMEDIES, REMEDY_ORDER, occupancy, passes, plugin, remedies
 
 
 @pt.jit
@@ -60,15 +60,78 @@ def test_other_backends_are_left_alone():
 
 
 @pytest.mark.parametrize("arch", ["gfx90a", "gfx942", "gfx1100"])
-def test_a_kernel_over_64_kb_fails_naming_kernel_need_and_limit(arch):
+def test_a_kernel_over_64_kb_fits_after_its_transpose_goes_in_rounds(arch):
+    # The transpose alone needs 128 * 256 * 4 = 128 KB of LDS (plus padding) in one go.
+    result = compile_amd(transpose, arch, M=128, N=256)
+    trans = next(op for op in result.module.walk() if op.name == "tile.trans")
+    assert trans.attributes["gpu.scratch_rounds"] >= 2
+    lds = result.context.artifacts["lds"]
+    declared = result.context.artifacts["amd_code_object"]["group_segment_fixed_size"]
+    assert declared == lds["bytes"] == result.context.artifacts["shared_bytes"]
+    assert 128 * 256 * 4 // trans.attributes["gpu.scratch_rounds"] <= declared <= 65536
+
+
+def test_the_transpose_in_rounds_moves_every_element_on_the_simulator():
+    from gpu.llvm_cta import run_kernel
+
+    # 64 x 128 f64: 64 KB plus padding in one go, two rounds of half that here.
+    x = np.arange(64 * 128, dtype=np.float64)
+    out = np.zeros_like(x)
+    result = compile_module(transpose.lower(x, out, M=64, N=128), "amd:gfx942", num_warps=4)
+    artifacts = result.context.artifacts
+    assert artifacts["amd_code_object"]["group_segment_fixed_size"] == artifacts["shared_bytes"] <= 65536
+    run_kernel(artifacts, [x, out], 4, 64)
+    np.testing.assert_array_equal(out.reshape(128, 64), x.reshape(64, 128).T)
+
+
+@pytest.mark.parametrize("arch", ["gfx90a", "gfx942", "gfx1100"])
+def test_a_kernel_over_64_kb_without_remedies_fails_naming_kernel_need_and_limit(arch, monkeypatch):
+    monkeypatch.setattr(passes, "REMEDIES", {})
     with pytest.raises(Exception) as info:
         compile_amd(transpose, arch, M=128, N=256)
     error = raised(info)
     assert isinstance(error, OutOfResourcesError)
-    assert (error.kernel, error.resource, error.limit) == ("transpose", "LDS", 65536)
-    assert error.required > 128 * 256 * 4
-    assert f"kernel 'transpose' needs {error.required} bytes of LDS" in str(error)
+    assert (error.kernel, error.resource, error.limit, error.remedies_tried) == ("transpose", "LDS", 65536, ())
+    assert error.need > 128 * 256 * 4
+    assert f"kernel 'transpose' needs {error.need} bytes of LDS" in str(error)
     assert f"more than the 65536 bytes {arch} gives a workgroup" in str(error)
+
+
+BUFFER_KERNEL = """
+func.func @staged(%a: tile<128x256xf32, {blocked}>) attributes {{kernel = true}} {{
+  %0 = gpu.local_alloc source(%a) : !gpu.buffer<128x256xf32, {shared}>
+  %1 = gpu.local_load %0 : tile<128x256xf32, {blocked}>
+  func.return
+}}
+"""
+
+
+def test_a_buffer_over_64_kb_fails_after_the_remedies_naming_them():
+    from polytile.backend import BackendOptions
+    from polytile.gpu.allocation import AllocateShared
+    from polytile.passes.pass_base import PassContext
+    from polytile.testing import apply_passes, dedent
+
+    text = dedent(BUFFER_KERNEL).format(
+        blocked="#gpu.blocked<size_per_thread = [1, 4], threads_per_warp = [8, 8], warps_per_cta = [4, 1], "
+                "order = [1, 0]>",
+        shared="#gpu.shared<vector = 1, per_phase = 1, max_phase = 1, order = [1, 0]>")
+    context = PassContext(target=Target("amd", "gfx942"), options=BackendOptions(num_warps=4))
+    with pytest.raises(OutOfResourcesError) as info:
+        apply_passes(text, AllocateShared(), passes.LdsFit(), context=context)
+    error = info.value
+    assert (error.kernel, error.need, error.limit) == ("staged", 128 * 256 * 4, 65536)
+    assert error.remedies_tried == ("conversions-in-rounds",)
+    assert str(error).startswith("error: kernel 'staged' needs 131072 bytes of LDS, more than the 65536 bytes gfx942 "
+                                 "gives a workgroup (after trying: conversions-in-rounds); use smaller blocks")
+
+
+def test_remedies_go_cheapest_first_whatever_the_registration_order():
+    def fewer_stages(module, kernel, context):
+        return False
+
+    registered = {"mine": fewer_stages, "conversions-in-rounds": fewer_stages, "fewer-pipeline-stages": fewer_stages}
+    assert [name for name, _ in remedies.in_order(registered)] == [*REMEDY_ORDER, "mine"]
 
 
 def test_gfx950_has_160_kb():
@@ -149,5 +212,6 @@ def test_without_the_plugin_the_amd_backend_still_compiles_and_guards_its_limit(
         with pytest.raises(Exception) as info:
             compile_amd(transpose, "gfx942", M=128, N=256)
     error = raised(info)
-    assert isinstance(error, OutOfResourcesError) and error.limit == 65536
-    assert REMEDIES == {}  # no remedy is built in: pipelining and layout passes register theirs
+    assert isinstance(error, AmdOutOfResourcesError) and error.limit == 65536
+    # Built in: conversions in rounds; the pipelining pass's slot stays free until it registers.
+    assert list(REMEDIES) == ["conversions-in-rounds"]

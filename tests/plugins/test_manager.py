@@ -644,20 +644,18 @@ def test_choose_target_with_the_real_configuration(monkeypatch, tmp_path):
 # -- discovery and the process-wide manager -----------------------------------------------------
 
 
-def test_discovery_orders_by_group_and_name_and_drops_duplicates(monkeypatch):
-    import importlib.metadata
+def test_discovery_orders_by_group_and_name_and_drops_duplicates(monkeypatch, tmp_path):
+    from .test_distributions import install
 
-    found = {
-        "polytile.backends": [FakeEntryPoint("nvidia", None, "polytile-nvidia", "polytile.backends"),
-                              FakeEntryPoint("amd", None, "polytile-amd", "polytile.backends"),
-                              FakeEntryPoint("amd", None, "polytile_amd", "polytile.backends")],
-        "polytile.plugins": [FakeEntryPoint("tma", None, "polytile-tma")],
-    }
-    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: found.get(group, []))
-    # The duplicate differs only in how its distribution name is spelled.
-    found["polytile.backends"][2].value = found["polytile.backends"][1].value
-    assert [(ep.group, ep.name) for ep in discover_entry_points()] == [
-        ("polytile.backends", "amd"), ("polytile.backends", "nvidia"), ("polytile.plugins", "tma")]
+    first, second = tmp_path / "first", tmp_path / "second"
+    install(first, "polytile-nvidia", "1.0", {"polytile.backends": {"nvidia": "polytile_nvidia.plugin"}})
+    install(first, "polytile-amd", "1.0", {"polytile.backends": {"amd": "polytile_amd.plugin"}})
+    # The same distribution again further down sys.path, its name spelled differently.
+    install(second, "Polytile_AMD", "0.9", {"polytile.backends": {"amd": "polytile_amd.plugin"}})
+    install(second, "polytile-tma", "1.0", {"polytile.plugins": {"tma": "polytile_tma.plugin"}})
+    monkeypatch.setattr(sys, "path", [str(first), str(second)])
+    assert [(ep.group, ep.name, ep.dist.version) for ep in discover_entry_points()] == [
+        ("polytile.backends", "amd", "1.0"), ("polytile.backends", "nvidia", "1.0"), ("polytile.plugins", "tma", "1.0")]
 
 
 def test_get_plugin_manager_is_a_lazy_singleton():

@@ -15,6 +15,14 @@ from polytile.runtime import jit
 from polytile.runtime.cache import KernelCache, jit_dependencies
 
 
+@pytest.fixture(autouse=True)
+def _on_the_interpreter():
+    # The kernels here take NumPy arrays: on a machine with a GPU the default target
+    # would be the GPU's, which needs device memory.
+    with config.override(target="interp"):
+        yield
+
+
 def _write_module(directory: Path, helper_body: str = "return x * 2") -> Path:
     path = directory / "cached_kernels.py"
     path.write_text(textwrap.dedent(f"""
@@ -159,7 +167,7 @@ import sys
 import numpy as np
 import importlib.util
 from polytile import config
-config.set(cache_dir=sys.argv[2])
+config.set(cache_dir=sys.argv[2], target="interp")
 spec = importlib.util.spec_from_file_location("cached_kernels", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
@@ -189,3 +197,72 @@ def test_concurrent_writers_leave_a_valid_entry(tmp_path):
         kernel = _fresh_kernel(path, "ck_m")
         kernel[(1,)](np.zeros(16, np.float32), 16, BLOCK=16)
     assert kernel.disk_hits == 1
+
+
+def test_an_option_enters_the_key(tmp_path, _private_kernel_cache):
+    path = _write_module(tmp_path)
+    out = np.zeros(16, np.float32)
+    _fresh_kernel(path, "ck_m")[(1,)](out, 16, BLOCK=16, num_warps=4)
+    kernel = _fresh_kernel(path, "ck_n")
+    kernel[(1,)](out, 16, BLOCK=16, num_warps=2)
+    assert kernel.compile_count == 1 and kernel.disk_hits == 0
+    kernel = _fresh_kernel(path, "ck_o")
+    kernel[(1,)](out, 16, BLOCK=16, num_warps=4)
+    assert kernel.compile_count == 0 and kernel.disk_hits == 1
+
+
+def test_a_plugin_version_enters_the_key(tmp_path, _private_kernel_cache, monkeypatch):
+    from polytile.plugins.manager import PluginManager
+
+    path = _write_module(tmp_path)
+    out = np.zeros(16, np.float32)
+    _fresh_kernel(path, "ck_p")[(1,)](out, 16, BLOCK=16)
+    original = PluginManager.cache_key_components
+    monkeypatch.setattr(PluginManager, "cache_key_components",
+                        lambda self, target, options: original(self, target, options) + ["polytile-tma==9.9"])
+    kernel = _fresh_kernel(path, "ck_q")
+    kernel[(1,)](out, 16, BLOCK=16)
+    assert kernel.compile_count == 1 and kernel.disk_hits == 0
+
+
+def test_editing_polytile_itself_changes_the_source_hash(tmp_path):
+    import os
+
+    from polytile.runtime.cache import source_tree_hash
+
+    package = tmp_path / "package"
+    (package / "passes").mkdir(parents=True)
+    (package / "passes" / "fold.py").write_text("FACTOR = 2\n")
+    (package / "__init__.py").write_text("")
+    before = source_tree_hash(str(package))
+    assert source_tree_hash(str(package)) == before
+    (package / "passes" / "fold.py").write_text("FACTOR = 3\n")
+    info = os.stat(package / "passes" / "fold.py")
+    # An edit within the file system's time resolution keeps the size here: move the time too.
+    os.utime(package / "passes" / "fold.py", ns=(info.st_atime_ns, info.st_mtime_ns + 1_000_000))
+    assert source_tree_hash(str(package)) != before
+    (package / "passes" / "new_pass.py").write_text("")
+    changed = source_tree_hash(str(package))
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "fold.cpython-311.py").write_text("not source")
+    assert source_tree_hash(str(package)) == changed
+
+
+def test_a_gpu_kernel_from_the_disk_cache_parses_its_ir_only_when_asked(tmp_path, _private_kernel_cache):
+    from polytile_nvidia import assemble, toolkit
+
+    try:
+        assemble.find_ptxas()
+    except toolkit.ToolkitNotFoundError:
+        pytest.skip("no ptxas on this machine")
+    path = _write_module(tmp_path)
+    from polytile.ir import types as t
+
+    arg_types = {"out_ptr": t.PointerType(t.f32), "n": t.i32}
+    with config.override(nvidia_assembler="ptxas"):
+        first = _fresh_kernel(path, "ck_r").compile(arg_types, {"BLOCK": 16}, target="nvidia:sm_90a")
+        second = _fresh_kernel(path, "ck_s").compile(arg_types, {"BLOCK": 16}, target="nvidia:sm_90a")
+    assert not first.from_disk and second.from_disk
+    assert second.binaries["cubin"] == first.binaries["cubin"]
+    assert second._module is None  # the launcher was made from the cubin alone
+    assert second.asm() == first.asm()

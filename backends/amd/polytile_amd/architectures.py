@@ -22,6 +22,9 @@ class AmdArchitecture:
     lds_bytes: int
     #: Matrix cores: MFMA on CDNA, WMMA on RDNA3.
     matrix_instructions: str
+    #: The ``version`` of its ``#gpu.amd_mfma`` (the CDNA generation) or ``#gpu.amd_wmma``
+    #: (1: RDNA3) accumulator layouts.
+    matrix_version: int = 0
 
 
 def _table(*archs: AmdArchitecture) -> Mapping[str, AmdArchitecture]:
@@ -29,10 +32,14 @@ def _table(*archs: AmdArchitecture) -> Mapping[str, AmdArchitecture]:
 
 
 ARCHITECTURES: Mapping[str, AmdArchitecture] = _table(
-    AmdArchitecture("gfx90a", "CDNA2", wavefront_size=64, lds_bytes=65536, matrix_instructions="mfma"),
-    AmdArchitecture("gfx942", "CDNA3", wavefront_size=64, lds_bytes=65536, matrix_instructions="mfma"),
-    AmdArchitecture("gfx950", "CDNA4", wavefront_size=64, lds_bytes=163840, matrix_instructions="mfma"),
-    AmdArchitecture("gfx1100", "RDNA3", wavefront_size=32, lds_bytes=65536, matrix_instructions="wmma"),
+    AmdArchitecture("gfx90a", "CDNA2", wavefront_size=64, lds_bytes=65536,
+                    matrix_instructions="mfma", matrix_version=2),
+    AmdArchitecture("gfx942", "CDNA3", wavefront_size=64, lds_bytes=65536,
+                    matrix_instructions="mfma", matrix_version=3),
+    AmdArchitecture("gfx950", "CDNA4", wavefront_size=64, lds_bytes=163840,
+                    matrix_instructions="mfma", matrix_version=4),
+    AmdArchitecture("gfx1100", "RDNA3", wavefront_size=32, lds_bytes=65536,
+                    matrix_instructions="wmma", matrix_version=1),
 )
 
 

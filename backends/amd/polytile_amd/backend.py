@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from polytile.backend import (
+    ArgumentLayout,
+    ArgumentSlot,
     Backend,
     BackendOptions,
     BackendUnavailable,
@@ -81,6 +83,27 @@ class AmdBackend(Backend):
         libs = find_device_libs()
         return {**installed_versions("llvmlite", "hip-python"), **toolchain_versions(),
                 "amd-device-libs": str(libs) if libs is not None else "none"}
+
+    def argument_layout(self, *, kernel_name: str, params: Any, metadata: Mapping[str, Any]) -> ArgumentLayout:
+        """The offsets the code object declares for the kernel's explicit arguments (its
+        ``.args`` notes, recorded by link-hsaco as ``amd_code_object``); the hidden
+        arguments the runtime appends are not the caller's and are left out."""
+        from .assemble import CODE_OBJECT_METADATA
+        from .codeobject import KernelInfo
+
+        info = metadata.get(CODE_OBJECT_METADATA)
+        if not info:
+            raise ValueError(f"kernel '{kernel_name}': no code object metadata ({CODE_OBJECT_METADATA}) to read "
+                             "the argument offsets from; the assemble stage's link-hsaco records it")
+        kernel = KernelInfo.from_dict(info)
+        declared = kernel.explicit_arguments
+        if len(declared) != len(params):
+            raise ValueError(f"kernel '{kernel_name}': the code object declares {len(declared)} arguments but the "
+                             f"kernel has {len(params)} run-time parameters ({', '.join(p.name for p in params)})")
+        # Natural alignment: what the code object's offsets were laid out by (it records
+        # only the segment's alignment).
+        slots = tuple(ArgumentSlot(arg.size, min(arg.size, 8), arg.offset) for arg in declared)
+        return ArgumentLayout(slots, kernel.explicit_size)
 
     def gpu_target(self, target: Target, options: BackendOptions | None = None) -> Any:
         """The target data and hooks of the shared GPU lowering (polytile.gpu.lowering)."""

@@ -5,7 +5,8 @@ The target: triple ``amdgcn-amd-amdhsa``, ``amdgpu_kernel`` entry points, wavefr
 64 lanes on gfx9 and 32 on gfx11, ids from ``llvm.amdgcn.workitem.id.*`` and
 ``llvm.amdgcn.workgroup.id.*``, the grid size from the HSA dispatch packet, barriers as
 ``s_barrier`` between workgroup-scope fences, and cross-lane moves through
-``ds_bpermute`` (any lane of the wavefront, wave64 included).  Math goes to the ROCm
+``ds_bpermute`` (any lane of the wavefront, wave64 included), DPP or ``ds_swizzle`` for
+butterfly steps that stay in a quad, row or half-wave (see :mod:`.lanes`).  Math goes to the ROCm
 device libraries (``__ocml_*``) when they are found, else to LLVM intrinsics the AMDGPU
 backend lowers itself (see :mod:`.devicelibs`).
 
@@ -30,6 +31,7 @@ from polytile.passes.instrumentation import register_artifact_extension
 from polytile.passes.pass_base import Pass, PassContext, PreservedAnalyses
 
 from . import devicelibs
+from . import lanes, matrix  # noqa: F401  (matrix registers the AMD matrix unit for tile.dot)
 from .architectures import ARCHITECTURES
 from .errors import OutOfResourcesError
 
@@ -184,8 +186,10 @@ def amd_gpu_target(arch: str, waves_per_eu: int = 0) -> GpuTarget:
     shuffle_xor, shuffle_up, shuffle_idx = _shuffles(warp_size)
     return GpuTarget(
         backend_name="AMD", arch=arch, triple=TRIPLE, data_layout=data_layout(arch), warp_size=warp_size,
-        kernel_calling_convention="amdgpu_kernel", read_id=read_id, barrier=barrier, shuffle_xor=shuffle_xor,
-        shuffle_up=shuffle_up, shuffle_idx=shuffle_idx, math=devicelibs.MATH, annotate_kernel=_annotate(waves_per_eu),
+        kernel_calling_convention="amdgpu_kernel", read_id=read_id, barrier=barrier,
+        shuffle_xor=lanes.shuffle_xor_hook(arch, shuffle_xor),
+        shuffle_up=shuffle_up, shuffle_idx=shuffle_idx, math=devicelibs.MATH, printf=devicelibs.printf,
+        assert_fail=devicelibs.assert_fail, annotate_kernel=_annotate(waves_per_eu),
         global_address_space=1, shared_address_space=3, math_library_prefix=devicelibs.OCML_PREFIX,
         # No max_shared_bytes: the LDS plugin (polytile-lds) checks the limit after
         # allocate-shared and tries its remedies first; emit-amdgcn refuses what is left over.
@@ -254,10 +258,9 @@ def emit_amdgcn(llvm_ir: str, arch: str, kernel: str = "kernel", shared_bytes: i
     limit = ARCHITECTURES[arch].lds_bytes
     if shared_bytes > limit:
         # LLVM would stop the whole process on this ("local memory limit exceeded").
-        raise OutOfResourcesError(
-            f"kernel '{kernel}' needs {shared_bytes} bytes of LDS (shared memory), but {arch} gives a workgroup at "
-            f"most {limit}; use smaller blocks or fewer pipeline stages (num_stages)",
-            kernel=kernel, resource="LDS", required=shared_bytes, limit=limit)
+        raise OutOfResourcesError(kernel=kernel, resource="LDS (shared memory)", need=shared_bytes, limit=limit,
+                                  target=arch, per="workgroup",
+                                  hint="use smaller blocks or fewer pipeline stages (num_stages)")
     llvm = _llvm()
     text = size_lds(llvm_ir, shared_bytes) + _CODE_OBJECT_VERSION
     module = llvm.parse_assembly(text)

@@ -20,6 +20,7 @@ rounded f32 sqrt, the architecture's wavefront size and ISA version, code object
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -107,7 +108,73 @@ MATH: dict[str, Emitter] = {
 
 
 # --------------------------------------------------------------------------------------
-# Linking ocml into a kernel's module
+# device_print: ockl's printf over the hostcall buffer the HIP runtime gives a kernel
+
+OCKL = "ockl.bc"
+OCKL_PREFIX = "__ockl_"
+
+_I32, _I64 = ir.IntType(32), ir.IntType(64)
+#: __ockl_printf_append_args takes this many 64-bit values per call.
+_PRINTF_ARGUMENTS_PER_CALL = 7
+
+
+def _declare(module: ir.Module, name: str, return_type: ir.Type, argument_types: list) -> ir.Function:
+    found = module.globals.get(name)
+    return found if found is not None else ir.Function(module, ir.FunctionType(return_type, argument_types), name)
+
+
+def _format_string(builder: ir.IRBuilder, text: bytes) -> Any:
+    module = builder.module
+    array = ir.ArrayType(ir.IntType(8), len(text))
+    variable = ir.GlobalVariable(module, array, f"polytile.printf.{len(module.globals)}", addrspace=1)
+    variable.global_constant = True
+    variable.linkage = "private"
+    variable.initializer = ir.Constant(array, bytearray(text))
+    return builder.addrspacecast(variable, ir.PointerType())
+
+
+def _as_i64(builder: ir.IRBuilder, value: Any) -> Any:
+    # The arguments come promoted as for C varargs (i32, i64, double, pointers); ockl
+    # takes each as 64 bits and the host side reads them back by the format.
+    if isinstance(value.type, ir.DoubleType):
+        return builder.bitcast(value, _I64)
+    if isinstance(value.type, ir.PointerType):
+        return builder.ptrtoint(value, _I64)
+    return value if value.type == _I64 else builder.zext(value, _I64)
+
+
+def printf(builder: ir.IRBuilder, format_: str, arguments: list) -> None:
+    """Print from one thread: the format string, then the arguments seven at a time."""
+    if find_device_libs() is None:
+        raise DeviceLibsMissingError(f"device_print on AMD needs ockl's printf from the ROCm device libraries.\n"
+                                     f"{not_found_error()}")
+    module = builder.module
+    begin = _declare(module, "__ockl_printf_begin", _I64, [_I64])
+    append_string = _declare(module, "__ockl_printf_append_string_n", _I64, [_I64, ir.PointerType(), _I64, _I32])
+    append_args = _declare(module, "__ockl_printf_append_args", _I64,
+                           [_I64, _I32] + [_I64] * _PRINTF_ARGUMENTS_PER_CALL + [_I32])
+    text = format_.encode() + b"\0"
+    message = builder.call(begin, [ir.Constant(_I64, 0)])
+    message = builder.call(append_string, [message, _format_string(builder, text), ir.Constant(_I64, len(text)),
+                                           ir.Constant(_I32, int(not arguments))])
+    for start in range(0, len(arguments), _PRINTF_ARGUMENTS_PER_CALL):
+        group = [_as_i64(builder, a) for a in arguments[start:start + _PRINTF_ARGUMENTS_PER_CALL]]
+        padding = [ir.Constant(_I64, 0)] * (_PRINTF_ARGUMENTS_PER_CALL - len(group))
+        last = start + _PRINTF_ARGUMENTS_PER_CALL >= len(arguments)
+        message = builder.call(append_args, [message, ir.Constant(_I32, len(group)), *group, *padding,
+                                             ir.Constant(_I32, int(last))])
+
+
+def assert_fail(builder: ir.IRBuilder, message: str, file: str, line: int, function: str) -> None:
+    """As HIP's ``__assert_fail``: print where the assertion failed, then trap (the HIP
+    runtime reports the wave's trap and the launch fails)."""
+    where = f"{file}:{line}: {function}: Device-side assertion `{message}' failed.\n"
+    printf(builder, where.replace("%", "%%"), [])
+    builder.call(_declare(builder.module, "llvm.trap", ir.VoidType(), []), [])
+
+
+# --------------------------------------------------------------------------------------
+# Linking ocml (math) and ockl (printf) into a kernel's module
 
 
 def _controls(arch: str) -> dict[str, tuple[str, int]]:
@@ -135,24 +202,40 @@ def _control_module(llvm: Any, arch: str, names: list[str], triple: str, data_la
     return llvm.parse_assembly("\n".join(lines) + "\n")
 
 
+#: ockl's empty inline-asm statements ("; ockl ballot hoisting hack $0"): they only keep
+#: old LLVMs from moving a value, and llvmlite's object emitter, which has no AMDGPU asm
+#: parser, aborts the process on any inline asm.  Each becomes a ``freeze`` of its operand.
+_EMPTY_ASM = re.compile(r'(?:tail )?call i32 asm sideeffect "; [^"]*", "=v,0"\((i32 [^)]+)\)[^\n]*')
+
+
 @functools.lru_cache(maxsize=4)
 def _ocml_bitcode(path: Path) -> bytes:
-    return path.read_bytes()
+    if path.name != OCKL:
+        return path.read_bytes()
+    import llvmlite.binding as llvm
+
+    text = str(llvm.parse_bitcode(path.read_bytes()))
+    return llvm.parse_assembly(_EMPTY_ASM.sub(r"freeze \1", text)).as_bitcode()
 
 
 def link_into(llvm: Any, module: Any, arch: str, kernel: str) -> None:
-    """Link ocml into ``module`` (a parsed llvmlite module) when it calls ``__ocml_*``."""
-    needed = [f.name for f in module.functions if f.is_declaration and f.name.startswith(OCML_PREFIX)]
-    if not needed:
+    """Link ocml and ockl into ``module`` (a parsed llvmlite module) when it calls
+    ``__ocml_*`` or ``__ockl_*`` functions."""
+    declared = [f.name for f in module.functions if f.is_declaration]
+    libraries = [library for library, prefix in ((OCML, OCML_PREFIX), (OCKL, OCKL_PREFIX))
+                 if any(name.startswith(prefix) for name in declared)]
+    if not libraries:
         return
     directory = find_device_libs()
     if directory is None:  # found when the kernel was lowered, gone now
+        needed = [name for name in declared if name.startswith((OCML_PREFIX, OCKL_PREFIX))]
         raise DeviceLibsMissingError(f"in kernel '{kernel}': {', '.join(needed)} come from the ROCm device libraries, "
                                      f"which are no longer found.\n{not_found_error()}")
-    library = llvm.parse_bitcode(_ocml_bitcode(directory / OCML))
-    library.triple = module.triple
-    library.data_layout = module.data_layout
-    module.link_in(library)
+    for name in libraries:
+        library = llvm.parse_bitcode(_ocml_bitcode(directory / name))
+        library.triple = module.triple
+        library.data_layout = module.data_layout
+        module.link_in(library)
     undefined = [g.name for g in module.global_variables if g.is_declaration and g.name.startswith("__oclc_")]
     unknown = [name for name in undefined if name not in _controls(arch)]
     if unknown:
@@ -167,4 +250,4 @@ def link_into(llvm: Any, module: Any, arch: str, kernel: str) -> None:
             function.linkage = llvm.Linkage.internal
 
 
-__all__ = ["MATH", "OCML_PREFIX", "link_into"]
+__all__ = ["MATH", "OCKL_PREFIX", "OCML_PREFIX", "assert_fail", "link_into", "printf"]

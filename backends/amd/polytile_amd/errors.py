@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-from polytile.errors import CompilationError, PolytileError
+from polytile.errors import CompilationError, OutOfResourcesError, PolytileError
 
-
-class OutOfResourcesError(CompilationError):
-    """A kernel needs more of a per-workgroup resource than the architecture gives.
-
-    ``resource`` is ``"LDS"`` (bytes); ``required`` and ``limit`` are numbers of it.  The
-    autotuner can skip configurations that raise it.
-    """
-
-    def __init__(self, message: str, *, kernel: str, resource: str, required: int, limit: int):
-        self.kernel = kernel
-        self.resource = resource
-        self.required = required
-        self.limit = limit
-        super().__init__(message)
+# The core's error, under the name this module always offered: one type to catch for every
+# backend (the autotuner drops configs that raise it).
+__all__ = ["OutOfResourcesError", "ToolNotFoundError", "DeviceLibsMissingError", "LinkError"]
 
 
 class ToolNotFoundError(PolytileError):

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import ctypes
 import struct
-import sys
-import threading
 from typing import Any, Callable, Sequence
 
 from polytile.ir.types import FloatType, IntType, PointerType, Type
-from polytile.runtime.args import bf16_bits, is_torch_tensor, torch_current_stream
+from polytile.runtime.args import bf16_bits
 from polytile.runtime.jit import LaunchError
+from polytile.runtime.launcher import LauncherBase, argument_count_error, mixed_devices_error
 
 from . import driver
 from .codeobject import KernelInfo, read_code_object
@@ -94,23 +93,23 @@ class KernargPacker:
         self._converts = tuple(converts)
         self._values: list[Any] = [0] * len(parameters)
 
-    def pack(self, args: Sequence[Any], device_of_pointer: Callable[[int], int | None]) -> int:
+    def pack(self, args: Sequence[Any], device_of_pointer: Callable[[int], int | None]) -> tuple[int, bool]:
         """Write ``args`` into the buffer; return the device of the pointer arguments
-        (:data:`ANY_DEVICE` when none says)."""
+        (:data:`ANY_DEVICE` when none says) and whether one is a torch tensor."""
         values = self._values
         if len(args) != len(values):
-            raise LaunchError(f"kernel '{self.kernel}' takes {len(values)} run-time arguments "
-                              f"({', '.join(self.names) or 'none'}), got {len(args)}")
+            raise argument_count_error(self.kernel, self.names, len(args))
         values[:] = args
-        device, first = ANY_DEVICE, ""
+        device, first, torch = ANY_DEVICE, "", False
         for index, name in self._pointers:
-            address, where = _pointer(self.kernel, name, values[index], device_of_pointer)
+            value = values[index]
+            address, where, from_torch = _pointer(self.kernel, name, value, device_of_pointer)
             if where >= 0:
                 if device < 0:
                     device, first = where, name
                 elif where != device:
-                    raise LaunchError(f"kernel '{self.kernel}': argument '{name}' is on GPU {where}, but argument "
-                                      f"'{first}' is on GPU {device}; move the arrays to the same device")
+                    raise mixed_devices_error(self.kernel, name, where, first, device, "GPU {}")
+            torch = torch or from_torch
             values[index] = address
         try:
             for index, convert in self._converts:
@@ -119,40 +118,47 @@ class KernargPacker:
         except (struct.error, OverflowError, TypeError, ValueError) as exc:
             raise LaunchError(f"kernel '{self.kernel}': the arguments could not be packed: {exc} "
                               f"({', '.join(f'{n}={type(a).__name__}' for n, a in zip(self.names, args))})") from None
-        return device
+        return device, torch
 
     def packed_bytes(self) -> bytes:
         return ctypes.string_at(ctypes.addressof(self.buffer), self.size)
 
 
-def _pointer(kernel: str, name: str, value: Any, device_of_pointer: Callable[[int], int | None]) -> tuple[int, int]:
+def _pointer(kernel: str, name: str, value: Any,
+             device_of_pointer: Callable[[int], int | None]) -> tuple[int, int, bool]:
+    """The address of a pointer argument, its device, and whether it is a torch tensor."""
     if value is None:
-        return 0, ANY_DEVICE
+        return 0, ANY_DEVICE, False
     cls = type(value)
     if cls.__module__.split(".", 1)[0] == "torch" and hasattr(value, "data_ptr"):
         if not value.is_cuda:
             raise LaunchError(f"kernel '{kernel}': argument '{name}' is a torch tensor on '{value.device}'; an AMD "
                               "kernel needs GPU memory: pass tensor.cuda() (ROCm builds of torch call the GPU cuda)")
-        return value.data_ptr(), value.get_device()
+        return value.data_ptr(), value.get_device(), True
     interface = getattr(value, "__cuda_array_interface__", None)
     if interface is not None:
         address = int(interface["data"][0])
         if not address:
-            return 0, ANY_DEVICE
+            return 0, ANY_DEVICE, False
         where = device_of_pointer(address)
         if where is None:
             raise LaunchError(f"kernel '{kernel}': argument '{name}' points to {address:#x}, which is not GPU memory")
-        return address, where
+        return address, where, False
     raise LaunchError(f"kernel '{kernel}': argument '{name}' is {cls.__name__}, but the parameter is a pointer, which "
                       "takes a torch tensor on an AMD GPU, an array with __cuda_array_interface__ (CuPy), or None")
 
 
-def _has_torch_tensor(args: Sequence[Any]) -> bool:
-    return "torch" in sys.modules and any(is_torch_tensor(a) for a in args)
+class Launcher(LauncherBase):
+    """Launches one compiled kernel; call it as ``launcher((gx, gy, gz), args)``.
 
+    The device, module-per-device, grid and stream handling are
+    :class:`~polytile.runtime.launcher.LauncherBase`'s; this class packs the kernarg
+    buffer and calls HIP.
+    """
 
-class Launcher:
-    """Launches one compiled kernel; call it as ``launcher((gx, gy, gz), args)``."""
+    runtime_name = "HIP"
+    block_word = "workgroups"
+    max_grid = MAX_GRID
 
     def __init__(self, hsaco: bytes, kernel_name: str, parameters: Sequence[tuple[str, Type]], *,
                  num_warps: int, warp_size: int):
@@ -160,45 +166,26 @@ class Launcher:
         if not 1 <= self.block <= 1024:
             raise LaunchError(f"kernel '{kernel_name}': num_warps={num_warps} gives a workgroup of {self.block} "
                               "work-items; a workgroup holds 1 to 1024")
+        super().__init__(kernel_name, [name for name, _ in parameters])
         self.hsaco = bytes(hsaco)
-        self.kernel_name = kernel_name
         self.info = read_code_object(self.hsaco).kernel(kernel_name)
         self.packer = KernargPacker(kernel_name, parameters, info=self.info)
         self._extra = self.packer.extra_address
-        self._functions: dict[int, Any] = {}
-        self._lock = threading.Lock()
 
-    def __call__(self, grid: tuple[int, int, int], args: Sequence[Any], stream: int | None = None) -> None:
-        gx, gy, gz = grid
-        if not (0 < gx <= MAX_GRID[0] and 0 < gy <= MAX_GRID[1] and 0 < gz <= MAX_GRID[2]):
-            if self._grid_is_empty(grid):
-                return
-        with self._lock:
-            device = self.packer.pack(args, driver.device_of_pointer)
-            if device == ANY_DEVICE:
-                device = driver.current_device()
-            function = self._functions.get(device)
-            if function is None:
-                function = self._functions[device] = driver.load_module(
-                    self.hsaco, device=device, name=self.kernel_name).function(self.kernel_name).handle
-            else:
-                driver.set_device(device)
-            if stream is None:
-                # Ordered with the caller's torch work, as the NVIDIA launcher is.
-                stream = torch_current_stream(device) if _has_torch_tensor(args) else 0
-            hip = driver._state.bindings
-            driver.check(hip.hipModuleLaunchKernel(function, gx, gy, gz, self.block, 1, 1, 0, stream, None,
-                                                   self._extra), "hipModuleLaunchKernel", self.kernel_name, device)
+    def _pack(self, args: Sequence[Any]) -> tuple[int, bool]:
+        return self.packer.pack(args, driver.device_of_pointer)
 
-    def _grid_is_empty(self, grid: tuple[int, int, int]) -> bool:
-        for axis, (size, limit) in enumerate(zip(grid, MAX_GRID)):
-            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-                raise LaunchError(f"kernel '{self.kernel_name}': grid {tuple(grid)}: axis {axis} must be a "
-                                  f"non-negative integer, got {size!r}")
-            if size > limit:
-                raise LaunchError(f"kernel '{self.kernel_name}': grid {tuple(grid)}: axis {axis} has {size} "
-                                  f"workgroups, more than the {limit} HIP allows")
-        return 0 in grid
+    def _current_device(self) -> int:
+        return driver.current_device()
+
+    def _load(self, device: int) -> Any:
+        return driver.load_module(self.hsaco, device=device, name=self.kernel_name).function(self.kernel_name).handle
+
+    def _launch(self, function: Any, gx: int, gy: int, gz: int, stream: Any, device: int) -> None:
+        driver.set_device(device)
+        hip = driver._state.bindings
+        driver.check(hip.hipModuleLaunchKernel(function, gx, gy, gz, self.block, 1, 1, 0, stream, None, self._extra),
+                     "hipModuleLaunchKernel", self.kernel_name, device)
 
     def __repr__(self) -> str:
         return (f"<polytile_amd.Launcher '{self.kernel_name}': {len(self.packer.names)} arguments, "

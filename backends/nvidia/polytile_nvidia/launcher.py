@@ -6,31 +6,42 @@ decided then is: the argument layout (:class:`~.arguments.ArgumentPacker`), the 
 size, the shared memory.  The module is loaded on a device the first time the kernel
 runs there, and dynamic shared memory above 48 KB is opted in at that moment.
 
-Per launch: the arguments are packed in place, the device is the one holding the
-pointer arguments (else the current one), that device's primary context is made current
-if it is not, and the kernel goes on the caller's stream: PyTorch's current stream when
-an argument is a torch tensor, else the legacy default stream (0), unless ``stream=``
-names one.
+Per launch: the device is the one holding the pointer arguments (else the current one),
+that device's primary context is made current if it is not, and the kernel goes on the
+caller's stream: PyTorch's current stream when an argument is a torch tensor, else the
+legacy default stream (0), unless ``stream=`` names one.
+
+Two paths do this.  The fast one is one call into the native launcher (``_launch.c``):
+it packs the common arguments (Python numbers, None, torch tensors) on its own stack,
+checks the current context (always: another library may have switched it, and asking
+costs nanoseconds in C) and calls cuLaunchKernel; nothing is shared between launches,
+so it takes no lock.  Everything else, every mistake included, goes through the general
+path of :class:`~polytile.runtime.launcher.LauncherBase`, which packs into the
+packer's buffer under the lock, names the argument at fault, and loads the kernel on a
+new device.  Without the native launcher, the general path is the only one and launches
+through cuda-bindings.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Sequence
 
 from polytile.ir.types import Type
-from polytile.runtime.args import torch_current_stream
+from polytile.runtime.args import torch_stream_function
 from polytile.runtime.jit import LaunchError
+from polytile.runtime.launcher import LauncherBase
 
 from . import driver
-from .arguments import ANY_DEVICE, ArgumentPacker
+from .arguments import TORCH_TYPES, ArgumentPacker
 
 #: Grid limits of every supported architecture (sm_80 to sm_90a).
 MAX_GRID = (2**31 - 1, 65535, 65535)
 _WARP_SIZE = 32
+#: The native launcher's calls, by the number it reports a driver failure with.
+_NATIVE_CALLS = {1: "cuCtxGetCurrent", 2: "cuCtxSetCurrent", 3: "cuLaunchKernel"}
 
 
-class Launcher:
+class Launcher(LauncherBase):
     """Launches one compiled kernel; call it as ``launcher((gx, gy, gz), args)``.
 
     ``image`` is the cubin (or PTX text); ``parameters`` are the run-time parameters as
@@ -38,77 +49,122 @@ class Launcher:
     in bytes.  Calls are thread-safe.
     """
 
+    runtime_name = "CUDA"
+    block_word = "blocks"
+    max_grid = MAX_GRID
+
     def __init__(self, image: bytes | str, kernel_name: str, parameters: Sequence[tuple[str, Type]], *,
                  num_warps: int, shared: int = 0):
         if num_warps < 1 or num_warps * _WARP_SIZE > 1024:
             raise LaunchError(f"kernel '{kernel_name}': num_warps={num_warps} gives a block of "
                               f"{num_warps * _WARP_SIZE} threads; a block holds 32 to 1024 threads")
+        self.packer = ArgumentPacker(kernel_name, parameters)
+        super().__init__(kernel_name, self.packer.names)
         self.image = image
-        self.kernel_name = kernel_name
         self.num_warps = num_warps
         self.block = num_warps * _WARP_SIZE
         self.shared = shared
-        self.packer = ArgumentPacker(kernel_name, parameters)
         self._params = self.packer.params_address
-        #: device -> (context as int, context, CUfunction); filled on first launch there.
-        self._loaded: dict[int, tuple[int, Any, Any]] = {}
         self._functions: dict[int, driver.Function] = {}
-        self._lock = threading.Lock()
+        #: The native launcher, chosen at the first launch (making a launcher must work
+        #: where there is no driver: compiling for NVIDIA needs none).
+        self._native: Any = None
+        self._native_launch: Any = None
+        #: What the native launcher packs by; None: every launch takes the general path.
+        self._plan: bytes | None = None
+        #: (CUfunction, CUcontext) per device as 16 bytes, zero where not loaded: the
+        #: native launcher's view of the loaded devices, replaced whole on each load.
+        self._table = b""
+        self._native_types = 0
 
-    def __call__(self, grid: tuple[int, int, int], args: Sequence[Any], stream: int | None = None) -> None:
-        gx, gy, gz = grid
-        if not (0 < gx <= MAX_GRID[0] and 0 < gy <= MAX_GRID[1] and 0 < gz <= MAX_GRID[2]):
-            if self._grid_is_empty(grid):
-                return
-        with self._lock:
-            device, torch = self.packer.pack(args)
-            if device == ANY_DEVICE:
-                device = driver.current_device()
-            loaded = self._loaded.get(device)
-            if loaded is None:
-                loaded = self._load(device)
-            context_id, context, function = loaded
-            cuda = driver._state.bindings
-            err, current = cuda.cuCtxGetCurrent()
-            if err or int(current) != context_id:
-                driver.check(cuda.cuCtxSetCurrent(context), "cuCtxSetCurrent", self.kernel_name, device)
-            if stream is None:
-                stream = torch_current_stream(device) if torch else 0
-            (err,) = cuda.cuLaunchKernel(function, gx, gy, gz, self.block, 1, 1, self.shared, stream, self._params, 0)
-            if err:
-                driver.raise_error(err, "cuLaunchKernel", self.kernel_name, device)
+    def __call__(self, grid: tuple[int, int, int], args: Sequence[Any], stream: Any = None) -> None:
+        plan = self._plan
+        if plan is not None:
+            gx, gy, gz = grid
+            if 0 < gx <= 2147483647 and 0 < gy <= 65535 and 0 < gz <= 65535:
+                result = self._native_launch(plan, self._table, args, gx, gy, gz, stream)
+                if not result:
+                    return
+                if result != -1:
+                    self._raise_native(result)
+        LauncherBase.__call__(self, grid, args, stream)
 
     def function(self, device: int = 0) -> driver.Function:
         """The kernel as loaded on ``device`` (loading it there if needed): registers,
         spills and static shared memory are its attributes."""
-        with self._lock:
-            if device not in self._functions:
-                self._load(device)
-            return self._functions[device]
+        self.loaded(device)
+        return self._functions[device]
 
-    def _load(self, device: int) -> tuple[int, Any, Any]:
+    # -- the general path's hooks ----------------------------------------------------------
+
+    def _pack(self, args: Sequence[Any]) -> tuple[int, bool]:
+        device, torch = self.packer.pack(args)
+        if torch and self._native_types != len(TORCH_TYPES):
+            self._share_tensor_types()
+        return device, torch
+
+    def _share_tensor_types(self) -> None:
+        """Let the native launcher read the torch tensor classes seen so far itself."""
+        if self._native is not None:
+            for cls in TORCH_TYPES:
+                self._native.add_tensor_type(cls)
+            self._native_types = len(TORCH_TYPES)
+            stream_function = torch_stream_function()
+            if stream_function is not None:
+                self._native.set_current_stream(stream_function)
+
+    def _current_device(self) -> int:
+        return driver.current_device()
+
+    def _load(self, device: int) -> tuple[Any, int, Any]:
+        if not self._loaded:
+            self._native = driver.native_launcher()
+            if self._native is not None:
+                self._native_launch = self._native.launch
         module = driver.load_module(self.image, device=device, name=self.kernel_name)
         function = module.function(self.kernel_name)
         function.check_block_size(self.block)
         if self.shared:
             function.set_dynamic_shared_memory(self.shared)
         context = driver.primary_context(device)
-        loaded = (int(context), context, function.handle)
         self._functions[device] = function
-        self._loaded[device] = loaded
-        return loaded
+        return context, int(context), function.handle
 
-    def _grid_is_empty(self, grid: tuple[int, int, int]) -> bool:
-        """True for a grid with a zero (nothing to launch); an error for a bad one."""
-        for axis, (size, limit) in enumerate(zip(grid, MAX_GRID)):
-            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-                raise LaunchError(f"kernel '{self.kernel_name}': grid {tuple(grid)}: axis {axis} must be a "
-                                  f"non-negative integer, got {size!r}")
-            if size > limit:
-                raise LaunchError(f"kernel '{self.kernel_name}': grid {tuple(grid)}: axis {axis} has {size} blocks, "
-                                  f"more than the {limit} CUDA allows; use bigger blocks or loop inside the kernel")
-        return 0 in grid
+    def _loaded_changed(self) -> None:
+        if self._native is not None and self._plan is None:
+            self._plan = self.packer.native_plan(self.block, self.shared)
+            self._share_tensor_types()
+        entries = [b"\0" * 16] * (max(self._loaded) + 1)
+        for device, (_, context_id, function) in self._loaded.items():
+            entries[device] = int(function).to_bytes(8, "little") + context_id.to_bytes(8, "little")
+        self._table = b"".join(entries)
+
+    def _launch(self, loaded: tuple[Any, int, Any], gx: int, gy: int, gz: int, stream: Any, device: int) -> None:
+        context, context_id, function = loaded
+        if self._native is not None:
+            result = self._native.launch_packed(int(function), context_id, gx, gy, gz, self.block, self.shared,
+                                                int(stream), self._params)
+            if result:
+                self._raise_native(result, device)
+            return
+        cuda = driver._state.bindings
+        err, current = cuda.cuCtxGetCurrent()
+        if err or int(current) != context_id:
+            driver.check(cuda.cuCtxSetCurrent(context), "cuCtxSetCurrent", self.kernel_name, device)
+        (err,) = cuda.cuLaunchKernel(function, gx, gy, gz, self.block, 1, 1, self.shared, stream, self._params, 0)
+        if err:
+            driver.raise_error(err, "cuLaunchKernel", self.kernel_name, device)
+
+    def _raise_native(self, result: tuple[int, int], device: int | None = None) -> None:
+        code, call = result
+        cuda = driver._state.bindings
+        try:
+            err: Any = cuda.CUresult(code)
+        except (AttributeError, ValueError):
+            err = code
+        driver.raise_error(err, _NATIVE_CALLS.get(call, "cuLaunchKernel"), self.kernel_name, device)
 
     def __repr__(self) -> str:
+        path = "native" if self._native is not None else "cuda-bindings"
         return (f"<polytile_nvidia.Launcher '{self.kernel_name}': {len(self.packer.names)} arguments, "
-                f"{self.block} threads, {self.shared} bytes of dynamic shared memory>")
+                f"{self.block} threads, {self.shared} bytes of dynamic shared memory, {path} launch>")

@@ -43,6 +43,8 @@ from polytile.gpu.lowering.indexing import LLVMOps, coordinates
 from polytile.gpu.lowering.types import element_bits, llvm_type
 from polytile.ir import types as t
 
+from . import async_copy  # noqa: F401  (the operands' pipelined loads: cp.async into ring slots)
+
 _I32 = ir.IntType(32)
 _F32 = ir.FloatType()
 _F64 = ir.DoubleType()
@@ -96,10 +98,13 @@ CVT_TF32 = "cvt.rna.tf32.f32 $0, $1;"
 
 
 
-def _asm(builder: ir.IRBuilder, text: str, outputs: list[ir.Type], inputs: list) -> list:
-    """Inline PTX with ``outputs`` (registers) and ``inputs``; returns the outputs."""
+def _asm(builder: ir.IRBuilder, text: str, outputs: list[ir.Type], inputs: list, reads_memory: bool = False) -> list:
+    """Inline PTX with ``outputs`` (registers) and ``inputs``; returns the outputs.
+    ``reads_memory``: the asm reads shared memory, so LLVM must keep it after the barriers
+    and ``cp.async`` waits before it (a memory clobber)."""
     letter = lambda ty: "d" if isinstance(ty, ir.DoubleType) else "f" if isinstance(ty, ir.FloatType) else "r"  # noqa: E731
-    constraints = ",".join([f"={letter(o)}" for o in outputs] + [letter(v.type) for v in inputs])
+    constraints = ",".join([f"={letter(o)}" for o in outputs] + [letter(v.type) for v in inputs]
+                           + (["~{memory}"] if reads_memory else []))
     result_type = outputs[0] if len(outputs) == 1 else ir.LiteralStructType(outputs)
     value = builder.asm(ir.FunctionType(result_type, [v.type for v in inputs]), text, constraints, inputs,
                         side_effect=False)
@@ -243,9 +248,11 @@ class NvidiaMma:
         return MatrixInstruction(spec.name, result_layout, kw, k, (4 * kw, 2 * kw, 4), spec.emit)
 
 
-    def load_operand(self, ctx: Any, base: Any, shared: Any, op: Any) -> list | None:
+    def load_operand(self, ctx: Any, base: Any, shared: Any, op: Any, origin: tuple = (),
+                     tile_shape: tuple = ()) -> list | None:
         """Read a dot operand from shared memory with ``ldmatrix`` (None where it does not
-        apply; the caller then reads element by element)."""
+        apply; the caller then reads element by element).  ``origin``: where the operand
+        starts in a larger shared tile of ``tile_shape`` (a K slice of a ring slot)."""
         layout = op.result.type.layout
         if not isinstance(layout, DotOperandLayout) or not isinstance(layout.parent, MmaLayout):
             return None
@@ -253,7 +260,7 @@ class NvidiaMma:
         plan = ldmatrix_plan(linear_layout_of(op.result), shared, bits)
         if plan is None:
             return None
-        return emit_ldmatrix(ctx, base, shared, plan, llvm_type(op.result.type), bits)
+        return emit_ldmatrix(ctx, base, shared, plan, llvm_type(op.result.type), bits, origin, tile_shape)
 
 
 # --------------------------------------------------------------------------------------
@@ -310,17 +317,20 @@ def ldmatrix_plan(layout: LinearLayout, shared: Any, bits: int) -> LdmatrixPlan 
     return LdmatrixPlan(trans, per_word, address)
 
 
-def emit_ldmatrix(ctx: Any, base: Any, shared: Any, plan: LdmatrixPlan, element: ir.Type, bits: int) -> list:
+def emit_ldmatrix(ctx: Any, base: Any, shared: Any, plan: LdmatrixPlan, element: ir.Type, bits: int,
+                  origin: tuple = (), tile_shape: tuple = ()) -> list:
     b = ctx.builder
-    shape = plan.address.shape
+    shape = tuple(tile_shape) or plan.address.shape
     coords = coordinates(LLVMOps(b), plan.address, ctx.lane_id, ctx.warp_id)
+    if any(origin):
+        coords = [[b.add(c, ir.Constant(_I32, o)) if o else c for c, o in zip(call, origin)] for call in coords]
     base_address = b.ptrtoint(base, _I32)
     text = LDMATRIX_X4_TRANS if plan.trans else LDMATRIX_X4
     registers = []
     for call in coords:
         offset = shared_offset(LLVMOps(b), shared, call, shape)
         byte_offset = b.shl(offset, ir.Constant(_I32, log2(bits // 8))) if bits > 8 else offset
-        words = _asm(b, text, [_I32] * 4, [b.add(base_address, byte_offset)])
+        words = _asm(b, text, [_I32] * 4, [b.add(base_address, byte_offset)], reads_memory=True)
         for word in words:
             for e in range(plan.per_word):
                 part = b.lshr(word, ir.Constant(_I32, e * bits)) if e else word

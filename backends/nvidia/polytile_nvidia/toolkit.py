@@ -115,6 +115,40 @@ def search_common_roots(search: Search, relative: str, name: str) -> Path | None
     return None
 
 
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def find_ptxas() -> Path:
+    """The ptxas to run: the setting ``ptxas_path``, ``<cuda_home>/bin``, the
+    nvidia-cuda-nvcc wheel, PATH, then ``/usr/local/cuda*/bin``."""
+    import shutil
+
+    configured = configured_file("ptxas_path", "the ptxas executable", _is_executable)
+    if configured is not None:
+        return configured
+    search = Search("ptxas", _is_executable)
+    home = cuda_home()
+    if home is not None:
+        found = search.try_path(home / "bin" / "ptxas", cuda_home_source())
+        if found is not None:
+            return found
+    else:
+        search.note("cuda_home: not set (POLYTILE_CUDA_HOME, CUDA_HOME, CUDA_PATH)")
+    found = search_wheels(search, "bin", "ptxas")
+    if found is not None:
+        return found
+    on_path = shutil.which("ptxas")
+    if on_path is not None:
+        return Path(on_path)
+    search.note("PATH: no ptxas")
+    found = search_common_roots(search, "bin", "ptxas")
+    if found is not None:
+        return found
+    raise search.fail("Install the CUDA toolkit or the nvidia-cuda-nvcc wheel (pip install nvidia-cuda-nvcc), "
+                      "set cuda_home (POLYTILE_CUDA_HOME or CUDA_HOME), or set ptxas_path (POLYTILE_PTXAS).")
+
+
 def _sys_path_directories() -> list[Path]:
     return _unique(Path(p) for p in sys.path if p and os.path.isdir(p))
 

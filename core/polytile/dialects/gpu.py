@@ -15,6 +15,18 @@ load) are explicit values of type ``!gpu.buffer<64x64xf16, #gpu.shared<...>>``:
 - ``gpu.barrier`` synchronizes the threads of a program, so that shared-memory writes
   before it are seen by reads after it; the memory stage's ``insert-barriers`` puts it
   where a shared-memory hazard needs it, and nowhere else.
+
+Software pipelining (``pipeline-loops``) keeps a *ring* of tiles in one buffer
+(``!gpu.buffer<3x128x64xf16, ...>``: slots first) and fills it asynchronously:
+
+- ``gpu.async_copy %ptrs, %ring, %slot mask(%m)`` starts copying a tile from global
+  memory into a slot (masked-off elements become zero);
+- ``gpu.async_commit_group`` closes the copies issued since the last one into a group,
+  ``gpu.async_wait {pending = n}`` waits until at most ``n`` groups are in flight;
+- ``%t = gpu.local_load_slot %ring, %slot`` reads a slot into a distributed layout.
+
+These ops exist only between the distribute stage and the LLVM lowering: the
+interpreter never sees them.
 """
 
 from __future__ import annotations
@@ -25,8 +37,8 @@ from typing import Any, ClassVar
 
 from ..gpu.layouts import LAYOUT_ATTRIBUTES, SharedLayout
 from ..ir import types as t
-from ..ir.constraints import Tile, TypeConstraint
-from ..ir.opdef import Operand, Pure, Result, define_op, op_error
+from ..ir.constraints import IntScalar, Tile, TypeConstraint
+from ..ir.opdef import Attr, Operand, Pure, Result, define_op, op_error
 from ..ir.operation import Operation
 from ..ir.registry import Dialect
 
@@ -156,12 +168,97 @@ class BarrierOp(Operation):
     name = "gpu.barrier"
 
 
+# --------------------------------------------------------------------------------------
+# Asynchronous copies into a ring of buffers (pipeline-loops)
+
+
+def _ring_slot(op: Operation, ring: Any, tile: Any) -> None:
+    """A ring is a buffer of ``stages x tile``; each slot holds one tile."""
+    if len(ring.shape) != len(tile.shape) + 1 or tuple(ring.shape[1:]) != tuple(tile.shape) or \
+            ring.element != tile.element:
+        raise op_error(op, f"{ring} is not a ring of {tile} (a leading dimension of slots, then the tile's shape)")
+
+
+@define_op
+class AsyncCopyOp(Operation):
+    """Starts copying the tile ``ptr`` points at into slot ``slot`` of ``ring``, where
+    ``mask`` holds; masked-off elements become ``other`` (zero without it).  The copy is
+    in flight until a ``gpu.async_wait`` retires its group: nothing may read the slot
+    before that (``insert-barriers`` counts the bytes as written at the wait)."""
+
+    name = "gpu.async_copy"
+    ptr = Operand(Tile)
+    ring = Operand(Buffer)
+    slot = Operand(IntScalar)
+    mask = Operand(Tile, optional=True)
+    other = Operand(Tile, optional=True)
+
+    def verify_op(self) -> None:
+        ptr_type = self.ptr.type
+        if not isinstance(ptr_type.element, t.PointerType):
+            raise op_error(self, f"copies through a tile of pointers, got {ptr_type}")
+        _ring_slot(self, self.ring.type, t.TileType(ptr_type.shape, ptr_type.element.pointee, ptr_type.layout))
+        if self.mask is not None and (tuple(self.mask.type.shape) != tuple(ptr_type.shape) or self.mask.type.element != t.i1):
+            raise op_error(self, f"the mask must be a tile of i1 shaped like the pointers {ptr_type}, got {self.mask.type}")
+        if self.other is not None and (tuple(self.other.type.shape) != tuple(ptr_type.shape)
+                                       or self.other.type.element != ptr_type.element.pointee):
+            raise op_error(self, f"'other' must be a tile of {ptr_type.element.pointee} shaped like the pointers, "
+                                 f"got {self.other.type}")
+
+
+@define_op
+class AsyncCommitGroupOp(Operation):
+    """Closes the group of this thread's ``gpu.async_copy`` issued since the last commit
+    (``cp.async.commit_group``)."""
+
+    name = "gpu.async_commit_group"
+
+
+@define_op
+class AsyncWaitOp(Operation):
+    """Waits until at most ``pending`` committed groups are still in flight: the copies of
+    the older ones are in shared memory (``cp.async.wait_group``).  Other threads see them
+    after the next ``gpu.barrier``."""
+
+    name = "gpu.async_wait"
+    pending = Attr(int)
+
+    def verify_op(self) -> None:
+        if self.pending < 0:
+            raise op_error(self, f"pending must be >= 0, got {self.pending}")
+
+
+@define_op
+class LocalLoadSlotOp(Operation):
+    """Reads slot ``slot`` of ``ring`` into a tile in the result's distributed layout (a
+    dot operand layout reads with the matrix unit's own instruction, NVIDIA ``ldmatrix``)."""
+
+    name = "gpu.local_load_slot"
+    ring = Operand(Buffer)
+    slot = Operand(IntScalar)
+    result = Result(Tile)
+    #: Where the result starts in the slot, when it is a part of it (a K slice of a dot
+    #: operand); absent: the whole slot.
+    offsets = Attr(tuple, optional=True)
+
+    def verify_op(self) -> None:
+        ring, tile = self.ring.type, self.result.type
+        if self.offsets is None:
+            _ring_slot(self, ring, tile)
+            return
+        slot = tuple(ring.shape[1:])
+        if len(slot) != len(tile.shape) or ring.element != tile.element or len(self.offsets) != len(slot) or \
+                any(not isinstance(o, int) or o < 0 or o + n > s for o, n, s in zip(self.offsets, tile.shape, slot)):
+            raise op_error(self, f"{tile} at offsets {list(self.offsets)} is not inside a slot of {ring}")
+
+
 # The layouts are attributes of this dialect, so GPU IR text parses wherever the core
 # dialects are registered.  (#axis_info registers itself with its analysis: only its test
 # printer writes it.)
-GPU_DIALECT = Dialect("gpu", ops=(ConvertLayoutOp, LocalAllocOp, LocalStoreOp, LocalLoadOp, BarrierOp),
+GPU_DIALECT = Dialect("gpu", ops=(ConvertLayoutOp, LocalAllocOp, LocalStoreOp, LocalLoadOp, BarrierOp, AsyncCopyOp,
+                                  AsyncCommitGroupOp, AsyncWaitOp, LocalLoadSlotOp),
                       types=(BufferType,), attributes=tuple(LAYOUT_ATTRIBUTES),
                       doc="Layouts of distributed tiles, shared-memory buffers, and the conversions between them.")
 
-__all__ = ["BarrierOp", "BufferType", "ConvertLayoutOp", "GPU_DIALECT", "LocalAllocOp", "LocalLoadOp",
+__all__ = ["AsyncCommitGroupOp", "AsyncCopyOp", "AsyncWaitOp", "BarrierOp", "BufferType", "LocalLoadSlotOp", "ConvertLayoutOp", "GPU_DIALECT", "LocalAllocOp", "LocalLoadOp",
            "LocalStoreOp"]

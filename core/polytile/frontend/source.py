@@ -23,7 +23,7 @@ class FunctionSource:
         self.fn = fn
         self.name = fn.__name__
         try:
-            lines, start = inspect.getsourcelines(fn)
+            lines, start = _source_lines(fn) or inspect.getsourcelines(fn)
         except (OSError, TypeError) as exc:
             raise CompilationError(f"cannot read the source of '{self.name}' ({exc}); @jit functions must be "
                                    "defined in a file, not typed into an interactive prompt") from None
@@ -58,6 +58,61 @@ class FunctionSource:
     def error(self, node: Any, message: str) -> CompilationError:
         loc = self.location(node)
         return CompilationError(message, loc, self.source_line(loc.line))
+
+
+def _source_lines(fn: Any) -> tuple[list[str], int] | None:
+    """What ``inspect.getsourcelines(fn)`` returns, read from the lines the code object
+    spans, or None where that cannot be relied on (then the caller asks inspect).
+
+    inspect tokenizes the file from the ``def`` to find where the block ends, which
+    costs about 10 ms the first time in a process (tokenize compiles its regular
+    expressions): a tenth of a launch from a warm disk cache.  The code object already
+    knows its first line (the first decorator's) and the positions of every instruction,
+    nested functions included, so the last line is their largest end line.
+    """
+    code = getattr(fn, "__code__", None)
+    if code is None or not hasattr(code, "co_positions"):  # Python 3.10
+        return None
+    try:
+        file = inspect.getsourcefile(fn)
+    except TypeError:
+        return None
+    if not file:
+        return None
+    linecache.checkcache(file)
+    text = linecache.getlines(file, fn.__globals__)
+    first, last = code.co_firstlineno, _last_line(code)
+    if not text or last < first or last > len(text):
+        return None
+    # Statements that make no instructions ('global', 'pass', a bare string) may follow
+    # the last one that does: the block goes on while lines are indented deeper than
+    # the def (blank and comment lines do not end it, nor count).
+    indent = len(text[first - 1]) - len(text[first - 1].lstrip())
+    for number in range(last + 1, len(text) + 1):
+        line = text[number - 1]
+        stripped = line.lstrip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if len(line) - len(stripped) <= indent:
+            break
+        last = number
+    lines = text[first - 1:last]
+    try:  # the lines must hold the whole function, or inspect's answer is needed
+        body = ast.parse(textwrap.dedent("".join(lines))).body
+    except SyntaxError:
+        return None
+    if len(body) != 1 or not isinstance(body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            or body[0].name != fn.__name__:
+        return None
+    return lines, first
+
+
+def _last_line(code: Any) -> int:
+    last = max((end for _, end, _, _ in code.co_positions() if end is not None), default=code.co_firstlineno)
+    for constant in code.co_consts:
+        if hasattr(constant, "co_positions"):
+            last = max(last, _last_line(constant))
+    return last
 
 
 def assigned_names(statements: list[ast.stmt]) -> set[str]:

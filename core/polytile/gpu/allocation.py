@@ -16,8 +16,16 @@ Three kinds of pieces live in a program's shared memory:
 ``allocate-shared`` numbers the ops of a function in program order, turns every piece
 into a lifetime interval, and places the pieces first-fit, largest first: two pieces
 share bytes when their lifetimes do not overlap.  Each function's total goes into
-``gpu.shared_bytes`` (for a kernel, the dynamic shared memory of the launch).  A kernel
-that needs more than the target allows is a compilation error naming both numbers.
+``gpu.shared_bytes`` (for a kernel, the dynamic shared memory of the launch).
+
+An op whose scratch registration gives ``rounds`` (layout conversions, transposes,
+reshapes) can move its tile in several rounds, one slab at a time, with barriers
+between: its ``gpu.scratch_rounds`` attribute says how many, and its scratch shrinks by
+that factor.  ``allocate-shared`` sets it where an op's scratch is over the pass's
+``max_scratch_bytes``, and, for a kernel over the target's limit, on the largest such
+ops until the kernel fits (``split_scratch_over_limit``).  A kernel that still needs
+more than the target allows is an :class:`~polytile.errors.OutOfResourcesError` naming
+the kernel, both numbers and the largest piece.
 
 How an op's scratch is synchronized is part of its registration (``sync``), for the
 ``insert-barriers`` pass (:mod:`.membar`):
@@ -35,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
 from ..dialects import func
-from ..errors import CompilationError
+from ..errors import CompilationError, OutOfResourcesError
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 
 #: Op attribute: the byte offset of the op's scratch (or of a call's callee) in the
@@ -49,6 +57,10 @@ SHARED_BYTES_ATTR = "gpu.shared_bytes"
 #: Every piece starts at a multiple of this, so that 16-byte vector accesses stay aligned.
 SCRATCH_ALIGNMENT = 16
 
+#: Op attribute: in how many rounds (a power of two) the op moves data through its
+#: scratch, which then holds one round's share (absent: 1).
+SCRATCH_ROUNDS_ATTR = "gpu.scratch_rounds"
+
 SCRATCH_SYNC_MODES = ("inside", "end", "none")
 
 #: ``fn(op, target, num_warps) -> bytes`` (0 when this instance needs none), by op class.
@@ -56,12 +68,19 @@ ScratchSize = Callable[[Any, Any, int], int]
 SCRATCH_BYTES: dict[type, ScratchSize] = {}
 #: How the scratch of an op class is synchronized (see the module docstring).
 SCRATCH_SYNC: dict[type, str] = {}
+#: ``fn(op, target, num_warps) -> the most rounds this op's lowering can split into``, for
+#: the op classes whose lowering honours ``gpu.scratch_rounds``.
+ScratchRounds = Callable[[Any, Any, int], int]
+SCRATCH_ROUNDS: dict[type, ScratchRounds] = {}
 
 
-def register_scratch(*op_classes: type, sync: str = "inside") -> Callable[[ScratchSize], ScratchSize]:
+def register_scratch(*op_classes: type, sync: str = "inside",
+                     rounds: ScratchRounds | None = None) -> Callable[[ScratchSize], ScratchSize]:
     """Decorator: ``@register_scratch(MyOp)`` says how many bytes of shared memory an op of
     that class needs while it runs (given the op, the ``GpuTarget`` and ``num_warps``),
-    and ``sync`` how its lowering synchronizes them (see the module docstring)."""
+    and ``sync`` how its lowering synchronizes them (see the module docstring).
+    ``rounds``: the lowering honours ``gpu.scratch_rounds`` up to what ``rounds`` returns
+    (the size function must then give one round's bytes)."""
     if sync not in SCRATCH_SYNC_MODES:
         raise ValueError(f"sync must be one of {SCRATCH_SYNC_MODES}, got {sync!r}")
 
@@ -69,8 +88,59 @@ def register_scratch(*op_classes: type, sync: str = "inside") -> Callable[[Scrat
         for cls in op_classes:
             SCRATCH_BYTES[cls] = fn
             SCRATCH_SYNC[cls] = sync
+            if rounds is not None:
+                SCRATCH_ROUNDS[cls] = rounds
         return fn
     return register
+
+
+def scratch_rounds(op: Any) -> int:
+    return int(op.attributes.get(SCRATCH_ROUNDS_ATTR, 1))
+
+
+def _splittable(function: Any, target: Any, num_warps: int) -> list[tuple[Any, int]]:
+    """(op, the most rounds it allows) of each op of ``function`` that can split further."""
+    found = []
+    for op in function.walk():
+        rounds_of = SCRATCH_ROUNDS.get(type(op))
+        most = 1 if rounds_of is None else int(rounds_of(op, target, num_warps))
+        if scratch_rounds(op) * 2 <= most:
+            found.append((op, most))
+    return found
+
+
+def split_scratch(function: Any, target: Any, num_warps: int, max_bytes: int) -> bool:
+    """Give each op of ``function`` that can work in rounds and needs more than
+    ``max_bytes`` of scratch the fewest rounds that bring it within (or the most it
+    allows); return whether any op changed."""
+    changed = False
+    for op, most in _splittable(function, target, num_warps):
+        rounds = scratch_rounds(op)
+        while scratch_bytes(op, target, num_warps) > max_bytes and rounds * 2 <= most:
+            rounds *= 2
+            op.set_attr(SCRATCH_ROUNDS_ATTR, rounds)
+            changed = True
+    return changed
+
+
+def fit_by_rounds(function: Any, target: Any, num_warps: int, limit: int,
+                  callee_bytes: dict[str, int] | None = None) -> tuple[int, bool]:
+    """Split the largest splittable scratch of ``function`` in half, again and again,
+    until its total is within ``limit`` or nothing splits further.  Returns the total
+    (its pieces placed) and whether any op changed."""
+    callee_bytes = callee_bytes or {}
+    total = allocate_function(function, target, num_warps, callee_bytes)
+    changed = False
+    while total > limit:
+        candidates = _splittable(function, target, num_warps)
+        if not candidates:
+            break
+        largest = max(scratch_bytes(op, target, num_warps) for op, _ in candidates)
+        if not split_scratch(function, target, num_warps, largest // 2):
+            break
+        changed = True
+        total = allocate_function(function, target, num_warps, callee_bytes)
+    return total, changed
 
 
 def scratch_bytes(op: Any, target: Any, num_warps: int) -> int:
@@ -209,6 +279,11 @@ class AllocateShared(Pass):
     #: Bytes of shared memory a block may use; 0: the GpuTarget's ``max_shared_bytes``
     #: (no check when it has none).
     max_shared_bytes: int = 0
+    #: The most scratch one op may take when its lowering can work in rounds (layout
+    #: conversions); 0: no cap.  More rounds mean more barriers, less shared memory.
+    max_scratch_bytes: int = 0
+    #: A kernel over the limit first gets its largest conversions split into rounds.
+    split_scratch_over_limit: bool = True
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
         from ..analysis.call_graph import CallGraph
@@ -226,15 +301,24 @@ class AllocateShared(Pass):
         totals: dict[str, int] = {}
         for function in graph.bottom_up():
             num_warps = function.attributes.get(NUM_WARPS_ATTR, num_warps_of(context))
+            if self.max_scratch_bytes:
+                split_scratch(function, target, num_warps, self.max_scratch_bytes)
             total, pieces = _allocate(function, target, num_warps, totals)
-            totals[function.attributes["sym_name"]] = total
             if limit is not None and total > limit and function.attributes.get("kernel"):
-                largest = max(pieces, key=lambda p: p.size)
-                raise _limit_error(function, total, limit, getattr(target, "arch", ""), largest)
+                tried = []
+                if self.split_scratch_over_limit and _splittable(function, target, num_warps):
+                    tried.append("conversions-in-rounds")
+                    fit_by_rounds(function, target, num_warps, limit, totals)
+                    total, pieces = _allocate(function, target, num_warps, totals)
+                if total > limit:
+                    largest = max(pieces, key=lambda p: p.size)
+                    raise _limit_error(function, total, limit, getattr(target, "arch", ""), largest, tried)
+            totals[function.attributes["sym_name"]] = total
         return PreservedAnalyses.all()
 
 
-def _limit_error(function: Any, need: int, limit: int, arch: str, largest: Piece) -> CompilationError:
+def _limit_error(function: Any, need: int, limit: int, arch: str, largest: Piece,
+                 tried: list[str]) -> OutOfResourcesError:
     from ..errors import SourceLocation
 
     op = largest.owner
@@ -249,12 +333,13 @@ def _limit_error(function: Any, need: int, limit: int, arch: str, largest: Piece
             indent = len(text) - len(text.lstrip())
             source_line = text.strip()
             location = SourceLocation(location.file, location.line, max(location.column - indent, 0))
-    return CompilationError(
-        f"kernel '{function.attributes.get('sym_name')}' needs {need} bytes of shared memory, more than the {limit} "
-        f"bytes {arch or 'the target'} allows per block (the largest piece: {largest.size} bytes for {what}); use "
-        "smaller block sizes or fewer stages", location, source_line)
+    return OutOfResourcesError(
+        kernel=str(function.attributes.get("sym_name")), resource="shared memory", need=need, limit=limit,
+        target=arch, remedies_tried=tried, location=location, source_line=source_line,
+        hint=f"the largest piece is {largest.size} bytes for {what}; use smaller block sizes or fewer stages")
 
 
-__all__ = ["AllocateShared", "BUFFER_OFFSET_ATTR", "Piece", "SCRATCH_BYTES", "SCRATCH_OFFSET_ATTR", "SCRATCH_SYNC",
-           "SHARED_BYTES_ATTR", "allocate_function", "buffer_bytes", "collect_pieces", "place", "register_scratch",
-           "scratch_bytes", "scratch_sync"]
+__all__ = ["AllocateShared", "BUFFER_OFFSET_ATTR", "Piece", "SCRATCH_BYTES", "SCRATCH_OFFSET_ATTR", "SCRATCH_ROUNDS",
+           "SCRATCH_ROUNDS_ATTR", "SCRATCH_SYNC", "SHARED_BYTES_ATTR", "allocate_function", "buffer_bytes",
+           "collect_pieces", "fit_by_rounds", "place", "register_scratch", "scratch_bytes", "scratch_rounds",
+           "scratch_sync", "split_scratch"]

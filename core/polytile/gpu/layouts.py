@@ -283,6 +283,9 @@ _MFMA_TILES: dict[tuple[int, int], list[tuple[str, int, int]]] = {
     (32, 32): [("register", 0, 4), ("lane", 1, 32), ("lane", 0, 2), ("register", 0, 4)],
     (16, 16): [("register", 0, 4), ("lane", 1, 16), ("lane", 0, 4)],
 }
+#: v_mfma_f64_16x16x4f64 keeps one 64-bit row per lane group instead of four 32-bit
+#: ones: lanes 16..63 step down one row each, registers every 4 rows.
+_MFMA_F64_TILE: list[tuple[str, int, int]] = [("lane", 1, 16), ("lane", 0, 4), ("register", 0, 4)]
 
 #: The same for the A operand ([M, K]) with k_width consecutive K elements per lane.
 _MFMA_OPERAND_LANES: dict[tuple[int, int], tuple[int, int]] = {(32, 32): (32, 2), (16, 16): (16, 4)}
@@ -292,13 +295,15 @@ _MFMA_OPERAND_LANES: dict[tuple[int, int], tuple[int, int]] = {(32, 32): (32, 2)
 class MfmaLayout(DistributedLayout):
     """The accumulator of AMD CDNA matrix-core instructions (``mfma``), 64-lane waves.
     ``transposed`` swaps rows and columns so that a lane's registers run along N (wider
-    stores of the result)."""
+    stores of the result).  ``accumulator_bits = 64`` is the f64 instruction's layout
+    (16x16 only), which places rows differently; it is printed only when set."""
 
     attribute_name: ClassVar[str] = "gpu.amd_mfma"
     version: int
     warps_per_cta: tuple
     instr_shape: tuple
     transposed: bool = False
+    accumulator_bits: int = 32
 
     def __post_init__(self) -> None:
         if self.version not in (1, 2, 3, 4):
@@ -308,6 +313,15 @@ class MfmaLayout(DistributedLayout):
         if tuple(self.instr_shape) not in _MFMA_TILES:
             raise LayoutError(f"amd_mfma instr_shape must be one of {[list(s) for s in _MFMA_TILES]}, "
                               f"got {list(self.instr_shape)}")
+        if self.accumulator_bits not in (32, 64):
+            raise LayoutError(f"amd_mfma accumulator_bits must be 32 or 64 (f64), got {self.accumulator_bits!r}")
+        if self.accumulator_bits == 64 and tuple(self.instr_shape) != (16, 16):
+            raise LayoutError(f"the f64 mfma (accumulator_bits = 64) has instr_shape [16, 16], "
+                              f"got {list(self.instr_shape)}")
+
+    def format_parameters(self) -> str:
+        text = super().format_parameters()
+        return text.replace(", accumulator_bits = 32", "") if self.accumulator_bits == 32 else text
 
     rank = property(lambda self: 2)
     warp_size = property(lambda self: 64)
@@ -315,7 +329,8 @@ class MfmaLayout(DistributedLayout):
 
     def build(self, shape: tuple[int, ...]) -> LinearLayout:
         builder = LayoutBuilder(2)
-        for kind, dim, count in _MFMA_TILES[tuple(self.instr_shape)]:
+        tile = _MFMA_F64_TILE if self.accumulator_bits == 64 else _MFMA_TILES[tuple(self.instr_shape)]
+        for kind, dim, count in tile:
             builder.add(kind, 1 - dim if self.transposed else dim, count)
         _add_warps(builder, self, (1, 0))
         return builder.fit(shape, (1, 0))

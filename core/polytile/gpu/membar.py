@@ -12,7 +12,12 @@ after a write, on overlapping bytes.  A barrier clears the pending set.
   ``"inside"`` writes first, synchronizes everything before its reads, and leaves its
   reads pending; ``"end"`` leaves nothing; ``"none"`` leaves reads and writes.
 - Buffers: ``gpu.local_alloc`` with a source and ``gpu.local_store`` write,
-  ``gpu.local_load`` reads; other ops declare theirs with :func:`register_buffer_access`.
+  ``gpu.local_load`` and ``gpu.local_load_slot`` read; other ops declare theirs with
+  :func:`register_buffer_access`.
+- Asynchronous copies: ``gpu.async_copy`` is checked as a write of its ring where it is
+  issued (the bytes may change from then on), and ``gpu.async_wait`` leaves the rings
+  written (the bytes land there): a read after the wait needs a barrier, which is what
+  makes the other threads' copies visible.
 - ``scf.if``: both branches start from the same pending set; after it, the union.
   ``scf.for`` / ``scf.while``: the body starts from the union of what comes in and what
   the previous iteration left, iterated to a fixed point, so a barrier at the top of a
@@ -30,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterable
 
 from ..dialects import func, scf, tile_debug
-from ..dialects.gpu import BarrierOp, LocalAllocOp, LocalLoadOp, LocalStoreOp
+from ..dialects.gpu import AsyncCopyOp, AsyncWaitOp, BarrierOp, LocalAllocOp, LocalLoadOp, LocalLoadSlotOp, LocalStoreOp
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 from .allocation import BUFFER_OFFSET_ATTR, SCRATCH_OFFSET_ATTR, buffer_bytes, scratch_bytes, scratch_sync
 
@@ -76,6 +81,7 @@ def register_buffer_access(*op_classes: type) -> Callable[[BufferAccess], Buffer
 register_buffer_access(LocalAllocOp)(lambda op: [(op.result, WRITE)] if op.source is not None else [])
 register_buffer_access(LocalStoreOp)(lambda op: [(op.buffer, WRITE)])
 register_buffer_access(LocalLoadOp)(lambda op: [(op.buffer, READ)])
+register_buffer_access(LocalLoadSlotOp)(lambda op: [(op.ring, READ)])
 
 
 def _buffer_range(value: Any) -> tuple[int, int] | None:
@@ -99,6 +105,7 @@ class _Walker:
         self.target = target
         self.num_warps = num_warps
         self.summaries = summaries
+        self.async_rings: dict[Any, tuple[Access, ...]] = {}
 
     # -- effects of one op ------------------------------------------------------------
     def effect(self, op: Any) -> _Effect | None:
@@ -106,6 +113,8 @@ class _Walker:
             return _Effect([], synchronizes=True)
         if isinstance(op, func.CallOp):
             return self._call(op)
+        if isinstance(op, (AsyncCopyOp, AsyncWaitOp)):
+            return self._async(op)
         accessor = BUFFER_ACCESSES.get(type(op))
         if accessor is not None:
             accesses = []
@@ -125,6 +134,20 @@ class _Walker:
         if mode == "none":
             return _Effect([read, write], leaves=(read, write))
         return _Effect([write], synchronizes=True, leaves=(read,) if mode == "inside" else ())
+
+    def _async(self, op: Any) -> _Effect | None:
+        """A copy writes its ring from its issue (checked against earlier accesses, as
+        a write) to the wait that retires it (pending from there, against later reads).
+        A wait may retire any copy of the function: it leaves all their rings written."""
+        if isinstance(op, AsyncCopyOp):
+            found = _buffer_range(op.ring)
+            return _Effect([Access(found[0], found[1], WRITE)]) if found is not None else None
+        function = next(a for a in op.ancestors() if isinstance(a, func.FuncOp))
+        rings = self.async_rings.get(function)
+        if rings is None:
+            ranges = {_buffer_range(o.ring) for o in function.walk() if isinstance(o, AsyncCopyOp)}
+            rings = self.async_rings[function] = tuple(Access(r[0], r[1], WRITE) for r in sorted(ranges - {None}))
+        return _Effect([], leaves=rings) if rings else None
 
     def _call(self, op: Any) -> _Effect | None:
         offset = op.attributes.get(SCRATCH_OFFSET_ATTR)

@@ -20,10 +20,11 @@ def add_gpu_stages(pipeline: Any, assemble: Sequence[Any]) -> None:
     from .allocation import AllocateShared
     from .distribute import AssignLayouts, RemoveRedundantConverts
     from .membar import InsertBarriers
+    from .pipelining import PipelineLoops
     from .lowering import LowerToLLVM
 
     pipeline.add_stage("distribute", [LowerBlockPointers(), AssignLayouts(), RemoveRedundantConverts(),
-                                      CommonSubexpressionElimination(), DeadCodeElimination()])
+                                      PipelineLoops(), CommonSubexpressionElimination(), DeadCodeElimination()])
     pipeline.add_stage("memory", [AllocateShared(), InsertBarriers()])
     pipeline.add_stage("llvm", [LowerToLLVM()])
     pipeline.add_stage("assemble", list(assemble))

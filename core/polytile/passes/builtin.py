@@ -13,6 +13,7 @@ def core_pass_classes() -> list[type]:
     from ..gpu.allocation import AllocateShared
     from ..gpu.distribute import AssignLayouts, RemoveRedundantConverts
     from ..gpu.membar import InsertBarriers
+    from ..gpu.pipelining import PipelineLoops
     from ..gpu.lowering import LowerToLLVM
     from .canonicalize import Canonicalize
     from .cse import CommonSubexpressionElimination
@@ -22,7 +23,7 @@ def core_pass_classes() -> list[type]:
     from .lower_block_pointers import LowerBlockPointers
 
     return [Canonicalize, CommonSubexpressionElimination, DeadCodeElimination, Inliner, LoopInvariantCodeMotion,
-            LowerBlockPointers, AssignLayouts, RemoveRedundantConverts, AllocateShared, InsertBarriers,
+            LowerBlockPointers, AssignLayouts, RemoveRedundantConverts, PipelineLoops, AllocateShared, InsertBarriers,
             LowerToLLVM, TestPrintAxisInfo]
 
 

@@ -218,9 +218,9 @@ def polytile_configure_pipeline(pipeline: Any, target: "Target", options: Any) -
         def polytile_configure_pipeline(pipeline, target, options):
             if target.backend != "nvidia" or target.arch != "sm_90a":
                 return
-            from polytile_tma.passes import TMALowering, TMAPipelineLoads
+            from polytile_tma.passes import TMALowering, TMAPipelineLoops
             pipeline.insert_after("tile/cse", TMALowering())
-            pipeline.replace("distribute/pipeline-loads", TMAPipelineLoads(num_stages=options.num_stages))
+            pipeline.replace("distribute/pipeline-loops", TMAPipelineLoops(num_stages=options.num_stages))
     """
 
 

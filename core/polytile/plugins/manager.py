@@ -45,7 +45,7 @@ import pluggy
 from .. import __version__
 from ..errors import PluginConflictError, PluginError, PolytileError, did_you_mean
 from ..target import Target
-from . import PROJECT_NAME, hookspecs
+from . import PROJECT_NAME, distributions, hookspecs
 from .backends import BackendRegistry, describe_device
 from .records import (
     DISABLED,
@@ -60,7 +60,6 @@ from .records import (
     _distribution_of,
     _normalize,
     _summary,
-    discover_entry_points,
 )
 from .registry import CORE_OWNER, ImportScope, PluginInfo, Registry, importing_plugin
 
@@ -638,6 +637,12 @@ class PluginManager:
                 list(r.problems), {kind: sorted(names) for kind, names in registered.items()}, r.traceback,
             ))
         return report
+
+
+def discover_entry_points() -> list[Any]:
+    """Installed entry points of :data:`ENTRY_POINT_GROUPS`, sorted by name within a
+    group, each once (:func:`polytile.plugins.distributions.discover_entry_points`)."""
+    return distributions.discover_entry_points(ENTRY_POINT_GROUPS)
 
 
 def _clean_names(names: Any) -> tuple[str, ...]:

@@ -239,18 +239,26 @@ def bf16_bits(value: Any) -> int:
 _current_raw_stream: Callable[[int], int] | None = None
 
 
-def torch_current_stream(device: int) -> int:
-    """PyTorch's current stream on ``device`` as a raw handle (CUDA, and ROCm builds of
-    torch, which keep the ``torch.cuda`` names), or 0 (the default stream) when torch is
-    not imported.  torch is never imported here."""
+def torch_stream_function() -> Callable[[int], int] | None:
+    """``device -> PyTorch's current raw stream there`` once torch is imported (the
+    function :func:`torch_current_stream` calls; a launcher may call it directly), else
+    None.  torch is never imported here."""
     global _current_raw_stream
     if _current_raw_stream is None:
         import sys
 
         torch = sys.modules.get("torch")
         if torch is None:
-            return 0
+            return None
         raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
         # The private call skips building a Stream object on every launch.
         _current_raw_stream = raw if raw is not None else (lambda d: torch.cuda.current_stream(d).cuda_stream)
-    return _current_raw_stream(device)
+    return _current_raw_stream
+
+
+def torch_current_stream(device: int) -> int:
+    """PyTorch's current stream on ``device`` as a raw handle (CUDA, and ROCm builds of
+    torch, which keep the ``torch.cuda`` names), or 0 (the default stream) when torch is
+    not imported."""
+    function = _current_raw_stream or torch_stream_function()
+    return 0 if function is None else function(device)

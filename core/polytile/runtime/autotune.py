@@ -16,16 +16,40 @@ every trial it puts back the arguments the kernel may write (found by mutation a
 ``reset_to_zero`` ones; after tuning the arrays hold what they held before, and the real
 launch with the best config follows.  On the interpreter trials are timed with
 ``time.perf_counter`` (a GPU backend will time them with device events).
+
+A config the target cannot hold (too much shared memory, LDS or registers: the compiler
+raises :class:`~polytile.errors.OutOfResourcesError` on the trial's first run, which
+compiles, before anything is launched or timed) is dropped with a debug-level note on
+the ``polytile.autotune`` logger.  Only when every config is dropped does the launch fail,
+with a :class:`NoConfigFitsError` that lists each config and why.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import statistics
 import time
 from typing import Any, Callable, Iterable
 
+from ..errors import OutOfResourcesError
 from .jit import JITFunction, LaunchError
+
+log = logging.getLogger("polytile.autotune")
+
+
+class NoConfigFitsError(LaunchError):
+    """Every config of an autotuned kernel needs more than the target has.
+
+    ``failures``: each config and the :class:`~polytile.errors.OutOfResourcesError` that
+    dropped it."""
+
+    def __init__(self, kernel: str, failures: dict):
+        self.kernel = kernel
+        self.failures = dict(failures)
+        lines = "\n".join(f"  {config}: {error.message}" for config, error in self.failures.items())
+        super().__init__(f"'{kernel}': none of its {len(self.failures)} autotuning configs fits the target:\n{lines}\n"
+                         "add configs with smaller blocks, fewer stages or fewer warps")
 
 
 class _NotGiven:
@@ -161,6 +185,8 @@ class Autotuner(_Launchable):
         self.configs_timings: dict[Config, float] = {}
         #: What the last tuning restored between trials (names), for tests and curiosity.
         self.restored_args: list[str] = []
+        #: The configs the last tuning dropped, with the error of each (out of resources).
+        self.dropped_configs: dict[Config, OutOfResourcesError] = {}
 
     def tuning_key(self, named: dict) -> tuple:
         """The values of the ``key`` arguments (given or defaulted: a default is a value
@@ -236,6 +262,7 @@ class Autotuner(_Launchable):
                 argument.restore()
 
         timings: dict[Config, float] = {}
+        dropped: dict[Config, OutOfResourcesError] = {}
         try:
             for config in configs:
                 def trial(config: Config = config) -> None:
@@ -248,10 +275,17 @@ class Autotuner(_Launchable):
                     if self.user_post_hook is not None:
                         self.user_post_hook(named, None)
 
-                timings[config] = self.do_bench(trial)
+                try:
+                    timings[config] = self.do_bench(trial)
+                except OutOfResourcesError as error:
+                    dropped[config] = error
+                    log.debug("autotuning '%s': config %s dropped: %s", self.__name__, config, error.message)
         finally:
             restore()
         self.configs_timings = timings
+        self.dropped_configs = dropped
+        if not timings:
+            raise NoConfigFitsError(self.__name__, dropped)
         return min(timings, key=timings.get)
 
 

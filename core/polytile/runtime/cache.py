@@ -15,11 +15,12 @@ the compile-time globals they read, the specialization, the options, the target,
 versions of polytile, of every plugin and of each backend toolchain.
 
 Nothing in an entry is trusted: every file is written to a temporary file in the same
-directory, flushed to disk and renamed over the old one (``os.replace`` is atomic), so
-a reader sees a whole old file or a whole new one; and a reader checks the metadata's
-key, target and version and the checksum of every file.  An entry that fails any check
-(truncated, corrupt, written by another polytile) is a miss: the kernel is compiled
-again and the entry overwritten.
+directory and renamed over the old one (``os.replace`` is atomic), so a reader sees a
+whole old file or a whole new one; and a reader checks the metadata's key, target and
+version and the checksum of every file.  An entry that fails any check (truncated,
+corrupt, written by another polytile) is a miss: the kernel is compiled again and the
+entry overwritten.  Files are not fsync'ed: a crash that leaves one empty or torn
+gives a failed checksum, a miss, and fsync cost a cold compile several milliseconds.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import ast
 import hashlib
 import json
 import os
-import tempfile
 import types as _types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,12 +142,12 @@ def _read_checked(path: Path, expected: str) -> bytes:
 
 def _write_atomic(path: Path, data: bytes) -> str:
     """Write ``data`` to ``path`` so that no reader ever sees part of it; its SHA-256."""
+    import tempfile  # only a compilation writes; a launch from the cache reads
+
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
         os.replace(temp, path)
     except BaseException:
         try:
@@ -191,19 +191,31 @@ _SOURCE_HASH: str | None = None
 def polytile_source_hash() -> str:
     """The hash of polytile's own Python files, once per process.  The version number
     alone is not enough: a change to a pass or to the frontend between releases (in a
-    development checkout) changes the compiled code without changing the version."""
+    development checkout) changes the compiled code without changing the version.
+
+    Each file counts by its path, size and modification time, as Python's own bytecode
+    cache judges a source file: reading and hashing every file cost a launch from a
+    warm disk cache several milliseconds, and an edit always moves the time."""
     global _SOURCE_HASH
     if _SOURCE_HASH is None:
-        root = Path(__file__).resolve().parents[1]
-        hasher = hashlib.sha256()
-        for path in sorted(root.rglob("*.py")):
+        _SOURCE_HASH = source_tree_hash(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return _SOURCE_HASH
+
+
+def source_tree_hash(root: str) -> str:
+    """The hash of the path, size and modification time of every ``.py`` file under ``root``."""
+    hasher = hashlib.sha256()
+    for directory, subdirectories, files in os.walk(root):
+        subdirectories[:] = sorted(d for d in subdirectories if d != "__pycache__")
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(directory, name)
             try:
-                data = path.read_bytes()
+                info = os.stat(path)
             except OSError:
                 continue
-            hasher.update(str(path.relative_to(root)).encode() + b"\0" + data + b"\1")
-        _SOURCE_HASH = hasher.hexdigest()
-    return _SOURCE_HASH
+            relative = os.path.relpath(path, root).replace(os.sep, "/")
+            hasher.update(f"{relative}\0{info.st_size}\0{info.st_mtime_ns}\1".encode())
+    return hasher.hexdigest()
 
 
 def dependency_hash(jit_fn: Any) -> str:

@@ -54,8 +54,10 @@ class CompiledKernel:
     def __init__(self, name: str, module: Any, target: Any, backend: Any, run_params: list[str],
                  globals_used: list, result: Any = None, cache_key: str | None = None, from_disk: bool = False, *,
                  options: Any = None, params: tuple[LaunchParam, ...] | None = None, binaries: dict | None = None,
-                 metadata: dict | None = None, select: tuple[int, ...] | None = None):
+                 metadata: dict | None = None, select: tuple[int, ...] | None = None, ir_text: str | None = None):
         self.name = name
+        #: The IR text of a kernel read from the disk cache with ``module`` None: parsed on first use.
+        self._ir_text = ir_text
         self.module = module
         self.target = target
         self.backend = backend
@@ -92,6 +94,22 @@ class CompiledKernel:
 
     def __repr__(self) -> str:
         return f"<CompiledKernel {self.name} for {self.target}>"
+
+    @property
+    def module(self) -> Any:
+        """The kernel's IR after the pipeline.  A GPU kernel read from the disk cache
+        launches from its binary, so its IR is parsed only when something asks for it."""
+        if self._module is None and self._ir_text is not None:
+            module = _parse_cached(self._ir_text)
+            if module is None:
+                raise PolytileError(f"kernel '{self.name}': the IR kept with it in the disk cache (entry "
+                                    f"{self.cache_key}) does not parse; delete that entry to compile it again")
+            self._module, self._ir_text = module, None
+        return self._module
+
+    @module.setter
+    def module(self, module: Any) -> None:
+        self._module = module
 
     def asm(self) -> str:
         """The kernel's IR after the pipeline, as text."""
@@ -258,7 +276,14 @@ class JITFunction:
             else:
                 options[name] = value
         spec = self.specialize(dict(zip(self.param_names, values)))
-        compiled = self._find_or_compile(spec, target, options)
+        try:
+            compiled = self._find_or_compile(spec, target, options)
+        except CompilationError as error:
+            if error.__cause__ is not None:
+                raise  # made from an unexpected exception: the frames may show a compiler bug
+            # A mistake in the kernel: the message shows its line with a caret, and the
+            # compiler's frames would only bury it (the launch line stays on top).
+            raise error.with_traceback(None) from None
         if not any(type(piece) is Unkeyed for piece in key):
             self._hot[key] = compiled
             if not self._specialized_entry:
@@ -347,8 +372,6 @@ class JITFunction:
 
     def _compile(self, arg_types: dict, constexprs: dict, resolved: Any, backend: Any, parsed: Any, options: dict,
                  hints: tuple, key: tuple | None) -> CompiledKernel:
-        from ..compiler import compile_module
-        from ..frontend.codegen import generate_kernel
         from ..plugins.manager import get_plugin_manager
         from .cache import KernelCache, cache_directory, cache_enabled, global_snapshot, kernel_cache_key
 
@@ -377,11 +400,17 @@ class JITFunction:
             cache = KernelCache(cache_directory())
             entry = cache.load(disk_key, str(resolved))
             if entry is not None and entry.metadata.get("params") == params:
-                module = _parse_cached(entry.ir)
-                if module is not None:
+                # A kernel with a binary launches from it: its IR waits until asked for
+                # (CompiledKernel.module); the interpreter's launcher runs the IR itself.
+                module = None if entry.binaries else _parse_cached(entry.ir)
+                if module is not None or entry.binaries:
                     self.disk_hits += 1
                     return make(entry.name, module, global_snapshot(self), cache_key=disk_key, from_disk=True,
-                                binaries=entry.binaries, metadata=entry.metadata.get("kernel"))
+                                binaries=entry.binaries, metadata=entry.metadata.get("kernel"), ir_text=entry.ir)
+        # Imported only now: a kernel found in the disk cache needs neither.
+        from ..compiler import compile_module
+        from ..frontend.codegen import generate_kernel
+
         module, _ = generate_kernel(self, arg_types, constexprs)
         # Taken after generation, from the same sources the cache key hashes: every
         # global of every @jit function involved, whichever module it lives in.

@@ -2,11 +2,11 @@
 
 ``lds-fit`` (after ``memory/allocate-shared``): each kernel's LDS need is the memory
 stage's ``gpu.shared_bytes``.  Over the architecture's limit (64 KB on gfx90a, gfx942 and
-gfx1100; 160 KB on gfx950), the remedies of :data:`REMEDIES` are tried in order, cheapest
-first; after one changes the IR, the memory stage's allocation runs again and the need
-is measured anew.  When none is left, the kernel fails with an
-:class:`~polytile_amd.errors.OutOfResourcesError` naming the kernel, the need and the
-limit (the autotuner drops configurations that raise it).
+gfx1100; 160 KB on gfx950), the remedies of :mod:`.remedies` are tried, cheapest first;
+after one changes the IR, the memory stage's allocation runs again and the need is
+measured anew.  When none is left, the kernel fails with an
+:class:`~polytile.errors.OutOfResourcesError` naming the kernel, the need, the limit and
+the remedies tried (the autotuner drops configurations that raise it).
 
 ``lds-verify`` (after ``assemble/link-hsaco``): the code object's
 ``.group_segment_fixed_size`` must be the allocation's size (else the kernel would
@@ -17,35 +17,17 @@ in the artifact ``"lds"`` (and the plugin puts the same into the compile metadat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
-from polytile.errors import PolytileError
+from polytile.errors import OutOfResourcesError, PolytileError
 from polytile.gpu.allocation import SHARED_BYTES_ATTR, AllocateShared
 from polytile.passes.pass_base import Pass, PassContext, PreservedAnalyses
 
 from .occupancy import occupancy
+from .remedies import REMEDIES, in_order, lds_limit
 
-#: ``remedy(module, kernel, context) -> bool``: change ``kernel`` (a ``func.func``) so it
-#: needs less LDS, returning whether anything changed.  Tried in registration order.
-Remedy = Callable[[Any, Any, PassContext], bool]
-REMEDIES: dict[str, Remedy] = {}
 #: Artifact key of what lds-verify records.
 LDS = "lds"
-
-
-def register_remedy(name: str) -> Callable[[Remedy], Remedy]:
-    """Decorator: try ``fn`` when a kernel needs more LDS than the architecture has (a
-    pipelining pass registers "fewer stages", a layout pass "conversions in rounds")."""
-    def register(fn: Remedy) -> Remedy:
-        REMEDIES[name] = fn
-        return fn
-    return register
-
-
-def lds_limit(arch: str) -> int:
-    from polytile_amd.architectures import ARCHITECTURES
-
-    return ARCHITECTURES[arch].lds_bytes
 
 
 def _kernels(module: Any) -> list[Any]:
@@ -60,8 +42,6 @@ class LdsFit(Pass):
     summary: ClassVar[str] = "check LDS against the AMD architecture's limit; try cheaper choices when over"
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
-        from polytile_amd.errors import OutOfResourcesError
-
         arch = context.target.arch
         limit = lds_limit(arch)
         changed = False
@@ -69,7 +49,7 @@ class LdsFit(Pass):
             name = kernel.attributes["sym_name"]
             need = int(kernel.attributes.get(SHARED_BYTES_ATTR, 0))
             tried = []
-            for remedy_name, remedy in list(REMEDIES.items()):
+            for remedy_name, remedy in in_order(REMEDIES):
                 if need <= limit:
                     break
                 tried.append(remedy_name)
@@ -79,11 +59,10 @@ class LdsFit(Pass):
                     AllocateShared().run(module, context)
                     need = int(kernel.attributes.get(SHARED_BYTES_ATTR, 0))
             if need > limit:
-                after = f" (after trying: {', '.join(tried)})" if tried else ""
                 raise OutOfResourcesError(
-                    f"kernel '{name}' needs {need} bytes of LDS (shared memory), more than the {limit} bytes {arch} "
-                    f"gives a workgroup{after}; use smaller blocks, fewer pipeline stages (num_stages) or fewer warps",
-                    kernel=name, resource="LDS", required=need, limit=limit)
+                    kernel=name, resource="LDS", need=need, limit=limit, target=arch, per="workgroup",
+                    remedies_tried=tried,
+                    hint="use smaller blocks, fewer pipeline stages (num_stages) or fewer warps")
         return PreservedAnalyses.none() if changed else PreservedAnalyses.all()
 
 

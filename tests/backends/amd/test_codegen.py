@@ -88,15 +88,20 @@ def test_num_programs_reads_the_dispatch_packet(arch):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_reduction_crosses_lanes_with_bpermute_and_lds(arch):
+def test_reduction_crosses_lanes_with_dpp_swizzle_bpermute_and_lds(arch):
     artifacts = compile_amd(rowsum, f32(), f32(), 1000, BLOCK=1024, arch=arch)
     _, kernel = notes(artifacts)
-    # A butterfly over the whole wavefront: log2(64) steps on wave64, log2(32) on wave32.
-    steps = artifacts["llvm_ir"].count("call i32 @\"llvm.amdgcn.ds.bpermute\"")
-    assert steps == {64: 6, 32: 5}[WAVEFRONT[arch]]
+    # A butterfly over the whole wavefront: log2(64) steps on wave64, log2(32) on wave32;
+    # only the step across wave64's halves (lane ^ 32) needs ds_bpermute (see lanes.py).
+    text = artifacts["llvm_ir"]
+    moves = {name: text.count(f"call i32 @\"llvm.amdgcn.{name}")
+             for name in ("update.dpp", "ds.swizzle", "ds.bpermute")}
+    assert sum(moves.values()) == {64: 6, 32: 5}[WAVEFRONT[arch]]
+    assert moves["ds.bpermute"] == {64: 1, 32: 0}[WAVEFRONT[arch]]
     assert artifacts["shared_bytes"] > 0
     assert kernel.group_segment_fixed_size == artifacts["shared_bytes"]
-    assert "s_barrier" in artifacts["amdgcn"] and "ds_bpermute_b32" in artifacts["amdgcn"]
+    assert "s_barrier" in artifacts["amdgcn"]
+    assert ("ds_bpermute_b32" in artifacts["amdgcn"]) == (WAVEFRONT[arch] == 64)
 
 
 # -- LDS sizing and limits ---------------------------------------------------------------

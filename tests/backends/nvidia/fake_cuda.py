@@ -212,6 +212,54 @@ def fake_driver(monkeypatch):
     return fake
 
 
+# -- the native launcher against the fake driver -------------------------------------------
+
+_LAUNCH_KERNEL = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,
+                                  ctypes.c_void_p, ctypes.c_void_p)
+_CTX_GET_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+_CTX_SET_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+#: The C entry points handed to the native module stay alive for the whole session: the
+#: module keeps their addresses until it is configured again.
+_ENTRY_POINTS: list = []
+
+
+@pytest.fixture(scope="session")
+def native_module(tmp_path_factory):
+    """The native launch module (``_launch.c``), built once for the session; skips the
+    test where this machine cannot build it (no C compiler or Python headers)."""
+    from polytile.runtime.launcher import NativeBuildError, build_native_module
+    from polytile_nvidia import driver
+
+    try:
+        return build_native_module("_polytile_nvidia_launch", driver._NATIVE_SOURCE, tmp_path_factory.mktemp("native"))
+    except NativeBuildError as exc:
+        pytest.skip(f"the native launcher cannot be built here: {exc}")
+
+
+def use_native_launcher(fake: FakeDriver, module, monkeypatch) -> None:
+    """Make the NVIDIA backend launch through ``module`` calling into ``fake`` (through C
+    function pointers, as it calls libcuda)."""
+    from polytile.runtime.args import torch_current_stream
+    from polytile_nvidia import driver
+
+    def launch(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        return int(fake.cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared, stream or 0, params, extra)[0])
+
+    def get_current(out):
+        out[0] = int(fake.current) or None
+        return 0
+
+    def set_current(context):
+        return int(fake.cuCtxSetCurrent(Handle("CUcontext", context or 0))[0])
+
+    entry_points = (_LAUNCH_KERNEL(launch), _CTX_GET_CURRENT(get_current), _CTX_SET_CURRENT(set_current))
+    _ENTRY_POINTS.append(entry_points)
+    module.configure(*(ctypes.cast(entry, ctypes.c_void_p).value for entry in entry_points), torch_current_stream)
+    monkeypatch.setattr(driver._state, "native", module)
+    monkeypatch.setattr(driver._state, "native_reason", "the test's")
+    monkeypatch.setattr(driver._state, "native_chosen", True)
+
+
 # -- real GPUs ---------------------------------------------------------------------------
 
 

@@ -278,3 +278,15 @@ def test_plugins_register_parameter_kinds(monkeypatch):
     assert p.offsets == (0, 16)
     p.pack([0x0102, 5])
     assert arguments_seen_by_driver(p) == [(0x0102).to_bytes(16, "little"), struct.pack("<i", 5)]
+
+
+def test_native_plan_lays_out_what_the_native_launcher_packs():
+    p = ArgumentPacker("k", [("flag", t.i1), ("x", t.PointerType(t.f32)), ("n", t.i64), ("h", t.f16)])
+    header, slots = struct.unpack_from("<4I", p.native_plan(128, 1024)), p.native_plan(128, 1024)[16:]
+    assert header == (128, 1024, p.size, 4)
+    assert [struct.unpack_from("<B3xI", slots, 8 * i) for i in range(4)] == [
+        (ord("?"), 0), (ord("P"), 8), (ord("q"), 16), (ord("e"), 24)]
+
+
+def test_parameters_only_python_converts_have_no_native_plan():
+    assert ArgumentPacker("k", [("x", t.bf16)]).native_plan(32, 0) is None

@@ -17,6 +17,7 @@ import pytest
 
 from polytile import config
 from polytile.errors import ConfigError
+from polytile.plugins import distributions
 from polytile_nvidia import NvidiaOptions, assemble, toolkit
 from polytile_nvidia.assemble import (AssembleFlags, AssemblerUnavailableError, 
                                       PTXAssemblyError, ptx_to_cubin, select_assembler)
@@ -206,6 +207,62 @@ def fake_nvjitlink(error_log: str = ""):
         destroy=lambda handle: calls.append(("destroy", handle)),
     )
     return module, calls
+
+
+def _new_process() -> None:
+    """Forget what this process found, keeping what the cache directory remembers."""
+    assemble._nvjitlink.cache_clear()
+    assemble._ptxas_version.cache_clear()
+
+
+def test_toolchain_versions_are_remembered_in_the_cache_directory(monkeypatch):
+    module, _ = fake_nvjitlink()
+    monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: module)
+    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0"}
+    assert list((Path(config.get("cache_dir")) / "toolchains").glob("nvidia-*.json"))
+    _new_process()
+    # A launch from the disk cache needs the key only: nvJitLink is not loaded for it.
+    monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: pytest.fail("nvJitLink was loaded"))
+    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0"}
+
+
+def test_a_changed_toolchain_is_probed_again(monkeypatch, tmp_path):
+    module, _ = fake_nvjitlink()
+    monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: module)
+    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0"}
+    _new_process()
+    module.version = lambda: (13, 1)
+    installed = [distributions.Distribution("nvidia-nvjitlink", "13.1.0", str(tmp_path))]
+    monkeypatch.setattr(distributions, "distributions", lambda: installed)
+    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.1"}
+    _new_process()
+    monkeypatch.setenv("POLYTILE_PTXAS", str(_fake_ptxas(tmp_path / "bin", "12.8.93")))
+    config.set(nvidia_assembler="ptxas")
+    assert assemble.toolchain_versions() == {"nvidia-assembler": "ptxas 12.8.93"}
+
+
+def test_an_unavailable_assembler_is_not_remembered(no_nvjitlink, monkeypatch, tmp_path):
+    config.set(nvidia_assembler="nvjitlink")
+    assert assemble.toolchain_versions() == {"nvidia-assembler": "unavailable (AssemblerUnavailableError)"}
+    assert not list((Path(config.get("cache_dir")) / "toolchains").glob("*.json"))
+
+
+def test_a_corrupt_memo_is_probed_again(monkeypatch):
+    module, _ = fake_nvjitlink()
+    monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: module)
+    assemble.toolchain_versions()
+    (memo,) = (Path(config.get("cache_dir")) / "toolchains").glob("nvidia-*.json")
+    memo.write_text('{"nvidia-assembler": ')
+    _new_process()
+    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0"}
+
+
+def test_without_the_cache_nothing_is_remembered(monkeypatch):
+    module, _ = fake_nvjitlink()
+    monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: module)
+    config.set(cache=False)
+    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0"}
+    assert not (Path(config.get("cache_dir")) / "toolchains").exists()
 
 
 def test_nvjitlink_links_in_process(monkeypatch):

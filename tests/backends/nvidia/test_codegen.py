@@ -76,7 +76,64 @@ def test_a_mask_not_constant_over_a_vector_is_not_vectorized():
 def test_f16_vectors_hold_eight_halves(tmp_path):
     h = np.zeros(8192, np.float16)
     ptx = compile_ptx(add, h, h, h, 8192, BLOCK=2048)["ptx"]
-    assert ptx.count("ld.global.v4.b32") == 4 and "add.rn.f16" in ptx
+    assert ptx.count("ld.global.v4.b32") == 4 and ("add.f16" in ptx or "add.rn.f16" in ptx)
+    assembles(ptx, "sm_90a", tmp_path)
+
+
+@pt.jit
+def masked_row(x, out, n, BLOCK: pl.constexpr):
+    cols = pl.arange(0, BLOCK)
+    mask = cols < n
+    row = pl.load(x + cols, mask=mask, other=-float("inf")).to(pl.float32)
+    pl.store(out + cols, row * 2.0, mask=mask)
+
+
+def test_masked_accesses_are_predicated_vectors_without_branches(tmp_path):
+    # Straight-line predicated accesses, as Triton's, not a branch around each vector;
+    # the masked-off value is moved in before the predicated load, with no select after.
+    h = np.zeros(4096, np.float16)
+    ptx = compile_ptx(masked_row, h, h, 4096, BLOCK=4096, num_warps=8)["ptx"]
+    loads = [line.split() for line in ptx.splitlines() if "ld.global" in line]
+    stores = [line.split() for line in ptx.splitlines() if "st.global" in line]
+    assert len(loads) == 2 and all(line[0].startswith("@%p") and line[1] == "ld.global.v4.b32" for line in loads)
+    assert len(stores) == 2 and all(line[0].startswith("@%p") and line[1] == "st.global.v4.b32" for line in stores)
+    assert "bra" not in ptx and "selp" not in ptx
+    assert "-67044352" in ptx  # 0xFC00FC00: the pair of f16 -inf the masked-off words keep
+    assembles(ptx, "sm_90a", tmp_path)
+
+
+@pt.jit
+def square_roots(x, out, BLOCK: pl.constexpr):
+    offs = pl.arange(0, BLOCK)
+    v = pl.load(x + offs)
+    pl.store(out + offs, pl.sqrt(v) + pl.sqrt_rn(v))
+
+
+@pytest.mark.parametrize("dtype, approximate, rounded", [(np.float32, "sqrt.approx.f32", "sqrt.rn.f32"),
+                                                         (np.float64, None, "sqrt.rn.f64")])
+def test_sqrt_is_approximate_and_sqrt_rn_correctly_rounded(dtype, approximate, rounded, tmp_path):
+    v = np.zeros(256, dtype)
+    ptx = compile_ptx(square_roots, v, v, BLOCK=256)["ptx"]
+    assert rounded in ptx and (approximate is None or approximate in ptx)
+    assert "approx" not in ptx or approximate is not None
+    assembles(ptx, "sm_90a", tmp_path)
+
+
+@pt.jit
+def scale_and_shift(x, w, b, out, BLOCK: pl.constexpr):
+    offs = pl.arange(0, BLOCK)
+    pl.store(out + offs, pl.load(x + offs) * pl.load(w + offs) + pl.load(b + offs))
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+def test_enable_fp_fusion_decides_whether_a_multiply_add_is_one_fma(fusion, tmp_path):
+    v = f32(1024)
+    module = scale_and_shift.lower(v, v, v, v, BLOCK=1024)
+    ptx = compile_module(module, "nvidia:sm_90a", num_warps=4, enable_fp_fusion=fusion).context.artifacts["ptx"]
+    if fusion:
+        assert ptx.count("fma.rn.f32") == 8 and "mul.rn.f32" not in ptx and "add.rn.f32" not in ptx
+    else:  # explicit rounding: ptxas may not fuse them either
+        assert "fma" not in ptx and ptx.count("mul.rn.f32") == 8 and ptx.count("add.rn.f32") == 8
     assembles(ptx, "sm_90a", tmp_path)
 
 
@@ -101,7 +158,7 @@ def test_scalar_arguments_math_select_and_casts(tmp_path):
     artifacts = compile_ptx(math_kernel, f32(), f32(), 8192, 2.5, BLOCK=512, arch="sm_80")
     ptx = artifacts["ptx"]
     assert "ex2.approx.f32" in ptx
-    assert "sqrt.rn.f32" in ptx
+    assert "sqrt.approx.f32" in ptx  # Triton's sqrt; sqrt_rn is the correctly rounded one
     assert "selp" in ptx or "@%p" in ptx
     assert "cvt.rn.f16.f32" in ptx
     assembles(ptx, "sm_80", tmp_path)

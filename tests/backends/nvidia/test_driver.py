@@ -123,6 +123,55 @@ def test_pointer_device(fake_driver):
     assert driver.device_of_pointer(0x30000) is None
 
 
+# -- the choice of launch path -----------------------------------------------------------
+
+
+@pytest.fixture
+def real_looking_bindings(fake_driver, monkeypatch):
+    """Bindings that pass for cuda.bindings.driver, so that the native launcher is tried."""
+    import types
+
+    module = types.ModuleType("cuda.bindings.driver")
+    monkeypatch.setattr(driver, "_state", driver._State(module))
+    return module
+
+
+def test_a_test_double_of_the_bindings_launches_through_it(fake_driver):
+    assert driver.native_launcher() is None
+    assert driver.launch_path() == ("cuda-bindings cuLaunchKernel: the CUDA bindings in use are not "
+                                    "cuda.bindings.driver (a test double?)")
+
+
+def test_the_setting_can_ask_for_cuda_bindings(real_looking_bindings):
+    from polytile import config
+
+    with config.override(nvidia_launch="bindings"):
+        assert driver.native_launcher() is None
+    assert driver.launch_path() == "cuda-bindings cuLaunchKernel: the setting nvidia_launch is 'bindings'"
+
+
+def test_without_a_compiler_auto_falls_back_and_says_why(real_looking_bindings, monkeypatch, tmp_path):
+    from polytile import config
+    from polytile.runtime import launcher as base
+
+    monkeypatch.setattr(base, "c_compiler", lambda: None)
+    with config.override(nvidia_launch="auto", cache_dir=str(tmp_path)):
+        assert driver.native_launcher() is None
+    assert driver.launch_path() == ("cuda-bindings cuLaunchKernel: the native launcher cannot be used: no C compiler "
+                                    "found (looked for $CC, cc, gcc and clang)")
+
+
+def test_without_a_compiler_native_is_an_error(real_looking_bindings, monkeypatch, tmp_path):
+    from polytile import config
+    from polytile.runtime import launcher as base
+
+    monkeypatch.setattr(base, "c_compiler", lambda: None)
+    with config.override(nvidia_launch="native", cache_dir=str(tmp_path)):
+        with pytest.raises(LaunchError, match=r"the setting nvidia_launch is 'native', but the native launcher cannot "
+                                              r"be used: no C compiler found .* set nvidia_launch to 'auto'"):
+            driver.native_launcher()
+
+
 # -- on a GPU --------------------------------------------------------------------------
 
 
@@ -155,3 +204,10 @@ def test_shared_memory_opt_in_on_a_gpu(nvidia_gpu):
     function.set_dynamic_shared_memory(limit)
     with pytest.raises(OutOfResourcesError):
         function.set_dynamic_shared_memory(limit + 16)
+
+
+def test_the_backend_reports_its_launch_path_for_polytile_info(fake_driver):
+    from polytile_nvidia.backend import NvidiaBackend
+
+    assert NvidiaBackend().launch_path() == driver.launch_path()
+    assert NvidiaBackend().launch_path().startswith("cuda-bindings cuLaunchKernel: ")

@@ -20,7 +20,8 @@ from polytile.runtime import args as polytile_args
 from polytile_nvidia.driver import CudaDriverError, OutOfResourcesError
 from polytile_nvidia.launcher import Launcher
 
-from .fake_cuda import CUresult, DeviceBuffer, FakeGpu, Kernel, fake_driver, nvidia_gpu, torch_cuda  # noqa: F401
+from .fake_cuda import (CUresult, DeviceBuffer, FakeGpu, Kernel, fake_driver, native_module,  # noqa: F401
+                        nvidia_gpu, torch_cuda, use_native_launcher)
 from .ptx_kernels import DYNAMIC_SHARED, SCALARS, VECTOR_ADD
 from .test_arguments import CaiArray, Tensor
 
@@ -29,8 +30,17 @@ F32_PTR = t.PointerType(t.f32)
 ADD_PARAMS = [("x_ptr", F32_PTR), ("y_ptr", F32_PTR), ("out_ptr", F32_PTR), ("n", t.i32)]
 
 
+@pytest.fixture(params=["bindings", "native"])
+def fake(request, fake_driver, monkeypatch):
+    """The fake driver, launched through cuda-bindings' calling convention or through
+    the native launcher: every test below must hold on both paths."""
+    if request.param == "native":
+        use_native_launcher(fake_driver, request.getfixturevalue("native_module"), monkeypatch)
+    return fake_driver
+
+
 @pytest.fixture
-def add(fake_driver):
+def add(fake, fake_driver):
     fake_driver.gpus = [FakeGpu(), FakeGpu()]
     fake_driver.images[IMAGE] = {"add_kernel": Kernel((8, 8, 8, 4))}
     return Launcher(IMAGE, "add_kernel", ADD_PARAMS, num_warps=4)
@@ -112,7 +122,7 @@ def test_argument_errors_name_the_argument(add):
         add((1, 1, 1), [np.zeros(4, np.float32), None, None, 4])
 
 
-def test_dynamic_shared_memory_is_opted_in_on_first_launch_per_device(fake_driver):
+def test_dynamic_shared_memory_is_opted_in_on_first_launch_per_device(fake, fake_driver):
     fake_driver.gpus = [FakeGpu(), FakeGpu()]
     fake_driver.images[IMAGE] = {"k": Kernel((8,))}
     launch = Launcher(IMAGE, "k", [("p", F32_PTR)], num_warps=8, shared=100_000)
@@ -123,7 +133,7 @@ def test_dynamic_shared_memory_is_opted_in_on_first_launch_per_device(fake_drive
     assert [launch.shared for launch in fake_driver.launches] == [100_000] * 3
 
 
-def test_too_much_shared_memory_fails_before_launching(fake_driver):
+def test_too_much_shared_memory_fails_before_launching(fake, fake_driver):
     fake_driver.images[IMAGE] = {"k": Kernel((8,))}
     launch = Launcher(IMAGE, "k", [("p", F32_PTR)], num_warps=4, shared=300_000)
     with pytest.raises(OutOfResourcesError, match=r"kernel 'k' needs 300000 bytes of shared memory per block, but "
@@ -135,6 +145,101 @@ def test_too_much_shared_memory_fails_before_launching(fake_driver):
 def test_num_warps_must_fit_a_block():
     with pytest.raises(LaunchError, match=r"num_warps=64 gives a block of 2048 threads"):
         Launcher(IMAGE, "k", [], num_warps=64)
+
+
+# -- the native fast path ----------------------------------------------------------------
+
+
+@pytest.fixture
+def native_add(fake_driver, native_module, monkeypatch):
+    use_native_launcher(fake_driver, native_module, monkeypatch)
+    fake_driver.gpus = [FakeGpu(), FakeGpu()]
+    fake_driver.images[IMAGE] = {"add_kernel": Kernel((8, 8, 8, 4))}
+    launcher = Launcher(IMAGE, "add_kernel", ADD_PARAMS, num_warps=4)
+    launcher((1, 1, 1), [Tensor(0x1000, 0), None, None, 1])  # loads it on device 0
+    return launcher
+
+
+def _python_packer_refused(launcher, monkeypatch):
+    def refuse(args):
+        raise AssertionError("the launch took the Python path")
+
+    monkeypatch.setattr(launcher.packer, "pack", refuse)
+
+
+def test_native_path_packs_and_launches_in_one_call(native_add, fake_driver, monkeypatch):
+    _python_packer_refused(native_add, monkeypatch)
+    native_add((5, 2, 1), (Tensor(0x1000, 0), Tensor(0x2000, 0), None, -7))
+    launch = fake_driver.launches[-1]
+    assert (launch.grid, launch.block, launch.context) == ((5, 2, 1), (128, 1, 1), 0x1000)
+    assert launch.arguments == [struct.pack("<Q", 0x1000), struct.pack("<Q", 0x2000), struct.pack("<Q", 0),
+                                struct.pack("<i", -7)]
+
+
+def test_native_path_packs_every_scalar_as_struct_does(fake_driver, native_module, monkeypatch):
+    use_native_launcher(fake_driver, native_module, monkeypatch)
+    kinds = [("a", t.i1, "<B", True), ("b", t.i8, "<b", -128), ("c", t.u16, "<H", 65535), ("d", t.i64, "<q", -2**63),
+             ("e", t.u64, "<Q", 2**64 - 1), ("f", t.f16, "<e", 1.5), ("g", t.f32, "<f", 3), ("h", t.f64, "<d", 0.1),
+             ("p", F32_PTR, "<Q", None)]
+    fake_driver.images[IMAGE] = {"k": Kernel(tuple(struct.calcsize(code) for _, _, code, _ in kinds))}
+    launcher = Launcher(IMAGE, "k", [(name, type_) for name, type_, _, _ in kinds], num_warps=1)
+    values = [value for *_, value in kinds]
+    launcher((1, 1, 1), values[:-1] + [Tensor(0x40, 0)])
+    _python_packer_refused(launcher, monkeypatch)
+    launcher((1, 1, 1), values[:-1] + [Tensor(0x40, 0)])
+    expected = [struct.pack(code, value if value is not None else 0x40) for _, _, code, value in kinds]
+    assert fake_driver.launches[-1].arguments == fake_driver.launches[-2].arguments == expected
+
+
+def test_native_path_restores_a_context_another_library_switched(native_add, fake_driver):
+    fake_driver.current = fake_driver.cuDevicePrimaryCtxRetain(1)[1]
+    native_add((1, 1, 1), [Tensor(0x1000, 0), None, None, 1])
+    assert fake_driver.launches[-1].context == 0x1000
+    assert fake_driver.calls[-1] == "cuCtxSetCurrent(0x1000)"
+
+
+@pytest.mark.parametrize("args, message", [
+    ([None, None, None, 2**31], r"argument 'n' is int 2147483648, but parameter 'n' is i32"),
+    ([None, None, None, 1.5], r"argument 'n' is float 1.5, but parameter 'n' is i32"),
+    ([Tensor(0x1000, None), None, None, 1], r"argument 'x_ptr' is a torch tensor on 'cpu'"),
+    ([Tensor(0x1000, 0), Tensor(0x2000, 1), None, 1], r"argument 'y_ptr' is on cuda:1, but argument 'x_ptr' is on "
+                                                      r"cuda:0"),
+    ([None, None, None], r"kernel 'add_kernel' takes 4 run-time arguments \(x_ptr, y_ptr, out_ptr, n\), got 3"),
+])
+def test_native_path_leaves_mistakes_to_the_python_path(native_add, fake_driver, args, message):
+    launches = len(fake_driver.launches)
+    with pytest.raises(LaunchError, match=message):
+        native_add((1, 1, 1), args)
+    assert len(fake_driver.launches) == launches
+
+
+def test_native_path_reports_driver_errors(native_add, fake_driver):
+    fake_driver.launch_result = CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+    with pytest.raises(CudaDriverError, match=r"kernel 'add_kernel': CUDA driver call cuLaunchKernel failed with "
+                                              r"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"):
+        native_add((1, 1, 1), [Tensor(0x1000, 0), None, None, 1])
+
+
+def test_native_launches_from_threads_keep_their_own_arguments(native_add, fake_driver, monkeypatch):
+    import threading
+
+    _python_packer_refused(native_add, monkeypatch)
+
+    def launch_many(thread):
+        for i in range(50):
+            address = 0x10000 * (thread + 1) + 16 * i
+            native_add((1, 1, 1), [Tensor(address, 0), None, None, address])
+
+    threads = [threading.Thread(target=launch_many, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    launches = fake_driver.launches[1:]
+    assert len(launches) == 200
+    for launch in launches:
+        address = struct.unpack("<Q", launch.arguments[0])[0]
+        assert struct.unpack("<i", launch.arguments[3])[0] == address
 
 
 # -- on a GPU --------------------------------------------------------------------------

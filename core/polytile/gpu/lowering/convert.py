@@ -23,6 +23,15 @@ loads (``sync = "inside"`` for ``insert-barriers``).
 ``tile.trans`` and ``tile.reshape`` are lowered here too: in registers when every thread
 already holds the elements it needs, otherwise by the same store-synchronize-load, the
 stores placing each element where the result's coordinates put it.
+
+**Rounds.**  With ``gpu.scratch_rounds = R`` (set by the memory stage when shared memory
+is short, see :mod:`polytile.gpu.allocation`), the shuffle runs ``R`` times over one slab
+of the tile each (:class:`ShuffleInRounds`): the scratch holds ``1/R`` of the tile, and
+each round is store, barrier, load, with a barrier before the next round's stores.
+Which round an element belongs to is the high bits of its coordinate along the split
+dimension.  When neither layout spreads those bits over lanes or warps (the usual case:
+they are register bits) each register's round is known at compile time; otherwise each
+access checks it at run time (a predicated store, a load and a select).
 """
 
 from __future__ import annotations
@@ -31,11 +40,12 @@ from typing import Any, Callable
 
 from ...dialects import tile
 from ...dialects.gpu import ConvertLayoutOp
-from ..allocation import ScratchSize, register_scratch
+from ..allocation import ScratchSize, register_scratch, scratch_rounds
 from ..linear_layout import LinearLayout, log2
 from .context import LoweringContext, layout_of, linear_layout_of, register_lowering
-from .indexing import register_map
-from .shared import PaddedPlacement, check_storable, load_registers, store_registers, vector_width
+from .indexing import coordinates, duplicate_register_mask, register_map
+from .shared import (LLVMAddOps, PaddedPlacement, PyAddOps, _address, _from_storage, _to_storage, check_storable,
+                     element_bytes, element_offset, load_registers, storage_type, store_registers, vector_width)
 from .types import element_bits
 
 #: ``fn(op, registers, ctx) -> registers`` for one conversion (see the module docstring).
@@ -69,7 +79,14 @@ def _in_registers(op: Any) -> list[int] | None:
     return register_map(linear_layout_of(op.source), linear_layout_of(op.result), lambda c: c)
 
 
-@register_scratch(ConvertLayoutOp)
+def _conversion_rounds(op: Any, target: Any, num_warps: int) -> int:
+    if _in_registers(op) is not None or find_conversion(layout_of(op.source), layout_of(op.result)) != \
+            CONVERSIONS.get((None, None)):
+        return 1  # only the generic shuffle below knows how to work in rounds
+    return _plain_shuffle(op, target).max_rounds()
+
+
+@register_scratch(ConvertLayoutOp, rounds=_conversion_rounds)
 def _conversion_scratch(op: Any, target: Any, num_warps: int) -> int:
     if _in_registers(op) is not None:
         return 0
@@ -129,6 +146,23 @@ class ShuffleThroughShared:
     def scratch_bytes(self, bits: int) -> int:
         return self.placement.elements * bits // 8
 
+    def split_dimensions(self) -> list[tuple[int, int]]:
+        """(dimension, the most rounds it splits into) of each dimension the tile can be
+        cut along: an outer one into single rows, the inner one into whole vectors."""
+        placement = self.placement
+        found = [(d, placement.shape[d]) for d in placement.outer if placement.shape[d] > 1]
+        vector = max(self.store_width, self.load_width)
+        if placement.shape[placement.inner] > vector:
+            found.append((placement.inner, placement.shape[placement.inner] // vector))
+        return found
+
+    def max_rounds(self) -> int:
+        return max((most for _, most in self.split_dimensions()), default=1)
+
+    def in_rounds(self, rounds: int, source: LinearLayout, result: LinearLayout) -> Any:
+        """This shuffle done in ``rounds`` rounds (itself for 1)."""
+        return self if rounds <= 1 else ShuffleInRounds(self, rounds, source, result)
+
     def emit(self, ctx: LoweringContext, op: Any, registers: list, source: LinearLayout, result: LinearLayout,
              element: Any) -> list:
         check_storable(ctx, op, element)
@@ -136,6 +170,137 @@ class ShuffleThroughShared:
         store_registers(ctx, base, registers, source, element, self.placement, self.store_width, self.to_placement)
         ctx.target.barrier(ctx.builder)
         return load_registers(ctx, base, result, element, self.placement, self.load_width)
+
+
+class ShuffleInRounds:
+    """A :class:`ShuffleThroughShared` in ``rounds`` rounds, one slab of the tile along
+    ``split`` each: the scratch holds a slab (see the module docstring)."""
+
+    def __init__(self, whole: ShuffleThroughShared, rounds: int, source: LinearLayout, result: LinearLayout):
+        self.rounds = rounds
+        self.store_width, self.load_width, self.to_placement = whole.store_width, whole.load_width, whole.to_placement
+        self._static: dict[tuple, bool] = {}
+        candidates = [d for d, most in whole.split_dimensions() if most >= rounds]
+        if not candidates:
+            raise ValueError(f"a tile of shape {whole.placement.shape} cannot be moved in {rounds} rounds "
+                             f"(at most {whole.max_rounds()})")
+        shape = list(whole.placement.shape)
+
+        def known_at_compile_time(d: int) -> bool:
+            self.split, self.slab_bits = d, log2(shape[d] // rounds)
+            return self.static(source, self.to_placement) and self.static(result, None)
+
+        # Prefer a dimension where every register's round is known at compile time.
+        self.split = next((d for d in candidates if known_at_compile_time(d)), candidates[0])
+        shape[self.split] //= rounds
+        self.slab_bits = log2(shape[self.split])
+        outer, inner = whole.placement.outer, whole.placement.inner
+        pad = whole.placement.pad if any(shape[d] > 1 for d in outer) else 0
+        self.placement = PaddedPlacement(tuple(shape), inner, outer, pad)
+
+    def scratch_bytes(self, bits: int) -> int:
+        return self.placement.elements * bits // 8
+
+    def _round_of(self, ops: Any, coords: list, to_placement: Any) -> Any:
+        where = coords if to_placement is None else to_placement(ops, coords)
+        return ops.shr(where[self.split], self.slab_bits)
+
+    def static(self, layout: LinearLayout, to_placement: Any) -> bool:
+        """Whether no lane or warp bit reaches the round bits (the map is linear, so
+        checking each bit alone is enough)."""
+        key = (layout, to_placement, self.split, self.slab_bits)
+        known = self._static.get(key)
+        if known is None:
+            known = self._static[key] = self._no_thread_bit_reaches_the_round(layout, to_placement)
+        return known
+
+    def _no_thread_bit_reaches_the_round(self, layout: LinearLayout, to_placement: Any) -> bool:
+        ops = PyAddOps()
+        threads = [(1 << i, 0) for i in range(len(layout.lane))] + [(0, 1 << i) for i in range(len(layout.warp))]
+        return all(self._round_of(ops, coordinates(ops, layout, lane, warp)[0], to_placement) == 0
+                   for lane, warp in threads)
+
+    def plan(self, ops: Any, layout: LinearLayout, width: int, lane: Any, warp: Any,
+             to_placement: Any = None) -> list[tuple[Any, int, Any]]:
+        """``(round, first register, element offset in the slab)`` of each access of the
+        thread; the round is an int when :meth:`static`, else a run-time value."""
+        static = self.static(layout, to_placement)
+        duplicates = duplicate_register_mask(layout)
+        coords = coordinates(ops, layout, lane, warp)
+        constant = coordinates(PyAddOps(), layout, 0, 0) if static else None
+        mask = (1 << self.slab_bits) - 1
+        plan = []
+        for start in range(0, layout.num_registers, width):
+            if start & duplicates:
+                continue
+            where = coords[start] if to_placement is None else to_placement(ops, coords[start])
+            round_ = self._round_of(PyAddOps(), constant[start], to_placement) if static else \
+                ops.shr(where[self.split], self.slab_bits)
+            local = list(where)
+            local[self.split] = ops.and_(where[self.split], mask)
+            plan.append((round_, start, element_offset(ops, self.placement, local)))
+        return plan
+
+    def emit(self, ctx: LoweringContext, op: Any, registers: list, source: LinearLayout, result: LinearLayout,
+             element: Any) -> list:
+        check_storable(ctx, op, element)
+        b = ctx.builder
+        base = ctx.scratch(op)
+        stored, bytes_ = storage_type(element), element_bytes(element)
+        ops = LLVMAddOps(b)
+        stores = self.plan(ops, source, self.store_width, ctx.lane_id, ctx.warp_id, self.to_placement)
+        loads = self.plan(ops, result, self.load_width, ctx.lane_id, ctx.warp_id)
+        static_stores, static_loads = self.static(source, self.to_placement), self.static(result, None)
+        loaded: list[Any] = [None] * result.num_registers
+        for k in range(self.rounds):
+            if k:
+                ctx.target.barrier(b)  # the last round's loads are done before its slab is overwritten
+            for round_, start, offset in stores:
+                if static_stores:
+                    if round_ == k:
+                        self._store(ctx, base, registers[start:start + self.store_width], offset, stored, bytes_)
+                    continue
+                with b.if_then(b.icmp_unsigned("==", round_, ctx.i32(k))):
+                    self._store(ctx, base, registers[start:start + self.store_width], offset, stored, bytes_)
+            ctx.target.barrier(b)
+            width = self.load_width
+            for round_, start, offset in loads:
+                if static_loads and round_ != k:
+                    continue
+                values = [_from_storage(b, v, element) for v in self._load(ctx, base, offset, stored, bytes_, width)]
+                if not static_loads and k:
+                    # A load of another round's slab is in bounds but not this register's element.
+                    mine = b.icmp_unsigned("==", round_, ctx.i32(k))
+                    values = [b.select(mine, new, old) for new, old in zip(values, loaded[start:start + width])]
+                loaded[start:start + width] = values
+        duplicates = duplicate_register_mask(result)
+        return [loaded[r] if loaded[r] is not None else loaded[r & ~duplicates] for r in range(result.num_registers)]
+
+    @staticmethod
+    def _store(ctx: LoweringContext, base: Any, values: list, offset: Any, stored: Any, bytes_: int) -> None:
+        from llvmlite import ir
+
+        b = ctx.builder
+        values = [_to_storage(b, v, stored) for v in values]
+        if len(values) == 1:
+            b.store(values[0], _address(ctx, base, offset, bytes_, stored), align=bytes_)
+            return
+        vector = ir.VectorType(stored, len(values))
+        packed = ir.Constant(vector, None)
+        for i, v in enumerate(values):
+            packed = b.insert_element(packed, v, ctx.i32(i))
+        b.store(packed, _address(ctx, base, offset, bytes_, vector), align=len(values) * bytes_)
+
+    @staticmethod
+    def _load(ctx: LoweringContext, base: Any, offset: Any, stored: Any, bytes_: int, width: int) -> list:
+        from llvmlite import ir
+
+        b = ctx.builder
+        if width == 1:
+            return [b.load(_address(ctx, base, offset, bytes_, stored), typ=stored, align=bytes_)]
+        vector = ir.VectorType(stored, width)
+        loaded = b.load(_address(ctx, base, offset, bytes_, vector), typ=vector, align=width * bytes_)
+        return [b.extract_element(loaded, ctx.i32(i)) for i in range(width)]
 
 
 def _element_bits(op: Any) -> int:
@@ -151,11 +316,16 @@ def _plain_shuffle(op: Any, target: Any) -> ShuffleThroughShared:
                                 _max_bits(target))
 
 
-@register_conversion(None, None, scratch=lambda op, target, num_warps: _plain_shuffle(op, target).scratch_bytes(
+def _shuffle_of(op: Any, target: Any) -> Any:
+    source, result = linear_layout_of(op.source), linear_layout_of(op.result)
+    return _plain_shuffle(op, target).in_rounds(scratch_rounds(op), source, result)
+
+
+@register_conversion(None, None, scratch=lambda op, target, num_warps: _shuffle_of(op, target).scratch_bytes(
     _element_bits(op)))
 def _through_shared(op: Any, registers: list, ctx: LoweringContext) -> list:
-    return _plain_shuffle(op, ctx.target).emit(ctx, op, registers, linear_layout_of(op.source),
-                                               linear_layout_of(op.result), op.result.type.element)
+    return _shuffle_of(op, ctx.target).emit(ctx, op, registers, linear_layout_of(op.source),
+                                            linear_layout_of(op.result), op.result.type.element)
 
 
 def _permuted(order: tuple[int, ...]) -> Any:
@@ -216,19 +386,32 @@ def _shape_op_plan(op: Any, target: Any) -> tuple[list[int] | None, ShuffleThrou
                                       to_placement=_reshaped(src_shape, dst_shape), reshape=True)
 
 
-@register_scratch(tile.TransOp, tile.ReshapeOp)
-def _shape_op_scratch(op: Any, target: Any, num_warps: int) -> int:
+def _shape_op_rounds(op: Any, target: Any, num_warps: int) -> int:
     shuffle = _shape_op_plan(op, target)[1]
+    return 1 if shuffle is None else shuffle.max_rounds()
+
+
+def _shape_op_shuffle(op: Any, target: Any) -> Any:
+    shuffle = _shape_op_plan(op, target)[1]
+    if shuffle is None:
+        return None
+    return shuffle.in_rounds(scratch_rounds(op), linear_layout_of(op.source), linear_layout_of(op.result))
+
+
+@register_scratch(tile.TransOp, tile.ReshapeOp, rounds=_shape_op_rounds)
+def _shape_op_scratch(op: Any, target: Any, num_warps: int) -> int:
+    shuffle = _shape_op_shuffle(op, target)
     return 0 if shuffle is None else shuffle.scratch_bytes(_element_bits(op))
 
 
 @register_lowering(tile.TransOp, tile.ReshapeOp)
 def _shape_op(op: Any, operands: list, ctx: LoweringContext) -> list:
-    mapping, shuffle = _shape_op_plan(op, ctx.target)
+    mapping = _shape_op_plan(op, ctx.target)[0]
     if mapping is not None:
         return [[operands[0][r] for r in mapping]]
-    return [shuffle.emit(ctx, op, operands[0], linear_layout_of(op.source), linear_layout_of(op.result),
-                         op.result.type.element)]
+    return [_shape_op_shuffle(op, ctx.target).emit(ctx, op, operands[0], linear_layout_of(op.source),
+                                                   linear_layout_of(op.result), op.result.type.element)]
 
 
-__all__ = ["CONVERSIONS", "Conversion", "ShuffleThroughShared", "find_conversion", "register_conversion"]
+__all__ = ["CONVERSIONS", "Conversion", "ShuffleInRounds", "ShuffleThroughShared", "find_conversion",
+           "register_conversion"]

@@ -20,7 +20,8 @@ from llvmlite import ir
 from ...dialects import arith
 from ...dialects import math as math_d
 from ...ir import types as t
-from .context import LoweringContext, register_lowering
+from .context import LoweringContext, linear_layout_of, register_lowering
+from .indexing import contiguous_registers
 from .types import (E4M3_F16_SCALE, FP8_FORMATS, BFloatType, LLVMBitOps, UnsupportedType, bit_width, fp8_format,
                     fp8_from_f32, fp8_to_f16_bits, llvm_type)
 
@@ -234,6 +235,25 @@ for _cls in MATH_FUNCTIONS:
 # The lowering
 
 
+def fastest_register_dim(layout: Any) -> int:
+    """The dimension a thread's first registers run along (the last one by default)."""
+    for basis in layout.register:
+        for d, c in enumerate(basis):
+            if c:
+                return d
+    return len(layout.shape) - 1
+
+
+def equal_register_run(ctx: LoweringContext, value: Any) -> int:
+    """How many consecutive registers of the tile ``value`` (from any multiple of that
+    count) axis info proves to hold one value: ``cols < n`` with ``n`` a multiple of 16
+    is one compare per 8 registers, not one per register."""
+    layout = linear_layout_of(value)
+    dim = fastest_register_dim(layout)
+    constancy = ctx.axis_info[value].constancy[dim]
+    return max(min(contiguous_registers(layout, dim), constancy & -constancy), 1)
+
+
 def lower_elementwise(op: Any, operands: list, ctx: LoweringContext) -> list:
     emit = ELEMENTWISE[type(op)]
     try:
@@ -251,8 +271,13 @@ def lower_elementwise(op: Any, operands: list, ctx: LoweringContext) -> list:
     if not isinstance(result_type, t.TileType):
         return [emit(ctx, op, operands)]
     count = len(next(o for o in operands if isinstance(o, list)))
+    # Registers axis info proves equal are computed once (ptxas does not know they are).
+    run = equal_register_run(ctx, op.results[0]) if count > 1 else 1
     registers = []
     for r in range(count):
+        if r % run:
+            registers.append(registers[r - r % run])
+            continue
         registers.append(emit(ctx, op, [o[r] if isinstance(o, list) else o for o in operands]))
     return [registers]
 

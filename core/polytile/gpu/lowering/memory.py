@@ -4,10 +4,11 @@ A thread's registers go to memory in vectors of ``n`` elements when the layout p
 consecutive elements (from a multiple of ``n``) in consecutive registers, and axis info
 proves that the pointers there are consecutive and aligned to the vector's size, and that
 the mask, if any, is the same across the vector.  ``n`` is at most 16 bytes.  A masked
-access is ``llvm.masked.load`` / ``llvm.masked.store`` with the vector's one mask bit
-splatted: both NVPTX and AMDGPU lower that to one predicated (branched-around) vector
-access.  Stores skip the copies a layout holds (threads or registers that repeat an
-element), so each element is written once.
+global access goes to the target's ``memory_access`` hook when it has one (NVIDIA: one
+predicated ``@p ld.global.v4.b32``, straight-line code); otherwise it is
+``llvm.masked.load`` / ``llvm.masked.store`` with the vector's one mask bit splatted,
+which LLVM lowers to a branch around the vector access.  Stores skip the copies a layout
+holds (threads or registers that repeat an element), so each element is written once.
 
 Cache modifiers (``.cg``...), eviction policies and ``volatile`` go to the target's
 ``memory_access`` hook, vector by vector (NVIDIA: ``ld.global.cg.L1::evict_last.v4.b32``
@@ -25,7 +26,7 @@ from ...analysis.axis_info import AxisInfo
 from ...dialects import tile
 from ...ir import types as t
 from .context import LoweringContext, linear_layout_of, register_lowering
-from .elementwise import suffix
+from .elementwise import fastest_register_dim, suffix
 from .indexing import contiguous_registers, duplicate_register_mask, duplicate_thread_masks
 from .types import UnsupportedType, bit_width, element_bits, llvm_type
 
@@ -63,15 +64,6 @@ def vector_width(layout: Any, dim: int, bits: int, ptr_info: AxisInfo, mask_info
     return max(width, 1)
 
 
-def _fastest_dim(layout: Any) -> int:
-    """The dimension the thread's first registers run along (the last one by default)."""
-    for basis in layout.register:
-        for d, c in enumerate(basis):
-            if c:
-                return d
-    return len(layout.shape) - 1
-
-
 def _vector_name(kind: str, vector: ir.VectorType, address_space: int) -> str:
     element = vector.element
     spelled = "p" + str(element.addrspace) if isinstance(element, ir.PointerType) else suffix(element)
@@ -95,7 +87,7 @@ def _pack(ctx: LoweringContext, values: list, vector: ir.VectorType) -> Any:
 
 def _plan(op: Any, ctx: LoweringContext) -> tuple[Any, int]:
     layout = linear_layout_of(op.ptr)
-    dim = _fastest_dim(layout)
+    dim = fastest_register_dim(layout)
     bits = element_bits(t.element_type(op.ptr.type).pointee)
     mask_info = ctx.axis_info[op.mask] if op.mask is not None else None
     width = vector_width(layout, dim, bits, ctx.axis_info[op.ptr], mask_info, ctx.target.max_vector_bits)
@@ -154,11 +146,9 @@ def _load_vector(ctx: LoweringContext, ptr: Any, vector: ir.VectorType, mask: An
                  qualifiers: Qualifiers) -> list:
     b = ctx.builder
     align = vector.count * max(_bytes(vector.element), 1)
-    if qualifiers:
-        values = ctx.target.memory_access(b, "load", ptr, vector, mask, None, qualifiers)
-        if mask is not None and other is not None:
-            values = [b.select(mask, v, o) for v, o in zip(values, other)]
-        return values
+    if qualifiers or _predicated_by_target(ctx, ptr, mask):
+        return ctx.target.memory_access(b, "load", ptr, vector, mask, other if mask is not None else None,
+                                        qualifiers)
     if mask is None:
         loaded = b.load(ptr, typ=vector, align=align)
     else:
@@ -169,6 +159,20 @@ def _load_vector(ctx: LoweringContext, ptr: Any, vector: ir.VectorType, mask: An
         fn = ctx.declare(name, vector, [ptr.type, i32, mask_vector.type, vector])
         loaded = b.call(fn, [ptr, ir.Constant(i32, align), mask_vector, passthru])
     return [b.extract_element(loaded, ctx.i32(i)) for i in range(vector.count)]
+
+
+#: The address space of global memory in the LLVM IR of every GPU target (core IR's default).
+_GLOBAL_ADDRESS_SPACE = 1
+
+
+def _predicated_by_target(ctx: LoweringContext, ptr: Any, mask: Any) -> bool:
+    """Whether a masked global access goes to the target's ``memory_access`` hook.
+
+    LLVM lowers ``llvm.masked.load`` to a branch around each vector, a basic block per
+    access that ptxas schedules across only reluctantly; a predicated instruction
+    (NVIDIA: ``@p ld.global.v4.b32``, as Triton writes it) keeps the kernel straight-line."""
+    return mask is not None and ctx.target.memory_access is not None and \
+        getattr(ptr.type, "addrspace", None) == _GLOBAL_ADDRESS_SPACE
 
 
 def _in_memory(element: ir.Type) -> ir.Type:
@@ -233,7 +237,7 @@ def _store(op: Any, operands: list, ctx: LoweringContext) -> list:
 def _store_vector(ctx: LoweringContext, ptr: Any, values: list, vector: ir.VectorType, mask: Any,
                   qualifiers: Qualifiers) -> None:
     b = ctx.builder
-    if qualifiers:
+    if qualifiers or _predicated_by_target(ctx, ptr, mask):
         ctx.target.memory_access(b, "store", ptr, vector, mask, values, qualifiers)
         return
     align = vector.count * _bytes(vector.element)

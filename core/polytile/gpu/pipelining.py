@@ -1,0 +1,363 @@
+"""``pipeline-loops``: overlap a loop's tile loads with the math that uses them.
+
+A ``scf.for`` whose body loads tiles that feed a ``tile.dot`` (directly or through a
+``gpu.convert_layout`` into a dot operand layout) is rewritten so that the loads of
+iteration ``i + num_stages - 1`` are in flight while iteration ``i`` computes (Triton's
+software pipelining, with ``cp.async`` on NVIDIA):
+
+- each such load gets a *ring*: one ``gpu.local_alloc`` of ``num_stages`` slots, each a
+  tile in the shared layout its dot operand is read from (``ldmatrix``);
+- a prologue before the loop issues the copies of the first ``num_stages - 1``
+  iterations (``gpu.async_copy``, one ``gpu.async_commit_group`` per iteration);
+- the body starts with ``gpu.async_wait {pending = num_stages - 2}`` (the oldest group is
+  in), issues the copies of iteration ``i + num_stages - 1`` into the slot read in the
+  previous iteration, and reads its operands from slot ``i % num_stages``
+  (``gpu.local_load_slot``) where the loads were;
+- a dot of two slot reads becomes a chain of dots over K slices of one instruction's K
+  (``gpu.local_load_slot {offsets = ...}``), so that one slice of each operand is in
+  registers at a time and the next one's read overlaps this one's math;
+- after the loop, ``gpu.async_wait {pending = 0}`` drains what is still in flight (the
+  copies past the last iteration, predicated off, write zeros) before the ring's bytes
+  are reused.
+
+The address computation of a load (the ops its pointer and mask come from, and the
+updates of the loop-carried values they read: ``a_ptrs += BLOCK_K * stride_ak``) runs
+``num_stages - 1`` iterations ahead: the loop-carried pointers now hold the pointers of
+that later iteration.  A loop is left alone where that is not possible: the carried
+values are used elsewhere, the loop writes memory (a store, an atomic, a call: a copy
+issued ahead would not see it), a load's ``other`` is not zero (copies fill masked-off
+elements with zeros), or its vectors are narrower than the 4 bytes ``cp.async`` copies.
+
+The target must have an async copy unit (:mod:`.lowering.async_copy`); without one, or
+with ``num_stages < 2``, the pass changes nothing.  The barriers come from
+``insert-barriers``, which counts a copy as a write of its ring when it is issued (against
+earlier reads) and when it lands (at ``gpu.async_wait``, against later reads).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..analysis.axis_info import AxisInfoAnalysis
+from ..dialects import arith, func, scf, tile
+from ..dialects.gpu import (AsyncCommitGroupOp, AsyncCopyOp, AsyncWaitOp, BufferType, ConvertLayoutOp, LocalAllocOp,
+                            LocalLoadSlotOp)
+from ..ir import types as t
+from ..ir.builder import Builder
+from ..ir.opdef import Pure
+from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
+from .layouts import BlockedLayout, DotOperandLayout, SwizzledSharedLayout
+
+#: Loop hint (``pl.range(..., num_stages=n)``) that overrides the option for one loop.
+NUM_STAGES_HINT = "pt.num_stages"
+#: The narrowest copy ``cp.async`` makes.
+MIN_COPY_BYTES = 4
+
+
+@dataclass
+class PipelineLoops(Pass):
+    """Turn the dot-feeding loads of loops into asynchronous copies into rings of shared
+    memory, ``num_stages - 1`` iterations ahead (see the module docstring)."""
+
+    name: ClassVar[str] = "pipeline-loops"
+    summary: ClassVar[str] = "software pipelining: dot operand loads as async copies into a ring of shared buffers"
+
+    #: Slots per ring; 0: the kernel's ``num_stages`` launch option.  Below 2: no pipelining.
+    num_stages: int = field(default=0, metadata={"doc": "ring slots (0: the num_stages launch option)"})
+
+    def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
+        from .lowering.async_copy import async_copy_unit, copy_width
+        from .lowering.target import gpu_target_of, num_warps_of
+
+        stages = self.num_stages or int(getattr(getattr(context, "options", None), "num_stages", 1) or 1)
+        target = gpu_target_of(context)
+        if async_copy_unit(target) is None:
+            return PreservedAnalyses.all()
+        infos = context.analyses.get(AxisInfoAnalysis, module)
+        num_warps = num_warps_of(context)
+        changed = False
+        for loop in [op for op in module.walk() if isinstance(op, scf.ForOp)]:
+            loop_stages = int(loop.attributes.get(NUM_STAGES_HINT) or stages)
+            if loop_stages < 2:
+                continue
+            loads = [op for op in loop.body.block if _pipelinable(op, infos, target, copy_width)]
+            plan = _plan(loop, loads) if loads else None
+            if plan is not None:
+                _pipeline(loop, plan, loop_stages, lambda dot: _k_slice(dot, target, num_warps))
+                context.count("pipeline-loops.loops")
+                changed = True
+        return PreservedAnalyses.none() if changed else PreservedAnalyses.all()
+
+
+# --------------------------------------------------------------------------------------
+# Which loads, and what their addresses depend on
+
+
+def _feeds_dot(value: Any) -> bool:
+    for use in value.uses:
+        user = use.owner
+        if isinstance(user, tile.DotOp) and use.index in (0, 1):
+            return True
+        if isinstance(user, ConvertLayoutOp) and isinstance(user.result.type.layout, DotOperandLayout):
+            return True
+    return False
+
+
+def _is_zero(value: Any) -> bool:
+    op = value.defining_op
+    return isinstance(op, arith.ConstantOp) and op.value == 0
+
+
+def _pipelinable(op: Any, infos: Any, target: Any, copy_width: Any) -> bool:
+    if type(op) is not tile.LoadOp or not isinstance(op.ptr.type, t.TileType) or op.volatile:
+        return False
+    layout = op.result.type.layout
+    if not isinstance(layout, BlockedLayout) or len(op.result.type.shape) != 2 or not _feeds_dot(op.result):
+        return False
+    if op.other is not None and not _is_zero(op.other):
+        return False
+    element = op.result.type.element
+    if not isinstance(element, (t.IntType, t.FloatType)) or element.width < 8:
+        return False
+    width = copy_width(op.ptr, op.mask, infos, target, ring_slot_layout(op.result.type))
+    return width * element.width // 8 >= MIN_COPY_BYTES
+
+
+@dataclass
+class _Plan:
+    loads: list
+    #: Ops of the body the loads' pointers and masks and the carried values' updates come
+    #: from, in body order.
+    address_ops: list
+    #: Positions of the loop-carried values (after the induction variable) they read.
+    carried: list
+
+
+#: Ops that may write memory a load of a later iteration reads: copies issued ahead would
+#: see the bytes before the write.
+_WRITES_MEMORY = (tile.StoreOp, tile.AtomicRMWOp, tile.AtomicCASOp, func.CallOp)
+
+
+def _plan(loop: Any, loads: list) -> _Plan | None:
+    body = loop.body.block
+    if any(isinstance(op, _WRITES_MEMORY) for op in loop.walk()):
+        return None
+    iv, carried_args = loop.induction_variable, list(loop.region_iter_args)
+    yielded = body.last_op.operands
+    ops: set = set()
+    carried: set = set()
+    work = [v for load in loads for v in (load.ptr, load.mask) if v is not None]
+    while work:
+        value = work.pop()
+        if value is iv:
+            continue
+        if value in carried_args:
+            index = carried_args.index(value)
+            if index not in carried:
+                carried.add(index)
+                work.append(yielded[index])
+            continue
+        op = value.defining_op
+        if op is None or op.parent is not body or op in ops:
+            continue  # defined outside the loop (or seen)
+        if not op.has_trait(Pure) or op.regions:
+            return None
+        ops.add(op)
+        work.extend(op.operands)
+    # The carried values now run ahead: nothing else may see them.
+    allowed = ops | set(loads)
+    for index in carried:
+        if loop.results[index].has_uses:
+            return None
+        for use in carried_args[index].uses:
+            if use.owner not in allowed:
+                return None
+    for op in ops:
+        for result in op.results:
+            for use in result.uses:
+                if use.owner is body.last_op:
+                    if use.index not in carried:
+                        return None  # a value of the address computation is yielded for other use
+                elif use.owner not in allowed:
+                    return None
+    order = [op for op in body if op in ops]
+    return _Plan(loads, order, sorted(carried))
+
+
+def ring_slot_layout(tile_type: Any) -> SwizzledSharedLayout:
+    """The shared layout of one slot: the layout a dot operand is read from (ldmatrix)."""
+    from .lowering.dot_operands import operand_shared_layout
+
+    return operand_shared_layout(tile_type.layout, tuple(tile_type.shape), t.element_type(tile_type).width)
+
+
+def ring_type(tile_type: Any, stages: int) -> BufferType:
+    """``stages`` slots of ``tile_type`` one after another (the slot the slowest dimension)."""
+    slot = ring_slot_layout(tile_type)
+    order = tuple(d + 1 for d in slot.order) + (0,)
+    layout = SwizzledSharedLayout(slot.vector, slot.per_phase, slot.max_phase, order)
+    return BufferType((stages, *tile_type.shape), t.element_type(tile_type), layout)
+
+
+# --------------------------------------------------------------------------------------
+# The rewrite
+
+
+def _constant(builder: Builder, value: int, type_: t.Type) -> Any:
+    return arith.materialize_constant(builder, value, type_).result
+
+
+def _binary(builder: Builder, name: str, lhs: Any, rhs: Any) -> Any:
+    return builder.create(arith.BINARY_OPS[name], lhs, rhs).result
+
+
+def _valid_mask(builder: Builder, load: Any, mask: Any, valid: Any) -> Any:
+    """``mask`` (None: all) where iteration ``valid`` exists."""
+    ptr_type = load.ptr.type
+    bools = t.TileType(ptr_type.shape, t.i1, ptr_type.layout)
+    splat = builder.create(tile.SplatOp, valid, result_types=[bools]).result
+    return splat if mask is None else _binary(builder, "andi", mask, splat)
+
+
+def _issue(builder: Builder, plan: _Plan, rings: list, mapping: dict, slot: Any, valid: Any) -> None:
+    """The copies of one iteration (its address values in ``mapping``) and their commit."""
+    for load, ring in zip(plan.loads, rings):
+        ptr = mapping.get(load.ptr, load.ptr)
+        mask = mapping.get(load.mask, load.mask) if load.mask is not None else None
+        builder.create(AsyncCopyOp, ptr, ring, slot, _valid_mask(builder, load, mask, valid))
+    builder.create(AsyncCommitGroupOp)
+
+
+def _pipeline(loop: Any, plan: _Plan, stages: int, k_slice: Any) -> None:
+    body = loop.body.block
+    iv = loop.induction_variable
+    index_type = iv.type
+    before = Builder.before(loop, loop.location)
+    rings = [before.create(LocalAllocOp, result_types=[ring_type(load.result.type, stages)]).result
+             for load in plan.loads]
+
+    # Prologue: iterations 0 .. stages-2, advancing the carried address values.
+    carried_args = list(loop.region_iter_args)
+    yielded = body.last_op.operands
+    current = {i: loop.init_args[i] for i in plan.carried}
+    for s in range(stages - 1):
+        step_s = _binary(before, "muli", loop.step, _constant(before, s, index_type))
+        iv_s = _binary(before, "addi", loop.lower, step_s)
+        valid = before.create(arith.CmpIOp, iv_s, loop.upper, predicate="slt").result
+        mapping = {iv: iv_s, **{carried_args[i]: v for i, v in current.items()}}
+        for op in plan.address_ops:
+            before.insert(op.clone(mapping))
+        _issue(before, plan, rings, mapping, _constant(before, s, t.i32), valid)
+        current = {i: mapping.get(yielded[i], yielded[i]) for i in plan.carried}
+    for i, value in current.items():
+        loop.set_operand(3 + i, value)
+
+    # The body: wait for the oldest group, issue the newest, read the slots.
+    read_slot = body.add_argument(t.i32, "read_slot")
+    write_slot = body.add_argument(t.i32, "write_slot")
+    moved = set(plan.address_ops)
+    anchor = next(op for op in body if op not in moved)
+    top = Builder.before(body.ops[0], loop.location)
+    top.create(AsyncWaitOp, pending=stages - 2)
+    distance = _binary(before, "muli", loop.step, _constant(before, stages - 1, index_type))
+    ahead = _binary(top, "addi", iv, distance)
+    valid = top.create(arith.CmpIOp, ahead, loop.upper, predicate="slt").result
+    for op in plan.address_ops:
+        op.move_before(anchor)
+        for index, operand in enumerate(op.operands):
+            if operand is iv:
+                op.set_operand(index, ahead)
+    top = Builder.before(anchor, loop.location)
+    _issue(top, plan, rings, {}, write_slot, valid)
+    for load, ring in zip(plan.loads, rings):
+        _replace_load(load, ring, read_slot)
+    for dot in [op for op in body if isinstance(op, tile.DotOp)]:
+        _slice_along_k(dot, k_slice(dot))
+
+    terminator = body.last_op
+    at_end = Builder.before(terminator, loop.location)
+    one, zero, count = (_constant(before, value, t.i32) for value in (1, 0, stages))
+    yields = list(terminator.operands) + [_next_slot(at_end, slot, one, zero, count) for slot in (read_slot, write_slot)]
+    terminator.set_operands(yields)
+    loop = _add_carried(loop, [zero, _constant(before, stages - 1, t.i32)])
+    Builder.after(loop, loop.location).create(AsyncWaitOp, pending=0)
+
+
+def _replace_load(load: Any, ring: Any, slot: Any) -> None:
+    """Read the load's value from ``slot`` of ``ring``: dot operands straight into their
+    layout, other uses in the load's own layout."""
+    at = Builder.before(load, load.location)
+    for use in list(load.result.uses):
+        user = use.owner
+        if isinstance(user, ConvertLayoutOp) and isinstance(user.result.type.layout, DotOperandLayout):
+            read = Builder.before(user, user.location).create(LocalLoadSlotOp, ring, slot,
+                                                              result_types=[user.result.type])
+            user.result.replace_all_uses_with(read.result)
+            user.erase()
+    if load.result.has_uses:
+        read = at.create(LocalLoadSlotOp, ring, slot, result_types=[load.result.type])
+        load.result.replace_all_uses_with(read.result)
+    load.erase()
+
+
+def _k_slice(dot: Any, target: Any, num_warps: int) -> int:
+    """K of one matrix instruction of ``dot`` (0: it has none)."""
+    from .lowering.dot import select_instruction
+
+    instruction = select_instruction(dot, target, num_warps)
+    return instruction.k if instruction is not None else 0
+
+
+def _slice_along_k(dot: Any, k: int) -> None:
+    """A dot of two slot reads as a chain of dots over K slices of ``k``, each reading
+    its slices of the slots: the operands of one slice are in registers at a time
+    (instead of the whole of both), and reading the next slice overlaps the math of this
+    one (Triton's prefetch).  The sums run in the same order."""
+    a, b = dot.a.defining_op, dot.b.defining_op
+    if not (isinstance(a, LocalLoadSlotOp) and isinstance(b, LocalLoadSlotOp)) or a.offsets is not None \
+            or b.offsets is not None or len(a.result.uses) != 1 or len(b.result.uses) != 1:
+        return
+    (m, depth), n = a.result.type.shape, b.result.type.shape[1]
+    if not k or depth <= k or depth % k:
+        return
+    at = Builder.before(dot, dot.location)
+    acc = dot.acc
+    for k0 in range(0, depth, k):
+        a_type = t.TileType((m, k), a.result.type.element, a.result.type.layout)
+        b_type = t.TileType((k, n), b.result.type.element, b.result.type.layout)
+        a_part = at.create(LocalLoadSlotOp, a.ring, a.slot, offsets=(0, k0), result_types=[a_type]).result
+        b_part = at.create(LocalLoadSlotOp, b.ring, b.slot, offsets=(k0, 0), result_types=[b_type]).result
+        acc = at.insert(dot.clone({dot.a: a_part, dot.b: b_part, dot.acc: acc})).result
+    dot.result.replace_all_uses_with(acc)
+    dot.erase()
+    a.erase()
+    b.erase()
+
+
+def _next_slot(builder: Builder, slot: Any, one: Any, zero: Any, count: Any) -> Any:
+    """``(slot + 1) % count`` without a division."""
+    bumped = _binary(builder, "addi", slot, one)
+    wraps = builder.create(arith.CmpIOp, bumped, count, predicate="eq").result
+    return builder.create(arith.SelectOp, wraps, zero, bumped).result
+
+
+def _add_carried(loop: Any, inits: list) -> Any:
+    """Rebuild ``loop`` with ``inits`` as extra carried values (the body has already got
+    their block arguments and yields); the old results keep their uses."""
+    segments = loop.operand_segments
+    if segments is not None:
+        segments = (*segments[:-1], segments[-1] + len(inits))
+    new = scf.ForOp([*loop.operands, *inits], [*(r.type for r in loop.results), *(v.type for v in inits)],
+                    dict(loop.attributes), [], loop.location, segments)
+    new.regions = (loop.body,)
+    loop.body.parent = new
+    loop.regions = ()
+    loop.parent.insert_before(new, loop)
+    for old, fresh in zip(loop.results, new.results):
+        old.replace_all_uses_with(fresh)
+    loop.erase()
+    return new
+
+
+__all__ = ["MIN_COPY_BYTES", "NUM_STAGES_HINT", "PipelineLoops", "ring_slot_layout", "ring_type"]

@@ -1,0 +1,64 @@
+"""Asynchronous copies (cp.async) for the CTA simulator (llvm_cta.py), from the PTX ISA.
+
+Each thread's copies form groups at cp.async.commit_group; cp.async.wait_group N
+returns once at most N of the thread's committed groups are still pending, and only then are their bytes in shared memory
+(for the other threads, after the next barrier).  A copy writes cp-size bytes: the
+first src-size from global memory, zeros after them.  Here the global bytes are read
+when the copy is issued and land in shared memory at the wait that retires it, so a
+read before the wait sees stale bytes (or none), and a landing after another thread's
+read of the same bytes in the same barrier interval is a race.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .llvm_cta import CTA, SimulationError
+
+_CP_ASYNC = re.compile(r"cp\.async\.(c[ag])\.shared\.global \[\$0\], \[\$1\], (\d+), \$2;")
+_WAIT_GROUP = re.compile(r"cp\.async\.wait_group (\d+);")
+
+
+@dataclass
+class _AsyncCopies:
+    open: list = field(default_factory=list)        # (shared address, bytes) not yet committed
+    committed: list = field(default_factory=list)   # groups, oldest first
+
+
+def async_copy_step(cta: CTA, text: str, args: list, tid: int) -> None:
+    """One thread's cp.async, commit_group or wait_group (inline asm ``text`` with ``args``)."""
+    copies = cta.__dict__.setdefault("async_copies", {}).setdefault(tid, _AsyncCopies())
+    if text.startswith("cp.async.commit_group"):
+        copies.committed.append(copies.open)
+        copies.open = []
+        return None
+    wait = _WAIT_GROUP.match(text)
+    if wait is not None:
+        while len(copies.committed) > int(wait.group(1)):
+            for address, data in copies.committed.pop(0):
+                cta.memory.store(3, address, data, tid)
+        return None
+    copy = _CP_ASYNC.search(text)
+    if copy is None:
+        raise SimulationError(f"the simulator does not know the asm '{text}'")
+    if "@p" in text and not args[3]:
+        return None
+    cache, size = copy.group(1), int(copy.group(2))
+    shared, source, source_size = args[0], args[1], args[2]
+    if size not in (4, 8, 16) or (cache == "cg" and size != 16):
+        raise SimulationError(f"thread {tid}: cp.async.{cache} of {size} bytes does not exist")
+    if shared % size or (source_size and source % size):
+        raise SimulationError(f"thread {tid}: cp.async of {size} bytes from {source:#x} to shared {shared:#x} "
+                              "is not aligned to its size")
+    if source_size > size:
+        raise SimulationError(f"thread {tid}: cp.async src-size {source_size} exceeds cp-size {size}")
+    memory = cta.memory
+    for a in range(shared, shared + size):
+        epoch, readers = memory.readers.get(a, (-1, set()))
+        if epoch == memory.epoch and readers - {tid}:
+            raise SimulationError(f"thread {tid} starts a cp.async into shared byte {a} that thread "
+                                  f"{min(readers - {tid})} read since the last barrier")
+    data = memory.load(1, source, source_size, tid) if source_size else b""
+    copies.open.append((shared, data + bytes(size - source_size)))
+    return None

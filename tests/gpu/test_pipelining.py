@@ -1,0 +1,243 @@
+"""pipeline-loops: dot operand loads of a loop become asynchronous copies into rings of
+shared memory, num_stages - 1 iterations ahead.  IR text in, IR text out; then whole
+kernels through every stage on the CTA simulator (tests/gpu/llvm_cta.py, which lands a
+cp.async only at the cp.async.wait_group that retires it) against NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polytile as pt
+import polytile.language as pl
+from polytile.backend import BackendOptions
+from polytile.compiler import compile_module
+from polytile.gpu.allocation import AllocateShared
+from polytile.gpu.membar import InsertBarriers
+from polytile.gpu.pipelining import PipelineLoops
+from polytile.passes.pass_base import PassContext
+from polytile.target import Target
+from polytile.testing import apply_passes, dedent
+
+from .llvm_cta import SimulationError, run_kernel
+from .test_membar import body as op_names
+
+pytest.importorskip("polytile_nvidia")
+import polytile_nvidia.mma  # noqa: E402,F401  (registers the NVIDIA matrix and async copy units)
+
+NAMES = {
+    "BL": "#gpu.blocked<size_per_thread = [1, 8], threads_per_warp = [16, 2], warps_per_cta = [1, 1], order = [1, 0]>",
+    "MMA": "#gpu.mma<version = 2, warps_per_cta = [1, 1], instr_shape = [16, 8]>",
+    "S": "#gpu.shared<vector = 8, per_phase = 4, max_phase = 2, order = [2, 1, 0]>",
+}
+NAMES["A"] = f"#gpu.dot_operand<op_idx = 0, parent = {NAMES['MMA']}, k_width = 2>"
+NAMES["B"] = f"#gpu.dot_operand<op_idx = 1, parent = {NAMES['MMA']}, k_width = 2>"
+
+
+def run(text: str, *passes, num_stages: int = 3) -> str:
+    for short, full in NAMES.items():
+        text = text.replace("{" + short + "}", full)
+    context = PassContext(target=Target("nvidia", "sm_90a"), options=BackendOptions(num_warps=1, num_stages=num_stages))
+    out = apply_passes(text, *passes, context=context)
+    for short, full in sorted(NAMES.items(), key=lambda item: -len(item[1])):
+        out = out.replace(full, "{" + short + "}")
+    return out
+
+
+# A 16x16 f16 dot over K tiles: the pointers are carried and advanced, as in a matmul.
+LOOP = """
+func.func @k(%a_ptr: ptr<f16>, %n: i32) -> tile<16x16xf32, {MMA}> attributes {kernel = true, pt.divisibility = [16, 1]} {
+  %c16 = arith.constant {value = 16} : tile<16x1xi32, {BL}>
+  %acc = arith.constant {value = 0.0} : tile<16x16xf32, {MMA}>
+  %c0 = arith.constant {value = 0} : i32
+  %c1 = arith.constant {value = 1} : i32
+  %step = arith.constant {value = 256} : tile<16x16xi32, {BL}>
+  %rows = tile.arange {end = 16, start = 0} : tile<16xi32, #gpu.slice<dim = 1, parent = {BL}>>
+  %0 = tile.expand_dims %rows {axis = 1} : tile<16x1xi32, {BL}>
+  %1 = arith.muli %0, %c16 : tile<16x1xi32, {BL}>
+  %2 = tile.splat %a_ptr : tile<16x1xptr<f16>, {BL}>
+  %3 = tile.addptr %2, %1 : tile<16x1xptr<f16>, {BL}>
+  %cols = tile.arange {end = 16, start = 0} : tile<16xi32, #gpu.slice<dim = 0, parent = {BL}>>
+  %4 = tile.expand_dims %cols {axis = 0} : tile<1x16xi32, {BL}>
+  %5 = tile.broadcast %3 : tile<16x16xptr<f16>, {BL}>
+  %6 = tile.broadcast %4 : tile<16x16xi32, {BL}>
+  %ptrs = tile.addptr %5, %6 : tile<16x16xptr<f16>, {BL}>
+  %p, %sum = scf.for %c0, %n, %c1, %ptrs, %acc : tile<16x16xptr<f16>, {BL}>, tile<16x16xf32, {MMA}> {
+  ^bb0(%i: i32, %p_1: tile<16x16xptr<f16>, {BL}>, %acc_1: tile<16x16xf32, {MMA}>):
+    %x = tile.load %p_1 : tile<16x16xf16, {BL}>
+    %a = gpu.convert_layout %x : tile<16x16xf16, {A}>
+    %b = gpu.convert_layout %x : tile<16x16xf16, {B}>
+    %acc_2 = tile.dot %a, %b, %acc_1 : tile<16x16xf32, {MMA}>
+    %p_2 = tile.addptr %p_1, %step : tile<16x16xptr<f16>, {BL}>
+    scf.yield %p_2, %acc_2
+  }
+  func.return %sum
+}
+"""
+
+
+def test_a_carried_load_becomes_a_ring_a_prologue_and_a_wait_per_iteration():
+    out = run(LOOP, PipelineLoops(num_stages=2))
+    # The ring, the copy of iteration 0 (predicated on 0 < n), the pointers advanced one
+    # iteration ahead; in the loop the wait, the copy of iteration i + 1 and the slot reads.
+    assert out[out.index("  %7 = gpu.local_alloc"):] == dedent("""
+      %7 = gpu.local_alloc : !gpu.buffer<2x16x16xf16, {S}>
+      %8 = arith.constant {value = 0} : i32
+      %9 = arith.muli %c1, %8 : i32
+      %10 = arith.addi %c0, %9 : i32
+      %11 = arith.cmpi %10, %n {predicate = "slt"} : i1
+      %p_2 = tile.addptr %ptrs, %step : tile<16x16xptr<f16>, {BL}>
+      %12 = arith.constant {value = 0} : i32
+      %13 = tile.splat %11 : tile<16x16xi1, {BL}>
+      gpu.async_copy %ptrs, %7, %12 mask(%13)
+      gpu.async_commit_group
+      %14 = arith.constant {value = 1} : i32
+      %15 = arith.muli %c1, %14 : i32
+      %16 = arith.constant {value = 1} : i32
+      %17 = arith.constant {value = 0} : i32
+      %18 = arith.constant {value = 2} : i32
+      %19 = arith.constant {value = 1} : i32
+      %20, %21, %22, %23 = scf.for %c0, %n, %c1, %p_2, %acc, %17, %19 : tile<16x16xptr<f16>, {BL}>, tile<16x16xf32, {MMA}>, i32, i32 {
+      ^bb0(%i: i32, %p_1: tile<16x16xptr<f16>, {BL}>, %acc_1: tile<16x16xf32, {MMA}>, %read_slot: i32, %write_slot: i32):
+        gpu.async_wait {pending = 0}
+        %24 = arith.addi %i, %15 : i32
+        %25 = arith.cmpi %24, %n {predicate = "slt"} : i1
+        %p_2_1 = tile.addptr %p_1, %step : tile<16x16xptr<f16>, {BL}>
+        %26 = tile.splat %25 : tile<16x16xi1, {BL}>
+        gpu.async_copy %p_1, %7, %write_slot mask(%26)
+        gpu.async_commit_group
+        %27 = gpu.local_load_slot %7, %read_slot : tile<16x16xf16, {A}>
+        %28 = gpu.local_load_slot %7, %read_slot : tile<16x16xf16, {B}>
+        %acc_2 = tile.dot %27, %28, %acc_1 : tile<16x16xf32, {MMA}>
+        %29 = arith.addi %read_slot, %16 : i32
+        %30 = arith.cmpi %29, %18 {predicate = "eq"} : i1
+        %31 = arith.select %30, %17, %29 : i32
+        %32 = arith.addi %write_slot, %16 : i32
+        %33 = arith.cmpi %32, %18 {predicate = "eq"} : i1
+        %34 = arith.select %33, %17, %32 : i32
+        scf.yield %p_2_1, %acc_2, %31, %34
+      }
+      gpu.async_wait {pending = 0}
+      func.return %21
+    }
+    """)
+
+
+def test_one_barrier_per_iteration_between_the_wait_and_the_copies():
+    # It makes every thread's landed copies visible, and orders the previous iteration's
+    # reads of the slot before the copy that overwrites it.
+    out = run(LOOP, PipelineLoops(num_stages=3), AllocateShared(), InsertBarriers())
+    ops = [name.removeprefix("= ") for name in op_names(out)]
+    body = ops[ops.index("scf.for") + 1:ops.index("scf.yield")]
+    assert body.count("gpu.barrier") == 1 and body[0] == "gpu.async_wait"
+    assert body.index("gpu.barrier") + 1 == body.index("gpu.async_copy") < body.index("gpu.local_load_slot")
+    assert ops[:ops.index("scf.for")].count("gpu.barrier") == 0
+
+
+@pytest.mark.parametrize("num_stages", [0, 1])
+def test_fewer_than_two_stages_leave_the_loop_alone(num_stages):
+    assert "gpu.async_copy" not in run(LOOP, PipelineLoops(num_stages=num_stages), num_stages=1)
+
+
+def test_a_carried_pointer_used_after_the_loop_keeps_the_loads():
+    text = LOOP.replace("  func.return %sum", "  %last = tile.load %p : tile<16x16xf16, {BL}>\n  func.return %sum")
+    assert "gpu.async_copy" not in run(text, PipelineLoops(num_stages=3))
+
+
+def test_a_loop_that_stores_keeps_its_loads():
+    # A copy issued iterations ahead would read the bytes before this store writes them.
+    text = LOOP.replace("    scf.yield %p_2, %acc_2", "    tile.store %ptrs, %x\n    scf.yield %p_2, %acc_2")
+    assert "gpu.async_copy" not in run(text, PipelineLoops(num_stages=3))
+
+
+def test_a_load_with_a_nonzero_other_keeps_the_load():
+    text = LOOP.replace("%x = tile.load %p_1 :", "%x = tile.load %p_1 other(%one) :").replace(
+        "  %p, %sum = scf.for", "  %one = arith.constant {value = 1.0} : tile<16x16xf16, {BL}>\n  %p, %sum = scf.for")
+    assert "gpu.async_copy" not in run(text, PipelineLoops(num_stages=3))
+
+
+def test_an_unaligned_copy_keeps_the_load():
+    # Without 16-byte divisibility of the base pointer a vector is 2 bytes: cp.async copies 4 or more.
+    text = LOOP.replace("pt.divisibility = [16, 1]", "pt.divisibility = [1, 1]")
+    assert "gpu.async_copy" not in run(text, PipelineLoops(num_stages=3))
+
+
+# --------------------------------------------------------------------------------------
+# Whole kernels on the simulator
+
+
+@pt.jit
+def matmul_loop_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
+                       BM: pl.constexpr, BN: pl.constexpr, BK: pl.constexpr):
+    offs_m = pl.arange(0, BM)
+    offs_n = pl.arange(0, BN)
+    offs_k = pl.arange(0, BK)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :]
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :]
+    acc = pl.zeros((BM, BN), dtype=pl.float32)
+    for k in range(pl.cdiv(K, BK)):
+        a = pl.load(a_ptrs, mask=offs_k[None, :] < K - k * BK, other=0.0)
+        b = pl.load(b_ptrs, mask=offs_k[:, None] < K - k * BK, other=0.0)
+        acc = pl.dot(a, b, acc)
+        a_ptrs += BK
+        b_ptrs += BK * stride_bk
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :]
+    pl.store(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def simulate_matmul(dtype, k: int, block_k: int, num_stages: int, drop: str | None = None) -> tuple:
+    m = n = 32
+    rng = np.random.default_rng(k + num_stages)
+    a = rng.integers(-3, 4, (m, k)).astype(dtype)
+    b = rng.integers(-3, 4, (k, n)).astype(dtype)
+    c = np.zeros((m, n), np.float32)
+    args = [a, b, c, m, n, k, k, n, n]
+    module = matmul_loop_kernel.lower(*args, BM=m, BN=n, BK=block_k)
+    artifacts = compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=num_stages).context.artifacts
+    llvm_ir = artifacts["llvm_ir"]
+    if drop is not None:
+        assert drop in llvm_ir
+        llvm_ir = llvm_ir.replace(drop, "cp.async.wait_group 7;")
+    run_kernel({**artifacts, "llvm_ir": llvm_ir}, args, 4)
+    return c, a.astype(np.float64) @ b.astype(np.float64), artifacts["llvm_ir"]
+
+
+@pytest.mark.parametrize("num_stages, k, block_k", [
+    (2, 64, 16),    # more iterations than stages
+    (3, 48, 32),    # a masked K tail (48 = 32 + 16)
+    (4, 112, 32),   # four slots, a tail
+    (4, 32, 32),    # one iteration: two of the three prologue copies are predicated off
+])
+def test_pipelined_matmul_matches_numpy(num_stages, k, block_k):
+    got, expected, llvm_ir = simulate_matmul(np.float16, k, block_k, num_stages)
+    assert "cp.async.cg.shared.global" in llvm_ir and "ldmatrix" in llvm_ir
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_pipelined_tf32_matmul_matches_numpy():
+    got, expected, llvm_ir = simulate_matmul(np.float32, 64, 16, 3)
+    assert "cp.async.cg.shared.global" in llvm_ir
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_dot_of_slots_is_sliced_along_k_into_instruction_steps():
+    a, b, c = np.zeros((32, 64), np.float16), np.zeros((64, 32), np.float16), np.zeros((32, 32), np.float32)
+    module = matmul_loop_kernel.lower(a, b, c, 32, 32, 64, 64, 32, 32, BM=32, BN=32, BK=32)
+    out = str(compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=3).module)
+    loop = out[out.index("scf.for"):out.index("scf.yield")]
+    assert loop.count("tile.dot") == 2
+    assert "{offsets = [0, 16]} : tile<32x16xf16" in loop and "{offsets = [16, 0]} : tile<16x32xf16" in loop
+
+
+def test_k_slices_read_element_by_element_where_the_matrix_unit_cannot(monkeypatch):
+    # Without ldmatrix the slices are read through their offsets in the slot.
+    monkeypatch.setattr(polytile_nvidia.mma.NvidiaMma, "load_operand", lambda self, *args, **kwargs: None)
+    got, expected, llvm_ir = simulate_matmul(np.float16, 64, 32, 3)
+    assert "ldmatrix" not in llvm_ir
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_the_simulator_catches_a_read_before_the_wait():
+    # Without the wait in the loop the slot is read before its copy lands.
+    with pytest.raises(SimulationError):
+        simulate_matmul(np.float16, 64, 16, 3, drop="cp.async.wait_group 1;")
