@@ -1,4 +1,4 @@
-"""The math dialect: elementwise float functions, ``math.absi`` and ``math.fma``."""
+"""The math dialect: elementwise float functions, ``math.absi``, ``math.fma`` and ``math.div_rn``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ ROUNDTRIP = {
         "%1 = math.absi %u : tile<8xu32>",
         "%2 = math.fma %a, %a, %a : f64",
         "%3 = math.fma %b, %b, %b : tile<2xbf16>",
+        "%4 = math.div_rn %a, %a : f64",
+        "%5 = math.div_rn %b, %b : tile<2xbf16>",
         "func.return %2",
         results="f64",
     ),
@@ -34,7 +36,7 @@ def test_roundtrip(name):
 
 def test_every_math_op_is_in_the_round_trip_texts():
     text = "".join(ROUNDTRIP.values())
-    for name in [*UNARY_OPS, "fma"]:
+    for name in [*UNARY_OPS, "fma", "div_rn"]:
         assert f"math.{name} " in text
 
 
@@ -44,6 +46,7 @@ def test_every_math_op_is_in_the_round_trip_texts():
     ("%0 = math.absi %x : f32", "math.absi", "operand 'operand' must be an integer or a tile of integers, got f32"),
     ("%0 = math.fma %x, %x, %t : f32", "math.fma", "requires operands and results of one type, got f32, tile<4xf32>"),
     ("%0 = math.fma %x, %x : f32", "math.fma", "expects 3 operands, got 2"),
+    ("%0 = math.div_rn %i, %i : i32", "math.div_rn", "operand 'lhs' must be a float or a tile of floats, got i32"),
 ])
 def test_op_checks(line, op, message):
     assert_verify_error(func("%i: i32, %x: f32, %t: tile<4xf32>", "!" + line, "func.return"), op, message)

@@ -104,6 +104,10 @@ MATH: dict[str, Emitter] = {
     "rsqrt": _ocml_or(_rsqrt, (ir.HalfType, ir.FloatType, ir.DoubleType))("rsqrt"),
     "erf": _ocml_or(None)("erf"),
     "pow": _ocml_or(None)("pow"),
+    # ocml's fmod is exact; LLVM's frem expansion (x - trunc(x / y) * y) can be off by the
+    # quotient's rounding, so it serves only where the device libraries are missing.
+    "fmod": _ocml_or(lambda ctx, args, type_: ctx.builder.frem(*args),
+                     (ir.HalfType, ir.FloatType, ir.DoubleType))("fmod"),
 }
 
 

@@ -146,7 +146,20 @@ def _sqrt(ctx: Any, args: list, type_: ir.Type) -> Any:
     return _in_f32(_sqrt_approx)(ctx, args, type_)
 
 
+def _div(ctx: Any, args: list, type_: ir.Type) -> Any:
+    """``/`` as Triton's: ``div.full.f32`` (within 2 ulp, a reciprocal and a multiply,
+    where div.rn.f32 is a Newton iteration with a slow path); ``div_rn`` is the correctly
+    rounded one.  Other widths divide correctly rounded (f16/bf16 through f32)."""
+    if type_ == _F32:
+        return ctx.call("llvm.nvvm.div.full", _F32, args)
+    return ctx.builder.fdiv(*args)
+
+
 MATH = {
+    "div": _div,
+    # LLVM's frem on NVPTX is x - trunc(x / y) * y, off by the rounding of the quotient;
+    # libdevice's fmod is exact.
+    "fmod": _libdevice("fmod"),
     "exp": _approx_or_libdevice(_exp, "exp"),
     "exp2": _approx_or_libdevice(_ex2, "exp2"),
     "sqrt": _sqrt,

@@ -213,7 +213,8 @@ FLOAT_BINARY_OPS: list[tuple[str, Callable, bool, str]] = [
     ("addf", operator.add, True, "Float addition."),
     ("subf", operator.sub, False, "Float subtraction."),
     ("mulf", operator.mul, True, "Float multiplication."),
-    ("divf", operator.truediv, False, "Float division (IEEE)."),
+    ("divf", operator.truediv, False, "Float division: the `/` operator. f32 may be approximate on GPUs, within 2 ulp "
+     "(NVIDIA div.full.f32, as Triton); math.div_rn is correctly rounded everywhere."),
     ("remf", np.fmod, False, "Float remainder with the sign of the dividend (C fmod)."),
     ("maximumf", _ieee_maximum, True, "Float maximum; NaN if either is NaN; +0.0 > -0.0."),
     ("minimumf", _ieee_minimum, True, "Float minimum; NaN if either is NaN; -0.0 < +0.0."),

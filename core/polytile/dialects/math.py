@@ -120,7 +120,29 @@ class FmaOp(Operation):
     infer_result_types = staticmethod(lambda operands, attributes: [operands["a"].type])
 
 
-MATH_DIALECT = Dialect("math", ops=(*UNARY_OPS.values(), FmaOp), doc="Elementwise math functions.",
+def _div_rn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):  # x / 0 is inf or NaN, as on the GPU
+        return np.true_divide(a, b)
+
+
+@define_op
+class DivRnOp(Operation):
+    """Float division, correctly rounded (IEEE) on every target.
+
+    ``arith.divf`` (the ``/`` operator) may be approximate for f32 on GPUs, within 2 ulp
+    (NVIDIA: ``div.full.f32``, as Triton's ``/``); this op never is (``pl.div_rn``)."""
+
+    name = "math.div_rn"
+    lhs = Operand(FloatLike)
+    rhs = Operand(FloatLike)
+    result = Result(FloatLike)
+    traits = (Pure, SameOperandsAndResultType, Elementwise)
+    semantics = staticmethod(_div_rn)
+    fold = _fold_elementwise
+    infer_result_types = staticmethod(lambda operands, attributes: [operands["lhs"].type])
+
+
+MATH_DIALECT = Dialect("math", ops=(*UNARY_OPS.values(), FmaOp, DivRnOp), doc="Elementwise math functions.",
                        constant_materializer=materialize_constant)
 
 

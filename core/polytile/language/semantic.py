@@ -259,8 +259,9 @@ def binary(op: str, a: Any, b: Any) -> tensor:
         raise semantic_error("'//' needs integer operands; for floats use pl.floor(a / b)")
     x, y = _operands(a, b, element)
     if is_float and op == "mod":
-        # Triton's float remainder takes the divisor's sign (Python's %), not C's fmod.
-        quotient = tensor(emit(math_d.UNARY_OPS["floor"], emit(arith.BINARY_OPS["divf"], x.handle, y.handle).result).result)
+        # Triton's float remainder takes the divisor's sign (Python's %), not C's fmod.  The
+        # quotient is correctly rounded: an approximate one can floor to the wrong integer.
+        quotient = tensor(emit(math_d.UNARY_OPS["floor"], emit(math_d.DivRnOp, x.handle, y.handle).result).result)
         product = emit(arith.BINARY_OPS["mulf"], quotient.handle, y.handle).result
         return tensor(emit(arith.BINARY_OPS["subf"], x.handle, product).result)
     if is_float:

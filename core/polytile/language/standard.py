@@ -232,12 +232,26 @@ def fma(x: Any, y: Any, z: Any) -> tensor:
 
 @builtin
 def fdiv(x: Any, y: Any, ieee_rounding: Any = False) -> tensor:
+    """``x / y`` on floats; ``ieee_rounding=True`` makes it :func:`div_rn` (as Triton)."""
+    ieee_rounding = unwrap(ieee_rounding)
+    if not isinstance(ieee_rounding, bool):
+        raise semantic_error(f"pl.fdiv: ieee_rounding must be a constant True or False, got {ieee_rounding!r}")
+    if ieee_rounding:
+        return div_rn(x, y)
+    x, y = sem.unify([x, y])
+    if not t.is_float(x.type):
+        raise semantic_error("pl.fdiv needs floats")
     return sem.binary("truediv", x, y)
 
 
 @builtin
 def div_rn(x: Any, y: Any) -> tensor:
-    return sem.binary("truediv", x, y)
+    """``x / y`` correctly rounded (IEEE) on every target; ``/`` may be within 2 ulp for
+    f32 on GPUs, as Triton's."""
+    x, y = sem.unify([x, y])
+    if not t.is_float(x.type):
+        raise semantic_error("pl.div_rn needs floats")
+    return tensor(sem.emit(math_d.DivRnOp, x.handle, y.handle).result)
 
 
 @builtin

@@ -120,6 +120,46 @@ def test_sqrt_is_approximate_and_sqrt_rn_correctly_rounded(dtype, approximate, r
 
 
 @pt.jit
+def divisions(x, out, BLOCK: pl.constexpr):
+    offs = pl.arange(0, BLOCK)
+    v = pl.load(x + offs)
+    pl.store(out + offs, v / (v + 1.0) + pl.div_rn(v, v + 2.0) + pl.fdiv(v, v + 3.0, ieee_rounding=True))
+
+
+@pytest.mark.parametrize("dtype, full, rounded", [(np.float32, 1, 2), (np.float64, 0, 3)])
+def test_division_is_div_full_for_f32_slash_and_div_rn_otherwise(dtype, full, rounded, tmp_path):
+    # As Triton: '/' on f32 is div.full.f32 (within 2 ulp); pl.div_rn and
+    # fdiv(ieee_rounding=True) are div.rn; f64 '/' stays correctly rounded.
+    v = np.zeros(128, dtype)
+    ptx = compile_ptx(divisions, v, v, BLOCK=128)["ptx"]
+    width = np.dtype(dtype).itemsize * 8
+    assert ptx.count("div.full.f32") == full  # 128 elements over 4 warps: one a thread
+    assert ptx.count(f"div.rn.f{width}") == rounded
+    assembles(ptx, "sm_90a", tmp_path)
+
+
+@pytest.mark.parametrize("dtype, function", [(np.float32, "__nv_fmodf"), (np.float64, "__nv_fmod")])
+def test_float_remainder_from_ir_is_libdevice_fmod(dtype, function):
+    from polytile.ir import parse_module
+
+    type_ = {np.float32: "f32", np.float64: "f64"}[dtype]
+    module = parse_module(f"""
+func.func @k(%x: ptr<{type_}>) attributes {{kernel = true}} {{
+  %offs = tile.arange {{end = 32, start = 0}} : tile<32xi32>
+  %0 = tile.splat %x : tile<32xptr<{type_}>>
+  %1 = tile.addptr %0, %offs : tile<32xptr<{type_}>>
+  %2 = tile.load %1 : tile<32x{type_}>
+  %3 = arith.remf %2, %2 : tile<32x{type_}>
+  tile.store %1, %3
+  func.return
+}}
+""")
+    result = compile_module(module, "nvidia:sm_90a", num_warps=1)
+    assert function in result.context.artifacts["llvm_ir"]
+    assert "frem" not in result.context.artifacts["llvm_ir"]
+
+
+@pt.jit
 def scale_and_shift(x, w, b, out, BLOCK: pl.constexpr):
     offs = pl.arange(0, BLOCK)
     pl.store(out + offs, pl.load(x + offs) * pl.load(w + offs) + pl.load(b + offs))

@@ -66,7 +66,7 @@ def _mulhi(signed: bool) -> ElementEmitter:
 _BINARY = {
     "addi": "add", "subi": "sub", "muli": "mul", "divsi": "sdiv", "divui": "udiv", "remsi": "srem",
     "remui": "urem", "andi": "and_", "ori": "or_", "xori": "xor", "shli": "shl", "shrsi": "ashr",
-    "shrui": "lshr", "addf": "fadd", "subf": "fsub", "mulf": "fmul", "divf": "fdiv", "remf": "frem",
+    "shrui": "lshr", "addf": "fadd", "subf": "fsub", "mulf": "fmul",
 }
 _BINARY_INTRINSICS = {
     "maxsi": "smax", "minsi": "smin", "maxui": "umax", "minui": "umin", "maximumf": "maximum",
@@ -192,6 +192,12 @@ FP8_OPS: set[type] = {*arith.CASTS.values(), arith.SelectOp}
 MATH_FUNCTIONS: dict[type, str] = {cls: name for name, cls in math_d.UNARY_OPS.items()}
 MATH_FUNCTIONS[math_d.FmaOp] = "fma"
 MATH_FUNCTIONS[arith.BINARY_OPS["powf"]] = "pow"
+# Division and remainder go by name too: a target may divide approximately (``div``, the
+# ``/`` operator; NVIDIA's div.full.f32) and must make ``fmod`` exact where LLVM's frem
+# expansion is not (x - trunc(x / y) * y rounds twice).
+MATH_FUNCTIONS[arith.BINARY_OPS["divf"]] = "div"
+MATH_FUNCTIONS[arith.BINARY_OPS["remf"]] = "fmod"
+MATH_FUNCTIONS[math_d.DivRnOp] = "div_rn"
 
 LOG2E = 1.0 / math.log(2.0)
 
@@ -212,6 +218,9 @@ LLVM_MATH: dict[str, Callable[[LoweringContext, list, ir.Type], Any]] = {
     "fma": lambda ctx, args, ty: intrinsic(ctx, "fma", args),
     "exp2": lambda ctx, args, ty: intrinsic(ctx, "exp2", args),
     "exp": _exp_through_exp2,
+    "div": lambda ctx, args, ty: ctx.builder.fdiv(*args),
+    "div_rn": lambda ctx, args, ty: ctx.builder.fdiv(*args),
+    "fmod": lambda ctx, args, ty: ctx.builder.frem(*args),
 }
 
 
