@@ -109,6 +109,8 @@ class _State:
         self.native: Any = None
         self.native_reason = ""
         self.native_chosen = False
+        #: The thread building the native launcher when it was not built yet (auto mode).
+        self.native_builder: threading.Thread | None = None
 
 
 _state = _State()
@@ -158,15 +160,67 @@ def initialize() -> Any:
     return cuda
 
 
-def native_launcher() -> Any:
+def native_launcher(*, wait: bool = True) -> Any:
     """The native launch module, configured for the CUDA driver, or None when launches go
-    through cuda-bindings (:func:`launch_path` says why).  Chosen once per process."""
-    if not _state.native_chosen:
-        with _state.lock:
-            if not _state.native_chosen:
-                _state.native, _state.native_reason = _choose_native()
-                _state.native_chosen = True
+    through cuda-bindings (:func:`launch_path` says why).  Chosen once per process.
+
+    ``wait=False`` (a launcher's first load): under ``nvidia_launch = "auto"``, a native
+    launcher not built yet is built by a C compiler on a background thread, and this
+    returns None until it is ready (:func:`native_pending`), so that the first launch of a
+    process does not wait some 200 ms for the compiler; launches go through cuda-bindings
+    meanwhile and take the native path once it is ready."""
+    if _state.native_chosen:
+        return _state.native
+    builder = None
+    with _state.lock:
+        if _state.native_chosen:
+            return _state.native
+        builder = _state.native_builder
+        if builder is None:
+            if not wait and _build_in_background():
+                # Not a daemon: exiting waits for the compiler rather than leave half a build.
+                _state.native_builder = threading.Thread(target=_choose_in_background, name="polytile-native-build")
+                _state.native_builder.start()
+                return None
+            _state.native, _state.native_reason = _choose_native()
+            _state.native_chosen = True
+            return _state.native
+    if not wait:
+        return None
+    builder.join()
     return _state.native
+
+
+def native_pending() -> bool:
+    """Whether the native launcher is being built in the background (see :func:`native_launcher`)."""
+    return not _state.native_chosen and _state.native_builder is not None
+
+
+def _build_in_background() -> bool:
+    """Whether choosing the native launcher now means running the C compiler, under the
+    'auto' setting with the real driver bindings (so it is worth a thread)."""
+    from polytile import config
+    from polytile.runtime.cache import cache_directory
+    from polytile.runtime.launcher import NativeBuildError, native_module_path
+
+    if config.get("nvidia_launch") != "auto":
+        return False
+    if getattr(bindings(), "__name__", None) != "cuda.bindings.driver":
+        return False
+    try:
+        return not native_module_path("_polytile_nvidia_launch", _NATIVE_SOURCE, cache_directory() / "native")[2].is_file()
+    except NativeBuildError:
+        return False  # choosing is quick then: the reason why not is all there is to find
+
+
+def _choose_in_background() -> None:
+    try:
+        native, reason = _choose_native()
+    except Exception as exc:  # noqa: BLE001 - 'auto' falls back; the reason is kept for launch_path
+        native, reason = None, f"the native launcher cannot be used: {exc}"
+    with _state.lock:
+        _state.native, _state.native_reason = native, reason
+        _state.native_chosen = True
 
 
 def launch_path() -> str:

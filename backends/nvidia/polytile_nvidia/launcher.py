@@ -76,6 +76,8 @@ class Launcher(LauncherBase):
         #: native launcher's view of the loaded devices, replaced whole on each load.
         self._table = b""
         self._native_types = 0
+        #: The native launcher is being built in the background: take it once ready.
+        self._awaiting_native = False
 
     def __call__(self, grid: tuple[int, int, int], args: Sequence[Any], stream: Any = None) -> None:
         plan = self._plan
@@ -118,9 +120,8 @@ class Launcher(LauncherBase):
 
     def _load(self, device: int) -> tuple[Any, int, Any]:
         if not self._loaded:
-            self._native = driver.native_launcher()
-            if self._native is not None:
-                self._native_launch = self._native.launch
+            self._adopt(driver.native_launcher(wait=False))
+            self._awaiting_native = self._native is None and driver.native_pending()
         module = driver.load_module(self.image, device=device, name=self.kernel_name)
         function = module.function(self.kernel_name)
         function.check_block_size(self.block)
@@ -129,6 +130,19 @@ class Launcher(LauncherBase):
         context = driver.primary_context(device)
         self._functions[device] = function
         return context, int(context), function.handle
+
+    def _adopt(self, native: Any) -> None:
+        self._native = native
+        if native is not None:
+            self._native_launch = native.launch
+
+    def _take_native_when_ready(self) -> None:
+        if driver.native_pending():
+            return
+        self._awaiting_native = False
+        self._adopt(driver.native_launcher())
+        if self._native is not None and self._loaded:
+            self._loaded_changed()
 
     def _loaded_changed(self) -> None:
         if self._native is not None and self._plan is None:
@@ -141,6 +155,8 @@ class Launcher(LauncherBase):
 
     def _launch(self, loaded: tuple[Any, int, Any], gx: int, gy: int, gz: int, stream: Any, device: int) -> None:
         context, context_id, function = loaded
+        if self._awaiting_native:
+            self._take_native_when_ready()
         if self._native is not None:
             result = self._native.launch_packed(int(function), context_id, gx, gy, gz, self.block, self.shared,
                                                 int(stream), self._params)

@@ -162,14 +162,10 @@ def c_compiler() -> str | None:
     return None
 
 
-def build_native_module(name: str, source: Path, directory: Path) -> Any:
-    """Import the C extension ``name`` built from ``source``, building it first if needed.
-
-    The shared object lives in ``directory`` under a name holding the hash of the source,
-    the compiler and this Python's version and headers, so that any change rebuilds it;
-    it is written to a temporary file and renamed, so a concurrent build or a crash never
-    leaves a half-written one.  :class:`NativeBuildError` says why it could not be built.
-    """
+def native_module_path(name: str, source: Path, directory: Path) -> tuple[str, str, Path]:
+    """(compiler, Python include directory, shared object) of the C extension ``name``:
+    the object exists when it was built before.  :class:`NativeBuildError` when it cannot
+    be built here."""
     if not source.is_file():
         raise NativeBuildError(f"its source '{source}' is missing (the package was installed without it)")
     include = sysconfig.get_paths().get("include", "")
@@ -182,7 +178,18 @@ def build_native_module(name: str, source: Path, directory: Path) -> Any:
     code = source.read_bytes()
     digest = hashlib.sha256(b"\0".join([code, compiler.encode(), include.encode(), sys.version.encode()])).hexdigest()
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    target = directory / f"{name}-{digest[:20]}{suffix}"
+    return compiler, include, directory / f"{name}-{digest[:20]}{suffix}"
+
+
+def build_native_module(name: str, source: Path, directory: Path) -> Any:
+    """Import the C extension ``name`` built from ``source``, building it first if needed.
+
+    The shared object lives in ``directory`` under a name holding the hash of the source,
+    the compiler and this Python's version and headers, so that any change rebuilds it;
+    it is written to a temporary file and renamed, so a concurrent build or a crash never
+    leaves a half-written one.  :class:`NativeBuildError` says why it could not be built.
+    """
+    compiler, include, target = native_module_path(name, source, directory)
     with _build_lock:
         if not target.is_file():
             _compile(compiler, include, source, target)
@@ -220,4 +227,4 @@ def _compile(compiler: str, include: str, source: Path, target: Path) -> None:
 
 
 __all__ = ["LauncherBase", "NativeBuildError", "argument_count_error", "build_native_module", "c_compiler",
-           "mixed_devices_error"]
+           "mixed_devices_error", "native_module_path"]

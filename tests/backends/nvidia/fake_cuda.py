@@ -239,8 +239,17 @@ def native_module(tmp_path_factory):
 def use_native_launcher(fake: FakeDriver, module, monkeypatch) -> None:
     """Make the NVIDIA backend launch through ``module`` calling into ``fake`` (through C
     function pointers, as it calls libcuda)."""
-    from polytile.runtime.args import torch_current_stream
     from polytile_nvidia import driver
+
+    configure_native_launcher(fake, module)
+    monkeypatch.setattr(driver._state, "native", module)
+    monkeypatch.setattr(driver._state, "native_reason", "the test's")
+    monkeypatch.setattr(driver._state, "native_chosen", True)
+
+
+def configure_native_launcher(fake: FakeDriver, module) -> None:
+    """Point ``module``'s driver calls at ``fake``."""
+    from polytile.runtime.args import torch_current_stream
 
     def launch(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         return int(fake.cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared, stream or 0, params, extra)[0])
@@ -255,9 +264,6 @@ def use_native_launcher(fake: FakeDriver, module, monkeypatch) -> None:
     entry_points = (_LAUNCH_KERNEL(launch), _CTX_GET_CURRENT(get_current), _CTX_SET_CURRENT(set_current))
     _ENTRY_POINTS.append(entry_points)
     module.configure(*(ctypes.cast(entry, ctypes.c_void_p).value for entry in entry_points), torch_current_stream)
-    monkeypatch.setattr(driver._state, "native", module)
-    monkeypatch.setattr(driver._state, "native_reason", "the test's")
-    monkeypatch.setattr(driver._state, "native_chosen", True)
 
 
 # -- real GPUs ---------------------------------------------------------------------------

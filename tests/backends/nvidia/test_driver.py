@@ -211,3 +211,21 @@ def test_the_backend_reports_its_launch_path_for_polytile_info(fake_driver):
 
     assert NvidiaBackend().launch_path() == driver.launch_path()
     assert NvidiaBackend().launch_path().startswith("cuda-bindings cuLaunchKernel: ")
+
+
+def test_only_a_launcher_not_built_yet_under_auto_is_built_in_the_background(real_looking_bindings, tmp_path):
+    from polytile import config
+    from polytile.runtime.launcher import NativeBuildError, native_module_path
+
+    try:
+        _, _, built = native_module_path("_polytile_nvidia_launch", driver._NATIVE_SOURCE, tmp_path / "native")
+    except NativeBuildError as exc:
+        pytest.skip(f"the native launcher cannot be built here: {exc}")
+    with config.override(nvidia_launch="auto", cache_dir=str(tmp_path)):
+        assert driver._build_in_background()
+        built.parent.mkdir(parents=True)
+        built.write_bytes(b"")
+        assert not driver._build_in_background()  # loading a built one is quick
+        built.unlink()
+    with config.override(nvidia_launch="native", cache_dir=str(tmp_path)):
+        assert not driver._build_in_background()  # 'native' waits, and fails loudly

@@ -20,8 +20,8 @@ from polytile.runtime import args as polytile_args
 from polytile_nvidia.driver import CudaDriverError, OutOfResourcesError
 from polytile_nvidia.launcher import Launcher
 
-from .fake_cuda import (CUresult, DeviceBuffer, FakeGpu, Kernel, fake_driver, native_module,  # noqa: F401
-                        nvidia_gpu, torch_cuda, use_native_launcher)
+from .fake_cuda import (CUresult, DeviceBuffer, FakeGpu, Kernel, configure_native_launcher, fake_driver,  # noqa: F401
+                        native_module, nvidia_gpu, torch_cuda, use_native_launcher)
 from .ptx_kernels import DYNAMIC_SHARED, SCALARS, VECTOR_ADD
 from .test_arguments import CaiArray, Tensor
 
@@ -44,6 +44,40 @@ def add(fake, fake_driver):
     fake_driver.gpus = [FakeGpu(), FakeGpu()]
     fake_driver.images[IMAGE] = {"add_kernel": Kernel((8, 8, 8, 4))}
     return Launcher(IMAGE, "add_kernel", ADD_PARAMS, num_warps=4)
+
+
+def test_launches_go_through_cuda_bindings_until_the_native_launcher_is_built(fake_driver, native_module,
+                                                                             monkeypatch):
+    # A native launcher not built yet is built on a thread: the first launch of a process
+    # must not wait for the C compiler.
+    import threading
+
+    from polytile_nvidia import driver
+
+    release = threading.Event()
+
+    def build():
+        assert release.wait(30)
+        configure_native_launcher(fake_driver, native_module)
+        return native_module, "built by the test"
+
+    monkeypatch.setattr(driver, "_build_in_background", lambda: True)
+    monkeypatch.setattr(driver, "_choose_native", build)
+    fake_driver.gpus = [FakeGpu()]
+    fake_driver.images[IMAGE] = {"add_kernel": Kernel((8, 8, 8, 4))}
+    add = Launcher(IMAGE, "add_kernel", ADD_PARAMS, num_warps=4)
+    args = [Tensor(0x1000, 0), Tensor(0x2000, 0), Tensor(0x3000, 0), 1000]
+    add((3, 1, 1), args)
+    assert driver.native_pending() and add._native is None and "cuda-bindings" in repr(add)
+    release.set()
+    driver._state.native_builder.join()
+    assert not driver.native_pending()
+    add((3, 1, 1), args)  # takes the native launcher on this launch
+    add((4, 1, 1), args)  # and its fast path from then on
+    assert add._native is native_module and add._plan is not None and "native launch" in repr(add)
+    assert [launch.grid for launch in fake_driver.launches] == [(3, 1, 1), (3, 1, 1), (4, 1, 1)]
+    assert len({tuple(launch.arguments) for launch in fake_driver.launches}) == 1
+    assert driver.launch_path() == "native (C extension calling cuLaunchKernel): built by the test"
 
 
 def test_launch_passes_grid_block_and_arguments(add, fake_driver):
