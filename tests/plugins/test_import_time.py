@@ -170,3 +170,29 @@ def test_a_failed_plugin_error_names_it_when_its_op_is_missing():
     error = pm.failure_for("broken")
     assert isinstance(error, PluginError)
     assert "plugin 'broken' (distribution 'dist-broken' 1.2) failed to load: ValueError: bad" in str(error)
+
+
+def test_a_core_dialect_imported_inside_a_plugins_hook_is_the_cores():
+    # polytile.dialects.gpu is imported on first need, which may be a plugin's hook body
+    # (inside owned_by that plugin): its ops and dialect are still the core's.
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import sys
+        import polytile.language
+        from polytile.ir.registry import IR_REGISTRY
+        from polytile.plugins.registry import CORE_OWNER, PluginInfo
+        assert "polytile.dialects.gpu" not in sys.modules, "the language imported the gpu dialect"
+        plugin = PluginInfo("someplugin", "some-dist", "1.0")
+        with IR_REGISTRY.ops.owned_by(plugin), IR_REGISTRY.dialects.owned_by(plugin):
+            from polytile.dialects import gpu
+            IR_REGISTRY.ops.add("someplugin.op", object())  # the plugin's own stays its own
+        assert IR_REGISTRY.ops.owner_of("gpu.convert_layout") == CORE_OWNER
+        assert IR_REGISTRY.dialects.owner_of("gpu") == CORE_OWNER
+        assert IR_REGISTRY.ops.owner_of("someplugin.op") == plugin
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.stdout.strip() == "ok", done.stderr

@@ -62,13 +62,12 @@ def _toolchain_fingerprint() -> str:
     import hashlib
     import sys
 
-    from polytile.plugins.distributions import distributions, normalize
+    from polytile.plugins.distributions import distributions
 
     parts = [sys.executable, sys.prefix, *sys.path]
     parts += [f"{name}={config.get(name)}" for name in ("nvidia_assembler", "cuda_home", "ptxas_path")]
     parts += [f"{name}={os.environ.get(name, '')}" for name in _TOOLCHAIN_ENVIRONMENT]
-    parts += sorted(f"{d.name}=={d.version}" for d in distributions()
-                    if normalize(d.name).startswith(_TOOLCHAIN_DISTRIBUTION_PREFIXES))
+    parts += sorted(f"{d.name}=={d.version}" for d in distributions() if d.key.startswith(_TOOLCHAIN_DISTRIBUTION_PREFIXES))
     parts.append(_stamp(Path(_LINKER_CACHE)))
     try:
         parts.append(_stamp(find_ptxas()))

@@ -1,4 +1,10 @@
-"""The core dialects.  Importing this package registers them with the IR registry."""
+"""The core dialects.  Importing this package registers them with the IR registry.
+
+The ``gpu`` dialect (layouts, shared memory) is registered when first needed, by
+``import polytile.dialects.gpu`` or by asking this package for ``GPU_DIALECT`` or
+``CORE_DIALECTS``: a kernel module (``import polytile.language``) and a launch from the
+disk cache need none of it, and its layout machinery is a good part of the import time.
+"""
 
 import dataclasses as _dataclasses
 
@@ -6,7 +12,6 @@ from ..ir.registry import IR_REGISTRY
 from .arith import ARITH_DIALECT
 from .builtin import BUILTIN_DIALECT
 from .func import FUNC_DIALECT
-from .gpu import GPU_DIALECT
 from .math import MATH_DIALECT
 from .scf import SCF_DIALECT
 from .tile import TILE_DIALECT as _TILE_CORE
@@ -19,8 +24,18 @@ from .tile_shape import TILE_SHAPE_OPS
 TILE_DIALECT = _dataclasses.replace(_TILE_CORE, ops=_TILE_CORE.ops + TILE_SHAPE_OPS + TILE_DEBUG_OPS
                                   + TILE_BLOCK_OPS)
 
-CORE_DIALECTS = (BUILTIN_DIALECT, FUNC_DIALECT, ARITH_DIALECT, MATH_DIALECT, SCF_DIALECT, TILE_DIALECT, GPU_DIALECT)
+_TILE_LEVEL_DIALECTS = (BUILTIN_DIALECT, FUNC_DIALECT, ARITH_DIALECT, MATH_DIALECT, SCF_DIALECT, TILE_DIALECT)
 
-for _dialect in CORE_DIALECTS:
+for _dialect in _TILE_LEVEL_DIALECTS:
     if _dialect.name not in IR_REGISTRY.dialects:
         IR_REGISTRY.register(_dialect)
+
+
+def __getattr__(name: str):
+    if name in ("GPU_DIALECT", "CORE_DIALECTS"):
+        from .gpu import GPU_DIALECT  # registers itself
+
+        globals()["GPU_DIALECT"] = GPU_DIALECT
+        globals()["CORE_DIALECTS"] = (*_TILE_LEVEL_DIALECTS, GPU_DIALECT)
+        return globals()[name]
+    raise AttributeError(f"module 'polytile.dialects' has no attribute '{name}'")

@@ -40,7 +40,7 @@ from ..ir import types as t
 from ..ir.constraints import IntScalar, Tile, TypeConstraint
 from ..ir.opdef import Attr, Operand, Pure, Result, define_op, op_error
 from ..ir.operation import Operation
-from ..ir.registry import Dialect
+from ..ir.registry import IR_REGISTRY, Dialect
 
 
 @dataclass(frozen=True, repr=False)
@@ -259,6 +259,9 @@ GPU_DIALECT = Dialect("gpu", ops=(ConvertLayoutOp, LocalAllocOp, LocalStoreOp, L
                                   AsyncCommitGroupOp, AsyncWaitOp, LocalLoadSlotOp),
                       types=(BufferType,), attributes=tuple(LAYOUT_ATTRIBUTES),
                       doc="Layouts of distributed tiles, shared-memory buffers, and the conversions between them.")
+
+if GPU_DIALECT.name not in IR_REGISTRY.dialects:  # imported on first need (see dialects/__init__)
+    IR_REGISTRY.register(GPU_DIALECT)
 
 __all__ = ["AsyncCommitGroupOp", "AsyncCopyOp", "AsyncWaitOp", "BarrierOp", "BufferType", "LocalLoadSlotOp", "ConvertLayoutOp", "GPU_DIALECT", "LocalAllocOp", "LocalLoadOp",
            "LocalStoreOp"]

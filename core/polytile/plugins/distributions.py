@@ -9,7 +9,8 @@ reading the few small files ourselves takes a millisecond or two.
 
 The rules are importlib.metadata's: the folders of every ``sys.path`` directory, in
 order; a distribution found twice (under two spellings of its name, say) counts once,
-the first found; name and version come from the ``METADATA`` (``PKG-INFO``) headers.
+the first found, by the name its folder gives (``<name>-<version>.dist-info``); name
+and version come from the ``METADATA`` (``PKG-INFO``) headers, read when asked for.
 The scan is kept per process and made again when ``sys.path`` or the modification time
 of one of its directories changes (a ``pip install`` during a test session).
 """
@@ -34,14 +35,44 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-@dataclass(frozen=True)
 class Distribution:
-    name: str
-    version: str
-    #: The ``*.dist-info`` (or ``*.egg-info``) folder.
-    path: str
-    #: ``{group: [(name, value), ...]}`` from ``entry_points.txt``.
-    entry_point_table: dict[str, list[tuple[str, str]]] = field(default_factory=dict, repr=False, compare=False)
+    """One installed distribution.  Its name, version and entry points are read from the
+    folder's files on first use: of the hundreds of distributions in a large environment,
+    a fresh process reads the metadata of the few with polytile entry points, not all."""
+
+    __slots__ = ("path", "key", "_headers", "_entry_points")
+
+    def __init__(self, path: str, key: str):
+        #: The ``*.dist-info`` (or ``*.egg-info``) folder.
+        self.path = path
+        #: The normalized name, from the folder's name (what importlib.metadata dedupes by).
+        self.key = key
+        self._headers: dict[str, str] | None = None
+        self._entry_points: dict[str, list[tuple[str, str]]] | None = None
+
+    def _header(self, name: str) -> str:
+        if self._headers is None:
+            self._headers = _headers(os.path.join(self.path, "METADATA")) or \
+                _headers(os.path.join(self.path, "PKG-INFO"))
+        return self._headers.get(name, "")
+
+    @property
+    def name(self) -> str:
+        return self._header("Name")
+
+    @property
+    def version(self) -> str:
+        return self._header("Version")
+
+    @property
+    def entry_point_table(self) -> dict[str, list[tuple[str, str]]]:
+        """``{group: [(name, value), ...]}`` from ``entry_points.txt``."""
+        if self._entry_points is None:
+            self._entry_points = _entry_point_table(os.path.join(self.path, "entry_points.txt"))
+        return self._entry_points
+
+    def __repr__(self) -> str:
+        return f"Distribution(name={self.name!r}, version={self.version!r}, path={self.path!r})"
 
 
 @dataclass(frozen=True)
@@ -81,9 +112,8 @@ def distributions() -> list[Distribution]:
         seen: set[str] = set()
         for directory, _ in stamp:
             for dist in _distributions_in(directory):
-                key = normalize(dist.name)
-                if key not in seen:
-                    seen.add(key)
+                if dist.key not in seen:
+                    seen.add(dist.key)
                     found.append(dist)
         _scanned = (stamp, found)
     return found
@@ -98,7 +128,7 @@ def entry_points(group: str) -> list[EntryPoint]:
 def version(name: str) -> str | None:
     """The installed version of distribution ``name``, or None when it is not installed."""
     wanted = normalize(name)
-    return next((d.version for d in distributions() if normalize(d.name) == wanted), None)
+    return next((d.version for d in distributions() if d.key == wanted), None)
 
 
 def installed_versions(*names: str) -> dict[str, str]:
@@ -126,10 +156,12 @@ def _distributions_in(directory: str) -> list[Distribution]:
         return []
     found = []
     for folder in folders:
-        headers = _headers(os.path.join(folder, "METADATA")) or _headers(os.path.join(folder, "PKG-INFO"))
-        if headers.get("Name"):
-            found.append(Distribution(headers["Name"], headers.get("Version", ""), folder,
-                                      _entry_point_table(os.path.join(folder, "entry_points.txt"))))
+        # "<name>-<version>.dist-info", the name's own dashes escaped as underscores; an
+        # egg-info folder may have no version ("<name>.egg-info").
+        stem = os.path.basename(folder).rsplit(".", 1)[0]
+        dist = Distribution(folder, normalize(stem.split("-", 1)[0]))
+        if dist.key:
+            found.append(dist)
     return found
 
 

@@ -90,6 +90,17 @@ def _importing_module() -> str:
     return "" if frame is None else str(frame.f_globals.get("__name__", ""))
 
 
+def _core_module_importing() -> bool:
+    """Whether the registration comes from a core module's top-level code while it is
+    imported: a lazily imported core module (``polytile.dialects.gpu``, first needed
+    inside a plugin's hook) registers its ops as the core's, whoever caused the import."""
+    module = _importing_module()
+    if module != "polytile" and not module.startswith("polytile."):
+        return False
+    spec = getattr(sys.modules.get(module), "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))
+
+
 def _import_scope_owner() -> tuple[PluginInfo, ImportScope | None]:
     scope = _IMPORTING.get()
     if scope is None:
@@ -110,10 +121,11 @@ class Registry(Generic[T]):
 
     @property
     def _owner(self) -> PluginInfo:
-        """Who a registration without an ``owner`` argument belongs to: the plugin of the
-        enclosing :meth:`owned_by`, else the plugin being imported, else the core."""
+        """Who a registration without an ``owner`` argument belongs to: the core when a core
+        module's import makes it; else the plugin of the enclosing :meth:`owned_by`, else
+        the plugin being imported, else the core."""
         if self._explicit_owner is not None:
-            return self._explicit_owner
+            return CORE_OWNER if _core_module_importing() else self._explicit_owner
         return _import_scope_owner()[0]
 
     @contextlib.contextmanager
@@ -131,6 +143,8 @@ class Registry(Generic[T]):
             owner = self._explicit_owner
             if owner is None:
                 owner, scope = _import_scope_owner()
+            elif _core_module_importing():
+                owner = CORE_OWNER
         existing = self._entries.get(name)
         if existing is not None and existing[0] is not obj:
             first = existing[1]

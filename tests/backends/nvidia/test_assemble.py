@@ -232,7 +232,10 @@ def test_a_changed_toolchain_is_probed_again(monkeypatch, tmp_path):
     assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0"}
     _new_process()
     module.version = lambda: (13, 1)
-    installed = [distributions.Distribution("nvidia-nvjitlink", "13.1.0", str(tmp_path))]
+    folder = tmp_path / "nvidia_nvjitlink-13.1.0.dist-info"
+    folder.mkdir()
+    (folder / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-nvjitlink\nVersion: 13.1.0\n\n")
+    installed = [distributions.Distribution(str(folder), "nvidia-nvjitlink")]
     monkeypatch.setattr(distributions, "distributions", lambda: installed)
     assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.1"}
     _new_process()
