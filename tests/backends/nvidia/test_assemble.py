@@ -33,14 +33,6 @@ def _fresh_toolchain_state():
 
 
 @pytest.fixture
-def ptxas():
-    try:
-        return assemble.find_ptxas()
-    except toolkit.ToolkitNotFoundError:
-        pytest.skip("no ptxas on this machine")
-
-
-@pytest.fixture
 def no_nvjitlink(monkeypatch):
     def missing():
         raise RuntimeError('Failure finding "libnvJitLink.so.13"')

@@ -17,14 +17,6 @@ from polytile_nvidia.registers import (cubin_registers, register_budget, threads
 from .ptx_kernels import VECTOR_ADD
 
 
-@pytest.fixture
-def ptxas():
-    try:
-        return assemble.find_ptxas()
-    except toolkit.ToolkitNotFoundError:
-        pytest.skip("no ptxas on this machine")
-
-
 @pytest.mark.parametrize("registers, threads, budget", [
     (104, 256, 128),   # two blocks of 256 fit at 104 and still at 128
     (147, 256, 255),   # one block at 147: every register a thread can address
