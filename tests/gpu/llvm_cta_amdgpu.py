@@ -72,6 +72,8 @@ def dpp_source(ctrl: int, lane: int, warp_size: int) -> int | None:
         return lane - n if in_row >= n else None
     if 0x121 <= ctrl <= 0x12F:  # row_ror
         return base + ((in_row - (ctrl & 15)) & 15)
+    if ctrl == 0x138:  # wave_shr:1 (gfx8/gfx9)
+        return lane - 1 if lane >= 1 else None
     if ctrl == 0x140:  # row_mirror
         return base + 15 - in_row
     if ctrl == 0x141:  # row_half_mirror

@@ -162,7 +162,8 @@ def test_1d_scans_assemble(block, num_warps, reverse, kind, tmp_path):
                                    num_warps=num_warps, arch=arch)
         ptx = result.context.artifacts["ptx"]
         assembles(ptx, arch, tmp_path)
-    assert "shfl.sync.idx.b32" in ptx
+    # Forward, the lanes shift (shfl.up by 2^s); reversed, they fetch computed lanes.
+    assert ("shfl.sync.idx.b32" if reverse else "shfl.sync.up.b32") in ptx
     assert ("bar.sync" in ptx) == (num_warps > 1)
 
 

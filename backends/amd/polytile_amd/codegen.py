@@ -134,7 +134,7 @@ def _shuffles(warp_size: int) -> tuple[Any, Any, Any]:
         lane = lane_id(builder, warp_size)
         return bpermute(builder, value, builder.xor(lane, ir.Constant(_I32, lane_mask)))
 
-    def shuffle_up(builder: ir.IRBuilder, value: Any, delta: int) -> Any:
+    def shuffle_up(builder: ir.IRBuilder, value: Any, delta: int, span: int = 0) -> Any:
         lane = lane_id(builder, warp_size)
         below = builder.icmp_unsigned("<", lane, ir.Constant(_I32, delta))
         source = builder.select(below, lane, builder.sub(lane, ir.Constant(_I32, delta)))
@@ -188,7 +188,7 @@ def amd_gpu_target(arch: str, waves_per_eu: int = 0) -> GpuTarget:
         backend_name="AMD", arch=arch, triple=TRIPLE, data_layout=data_layout(arch), warp_size=warp_size,
         kernel_calling_convention="amdgpu_kernel", read_id=read_id, barrier=barrier,
         shuffle_xor=lanes.shuffle_xor_hook(arch, shuffle_xor),
-        shuffle_up=shuffle_up, shuffle_idx=shuffle_idx, math=devicelibs.MATH, printf=devicelibs.printf,
+        shuffle_up=lanes.shuffle_up_hook(arch, shuffle_up), shuffle_idx=shuffle_idx, math=devicelibs.MATH, printf=devicelibs.printf,
         assert_fail=devicelibs.assert_fail, annotate_kernel=_annotate(waves_per_eu),
         global_address_space=1, shared_address_space=3, math_library_prefix=devicelibs.OCML_PREFIX,
         # No max_shared_bytes: the LDS plugin (polytile-lds) checks the limit after

@@ -14,6 +14,10 @@ lane mask     gfx9 (CDNA, wave64)                gfx11 (RDNA3, wave32)
 32            ``ds_bpermute``                    (no such lane)
 ============  =================================  =============================
 
+Scans shift instead (``shuffle_up``, lane ``l - 2^s``): DPP ``row_shr`` when the lanes along
+the axis fit in a row of 16, ``wave_shr:1`` for the first step on gfx9, ``ds_bpermute``
+for the rest.
+
 ``ds_swizzle`` is still an LDS-pipe instruction, but needs no address computation and
 no lane id.  Its bitmask mode works on groups of 32 lanes, so masks up to 31 are exact on
 wave64 too.  Values wider than 32 bits move as 32-bit words.
@@ -32,6 +36,10 @@ _I64 = ir.IntType(64)
 
 #: DPP controls (the ``dpp_ctrl`` operand of ``llvm.amdgcn.update.dpp``).
 DPP_ROW_XMASK = 0x160
+#: ``row_shr:n`` (n = 1..15): lane ``l`` reads ``l - n`` within its row of 16 lanes.
+DPP_ROW_SHR = 0x110
+#: ``wave_shr:1`` (gfx8/gfx9 only): lane ``l`` reads ``l - 1`` across the whole wavefront.
+DPP_WAVE_SHR1 = 0x138
 #: All four rows and banks of a wavefront take part in the move.
 DPP_ALL_ROWS = 0xF
 #: ``ds_swizzle`` bitmask mode: lane ``((l & and) | or) ^ xor`` within 32 lanes.
@@ -110,6 +118,27 @@ def move_words(builder: ir.IRBuilder, value: Any, move: Move32) -> Any:
     return out if is_int else builder.bitcast(out, value.type)
 
 
+def up_move(arch: str, delta: int, span: int) -> Move32 | None:
+    """A DPP move giving each lane at least ``delta`` into its group of ``span`` lanes the
+    value of lane ``lane - delta``, or None (ds_bpermute then)."""
+    if span <= 16 and delta < 16:
+        return _dpp(DPP_ROW_SHR | delta)  # the span lies inside a row: no lane crosses one
+    if delta == 1 and not has_row_xmask(arch):
+        return _dpp(DPP_WAVE_SHR1)  # wave shifts exist on gfx9 (CDNA), not on gfx10+
+    return None
+
+
+def shuffle_up_hook(arch: str, fallback: Callable[[Any, Any, int, int], Any]) -> Callable[[Any, Any, int, int], Any]:
+    """``GpuTarget.shuffle_up`` for ``arch``: a DPP shift where one reaches, ``fallback``
+    (ds_bpermute of ``lane - delta``) for the rest."""
+    def shuffle_up(builder: ir.IRBuilder, value: Any, delta: int, span: int) -> Any:
+        move = up_move(arch, delta, span)
+        if move is None:
+            return fallback(builder, value, delta, span)
+        return move_words(builder, value, move)
+    return shuffle_up
+
+
 def shuffle_xor_hook(arch: str, fallback: Callable[[Any, Any, int], Any]) -> Callable[[Any, Any, int], Any]:
     """``GpuTarget.shuffle_xor`` for ``arch``: the fixed-pattern moves above, ``fallback``
     (ds_bpermute) for the rest."""
@@ -121,4 +150,5 @@ def shuffle_xor_hook(arch: str, fallback: Callable[[Any, Any, int], Any]) -> Cal
     return shuffle_xor
 
 
-__all__ = ["has_row_xmask", "move_words", "quad_perm", "shuffle_xor_hook", "swizzle_xor", "xor_move"]
+__all__ = ["has_row_xmask", "move_words", "quad_perm", "shuffle_up_hook", "shuffle_xor_hook", "swizzle_xor", "up_move",
+           "xor_move"]

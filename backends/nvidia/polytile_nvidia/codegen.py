@@ -82,8 +82,9 @@ def shuffle_xor(builder: ir.IRBuilder, value: Any, lane_mask: int) -> Any:
     return _shuffle(builder, "bfly", value, lane_mask, 0x1F)
 
 
-def shuffle_up(builder: ir.IRBuilder, value: Any, delta: int) -> Any:
-    # c = 0: lanes below delta keep their own value (PTX shfl.up semantics).
+def shuffle_up(builder: ir.IRBuilder, value: Any, delta: int, span: int = 32) -> Any:
+    # c = 0: the whole warp is one segment, lanes below delta keep their own value (PTX
+    # shfl.up); every lane at least delta into its span is at least delta into the warp.
     return _shuffle(builder, "up", value, delta, 0)
 
 

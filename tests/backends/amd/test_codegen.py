@@ -155,7 +155,7 @@ def test_shuffles_of_every_width_select(arch):
     for ptr, type_ in zip(fn.args, types):
         value = b.load(ptr, typ=type_)
         value = target.shuffle_xor(b, value, WAVEFRONT[arch] // 2)
-        value = target.shuffle_up(b, value, 3)
+        value = target.shuffle_up(b, value, 3, WAVEFRONT[arch])
         value = target.shuffle_idx(b, value, target.read_id(b, "thread_id", 0))
         target.barrier(b)
         b.store(value, ptr)

@@ -16,7 +16,8 @@ import polytile.language as pl
 from gpu.llvm_cta import run_kernel
 from gpu.llvm_cta_amdgpu import dpp_source, swizzle_source
 from polytile_amd.codegen import amd_gpu_target
-from polytile_amd.lanes import DPP_ROW_XMASK, has_row_xmask, quad_perm, swizzle_xor, xor_move
+from polytile_amd.lanes import (DPP_ROW_SHR, DPP_ROW_XMASK, DPP_WAVE_SHR1, has_row_xmask, quad_perm, swizzle_xor, up_move,
+                                xor_move)
 
 from .kernels import ARCHS, WAVEFRONT, compile_amd
 
@@ -88,17 +89,24 @@ def _reduce_case(arch, rows, cols, num_warps):
     return artifacts, args, [x.sum(1), x.sum(0), x.cumsum(1)]
 
 
-@pytest.mark.parametrize("arch, rows, cols, num_warps", [
-    ("gfx942", 4, 64, 1), ("gfx942", 64, 64, 4), ("gfx90a", 2, 128, 2),
-    ("gfx1100", 4, 64, 1), ("gfx1100", 32, 64, 2),
+ROW_SHR = {DPP_ROW_SHR | delta for delta in (1, 2, 4, 8)}
+
+
+@pytest.mark.parametrize("arch, rows, cols, num_warps, scan_moves", [
+    # The scan's 16 lanes along a row: DPP row_shr for every step.
+    ("gfx942", 4, 64, 1, ROW_SHR), ("gfx942", 64, 64, 4, ROW_SHR),
+    # 64 lanes along the axis: wave_shr:1 (gfx9), then ds_bpermute across rows.
+    ("gfx90a", 2, 128, 2, {DPP_WAVE_SHR1}),
+    ("gfx1100", 4, 64, 1, ROW_SHR), ("gfx1100", 32, 64, 2, ROW_SHR),
 ])
-def test_reductions_and_scans_match_numpy(arch, rows, cols, num_warps):
+def test_reductions_and_scans_match_numpy(arch, rows, cols, num_warps, scan_moves):
     artifacts, args, expected = _reduce_case(arch, rows, cols, num_warps)
     text = artifacts["llvm_ir"]
     # The row sums' butterflies: DPP for the in-quad (and on gfx11 in-row) steps, swizzles
-    # for the rest up to 16; the scans fetch run-time lanes (ds_bpermute).
+    # for the rest up to 16.  The scans shift lanes (shuffle_up): DPP where a shift reaches.
     assert "llvm.amdgcn.update.dpp" in text and "llvm.amdgcn.ds.swizzle" in text
-    assert "llvm.amdgcn.ds.bpermute" in text
+    controls = {int(c) for c in re.findall(r'update\.dpp\.i32"\(i32 [^,]+, i32 [^,]+, i32 (\d+)', text)}
+    assert scan_moves <= controls
     run_kernel(artifacts, args, num_warps, WAVEFRONT[arch])
     for got, want in zip(args[1:], expected):
         np.testing.assert_array_equal(got, want)
@@ -122,3 +130,52 @@ def test_reductions_assemble_for_every_arch(arch):
     assert ("row_xmask" in assembly) == has_row_xmask(arch)
     assert "ds_swizzle_b32" in assembly
     assert artifacts["hsaco"]
+
+
+# -- scans' shifts (shuffle_up) --------------------------------------------------------
+
+
+def _control(move) -> int:
+    """The DPP control a move emits."""
+    module = ir.Module()
+    builder = ir.IRBuilder(ir.Function(module, ir.FunctionType(ir.VoidType(), []), "f").append_basic_block())
+    move(builder, ir.Constant(ir.IntType(32), 0))
+    return int(re.search(r'update\.dpp\.i32"\(i32 [^,]+, i32 [^,]+, i32 (\d+)', str(module)).group(1))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_each_shift_reads_lane_minus_delta_wherever_the_contract_asks(arch):
+    # shuffle_up's contract: lane - delta for every lane at least delta into its span.
+    warp = WAVEFRONT[arch]
+    for span in (2, 4, 8, 16, 32, 64):
+        if span > warp:
+            continue
+        for delta in (1, 2, 4, 8, 16, 32):
+            if delta >= span:
+                continue
+            move = up_move(arch, delta, span)
+            if move is None:
+                continue  # ds_bpermute of lane - delta
+            control = _control(move)
+            for lane in range(warp):
+                if lane % span >= delta:
+                    assert dpp_source(control, lane, warp) == lane - delta, (arch, span, delta, lane)
+
+
+def test_shifts_use_dpp_within_rows_and_wave_shr_only_on_gfx9():
+    assert _control(up_move("gfx942", 4, 16)) == DPP_ROW_SHR | 4
+    assert _control(up_move("gfx942", 1, 64)) == DPP_WAVE_SHR1
+    assert up_move("gfx942", 2, 64) is None  # crosses rows: ds_bpermute
+    assert up_move("gfx1100", 1, 32) is None  # no wave shifts on gfx10+
+    assert _control(up_move("gfx1100", 8, 16)) == DPP_ROW_SHR | 8
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_scans_over_a_whole_wavefront_assemble_for_every_arch(arch):
+    artifacts, args, expected = _reduce_case(arch, 2, 2 * WAVEFRONT[arch], 1)
+    assembly = artifacts["amdgcn"]
+    assert ("wave_shr:1" in assembly) == (not has_row_xmask(arch))
+    assert "row_shr" in assembly or "wave_shr" in assembly
+    run_kernel(artifacts, args, 1, WAVEFRONT[arch])
+    for got, want in zip(args[1:], expected):
+        np.testing.assert_array_equal(got, want)

@@ -203,6 +203,9 @@ class ThreadOps:
     def combine(self, lhs: Pack, rhs: Pack) -> Pack: raise NotImplementedError
     def shuffle_xor(self, value: Any, lane_mask: int) -> Any: raise NotImplementedError
     def shuffle_idx(self, value: Any, lane: Any) -> Any: raise NotImplementedError
+    #: Whether :meth:`shuffle_up` is there (the target's ``shuffle_up`` hook).
+    can_shuffle_up = False
+    def shuffle_up(self, value: Any, delta: int, span: int) -> Any: raise NotImplementedError
     def store(self, operand: int, slot: Any, value: Any) -> None: raise NotImplementedError
     def load(self, operand: int, slot: Any) -> Any: raise NotImplementedError
     def barrier(self) -> None: raise NotImplementedError
@@ -244,6 +247,14 @@ class LLVMThreadOps(LLVMOps, ThreadOps):
     def shuffle_xor(self, value, lane_mask):
         bits, back = self._as_bits(value)
         return back(self.ctx.target.shuffle_xor(self.b, bits, lane_mask))
+
+    @property
+    def can_shuffle_up(self):
+        return self.ctx.target.shuffle_up is not None
+
+    def shuffle_up(self, value, delta, span):
+        bits, back = self._as_bits(value)
+        return back(self.ctx.target.shuffle_up(self.b, bits, delta, span))
 
     def shuffle_idx(self, value, lane):
         shuffle = self.ctx.target.shuffle_idx
@@ -320,6 +331,13 @@ class SimulatedThreads(PyOps, ThreadOps):
 
     def shuffle_idx(self, value, lane):
         return value[self._threads(self.np.broadcast_to(lane, self.lane.shape))]
+
+    can_shuffle_up = True
+
+    def shuffle_up(self, value, delta, span):
+        # Lanes less than delta into their span read a lane of another span: the contract
+        # leaves their value open, and a scan must not use it.
+        return value[self._threads(self.lane - delta)]
 
     def barrier(self):
         self.epoch += 1

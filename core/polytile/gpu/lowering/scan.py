@@ -8,9 +8,10 @@ tile is larger than the layout's footprint (*chunks*; every blocked layout and s
 one is so).  Per scan line and chunk:
 
 1. each thread scans its consecutive registers in order; the last one is its total;
-2. lanes scan the thread totals: ``log2(lanes)`` steps, each fetching (``shuffle_idx``)
-   the running value of the lane ``2^s`` positions earlier along the axis; the value of
-   the previous lane then goes in front of the thread's elements;
+2. lanes scan the thread totals: ``log2(lanes)`` steps, each fetching the running value
+   of the lane ``2^s`` positions earlier along the axis (``shuffle_up`` by ``2^s`` when
+   the axis is on the low lane bits, else ``shuffle_idx`` of the computed lane); the
+   value of the previous lane then goes in front of the thread's elements;
 3. the warp's total (its last lane's value) is what later warps and chunks need: with
    several warps along the axis, every warp writes it to shared memory and, after a
    barrier, each thread folds, in axis order, the totals of every (chunk, warp) before
@@ -132,6 +133,13 @@ class _LaneSteps:
         lane = ops.lane
         own = ops.and_(lane, axis_mask)
         rest = ops.and_(lane, others)
+        #: With the axis on the low lane bits (lane = position along the axis + a multiple
+        #: of ``span``), step ``s`` reads lane ``lane - 2^s`` wherever it applies: a fixed
+        #: move (``shuffle_up``) where the target has one, no lane to compute.
+        self.span = 0
+        if not plan.reverse and ops.can_shuffle_up and plan.lane_bits == tuple(range(len(plan.lane_bits))):
+            self.span = 1 << len(plan.lane_bits)
+        self.deltas = [1 << bit for bit in plan.lane_bits]
         self.sources, self.applies = [], []
         for bit in plan.lane_bits:
             # Step 2^s along the axis is 2^bit in the lane id, borrowing (carrying)
@@ -140,9 +148,9 @@ class _LaneSteps:
                 moved = ops.and_(ops.add(ops.or_(lane, others), 1 << bit), axis_mask)
                 applies = ops.ult(own, axis_mask - (1 << bit) + 1)
             else:
-                moved = ops.and_(ops.sub(own, 1 << bit), axis_mask)
+                moved = None if self.span else ops.and_(ops.sub(own, 1 << bit), axis_mask)
                 applies = ops.ugt(own, (1 << bit) - 1)
-            self.sources.append(ops.xor(moved, rest))
+            self.sources.append(None if moved is None else ops.xor(moved, rest))
             self.applies.append(applies)
         self.last = ops.xor(rest, ops.const(0 if plan.reverse else axis_mask))
 
@@ -190,13 +198,20 @@ def emit_scan(plan: ScanPlan, ops: ThreadOps, inputs: Sequence[Sequence[Any]], w
     return out
 
 
+def _earlier(ops: ThreadOps, lanes: _LaneSteps, step: int, pack: Pack) -> Pack:
+    """The values of the lane ``2^step`` places earlier along the axis (where it applies)."""
+    if lanes.span:
+        return [ops.shuffle_up(v, lanes.deltas[step], lanes.span) for v in pack]
+    return [ops.shuffle_idx(v, lanes.sources[step]) for v in pack]
+
+
 def _across_lanes(ops: ThreadOps, lanes: _LaneSteps, values: list[Pack], need_total: bool) -> tuple[list[Pack], Any]:
     running = values[-1]
-    for source, applies in zip(lanes.sources, lanes.applies):
-        earlier = [ops.shuffle_idx(v, source) for v in running]
+    for step, applies in enumerate(lanes.applies):
+        earlier = _earlier(ops, lanes, step, running)
         running = ops.select_pack(applies, ops.combine(earlier, running), running)
     if len(values) > 1:
-        before = [ops.shuffle_idx(v, lanes.sources[0]) for v in running]
+        before = _earlier(ops, lanes, 0, running)
         values = _combine_in_front(ops, before, lanes.applies[0], values[:-1]) + [running]
     else:
         values = [running]

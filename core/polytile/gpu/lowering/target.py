@@ -49,9 +49,13 @@ class GpuTarget:
     barrier: Callable[[Any], None]
     #: ``shuffle_xor(builder, value, lane_mask)``: the value of lane ``lane ^ lane_mask``.
     shuffle_xor: Callable[[Any, Any, int], Any]
-    #: ``shuffle_up(builder, value, delta)``: the value of lane ``lane - delta`` (a lane
-    #: below ``delta`` gets its own value back).  ``delta`` is an int.
-    shuffle_up: Callable[[Any, Any, int], Any] | None = None
+    #: ``shuffle_up(builder, value, delta, span)``: the value of lane ``lane - delta`` for
+    #: every lane whose place in its group of ``span`` lanes (``lane % span``) is at least
+    #: ``delta``; the other lanes may get any value.  ``delta`` and ``span`` are ints,
+    #: ``span`` a power of two up to the warp size.  Scans use it for their steps when the
+    #: lanes along the axis are the low lane bits, so a target can use a fixed move (AMD:
+    #: DPP ``row_shr`` within rows of 16 lanes) instead of fetching a computed lane.
+    shuffle_up: Callable[[Any, Any, int, int], Any] | None = None
     #: ``shuffle_idx(builder, value, lane)``: the value of lane ``lane`` (an i32 LLVM value).
     shuffle_idx: Callable[[Any, Any, Any], Any] | None = None
     #: Math functions by name ("exp", "sin", ...; see ``elementwise.MATH_FUNCTIONS``):
