@@ -5,6 +5,11 @@ The names mirror ``triton.language``: dtypes (``pl.float32`` ...), ``pl.constexp
 that a ``@jit`` kernel calls.  See docs/language.md for what works today.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from .core import (
     bfloat16,
     constexpr,
@@ -26,73 +31,47 @@ from .core import (
     uint32,
     uint64,
 )
-from .atomic import atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or, atomic_xchg, atomic_xor
-from .block import advance, make_block_ptr
-from .debug import debug_barrier, device_assert, device_print
-from .random import philox, rand, rand4x, randint, randint4x, randn, randn4x
-from .reductions import argmax, argmin
-from .shape import cat, join, split
-from .scan import associative_scan, cumprod, cumsum
-from .standard import (
-    abs,
-    arange,
-    broadcast,
-    broadcast_to,
-    cast,
-    cdiv,
-    ceil,
-    clamp,
-    cos,
-    div_rn,
-    dot,
-    erf,
-    exp,
-    exp2,
-    expand_dims,
-    fdiv,
-    floor,
-    fma,
-    full,
-    full_like,
-    log,
-    log2,
-    max,
-    max_constancy,
-    max_contiguous,
-    maximum,
-    min,
-    minimum,
-    multiple_of,
-    num_programs,
-    permute,
-    program_id,
-    range,
-    reduce,
-    reshape,
-    rsqrt,
-    sigmoid,
-    sin,
-    softmax,
-    sqrt,
-    sqrt_rn,
-    static_assert,
-    static_print,
-    static_range,
-    store,
-    load,
-    sum,
-    trans,
-    umulhi,
-    view,
-    where,
-    xor_sum,
-    zeros,
-    zeros_like,
-)
+#: The builtins, by the module that defines them: imported on first use, so that importing a
+#: kernel module (which a launch from the disk cache does) costs only the dtypes and
+#: ``constexpr``; tracing a kernel imports the rest.
+_HOMES = {
+    "abs": "standard", "advance": "block", "arange": "standard", "argmax": "reductions", "argmin": "reductions",
+    "associative_scan": "scan", "atomic_add": "atomic", "atomic_and": "atomic", "atomic_cas": "atomic",
+    "atomic_max": "atomic", "atomic_min": "atomic", "atomic_or": "atomic", "atomic_xchg": "atomic",
+    "atomic_xor": "atomic", "broadcast": "standard", "broadcast_to": "standard", "cast": "standard",
+    "cat": "shape", "cdiv": "standard", "ceil": "standard", "clamp": "standard", "cos": "standard",
+    "cumprod": "scan", "cumsum": "scan", "debug_barrier": "debug", "device_assert": "debug",
+    "device_print": "debug", "div_rn": "standard", "dot": "standard", "erf": "standard", "exp": "standard",
+    "exp2": "standard", "expand_dims": "standard", "fdiv": "standard", "floor": "standard", "fma": "standard",
+    "full": "standard", "full_like": "standard", "join": "shape", "load": "standard", "log": "standard",
+    "log2": "standard", "make_block_ptr": "block", "max": "standard", "max_constancy": "standard",
+    "max_contiguous": "standard", "maximum": "standard", "min": "standard", "minimum": "standard",
+    "multiple_of": "standard", "num_programs": "standard", "permute": "standard", "philox": "random",
+    "program_id": "standard", "rand": "random", "rand4x": "random", "randint": "random", "randint4x": "random",
+    "randn": "random", "randn4x": "random", "range": "standard", "reduce": "standard", "reshape": "standard",
+    "rsqrt": "standard", "sigmoid": "standard", "sin": "standard", "softmax": "standard", "split": "shape",
+    "sqrt": "standard", "sqrt_rn": "standard", "static_assert": "standard", "static_print": "standard",
+    "static_range": "standard", "store": "standard", "sum": "standard", "trans": "standard", "umulhi": "standard",
+    "view": "standard", "where": "standard", "xor_sum": "standard", "zeros": "standard", "zeros_like": "standard",
+}
 
 # Triton spells the fp8 types several ways; these are the ones the IR has.
 float8e4m3 = float8e4nv
 float8e5m2 = float8e5
 bool_ = int1
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = sorted([*(name for name in globals() if not name.startswith("_")
+                    and name not in ("annotations", "importlib", "Any")), *_HOMES])
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'polytile.language' has no attribute '{name}'")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return list(__all__)
