@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import polytile.language as pl
-from polytile.errors import CompilationError
+from polytile.errors import CompilationError, PolytileError
 from polytile.runtime import jit
 
 
@@ -46,6 +46,34 @@ def test_dot(target, dtype, result, mnk, acc):
     dot_kernel[(1,)](a, b, c, c_init, m, n, k, *blocks, ACC=acc, PRECISION="ieee", OUT=None, target=target)
     expected = a.astype(np.int64) @ b.astype(np.int64) + (c_init if acc else 0)
     np.testing.assert_array_equal(c, expected.astype(result))
+
+
+@jit
+def bf16_dot_kernel(a_ptr, b_ptr, c_ptr, M: pl.constexpr, N: pl.constexpr, K: pl.constexpr):
+    rm, rn, rk = pl.arange(0, M), pl.arange(0, N), pl.arange(0, K)
+    a = pl.load(a_ptr + rm[:, None] * K + rk[None, :]).to(pl.bfloat16)
+    b = pl.load(b_ptr + rk[:, None] * N + rn[None, :]).to(pl.bfloat16)
+    c = pl.dot(a, b)
+    pl.static_assert(c.dtype == pl.float32)
+    pl.store(c_ptr + rm[:, None] * N + rn[None, :], c)
+
+
+@pytest.mark.parametrize("mnk", [(16, 16, 16), (32, 64, 32)])
+def test_dot_bf16(target, mnk):
+    # bf16 operands (made in the kernel: NumPy has no bf16) accumulate in fp32; small
+    # integers keep every product and sum exact.  The interpreter cannot hold bf16 and says
+    # so; the compile-all run still compiles the kernel for every arch first.
+    m, n, k = mnk
+    rng = np.random.default_rng(1)
+    a = rng.integers(-4, 5, (m, k)).astype(np.float32)
+    b = rng.integers(-4, 5, (k, n)).astype(np.float32)
+    c = np.zeros((m, n), np.float32)
+    if target == "interp":
+        with pytest.raises(PolytileError, match="type bf16 is not supported by the interpreter yet"):
+            bf16_dot_kernel[(1,)](a, b, c, M=m, N=n, K=k, target=target)
+        return
+    bf16_dot_kernel[(1,)](a, b, c, M=m, N=n, K=k, target=target)
+    np.testing.assert_array_equal(c, a @ b)
 
 
 @pytest.mark.parametrize("precision", ["ieee", "tf32", "tf32x3"])

@@ -40,7 +40,7 @@ from polytile.gpu.lowering.context import linear_layout_of
 from polytile.gpu.lowering.dot import MatrixInstruction, register_matrix_unit
 from polytile.gpu.lowering.dot_operands import shared_offset
 from polytile.gpu.lowering.indexing import LLVMOps, coordinates
-from polytile.gpu.lowering.types import element_bits, llvm_type
+from polytile.gpu.lowering.types import bit_width, element_bits, llvm_type
 from polytile.ir import types as t
 
 from . import async_copy  # noqa: F401  (the operands' pipelined loads: cp.async into ring slots)
@@ -117,8 +117,7 @@ def _bits(builder: ir.IRBuilder, value: Any) -> Any:
     """The value as an integer of its width (f16 -> i16, bf16 stays its 16 bits)."""
     if isinstance(value.type, ir.IntType):
         return value
-    width = {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}[type(value.type)]
-    return builder.bitcast(value, ir.IntType(width))
+    return builder.bitcast(value, ir.IntType(bit_width(value.type)))
 
 
 def pack32(builder: ir.IRBuilder, values: list) -> list:
