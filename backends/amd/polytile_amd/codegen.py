@@ -260,7 +260,7 @@ def emit_amdgcn(llvm_ir: str, arch: str, kernel: str = "kernel", shared_bytes: i
         # LLVM would stop the whole process on this ("local memory limit exceeded").
         raise OutOfResourcesError(kernel=kernel, resource="LDS (shared memory)", need=shared_bytes, limit=limit,
                                   target=arch, per="workgroup",
-                                  hint="use smaller blocks or fewer pipeline stages (num_stages)")
+                                  hint="use smaller blocks or fewer warps")
     llvm = _llvm()
     text = size_lds(llvm_ir, shared_bytes) + _CODE_OBJECT_VERSION
     module = llvm.parse_assembly(text)

@@ -5,9 +5,11 @@ waves are spread over the CU's SIMDs.  The waves a SIMD holds are the smallest o
 
 - the hardware's limit of waves per SIMD;
 - the VGPRs: a SIMD's register file divided by what one wave allocates (the kernel's
-  VGPRs, plus AGPRs on CDNA, rounded up to the allocation granule);
+  vector registers, rounded up to the allocation granule; on CDNA's unified register
+  file the code object's ``.vgpr_count`` already holds the AGPRs too: 256 VGPRs and 256
+  AGPRs are a ``.vgpr_count`` of 512);
 - the LDS: the workgroups whose LDS fits in the CU at once, times their waves, over the
-  SIMDs of the CU.
+  SIMDs of the CU (rounded up: the busiest SIMD's share).
 
 The numbers per family are AMD's published ones (CDNA3 ISA guide, RDNA3 ISA guide); the
 result is the same estimate the AMD occupancy calculators make, not a measurement.
@@ -54,17 +56,18 @@ def _round_up(n: int, granule: int) -> int:
     return -(-n // granule) * granule
 
 
-def occupancy(arch: str, *, lds_bytes: int, vgprs: int, agprs: int = 0, workgroup_size: int,
-              wavefront_size: int) -> Occupancy:
-    """Waves per SIMD of a kernel using ``lds_bytes`` of LDS per workgroup and ``vgprs`` (and
-    ``agprs``) per lane, launched in workgroups of ``workgroup_size`` work-items."""
+def occupancy(arch: str, *, lds_bytes: int, vgprs: int, workgroup_size: int, wavefront_size: int) -> Occupancy:
+    """Waves per SIMD of a kernel using ``lds_bytes`` of LDS per workgroup and ``vgprs``
+    vector registers per lane (the code object's ``.vgpr_count``: AGPRs included on
+    CDNA), launched in workgroups of ``workgroup_size`` work-items."""
     cu = COMPUTE_UNITS[arch]
-    registers = (_round_up(vgprs, 4) + agprs) if agprs else vgprs
-    by_vgprs = min(cu.max_waves_per_simd, cu.vgprs_per_simd // max(_round_up(max(registers, 1), cu.vgpr_granule), 1))
+    by_vgprs = min(cu.max_waves_per_simd, cu.vgprs_per_simd // max(_round_up(max(vgprs, 1), cu.vgpr_granule), 1))
     waves_per_group = -(-workgroup_size // wavefront_size)
     if lds_bytes:
         groups = cu.lds_bytes // lds_bytes
-        by_lds = min(cu.max_waves_per_simd, groups * waves_per_group // cu.simds)
+        # The busiest SIMD's share, rounded up as LLVM's occupancy model does: one
+        # workgroup of one wave still puts a wave on a SIMD.
+        by_lds = min(cu.max_waves_per_simd, -(-groups * waves_per_group // cu.simds))
     else:
         by_lds = cu.max_waves_per_simd
     waves = min(by_lds, by_vgprs)

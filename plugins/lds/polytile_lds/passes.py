@@ -62,7 +62,7 @@ class LdsFit(Pass):
                 raise OutOfResourcesError(
                     kernel=name, resource="LDS", need=need, limit=limit, target=arch, per="workgroup",
                     remedies_tried=tried,
-                    hint="use smaller blocks, fewer pipeline stages (num_stages) or fewer warps")
+                    hint="use smaller blocks or fewer warps")
         return PreservedAnalyses.none() if changed else PreservedAnalyses.all()
 
 
@@ -94,7 +94,8 @@ class LdsVerify(Pass):
 
 def lds_record(arch: str, info: dict) -> dict:
     """LDS use, limit and occupancy of a kernel from its code object metadata entry."""
+    # .vgpr_count is every vector register a lane allocates (on gfx90a and later the
+    # AGPRs too: .agpr_count is the part of it they take), so it alone sets the VGPR limit.
     estimate = occupancy(arch, lds_bytes=int(info["group_segment_fixed_size"]), vgprs=int(info["vgpr_count"]),
-                         agprs=int(info.get("agpr_count", 0)), workgroup_size=int(info["max_flat_workgroup_size"]),
-                         wavefront_size=int(info["wavefront_size"]))
+                         workgroup_size=int(info["max_flat_workgroup_size"]), wavefront_size=int(info["wavefront_size"]))
     return {"bytes": int(info["group_segment_fixed_size"]), "limit": lds_limit(arch), **estimate.as_dict()}

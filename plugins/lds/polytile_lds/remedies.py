@@ -10,8 +10,10 @@ The order is :data:`REMEDY_ORDER`; a remedy whose name is not there comes after 
 in registration order.  Each name there is a slot:
 
 - ``"fewer-pipeline-stages"``: for the software pipelining pass to fill (the pass that
-  allocates one LDS ring slot per stage): fewer stages, fewer slots.  Nothing registers
-  it yet; the slot keeps its place first, since dropping a stage keeps every op's code.
+  allocates one LDS ring slot per stage): fewer stages, fewer slots.  On AMD that pass
+  changes nothing yet (it needs an async copy unit the AMD lowering does not use), so
+  ``num_stages`` costs no LDS and nothing registers the slot; it keeps its place first,
+  since dropping a stage keeps every op's code.
 - ``"conversions-in-rounds"`` (built in, :func:`conversions_in_rounds`): layout
   conversions, transposes and reshapes move their tile through LDS in several rounds,
   one slab at a time, with a barrier between rounds (``gpu.scratch_rounds``, see
