@@ -14,6 +14,9 @@ import types
 import numpy as np
 import pytest
 
+import polytile as pt
+import polytile.language as pl
+
 from polytile.ir import types as t
 from polytile.runtime.jit import LaunchError
 from polytile.runtime import args as polytile_args
@@ -397,3 +400,69 @@ def test_tensors_on_two_gpus_are_refused(nvidia_gpu):
     launch((1, 1, 1), [b, b, out, 4])  # runs on GPU 1, where its arguments are
     torch.cuda.synchronize(1)
     assert torch.equal(out, b + b)
+
+
+
+@pt.jit
+def add_through_protocols(x, y, out, n, BLOCK: pl.constexpr):
+    offs = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+    mask = offs < n
+    pl.store(out + offs, pl.load(x + offs, mask=mask) + pl.load(y + offs, mask=mask), mask=mask)
+
+
+class _DLPackOnly:
+    """Device memory offered only through DLPack, as a CuPy or JAX array offers it."""
+
+    def __init__(self, tensor):
+        self._tensor = tensor
+
+    def __dlpack__(self, stream=None):
+        return self._tensor.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self._tensor.__dlpack_device__()
+
+
+class _CudaArrayInterfaceOnly:
+    """Device memory offered only through ``__cuda_array_interface__``, as CuPy and Numba
+    offer it."""
+
+    def __init__(self, tensor):
+        self._tensor = tensor
+        self.__cuda_array_interface__ = tensor.__cuda_array_interface__
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wrap", [_DLPackOnly, _CudaArrayInterfaceOnly], ids=["dlpack", "cuda_array_interface"])
+def test_kernels_launch_on_arrays_of_other_libraries(nvidia_gpu, wrap):
+    # Through the public launch path (specialization, alignment, device choice), on real
+    # device memory that is neither a torch tensor nor a NumPy array.
+    torch = torch_cuda()
+    device = f"cuda:{nvidia_gpu.index}"
+    n = 1000
+    x = torch.arange(n, dtype=torch.float32, device=device)
+    y = torch.full((n,), 0.25, dtype=torch.float32, device=device)
+    out = torch.zeros(n, dtype=torch.float32, device=device)
+    add_through_protocols[(pt.cdiv(n, 256),)](wrap(x), wrap(y), wrap(out), n, BLOCK=256, target="nvidia")
+    torch.cuda.synchronize()
+    assert torch.equal(out, x + y)
+
+
+@pytest.mark.gpu
+def test_kernels_run_on_the_device_holding_their_arguments(nvidia_gpu):
+    # Needs two GPUs (the nvidia-h200-x2 machine; one GPU skips it, visibly).
+    torch = torch_cuda()
+    if torch.cuda.device_count() < 2:
+        pytest.skip(f"needs two NVIDIA GPUs, this machine has {torch.cuda.device_count()}")
+    n = 4096
+    for device in (1, 0, 1):  # the current device stays 0: the arguments decide
+        x = torch.arange(n, dtype=torch.float32, device=f"cuda:{device}")
+        y = torch.full((n,), 2.0, dtype=torch.float32, device=f"cuda:{device}")
+        out = torch.zeros(n, dtype=torch.float32, device=f"cuda:{device}")
+        add_through_protocols[(pt.cdiv(n, 512),)](x, y, out, n, BLOCK=512, target="nvidia")
+        torch.cuda.synchronize(device)
+        assert torch.equal(out, x + y), device
+        assert torch.cuda.current_device() == 0
+    mixed = torch.zeros(n, dtype=torch.float32, device="cuda:0")
+    with pytest.raises(LaunchError, match="'out'"):
+        add_through_protocols[(pt.cdiv(n, 512),)](x, y, mixed, n, BLOCK=512, target="nvidia")
