@@ -190,3 +190,22 @@ def test_unknown_target_lists_close_matches(monkeypatch):
     monkeypatch.setenv("POLYTILE_TARGET", "nvidai:sm_90a")
     run = run_cli("info")
     assert "unknown target backend 'nvidai'" in run.stdout and "did you mean 'nvidia'" in run.stdout
+
+
+def test_info_shows_how_a_backend_with_a_device_launches():
+    # Only machines with a GPU reach this line of `polytile info`: checked here with a
+    # stand-in manager, so a machine without one runs it too.
+    from types import SimpleNamespace
+
+    from polytile.cli import _launch_path_lines
+
+    class Backends:
+        def find(self, name):
+            return {"fast": SimpleNamespace(launch_path=lambda: "native (C extension): built"),
+                    "plain": SimpleNamespace(),
+                    "broken": SimpleNamespace(launch_path=lambda: 1 / 0)}[name]
+
+    manager = SimpleNamespace(backends=Backends())
+    assert _launch_path_lines(manager, "fast") == ["           launch: native (C extension): built"]
+    assert _launch_path_lines(manager, "plain") == []
+    assert _launch_path_lines(manager, "broken") == ["           launch: unknown (division by zero)"]

@@ -99,7 +99,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _launch_path_lines(manager: Any, name: str) -> list[str]:
     """How the backend launches kernels and why (fast native path or its fallback), for
     backends that say (an optional ``launch_path()`` method: it may build a helper)."""
-    backend = manager.backends().find(name)
+    backend = manager.backends.find(name)
     launch_path = getattr(backend, "launch_path", None)
     if not callable(launch_path):
         return []
