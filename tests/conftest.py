@@ -68,3 +68,32 @@ def _clean_polytile_environment(_empty_directory: str, _cache_directory: str):
             manager_module.reset_plugin_manager()
             pass_registry_module.reset_pass_registry()
         patch.undo()
+
+
+#: Set by .ci/run: there, a missing ld.lld fails the AMD tests instead of skipping them.
+REQUIRE_LLD_VARIABLE = "PT_REQUIRE_LLD"
+
+
+def _missing_linker(error: BaseException | None) -> str | None:
+    """The AMD backend's "ld.lld not found" message, if ``error`` is (or was caused by) it."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if type(error).__name__ == "ToolNotFoundError" and str(error).startswith("ld.lld"):
+            return str(error).splitlines()[0].split(";")[0]
+        error = error.__cause__ or error.__context__
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    # A GPU machine without network access may have no ld.lld (./dev setup installs one
+    # where it can): the AMD tests that link code objects then skip, saying why, rather
+    # than fail by the hundred.  CI requires the linker (.ci/run sets PT_REQUIRE_LLD).
+    try:
+        return (yield)
+    except Exception as error:
+        missing = _missing_linker(error)
+        if missing is None or os.environ.get(REQUIRE_LLD_VARIABLE):
+            raise
+        pytest.skip(f"{missing}: AMD code objects cannot be linked here (install lld, or set POLYTILE_AMD_LLD)")
