@@ -85,8 +85,7 @@ def _missing_linker(error: BaseException | None) -> str | None:
     return None
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item):
+def _skip_without_linker():
     # A GPU machine without network access may have no ld.lld (./dev setup installs one
     # where it can): the AMD tests that link code objects then skip, saying why, rather
     # than fail by the hundred.  CI requires the linker (.ci/run sets PT_REQUIRE_LLD).
@@ -97,3 +96,13 @@ def pytest_runtest_call(item):
         if missing is None or os.environ.get(REQUIRE_LLD_VARIABLE):
             raise
         pytest.skip(f"{missing}: AMD code objects cannot be linked here (install lld, or set POLYTILE_AMD_LLD)")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from _skip_without_linker())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from _skip_without_linker())
