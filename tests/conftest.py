@@ -106,3 +106,27 @@ def pytest_runtest_setup(item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     return (yield from _skip_without_linker())
+
+
+@pytest.fixture
+def amd_linker():
+    """The ld.lld the AMD backend links with; without one the test skips (fails under
+    PT_REQUIRE_LLD, as in CI)."""
+    from polytile_amd.errors import ToolNotFoundError
+    from polytile_amd.toolchain import find_lld
+
+    try:
+        return find_lld()
+    except ToolNotFoundError as error:
+        if os.environ.get(REQUIRE_LLD_VARIABLE):
+            raise
+        pytest.skip(f"{_missing_linker(error)}: AMD code objects cannot be linked here")
+
+
+@pytest.fixture(autouse=True)
+def _interpreter_by_default(request, monkeypatch):
+    """Tests that launch without naming a target run on the interpreter, also on a
+    machine with a GPU (where the default would be the GPU).  Tests marked ``gpu`` name
+    their target; those marked ``default_target`` test how the default is chosen."""
+    if request.node.get_closest_marker("gpu") is None and request.node.get_closest_marker("default_target") is None:
+        monkeypatch.setenv("POLYTILE_TARGET", "interp")

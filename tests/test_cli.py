@@ -34,6 +34,7 @@ def _installed(distribution: str) -> bool:
         return False
 
 
+@pytest.mark.default_target
 def test_info_lists_backends_and_the_chosen_target():
     for distribution in ("polytile-nvidia", "polytile-amd"):
         assert _installed(distribution), f"{distribution} is not installed: run ./dev setup (or ./dev test)"
@@ -148,6 +149,7 @@ def test_opt_output_that_cannot_be_written_is_named(tmp_path):
     assert run.stderr == f"polytile: error: cannot write output file '{target}': No such file or directory\n"
 
 
+@pytest.mark.default_target
 def test_info_shows_the_whole_report_despite_bad_settings(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.polytile]\ncache = "yes please"\ntime_passes = true\n')
     env = {**os.environ, "POLYTILE_DISABLE_PLUGINS": "polytile amd", "POLYTILE_DUMP_IR": "maybe",

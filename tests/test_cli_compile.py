@@ -53,7 +53,7 @@ def test_compile_writes_every_stage_the_binary_and_the_metadata(tmp_path, arch):
     assert "define ptx_kernel void @\"add_kernel\"" in (out / "add_kernel.ll").read_text()
 
 
-def test_compile_for_amd_writes_the_assembly_and_the_code_object(tmp_path):
+def test_compile_for_amd_writes_the_assembly_and_the_code_object(tmp_path, amd_linker):
     # The writer is generic: whatever text or bytes the AMD stages leave is written.
     assert main(["compile", KERNEL, "-t", "amd:gfx942", "-s", SIGNATURE, "-c", "BLOCK_SIZE=1024",
                  "-o", str(tmp_path)]) == 0

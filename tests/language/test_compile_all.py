@@ -24,7 +24,7 @@ def _launch_arguments():
     return (x, np.zeros_like(x), 100), {"BLOCK": 128}
 
 
-def test_each_specialization_compiles_once_per_arch():
+def test_each_specialization_compiles_once_per_arch(amd_linker):
     compiler = ArchCompiler(("nvidia:sm_80", "amd:gfx942", "amd:gfx1100"))
     args, kwargs = _launch_arguments()
     compiler.check_launch(scale_kernel, args, kwargs, "t")
@@ -46,13 +46,13 @@ def _param_types():
     return list(scale_kernel.specialize(scale_kernel.bind(args, kwargs)).arg_types.values())
 
 
-def test_good_artifacts_pass_the_checks(compiled):
+def test_good_artifacts_pass_the_checks(compiled, amd_linker):
     results = compiled
     for arch, result in results.items():
         assert check_artifacts(result, arch, _param_types()) == "", arch
 
 
-def test_a_wrong_code_object_note_is_reported(compiled):
+def test_a_wrong_code_object_note_is_reported(compiled, amd_linker):
     results = compiled
     result = results["amd:gfx90a"]
     assert "explicit kernarg bytes is 20, expected 16" in check_artifacts(result, "amd:gfx90a", _param_types()[:2])
@@ -116,7 +116,7 @@ def test_the_arch_list_comes_from_the_environment(monkeypatch):
         selected_archs()
 
 
-def test_compile_for_targets_leaves_the_frontend_module_alone():
+def test_compile_for_targets_leaves_the_frontend_module_alone(amd_linker):
     from polytile.ir import print_ir
 
     args, kwargs = _launch_arguments()
@@ -127,7 +127,7 @@ def test_compile_for_targets_leaves_the_frontend_module_alone():
     assert [str(result.target) for result in results.values()] == ["amd:gfx950", "nvidia:sm_89"]
 
 
-def test_launch_options_reach_every_arch():
+def test_launch_options_reach_every_arch(amd_linker):
     # debug=True keeps device_assert (dropped otherwise, as in Triton): every backend
     # must lower it, AMD through ockl's printf and a trap.
     from test_debug import assert_kernel
