@@ -207,8 +207,13 @@ def fake_driver(monkeypatch):
     """Install a :class:`FakeDriver` as polytile_nvidia.driver's bindings; returns it."""
     from polytile_nvidia import driver
 
+    from polytile.runtime import args
+
     fake = FakeDriver()
     monkeypatch.setattr(driver, "_state", driver._State(fake))
+    # The fake GPUs are not torch's: a real torch (imported by other tests on a GPU
+    # machine, with fewer devices than the fakes) must not be asked for their streams.
+    monkeypatch.setattr(args, "_current_raw_stream", lambda device: 0)
     return fake
 
 
