@@ -226,23 +226,45 @@ class ArgumentPacker:
             raise self._explain(args) from None
         return device, torch
 
-    def native_plan(self, block: int, shared: int) -> bytes | None:
-        """The layout the native launcher packs by (see ``_launch.c``), or None when a
-        parameter is of a kind only :meth:`pack` handles (bf16, plugin kinds)."""
-        slots = []
-        for kind, offset in zip(self.kinds, self.offsets):
+    def native_codes(self) -> tuple[str, ...] | None:
+        """Each parameter's code in the native launcher (``"P"`` a pointer, ``"?"`` a
+        bool, else a ``struct`` code), or None when a parameter is of a kind only
+        :meth:`pack` handles (bf16, plugin kinds) or the arguments exceed its limits."""
+        codes = []
+        for kind in self.kinds:
             if kind.pointer:
-                code = "P"
+                codes.append("P")
             elif kind.convert is _to_i1:
-                code = "?"
+                codes.append("?")
             elif kind.convert is None and kind.code in _NATIVE_SCALAR_CODES:
-                code = kind.code
+                codes.append(kind.code)
             else:
                 return None
-            slots.append(struct.pack("<B3xI", ord(code), offset))
-        if self.size > _NATIVE_MAX_BYTES or len(slots) > _NATIVE_MAX_ARGUMENTS:
+        if self.size > _NATIVE_MAX_BYTES or len(codes) > _NATIVE_MAX_ARGUMENTS:
             return None
-        return struct.pack("<4I", block, shared, self.size, len(slots)) + b"".join(slots)
+        return tuple(codes)
+
+    def native_plan(self, block: int, shared: int) -> bytes | None:
+        """The layout the native launcher packs by (see ``_launch.c``), or None (see
+        :meth:`native_codes`)."""
+        codes = self.native_codes()
+        if codes is None:
+            return None
+        slots = b"".join(struct.pack("<B3xI", ord(code), offset) for code, offset in zip(codes, self.offsets))
+        return struct.pack("<4I", block, shared, self.size, len(codes)) + slots
+
+    def default_bytes(self, defaults: dict[int, Any]) -> bytes | None:
+        """The argument bytes with ``defaults`` (parameter index -> value) packed and
+        zeros elsewhere, or None when a value does not fit its parameter."""
+        buffer = bytearray(self.size)
+        for index, value in defaults.items():
+            kind = self.kinds[index]
+            try:
+                struct.pack_into("<" + kind.code, buffer, self.offsets[index],
+                                 kind.convert(value) if kind.convert is not None else value)
+            except (struct.error, OverflowError, TypeError, ValueError):
+                return None
+        return bytes(buffer)
 
     def packed_bytes(self) -> bytes:
         """The buffer's bytes as the last :meth:`pack` left them."""

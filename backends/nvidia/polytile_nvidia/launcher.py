@@ -24,6 +24,7 @@ through cuda-bindings.
 
 from __future__ import annotations
 
+import struct
 from typing import Any, Sequence
 
 from polytile.ir.types import Type
@@ -39,6 +40,12 @@ MAX_GRID = (2**31 - 1, 65535, 65535)
 _WARP_SIZE = 32
 #: The native launcher's calls, by the number it reports a driver failure with.
 _NATIVE_CALLS = {1: "cuCtxGetCurrent", 2: "cuCtxSetCurrent", 3: "cuLaunchKernel"}
+#: A dispatch plan's checks, hints and int ranges as ``_launch.c`` numbers them.
+_DISPATCH_CHECKS = {"equal": 1, "none": 2, "tensor": 3, "int": 4, "float": 5, "bool": 6}
+_DISPATCH_HINTS = {"any": 0, "aligned": 1, "unaligned": 2, "one": 3, "divisible": 4, "other": 5}
+_DISPATCH_RANGES = {"": 0, "i32": 0, "i64": 1, "u64": 2}
+#: The parameter codes each check may pack into ("\0": packs nothing).
+_DISPATCH_CODES = {"equal": "\0", "none": "\0", "tensor": "P", "int": "iqQ", "float": "f", "bool": "?"}
 
 
 class Launcher(LauncherBase):
@@ -90,6 +97,41 @@ class Launcher(LauncherBase):
                 if result != -1:
                     self._raise_native(result)
         LauncherBase.__call__(self, grid, args, stream)
+
+    # -- the native dispatcher (polytile.runtime.dispatch) ----------------------------------
+
+    def make_dispatcher(self, slow: Any) -> Any:
+        if self._native is None and self._awaiting_native:
+            self._take_native_when_ready()
+        native = self._native
+        return native.Dispatcher(slow) if native is not None and hasattr(native, "Dispatcher") else None
+
+    def dispatcher_pending(self) -> bool:
+        return self._native is None and driver.native_pending()
+
+    def dispatch_plan(self, plan: Any) -> Any:
+        native, codes = self._native, self.packer.native_codes()
+        if native is None or codes is None or not hasattr(native, "Plan"):
+            return None
+        objects: list[Any] = []
+        slots = []
+        for slot in plan.slots:
+            code = codes[slot.parameter] if slot.parameter >= 0 else "\0"
+            if code not in _DISPATCH_CODES.get(slot.check, "\0"):
+                return None  # the compiled parameter is not what this kind of value packs as
+            index = len(objects)
+            if slot.check == "equal":
+                objects.append(slot.expected)
+            elif slot.check == "tensor":
+                objects.extend(slot.expected)
+            slots.append(struct.pack("<4BIiI", _DISPATCH_CHECKS[slot.check], ord(code), _DISPATCH_HINTS[slot.hint],
+                                     _DISPATCH_RANGES[slot.range], index, slot.parameter, 0))
+        base = self.packer.default_bytes(plan.defaults)
+        if base is None:
+            return None
+        offsets = struct.pack(f"<{len(self.packer.offsets)}I", *self.packer.offsets)
+        return native.Plan(plan.nargs, plan.kwnames, b"".join(slots), tuple(objects), offsets, base, self.block,
+                           self.shared, plan.guard, self, plan.meta_base, plan.slot_names, plan.result)
 
     def function(self, device: int = 0) -> driver.Function:
         """The kernel as loaded on ``device`` (loading it there if needed): registers,

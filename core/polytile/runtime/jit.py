@@ -38,9 +38,12 @@ from ..ir import types as t
 from ..language import core as lc
 from .binder import MISSING, Unkeyed, constexpr_piece, describe_argument, make_entry, make_grid3, make_namer
 from .cache import globals_guard
+from .dispatch import plan_call
 
 #: Launch keywords that are options, not kernel arguments (unless the kernel has such a parameter).
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "debug")
+#: How many calls of one @jit function may make a dispatcher plan (:mod:`.dispatch`).
+_PLAN_BUDGET = 64
 
 
 class LaunchError(PolytileError, TypeError):
@@ -81,6 +84,8 @@ class CompiledKernel:
         #: None, or a function saying whether the compile-time globals it read are unchanged.
         self.guard = globals_guard(globals_used)
         launcher = backend.make_launcher(compiled=self, kernel_name=name, params=self.params, options=self.options)
+        #: The backend's launcher itself (``launcher`` below may wrap it).
+        self.backend_launcher = launcher
         if select is not None:
             # Some run-time parameters were passed None and compiled in: the launch's
             # values include them, the launcher does not take them.
@@ -138,6 +143,8 @@ def _target_setting_changed() -> None:
     # the canonical cache keeps the kernels, so switching back costs no compilation.
     for fn in list(_LIVE):
         fn._hot.clear()
+        if fn._dispatcher is not None:
+            fn._dispatcher.forget()
 
 
 _config.watch("target", _target_setting_changed)
@@ -177,6 +184,13 @@ class JITFunction:
         self._entry_fn: Callable | None = None
         self._namer: Callable[..., dict] | None = None
         self._specialized_entry = False
+        #: The backend's native dispatcher (:mod:`.dispatch`), once a launcher offered one.
+        self._dispatcher: Any = None
+        #: A launcher that may offer a dispatcher (asked again at the next launch).
+        self._dispatch_source: Any = None
+        #: Plans still worth making: calls cycling through more specializations than a
+        #: dispatcher keeps would otherwise pay for a new plan at every launch.
+        self._plan_budget = _PLAN_BUDGET
         functools.update_wrapper(self, fn)
         _LIVE.add(self)
 
@@ -226,8 +240,37 @@ class JITFunction:
 
     # -- launching --------------------------------------------------------------------
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        dispatcher = self._dispatcher
+        if dispatcher is not None:
+            return dispatcher.bind(grid)
+        if self._dispatch_source is not None:
+            self._adopt_dispatcher()
         entry = self._entry_fn
         return functools.partial(entry if entry is not None else self._entry(), grid)
+
+    def _adopt_dispatcher(self) -> None:
+        source = self._dispatch_source
+        dispatcher = source.make_dispatcher(self._dispatch_slow)
+        if dispatcher is not None:
+            self._dispatcher = dispatcher
+        if dispatcher is not None or not source.dispatcher_pending():
+            self._dispatch_source = None
+
+    def _dispatch_slow(self, grid: Any, args: tuple, kwargs: dict | None) -> CompiledKernel:
+        """A call the dispatcher has no plan for: launched by the Python entry point,
+        then planned (see :mod:`.dispatch`) so that the next such call is not slow."""
+        entry = self._entry_fn
+        if entry is None:
+            entry = self._entry()
+        compiled = entry(grid, *args, **kwargs) if kwargs else entry(grid, *args)
+        if self._plan_budget > 0:
+            self._plan_budget -= 1
+            launcher = getattr(compiled, "backend_launcher", None)
+            plan = plan_call(self, compiled, args, kwargs) if launcher is not None else None
+            native = launcher.dispatch_plan(plan) if plan is not None else None
+            if native is not None:
+                self._dispatcher.learn(native)
+        return compiled
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise LaunchError(f"'{self.__name__}' is a @jit kernel: launch it with {self.__name__}[grid](...), "
@@ -284,6 +327,9 @@ class JITFunction:
             # A mistake in the kernel: the message shows its line with a caret, and the
             # compiler's frames would only bury it (the launch line stays on top).
             raise error.with_traceback(None) from None
+        if self._dispatcher is None and getattr(compiled, "backend_launcher", None) is not None \
+                and hasattr(compiled.backend_launcher, "make_dispatcher"):
+            self._dispatch_source = compiled.backend_launcher
         if not any(type(piece) is Unkeyed for piece in key):
             self._hot[key] = compiled
             if not self._specialized_entry:

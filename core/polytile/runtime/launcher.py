@@ -126,6 +126,26 @@ class LauncherBase:
                                   "blocks or loop inside the kernel")
         return 0 in grid
 
+    # -- the native dispatcher (optional; see polytile.runtime.dispatch) ---------------------
+
+    def make_dispatcher(self, slow: Any) -> Any:
+        """A native dispatcher for a ``@jit`` function launching this kernel, or None.
+
+        It is called as ``dispatcher.bind(grid)(*args, **kwargs)`` for every
+        ``kernel[grid](...)``; calls it has no plan for go to ``slow(grid, args, kwargs)``,
+        and ``dispatcher.learn(plan)`` takes what :meth:`dispatch_plan` returned.  The
+        default has none: launches go through the Python entry point."""
+        return None
+
+    def dispatcher_pending(self) -> bool:
+        """Whether :meth:`make_dispatcher` may have one later (a native module being built)."""
+        return False
+
+    def dispatch_plan(self, plan: Any) -> Any:
+        """``plan`` (a :class:`~polytile.runtime.dispatch.CallPlan`) in the dispatcher's
+        own form, or None when this kernel's parameters are beyond it."""
+        return None
+
     # -- hooks ---------------------------------------------------------------------------
 
     def _pack(self, args: Sequence[Any]) -> tuple[int, bool]:

@@ -1,0 +1,268 @@
+"""``kernel[grid](...)`` through the native dispatcher (``_launch.c``), against the fake driver.
+
+The kernels are compiled for real (PTX and a cubin for sm_90a); the fake driver loads any
+image and reads each launch's arguments back through ``kernelParams``.  A call the
+dispatcher has a plan for never reaches the Python entry point: the tests replace the
+entry with one that fails, so any call that does reach it shows.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+import polytile as pt
+import polytile.language as pl
+from polytile import config
+from polytile.runtime.jit import LaunchError
+
+from .fake_cuda import CUresult, FakeGpu, Kernel, fake_driver, native_module, use_native_launcher  # noqa: F401
+from .test_arguments import FakeTorchDevice
+
+TARGET = "nvidia:sm_90a"
+
+
+class DType:
+    """A torch dtype: one object per dtype, named as torch names it."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"torch.{self.name}"
+
+
+FLOAT32, FLOAT16 = DType("float32"), DType("float16")
+# Recognised as a torch tensor by its module, as real tensors are (torch is not imported).
+Tensor = type("Tensor", (), {
+    "__module__": "torch",
+    "__init__": lambda self, address, device=0, dtype=FLOAT32: setattr(self, "_a", (address, device, dtype)),
+    "data_ptr": lambda self: self._a[0],
+    "get_device": lambda self: self._a[1],
+    "dtype": property(lambda self: self._a[2]),
+    "is_cuda": property(lambda self: self._a[1] >= 0),
+    "device": property(lambda self: FakeTorchDevice("cuda", self._a[1]) if self._a[1] >= 0
+                       else FakeTorchDevice("cpu", None)),
+})
+
+
+@pt.jit
+def scale_add(x, y, out, n, alpha: float = 2.0, BLOCK: pl.constexpr = 256):
+    offs = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+    mask = offs < n
+    pl.store(out + offs, alpha * pl.load(x + offs, mask=mask) + pl.load(y + offs, mask=mask), mask=mask)
+
+
+class _AnyImage(dict):
+    """The fake driver's images: every cubin holds ``scale_add`` with its parameter sizes."""
+
+    def get(self, key, default=None):
+        return {"scale_add": Kernel((8, 8, 8, 4, 4))}
+
+    def __getitem__(self, key):
+        return self.get(key)
+
+
+def _forget_launches(fn):
+    # Each test has a new fake driver: kernels loaded through the last one are unknown to it.
+    fn._dispatcher = fn._dispatch_source = fn._entry_fn = None
+    fn._specialized_entry = False
+    fn._hot.clear()
+    fn.cache.clear()
+    fn._plan_budget = 64
+
+
+@pytest.fixture
+def gpu(fake_driver, native_module, monkeypatch, ptxas):
+    use_native_launcher(fake_driver, native_module, monkeypatch)
+    fake_driver.gpus = [FakeGpu(), FakeGpu()]
+    fake_driver.images = _AnyImage()
+    for fn in (scale_add, scaled_copy):
+        _forget_launches(fn)
+    yield fake_driver
+    for fn in (scale_add, scaled_copy):
+        _forget_launches(fn)
+
+
+def _args(n=1000, device=0, dtype=FLOAT32, base=0x10000):
+    return Tensor(base, device, dtype), Tensor(base + 0x1000, device, dtype), Tensor(base + 0x2000, device, dtype), n
+
+
+def _warm(*args, **kwargs):
+    """Launch until the dispatcher has a plan for this call (the first launch compiles,
+    the second makes the dispatcher, the third its plan)."""
+    for _ in range(3):
+        scale_add[(4,)](*args, target=TARGET, **kwargs)
+
+
+def _python_path_refused(monkeypatch):
+    calls = []
+
+    def refuse(*args, **kwargs):
+        calls.append(args)
+        raise AssertionError("the call went to the Python entry point")
+
+    monkeypatch.setattr(scale_add, "_entry_fn", refuse)
+    return calls
+
+
+def _launched(fake, *, n, alpha=2.0, base=0x10000):
+    launch = fake.launches[-1]
+    assert launch.arguments == [struct.pack("<Q", base), struct.pack("<Q", base + 0x1000),
+                                struct.pack("<Q", base + 0x2000), struct.pack("<i", n), struct.pack("<f", alpha)]
+    return launch
+
+
+def test_a_planned_call_is_launched_without_the_python_entry(gpu, monkeypatch):
+    _warm(*_args())
+    assert len(scale_add._dispatcher.results) == 1
+    _python_path_refused(monkeypatch)
+    compiled = scale_add[(7, 2)](*_args(), target=TARGET)
+    launch = _launched(gpu, n=1000)
+    assert (launch.grid, launch.block, launch.context) == ((7, 2, 1), (128, 1, 1), 0x1000)
+    assert compiled is scale_add._dispatcher.results[0]
+
+
+def test_keywords_and_defaults_are_packed_as_the_python_path_packs_them(gpu, monkeypatch):
+    for _ in range(3):
+        scale_add[(4,)](*_args()[:3], n=1000, alpha=0.5, target=TARGET)
+    for _ in range(3):
+        scale_add[(4,)](*_args()[:3], alpha=0.5, n=1000, target=TARGET)  # another call shape: its own plan
+    _python_path_refused(monkeypatch)
+    scale_add[(1,)](*_args()[:3], n=1000, alpha=0.5, target=TARGET)
+    _launched(gpu, n=1000, alpha=0.5)
+    scale_add[(1,)](*_args()[:3], alpha=0.5, n=1000, target=TARGET)
+    _launched(gpu, n=1000, alpha=0.5)
+    assert len(scale_add._dispatcher.results) == 2
+
+
+@pytest.mark.parametrize("change", [
+    pytest.param(dict(n=1024), id="int-now-divisible-by-16"),
+    pytest.param(dict(n=1), id="int-now-one"),
+    pytest.param(dict(n=2**31), id="int-now-i64"),
+    pytest.param(dict(dtype=FLOAT16), id="another-dtype"),
+    pytest.param(dict(base=0x10004), id="unaligned-address"),
+])
+def test_a_call_keyed_differently_goes_to_python_and_gets_its_own_plan(gpu, change):
+    _warm(*_args())
+    compiled_before = scale_add.compile_count
+    scale_add[(1,)](*_args(**change), target=TARGET)
+    assert scale_add.compile_count == compiled_before + 1  # the Python path keyed it anew
+    assert len(scale_add._dispatcher.results) == 2
+    base, n = change.get("base", 0x10000), change.get("n", 1000)
+    launch = gpu.launches[-1]
+    assert launch.arguments[0] == struct.pack("<Q", base)
+    if n < 2**31:  # (the fake reads 4 bytes of an i64 parameter)
+        assert launch.arguments[3] == struct.pack("<i", n)
+
+
+def test_a_constexpr_or_option_of_another_value_is_not_planned_alike(gpu, monkeypatch):
+    _warm(*_args(), BLOCK=128)
+    calls = _python_path_refused(monkeypatch)
+    for call in (dict(BLOCK=64), dict(BLOCK=128, num_warps=8), dict(BLOCK=True)):
+        with pytest.raises(AssertionError, match="Python entry point"):
+            scale_add[(1,)](*_args(), target=TARGET, **call)
+    assert len(calls) == 3
+
+
+def test_mistakes_are_explained_by_the_python_path(gpu):
+    _warm(*_args())
+    with pytest.raises(LaunchError, match="argument 'n'"):
+        scale_add[(1,)](*_args()[:3], "1000", target=TARGET)
+    with pytest.raises(LaunchError, match="missing a required argument: 'n'"):
+        scale_add[(1,)](*_args()[:3], target=TARGET)
+    cpu = Tensor(0x10000, -1)
+    with pytest.raises(LaunchError, match="'x'"):
+        scale_add[(1,)](cpu, *_args()[1:], target=TARGET)
+    with pytest.raises(LaunchError, match="on cuda:1, but argument 'x' is on cuda:0"):
+        scale_add[(1,)](_args()[0], _args(device=1)[1], *_args()[2:], target=TARGET)
+
+
+def test_an_empty_or_oversized_grid_takes_the_python_path(gpu):
+    _warm(*_args())
+    launches = len(gpu.launches)
+    scale_add[(0,)](*_args(), target=TARGET)
+    assert len(gpu.launches) == launches
+    with pytest.raises(LaunchError, match="more than the 65535"):
+        scale_add[(1, 70000)](*_args(), target=TARGET)
+
+
+def test_a_callable_grid_sees_what_it_sees_on_the_python_path(gpu, monkeypatch):
+    seen = []
+
+    def grid(meta):
+        seen.append(dict(meta))
+        return (pt.cdiv(meta["n"], meta["BLOCK"]),)
+
+    _warm(*_args())
+    scale_add[grid](*_args(), target=TARGET)  # the Python path: no plan for this shape yet? (same shape: planned)
+    _python_path_refused(monkeypatch)
+    scale_add[grid](*_args(), target=TARGET)
+    assert gpu.launches[-1].grid == (4, 1, 1)
+    first, last = seen[0], seen[-1]
+    assert {k: v for k, v in first.items() if k not in "xyout"} == {k: v for k, v in last.items() if k not in "xyout"}
+    assert last["n"] == 1000 and last["BLOCK"] == 256 and last["alpha"] == 2.0 and last["num_warps"] == 4
+    assert last["x"] is not None and last["target"] == TARGET
+
+
+def test_the_grid_function_runs_once_when_its_result_needs_the_python_path(gpu):
+    calls = []
+
+    def grid(meta):
+        calls.append(1)
+        return [0]  # an empty grid: the Python path decides (nothing is launched)
+
+    _warm(*_args())
+    launches = len(gpu.launches)
+    scale_add[grid](*_args(), target=TARGET)
+    assert len(calls) == 1 and len(gpu.launches) == launches
+
+
+def test_a_device_the_kernel_is_not_loaded_on_goes_to_python_then_is_planned(gpu, monkeypatch):
+    _warm(*_args())
+    scale_add[(1,)](*_args(device=1), target=TARGET)  # loads it on device 1
+    assert gpu.launches[-1].context == 0x1001
+    scale_add[(1,)](*_args(device=1), target=TARGET)  # learns the plan with device 1 loaded
+    _python_path_refused(monkeypatch)
+    scale_add[(1,)](*_args(device=1), target=TARGET)
+    scale_add[(1,)](*_args(device=0), target=TARGET)
+    assert [launch.context for launch in gpu.launches[-2:]] == [0x1001, 0x1000]
+
+
+def test_driver_errors_name_the_kernel(gpu, monkeypatch):
+    _warm(*_args())
+    _python_path_refused(monkeypatch)
+    gpu.launch_result = CUresult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+    with pytest.raises(Exception, match="scale_add"):
+        scale_add[(1,)](*_args(), target=TARGET)
+
+
+def test_changing_the_target_setting_forgets_the_plans(gpu):
+    _warm(*_args())
+    assert scale_add._dispatcher.results
+    with config.override(target="interp"):
+        assert scale_add._dispatcher.results == ()
+
+
+SCALE = 2.0
+
+
+@pt.jit
+def scaled_copy(x, out, n, BLOCK: pl.constexpr = 128):
+    offs = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+    pl.store(out + offs, pl.load(x + offs, mask=offs < n) * SCALE, mask=offs < n)
+
+
+def test_a_changed_global_recompiles_through_the_python_path(gpu, monkeypatch):
+    global SCALE
+    gpu.images = type("Images", (_AnyImage,), {"get": lambda self, key, default=None: {
+        "scaled_copy": Kernel((8, 8, 4))}})()
+    x, out = Tensor(0x10000), Tensor(0x20000)
+    for _ in range(3):
+        scaled_copy[(1,)](x, out, 100, target=TARGET)
+    assert len(scaled_copy._dispatcher.results) == 1
+    compiled = scaled_copy.compile_count
+    monkeypatch.setattr(__import__(__name__, fromlist=["_"]), "SCALE", 3.0)
+    scaled_copy[(1,)](x, out, 100, target=TARGET)
+    assert scaled_copy.compile_count == compiled + 1
