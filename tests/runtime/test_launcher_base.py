@@ -140,6 +140,19 @@ def test_native_module_is_built_once_and_reused(tmp_path, compiler):
     assert len(list((tmp_path / "built").iterdir())) == 2  # another source, another file
 
 
+def test_a_local_header_is_part_of_the_build(tmp_path, compiler):
+    # Editing a header the source includes from its directory rebuilds the module.
+    (tmp_path / "value.h").write_text("#define VALUE 42\n")
+    source = tmp_path / "answer.c"
+    source.write_text('#include "value.h"\n' + ANSWER_C.replace("PyLong_FromLong(42)", "PyLong_FromLong(VALUE)"))
+    assert build_native_module("_polytile_answer", source, tmp_path / "built").answer() == 42
+    (tmp_path / "value.h").write_text("#define VALUE 44\n")
+    assert build_native_module("_polytile_answer", source, tmp_path / "built").answer() == 44
+    (tmp_path / "value.h").unlink()
+    with pytest.raises(NativeBuildError, match="value.h, which is missing"):
+        build_native_module("_polytile_answer", source, tmp_path / "built")
+
+
 def test_compiler_errors_say_what_failed(tmp_path, compiler):
     source = tmp_path / "broken.c"
     source.write_text("this is not C;\n")

@@ -29,6 +29,7 @@ import importlib.machinery
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -195,10 +196,22 @@ def native_module_path(name: str, source: Path, directory: Path) -> tuple[str, s
     compiler = c_compiler()
     if compiler is None:
         raise NativeBuildError("no C compiler found (looked for $CC, cc, gcc and clang)")
-    code = source.read_bytes()
+    code = source.read_bytes() + b"".join(header.read_bytes() for header in local_headers(source))
     digest = hashlib.sha256(b"\0".join([code, compiler.encode(), include.encode(), sys.version.encode()])).hexdigest()
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     return compiler, include, directory / f"{name}-{digest[:20]}{suffix}"
+
+
+def local_headers(source: Path) -> list[Path]:
+    """The files ``source`` includes with ``#include "name"`` from its own directory: part
+    of what the built module is named by, so that editing one rebuilds it."""
+    names = re.findall(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', source.read_text(errors="replace"), re.MULTILINE)
+    headers = [source.parent / name for name in names]
+    missing = [str(header) for header in headers if not header.is_file()]
+    if missing:
+        raise NativeBuildError(f"'{source.name}' includes {', '.join(missing)}, which is missing (the package was "
+                               "installed without it)")
+    return headers
 
 
 def build_native_module(name: str, source: Path, directory: Path) -> Any:
@@ -247,4 +260,4 @@ def _compile(compiler: str, include: str, source: Path, target: Path) -> None:
 
 
 __all__ = ["LauncherBase", "NativeBuildError", "argument_count_error", "build_native_module", "c_compiler",
-           "mixed_devices_error", "native_module_path"]
+           "local_headers", "mixed_devices_error", "native_module_path"]

@@ -266,3 +266,25 @@ def test_a_changed_global_recompiles_through_the_python_path(gpu, monkeypatch):
     monkeypatch.setattr(__import__(__name__, fromlist=["_"]), "SCALE", 3.0)
     scaled_copy[(1,)](x, out, 100, target=TARGET)
     assert scaled_copy.compile_count == compiled + 1
+
+
+def test_a_function_with_a_dispatcher_is_garbage_collected(gpu):
+    import gc
+    import weakref
+
+    def make():
+        @pt.jit
+        def scale_add(x, y, out, n, alpha: float = 2.0, BLOCK: pl.constexpr = 256):
+            offs = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+            pl.store(out + offs, alpha * pl.load(x + offs, mask=offs < n), mask=offs < n)
+        return scale_add
+
+    fn = make()
+    for _ in range(3):
+        bound = fn[(1,)]
+        bound(*_args(), target=TARGET)
+    assert fn._dispatcher is not None and len(fn._dispatcher.results) == 1
+    alive = weakref.ref(fn)
+    del fn, bound
+    gc.collect()
+    assert alive() is None

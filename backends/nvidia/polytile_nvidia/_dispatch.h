@@ -1,0 +1,591 @@
+/* The dispatcher of _launch.c (which includes this file once, after its own launch
+ * helpers: pack_scalar, call_for_integer, the driver entry points, Loaded). */
+
+/* ---- The dispatcher: kernel[grid](...) in one C call ---------------------------------
+ *
+ * A Dispatcher belongs to one @jit function and keeps up to MAX_PLANS plans.  A plan
+ * says how the function was called (how many positional arguments, which keywords),
+ * what each argument passed must be for a call to be the same specialization (an int in
+ * the same range and with the same hint, a tensor of the same type, dtype and
+ * alignment, a constexpr or launch option equal to the same value, a None), where each
+ * run-time argument goes in the kernel's parameter bytes, and the compiled kernel the
+ * call returns.  A call that matches a plan is checked, packed and launched here
+ * without running Python code of ours; any other goes to `slow` (the Python entry
+ * point), which launches it, explains mistakes, and may hand a plan back (`learn`).
+ * Plans come from polytile.runtime.dispatch, which derives each check from the same
+ * probes that key the Python path, so a call passing them is keyed alike.
+ */
+
+enum { MAX_PLANS = 4 };
+enum { CHECK_EQUAL = 1, CHECK_NONE = 2, CHECK_TENSOR = 3, CHECK_INT = 4, CHECK_FLOAT = 5, CHECK_BOOL = 6 };
+enum { HINT_ANY = 0, HINT_ALIGNED = 1, HINT_UNALIGNED = 2, HINT_ONE = 3, HINT_DIVISIBLE = 4, HINT_OTHER = 5 };
+enum { RANGE_I32 = 0, RANGE_I64 = 1, RANGE_U64 = 2 };
+/* try_plan's answers besides -1 (an exception is set). */
+enum { LAUNCHED = 0, NO_MATCH = 1, NEEDS_PYTHON = 2 };
+
+typedef struct {
+    uint8_t check, code, hint, range;
+    uint32_t object;    /* the expected value, or the tensor type (then its dtype), in `objects` */
+    int32_t parameter;  /* the kernel parameter the value is packed into, or -1 */
+    uint32_t unused;
+} SlotCheck;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t nargs;
+    PyObject *kwnames;  /* tuple, or None for a call without keywords */
+    Py_ssize_t nslots;
+    SlotCheck *slots;
+    PyObject *objects;  /* tuple */
+    uint32_t count, size, block, shared;
+    uint32_t *offsets;  /* each kernel parameter's place in the bytes */
+    char *base;         /* the bytes with the defaults of parameters not passed */
+    PyObject *guard, *launcher, *meta_base, *slot_names, *result;
+} Plan;
+
+static PyObject *name_dtype, *name_table;
+
+/* Plans, dispatchers and bound calls take part in garbage collection: a plan holds the
+ * kernel's guard, which reads the module globals that hold the @jit function, which
+ * holds the dispatcher. */
+static int plan_traverse(Plan *plan, visitproc visit, void *arg) {
+    Py_VISIT(plan->kwnames);
+    Py_VISIT(plan->objects);
+    Py_VISIT(plan->guard);
+    Py_VISIT(plan->launcher);
+    Py_VISIT(plan->meta_base);
+    Py_VISIT(plan->slot_names);
+    Py_VISIT(plan->result);
+    return 0;
+}
+
+static int plan_clear(Plan *plan) {
+    Py_CLEAR(plan->kwnames);
+    Py_CLEAR(plan->objects);
+    Py_CLEAR(plan->guard);
+    Py_CLEAR(plan->launcher);
+    Py_CLEAR(plan->meta_base);
+    Py_CLEAR(plan->slot_names);
+    Py_CLEAR(plan->result);
+    return 0;
+}
+
+static void plan_dealloc(Plan *plan) {
+    PyObject_GC_UnTrack(plan);
+    plan_clear(plan);
+    PyMem_Free(plan->slots);
+    PyMem_Free(plan->offsets);
+    PyMem_Free(plan->base);
+    Py_TYPE(plan)->tp_free((PyObject *)plan);
+}
+
+static int code_size(char code) {
+    switch (code) {
+    case '?': case 'b': case 'B': return 1;
+    case 'h': case 'H': case 'e': return 2;
+    case 'i': case 'I': case 'f': return 4;
+    case 'q': case 'Q': case 'd': case 'P': return 8;
+    default: return 0;
+    }
+}
+
+static PyObject *plan_invalid(const char *what) {
+    PyErr_Format(PyExc_ValueError, "Plan: %s", what);
+    return NULL;
+}
+
+/* Plan(nargs, kwnames, slots, objects, offsets, base, block, shared, guard, launcher,
+ *      meta_base, slot_names, result): every size and index is checked here, once. */
+static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t nargs;
+    PyObject *kwnames, *slots, *objects, *offsets, *base, *guard, *launcher, *meta_base, *slot_names, *result;
+    unsigned int block, shared;
+    if (!PyArg_ParseTuple(args, "nOSO!SSIIOOOO!O", &nargs, &kwnames, &slots, &PyTuple_Type, &objects, &offsets, &base,
+                          &block, &shared, &guard, &launcher, &meta_base, &PyTuple_Type, &slot_names, &result))
+        return NULL;
+    Py_ssize_t keywords = 0;
+    if (kwnames != Py_None) {
+        if (!PyTuple_CheckExact(kwnames)) return plan_invalid("kwnames must be a tuple or None");
+        keywords = PyTuple_GET_SIZE(kwnames);
+    }
+    if (nargs < 0 || PyBytes_GET_SIZE(slots) % sizeof(SlotCheck) ||
+        PyBytes_GET_SIZE(slots) / (Py_ssize_t)sizeof(SlotCheck) != nargs + keywords ||
+        PyTuple_GET_SIZE(slot_names) != nargs + keywords)
+        return plan_invalid("one slot check and one name per argument passed");
+    if (PyBytes_GET_SIZE(offsets) % 4 || PyBytes_GET_SIZE(offsets) / 4 > MAX_ARGUMENTS ||
+        PyBytes_GET_SIZE(base) > MAX_ARGUMENT_BYTES)
+        return plan_invalid("too many parameters or bytes");
+    if (guard != Py_None && !PyCallable_Check(guard)) return plan_invalid("guard must be callable or None");
+    if (meta_base != Py_None && !PyDict_CheckExact(meta_base)) return plan_invalid("meta_base must be a dict or None");
+    Plan *plan = (Plan *)type->tp_alloc(type, 0);
+    if (plan == NULL) return NULL;
+    plan->nargs = nargs;
+    plan->nslots = nargs + keywords;
+    plan->count = (uint32_t)(PyBytes_GET_SIZE(offsets) / 4);
+    plan->size = (uint32_t)PyBytes_GET_SIZE(base);
+    plan->block = block;
+    plan->shared = shared;
+    plan->slots = PyMem_Malloc(plan->nslots * sizeof(SlotCheck) + 1);
+    plan->offsets = PyMem_Malloc(plan->count * 4 + 1);
+    plan->base = PyMem_Malloc(plan->size + 1);
+    Py_INCREF(kwnames); plan->kwnames = kwnames;
+    Py_INCREF(objects); plan->objects = objects;
+    Py_INCREF(guard); plan->guard = guard;
+    Py_INCREF(launcher); plan->launcher = launcher;
+    Py_INCREF(meta_base); plan->meta_base = meta_base;
+    Py_INCREF(slot_names); plan->slot_names = slot_names;
+    Py_INCREF(result); plan->result = result;
+    if (plan->slots == NULL || plan->offsets == NULL || plan->base == NULL) {
+        Py_DECREF(plan);
+        return PyErr_NoMemory();
+    }
+    memcpy(plan->slots, PyBytes_AS_STRING(slots), plan->nslots * sizeof(SlotCheck));
+    memcpy(plan->offsets, PyBytes_AS_STRING(offsets), plan->count * 4);
+    memcpy(plan->base, PyBytes_AS_STRING(base), plan->size);
+    Py_ssize_t object_count = PyTuple_GET_SIZE(objects);
+    for (Py_ssize_t i = 0; i < plan->nslots; i++) {
+        const SlotCheck *slot = &plan->slots[i];
+        int packs = slot->check == CHECK_TENSOR || slot->check == CHECK_INT || slot->check == CHECK_FLOAT ||
+                    slot->check == CHECK_BOOL;
+        if (slot->check < CHECK_EQUAL || slot->check > CHECK_BOOL || (packs && (slot->parameter < 0 ||
+            (uint32_t)slot->parameter >= plan->count || code_size((char)slot->code) == 0 ||
+            plan->offsets[slot->parameter] + (uint32_t)code_size((char)slot->code) > plan->size)) ||
+            (slot->check == CHECK_EQUAL && slot->object >= object_count) ||
+            (slot->check == CHECK_TENSOR && (slot->object + 1 >= object_count || slot->code != 'P' ||
+                                            !PyType_Check(PyTuple_GET_ITEM(objects, slot->object))))) {
+            Py_DECREF(plan);
+            return plan_invalid("a slot check is out of range");
+        }
+    }
+    return (PyObject *)plan;
+}
+
+static PyTypeObject PlanType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_polytile_nvidia_launch.Plan",
+    .tp_basicsize = sizeof(Plan),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = plan_new,
+    .tp_dealloc = (destructor)plan_dealloc,
+    .tp_traverse = (traverseproc)plan_traverse,
+    .tp_clear = (inquiry)plan_clear,
+    .tp_doc = "One way a @jit function is called, and how to launch it (see the file's comment).",
+};
+
+/* 0 when the value passes the slot's check (and is packed), NO_MATCH when it does not. */
+static int check_slot(const Plan *plan, const SlotCheck *slot, PyObject *value, char *bytes, long long *device,
+                      int *any_tensor) {
+    PyObject *objects = plan->objects;
+    char *at = slot->parameter >= 0 ? bytes + plan->offsets[slot->parameter] : NULL;
+    switch (slot->check) {
+    case CHECK_EQUAL: {
+        PyObject *expected = PyTuple_GET_ITEM(objects, slot->object);
+        if (value == expected) return 0;
+        if (Py_TYPE(value) != Py_TYPE(expected)) return NO_MATCH;
+        int equal = PyObject_RichCompareBool(value, expected, Py_EQ);
+        if (equal < 0) PyErr_Clear();
+        return equal == 1 ? 0 : NO_MATCH;
+    }
+    case CHECK_NONE:
+        return value == Py_None ? 0 : NO_MATCH;
+    case CHECK_TENSOR: {
+        if (Py_TYPE(value) != (PyTypeObject *)PyTuple_GET_ITEM(objects, slot->object)) return NO_MATCH;
+        PyObject *dtype = PyObject_GetAttr(value, name_dtype);
+        if (dtype == NULL) { PyErr_Clear(); return NO_MATCH; }
+        Py_DECREF(dtype);  /* torch's dtypes are singletons: identity is equality */
+        if (dtype != PyTuple_GET_ITEM(objects, slot->object + 1)) return NO_MATCH;
+        long long where, data;
+        if (call_for_integer(value, name_get_device, &where) || where < 0) { PyErr_Clear(); return NO_MATCH; }
+        if (*device >= 0 && where != *device) return NO_MATCH;
+        if (call_for_integer(value, name_data_ptr, &data)) { PyErr_Clear(); return NO_MATCH; }
+        if ((slot->hint == HINT_ALIGNED && (data & 15)) || (slot->hint == HINT_UNALIGNED && !(data & 15)))
+            return NO_MATCH;
+        *device = where;
+        *any_tensor = 1;
+        uint64_t address = (uint64_t)data;
+        memcpy(at, &address, 8);
+        return 0;
+    }
+    case CHECK_INT: {
+        if (!PyLong_CheckExact(value)) return NO_MATCH;
+        int overflow = 0;
+        long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+        unsigned long long low_bits;
+        if (overflow == 0) {
+            int in_i32 = number >= INT32_MIN && number <= INT32_MAX;
+            if ((slot->range == RANGE_I32) != in_i32 || slot->range == RANGE_U64) return NO_MATCH;
+            low_bits = (unsigned long long)number;
+        } else {
+            if (slot->range != RANGE_U64 || overflow < 0) return NO_MATCH;
+            low_bits = PyLong_AsUnsignedLongLong(value);
+            if (low_bits == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return NO_MATCH; }
+        }
+        /* Python's `x & 15` on a negative int is two's complement, as here. */
+        switch (slot->hint) {
+        case HINT_ONE: if (low_bits != 1) return NO_MATCH; break;
+        case HINT_DIVISIBLE: if (low_bits & 15) return NO_MATCH; break;
+        case HINT_OTHER: if (low_bits == 1 || !(low_bits & 15)) return NO_MATCH; break;
+        default: break;
+        }
+        return pack_scalar((char)slot->code, value, at) ? (PyErr_Clear(), NO_MATCH) : 0;
+    }
+    case CHECK_FLOAT:
+        if (!PyFloat_CheckExact(value)) return NO_MATCH;
+        return pack_scalar((char)slot->code, value, at) ? (PyErr_Clear(), NO_MATCH) : 0;
+    case CHECK_BOOL:
+        if (!PyBool_Check(value)) return NO_MATCH;
+        return pack_scalar((char)slot->code, value, at) ? (PyErr_Clear(), NO_MATCH) : 0;
+    default:
+        return NO_MATCH;
+    }
+}
+
+static int keywords_match(PyObject *expected, PyObject *kwnames) {
+    if (kwnames == NULL) return expected == Py_None;
+    if (expected == Py_None) return 0;
+    if (expected == kwnames) return 1;
+    Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
+    if (PyTuple_GET_SIZE(expected) != n) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyTuple_GET_ITEM(expected, i), *b = PyTuple_GET_ITEM(kwnames, i);
+        if (a != b && PyUnicode_Compare(a, b) != 0) return 0;
+    }
+    return 1;
+}
+
+/* The grid as three block counts within CUDA's limits; 0 when it is one, else the
+ * Python path must judge it (an empty grid, a bad one, a NumPy integer). */
+static int read_grid(PyObject *grid, unsigned long counts[3]) {
+    static const unsigned long limits[3] = {2147483647UL, 65535UL, 65535UL};
+    Py_ssize_t n;
+    PyObject **items;
+    if (PyTuple_CheckExact(grid)) {
+        n = PyTuple_GET_SIZE(grid);
+        items = PySequence_Fast_ITEMS(grid);
+    } else if (PyList_CheckExact(grid)) {
+        n = PyList_GET_SIZE(grid);
+        items = PySequence_Fast_ITEMS(grid);
+    } else {
+        return -1;
+    }
+    if (n < 1 || n > 3) return -1;
+    for (int axis = 0; axis < 3; axis++) {
+        if (axis >= n) { counts[axis] = 1; continue; }
+        if (!PyLong_Check(items[axis]) || PyBool_Check(items[axis])) return -1;
+        int overflow = 0;
+        long long count = PyLong_AsLongLongAndOverflow(items[axis], &overflow);
+        if (overflow || count < 1 || (unsigned long long)count > limits[axis]) { PyErr_Clear(); return -1; }
+        counts[axis] = (unsigned long)count;
+    }
+    return 0;
+}
+
+/* A callable grid gets the arguments by name over the options and defaults, as the
+ * Python path gives them. */
+static PyObject *call_grid(const Plan *plan, PyObject *grid, PyObject *const *values) {
+    PyObject *meta = PyDict_Copy(plan->meta_base);
+    if (meta == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < plan->nslots; i++) {
+        if (PyDict_SetItem(meta, PyTuple_GET_ITEM(plan->slot_names, i), values[i])) {
+            Py_DECREF(meta);
+            return NULL;
+        }
+    }
+    PyObject *result = PyObject_CallOneArg(grid, meta);
+    Py_DECREF(meta);
+    return result;
+}
+
+static int raise_driver_error(const Plan *plan, CUresult code, int call, long long device) {
+    PyObject *failure = Py_BuildValue("(ii)", (int)code, call);
+    if (failure == NULL) return -1;
+    PyObject *returned = PyObject_CallMethod(plan->launcher, "_raise_native", "(OL)", failure, device);
+    Py_DECREF(failure);
+    Py_XDECREF(returned);
+    if (returned != NULL) PyErr_Format(PyExc_RuntimeError, "CUDA error %d was not reported", (int)code);
+    return -1;
+}
+
+/* LAUNCHED, NO_MATCH, NEEDS_PYTHON (with *called_grid the grid's result when a callable
+ * grid was called, so that the Python path does not call it again), or -1. */
+static int try_plan(const Plan *plan, PyObject *grid, PyObject *const *values, Py_ssize_t nargs, PyObject *kwnames,
+                    PyObject **called_grid) {
+    if (plan->objects == NULL || nargs != plan->nargs || !keywords_match(plan->kwnames, kwnames)) return NO_MATCH;
+    uint64_t storage[MAX_ARGUMENT_BYTES / 8];
+    void *pointers[MAX_ARGUMENTS];
+    char *bytes = (char *)storage;
+    memcpy(bytes, plan->base, plan->size);
+    long long device = -1;
+    int any_tensor = 0;
+    for (Py_ssize_t i = 0; i < plan->nslots; i++)
+        if (check_slot(plan, &plan->slots[i], values[i], bytes, &device, &any_tensor)) return NO_MATCH;
+    if (plan->guard != Py_None) {
+        PyObject *holds = PyObject_CallNoArgs(plan->guard);
+        if (holds == NULL) return -1;
+        Py_DECREF(holds);
+        if (holds != Py_True) return NO_MATCH;  /* a global changed: the Python path recompiles */
+    }
+    if (device < 0) return NEEDS_PYTHON;  /* no argument says where to run */
+    unsigned long counts[3];
+    if (PyTuple_CheckExact(grid)) {
+        if (read_grid(grid, counts)) return NEEDS_PYTHON;
+    } else if (plan->meta_base != Py_None && PyCallable_Check(grid)) {
+        PyObject *result = call_grid(plan, grid, values);
+        if (result == NULL) return -1;
+        *called_grid = result;
+        if (read_grid(result, counts)) return NEEDS_PYTHON;
+    } else {
+        return NEEDS_PYTHON;
+    }
+    PyObject *table = PyObject_GetAttr(plan->launcher, name_table);
+    if (table == NULL) return -1;
+    if (!PyBytes_Check(table) || device >= PyBytes_GET_SIZE(table) / (Py_ssize_t)sizeof(Loaded)) {
+        Py_DECREF(table);
+        return NEEDS_PYTHON;
+    }
+    Loaded loaded = ((const Loaded *)PyBytes_AS_STRING(table))[device];
+    Py_DECREF(table);
+    if (!loaded.function) return NEEDS_PYTHON;  /* not loaded on that device yet */
+    void *stream = NULL;
+    if (any_tensor) {
+        if (current_stream == NULL) return NEEDS_PYTHON;
+        PyObject *index = PyLong_FromLongLong(device);
+        if (index == NULL) return -1;
+        PyObject *raw = PyObject_CallOneArg(current_stream, index);
+        Py_DECREF(index);
+        if (raw == NULL) return -1;
+        stream = PyLong_AsVoidPtr(raw);
+        Py_DECREF(raw);
+        if (stream == NULL && PyErr_Occurred()) return -1;
+    }
+    for (uint32_t i = 0; i < plan->count; i++) pointers[i] = bytes + plan->offsets[i];
+    CUcontext current = NULL;
+    CUresult result = ctx_get_current(&current);
+    if (result) return raise_driver_error(plan, result, CALL_CTX_GET, device);
+    if (current != (CUcontext)(uintptr_t)loaded.context &&
+        (result = ctx_set_current((CUcontext)(uintptr_t)loaded.context)))
+        return raise_driver_error(plan, result, CALL_CTX_SET, device);
+    result = launch_kernel((CUfunction)(uintptr_t)loaded.function, (unsigned)counts[0], (unsigned)counts[1],
+                           (unsigned)counts[2], plan->block, 1, 1, plan->shared, stream,
+                           plan->count ? pointers : NULL, NULL);
+    if (result) return raise_driver_error(plan, result, CALL_LAUNCH, device);
+    return LAUNCHED;
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *slow;  /* slow(grid, args, kwargs or None) -> compiled kernel */
+    Plan *plans[MAX_PLANS];
+    int count;
+} Dispatcher;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Dispatcher *dispatcher;
+    PyObject *grid;
+} Bound;
+
+static PyTypeObject DispatcherType, BoundType;
+
+static PyObject *call_slow(Dispatcher *dispatcher, PyObject *grid, PyObject *const *values, Py_ssize_t nargs,
+                           PyObject *kwnames) {
+    PyObject *args = PyTuple_New(nargs);
+    if (args == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        Py_INCREF(values[i]);
+        PyTuple_SET_ITEM(args, i, values[i]);
+    }
+    PyObject *kwargs = Py_None;
+    Py_INCREF(kwargs);
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames)) {
+        Py_DECREF(kwargs);
+        kwargs = PyDict_New();
+        for (Py_ssize_t i = 0; kwargs != NULL && i < PyTuple_GET_SIZE(kwnames); i++) {
+            if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), values[nargs + i])) Py_CLEAR(kwargs);
+        }
+        if (kwargs == NULL) {
+            Py_DECREF(args);
+            return NULL;
+        }
+    }
+    PyObject *result = PyObject_CallFunctionObjArgs(dispatcher->slow, grid, args, kwargs, NULL);
+    Py_DECREF(args);
+    Py_DECREF(kwargs);
+    return result;
+}
+
+static PyObject *bound_call(PyObject *self, PyObject *const *values, size_t nargsf, PyObject *kwnames) {
+    Bound *bound = (Bound *)self;
+    Dispatcher *dispatcher = bound->dispatcher;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (dispatcher == NULL || dispatcher->slow == NULL || bound->grid == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this kernel launcher was cleared by the garbage collector");
+        return NULL;
+    }
+    /* Plans held for the call: another thread may learn or clear while torch or a grid
+     * function runs (they may release the GIL). */
+    Plan *plans[MAX_PLANS];
+    int count = dispatcher->count;
+    for (int i = 0; i < count; i++) {
+        plans[i] = dispatcher->plans[i];
+        Py_INCREF(plans[i]);
+    }
+    PyObject *grid = bound->grid, *called_grid = NULL, *result = NULL;
+    int status = NO_MATCH;
+    for (int i = 0; i < count && status == NO_MATCH; i++) {
+        status = try_plan(plans[i], grid, values, nargs, kwnames, &called_grid);
+        if (status == LAUNCHED) {
+            result = plans[i]->result;
+            Py_INCREF(result);
+        }
+    }
+    for (int i = 0; i < count; i++) Py_DECREF(plans[i]);
+    if (status == -1 || status == LAUNCHED) {
+        Py_XDECREF(called_grid);
+        return result;
+    }
+    result = call_slow(dispatcher, called_grid != NULL ? called_grid : grid, values, nargs, kwnames);
+    Py_XDECREF(called_grid);
+    return result;
+}
+
+static int bound_traverse(Bound *bound, visitproc visit, void *arg) {
+    Py_VISIT(bound->dispatcher);
+    Py_VISIT(bound->grid);
+    return 0;
+}
+
+static int bound_clear(Bound *bound) {
+    Py_CLEAR(bound->dispatcher);
+    Py_CLEAR(bound->grid);
+    return 0;
+}
+
+static void bound_dealloc(Bound *bound) {
+    PyObject_GC_UnTrack(bound);
+    bound_clear(bound);
+    Py_TYPE(bound)->tp_free((PyObject *)bound);
+}
+
+static PyTypeObject BoundType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_polytile_nvidia_launch.Bound",
+    .tp_basicsize = sizeof(Bound),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_vectorcall_offset = offsetof(Bound, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = (destructor)bound_dealloc,
+    .tp_traverse = (traverseproc)bound_traverse,
+    .tp_clear = (inquiry)bound_clear,
+    .tp_doc = "kernel[grid]: call it with the kernel's arguments to launch.",
+};
+
+static PyObject *dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *slow;
+    if (!PyArg_ParseTuple(args, "O:Dispatcher", &slow)) return NULL;
+    if (!PyCallable_Check(slow)) {
+        PyErr_SetString(PyExc_TypeError, "Dispatcher(slow): slow must be callable");
+        return NULL;
+    }
+    Dispatcher *dispatcher = (Dispatcher *)type->tp_alloc(type, 0);
+    if (dispatcher == NULL) return NULL;
+    Py_INCREF(slow);
+    dispatcher->slow = slow;
+    dispatcher->count = 0;
+    return (PyObject *)dispatcher;
+}
+
+static void dispatcher_clear_plans(Dispatcher *dispatcher) {
+    int count = dispatcher->count;
+    dispatcher->count = 0;
+    for (int i = 0; i < count; i++) Py_DECREF(dispatcher->plans[i]);
+}
+
+static int dispatcher_traverse(Dispatcher *dispatcher, visitproc visit, void *arg) {
+    Py_VISIT(dispatcher->slow);
+    for (int i = 0; i < dispatcher->count; i++) Py_VISIT(dispatcher->plans[i]);
+    return 0;
+}
+
+static int dispatcher_clear(Dispatcher *dispatcher) {
+    dispatcher_clear_plans(dispatcher);
+    Py_CLEAR(dispatcher->slow);
+    return 0;
+}
+
+static void dispatcher_dealloc(Dispatcher *dispatcher) {
+    PyObject_GC_UnTrack(dispatcher);
+    dispatcher_clear(dispatcher);
+    Py_TYPE(dispatcher)->tp_free((PyObject *)dispatcher);
+}
+
+/* bind(grid): what kernel[grid] returns. */
+static PyObject *dispatcher_bind(Dispatcher *dispatcher, PyObject *grid) {
+    Bound *bound = PyObject_GC_New(Bound, &BoundType);
+    if (bound == NULL) return NULL;
+    bound->vectorcall = bound_call;
+    Py_INCREF(dispatcher);
+    bound->dispatcher = dispatcher;
+    Py_INCREF(grid);
+    bound->grid = grid;
+    PyObject_GC_Track(bound);
+    return (PyObject *)bound;
+}
+
+/* learn(plan): tried first from now on; the least recent beyond MAX_PLANS is dropped. */
+static PyObject *dispatcher_learn(Dispatcher *dispatcher, PyObject *plan) {
+    if (!PyObject_TypeCheck(plan, &PlanType)) {
+        PyErr_SetString(PyExc_TypeError, "learn takes a Plan");
+        return NULL;
+    }
+    Plan *dropped = dispatcher->count == MAX_PLANS ? dispatcher->plans[MAX_PLANS - 1] : NULL;
+    int kept = dispatcher->count == MAX_PLANS ? MAX_PLANS - 1 : dispatcher->count;
+    memmove(&dispatcher->plans[1], &dispatcher->plans[0], kept * sizeof(Plan *));
+    Py_INCREF(plan);
+    dispatcher->plans[0] = (Plan *)plan;
+    dispatcher->count = kept + 1;
+    Py_XDECREF(dropped);
+    Py_RETURN_NONE;
+}
+
+static PyObject *dispatcher_forget(Dispatcher *dispatcher, PyObject *unused) {
+    dispatcher_clear_plans(dispatcher);
+    Py_RETURN_NONE;
+}
+
+static PyObject *dispatcher_results(Dispatcher *dispatcher, void *unused) {
+    PyObject *results = PyTuple_New(dispatcher->count);
+    for (int i = 0; results != NULL && i < dispatcher->count; i++) {
+        Py_INCREF(dispatcher->plans[i]->result);
+        PyTuple_SET_ITEM(results, i, dispatcher->plans[i]->result);
+    }
+    return results;
+}
+
+static PyMethodDef dispatcher_methods[] = {
+    {"bind", (PyCFunction)dispatcher_bind, METH_O, "bind(grid): the callable kernel[grid] returns."},
+    {"learn", (PyCFunction)dispatcher_learn, METH_O, "learn(plan): launch calls matching the plan here."},
+    {"forget", (PyCFunction)dispatcher_forget, METH_NOARGS, "Drop every plan (the next calls go to slow)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef dispatcher_getset[] = {
+    {"results", (getter)dispatcher_results, NULL, "The compiled kernels of the plans, most recent first.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject DispatcherType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_polytile_nvidia_launch.Dispatcher",
+    .tp_basicsize = sizeof(Dispatcher),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = dispatcher_new,
+    .tp_dealloc = (destructor)dispatcher_dealloc,
+    .tp_traverse = (traverseproc)dispatcher_traverse,
+    .tp_clear = (inquiry)dispatcher_clear,
+    .tp_methods = dispatcher_methods,
+    .tp_getset = dispatcher_getset,
+    .tp_doc = "Dispatcher(slow): kernel[grid](...) launched in C for the calls it has plans for.",
+};
+
