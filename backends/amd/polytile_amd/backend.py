@@ -18,7 +18,6 @@ from polytile.backend import (
     BackendUnavailable,
     Device,
     check_vendor_call,
-    import_vendor_module,
     installed_versions,
     vendor_error_name,
 )
@@ -130,8 +129,9 @@ class AmdBackend(Backend):
 
 
 def _import_hip() -> Any:
-    return import_vendor_module("hip.hip", distribution="hip-python", install_hint="pip install 'polytile-amd[rocm]'",
-                                runtime="ROCm runtime", missing_names=("hip", "hip.hip"))
+    from .driver import import_bindings
+
+    return import_bindings()
 
 
 def _error_name(err: Any) -> str:
