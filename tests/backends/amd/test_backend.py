@@ -272,6 +272,24 @@ def test_hip_python_10_without_rocm_is_installed_with_no_device(hip_python_10):
     assert "no device: ROCm runtime not found: failed to dlopen 'libamdhip64.so'" in amd, amd
 
 
+def test_compiling_for_amd_does_not_import_hip(hip_python_10):
+    # hip-python importable (the fake above), yet compiling never touches it: only a launch
+    # or device discovery (polytile info, choosing a default target) imports it.
+    code = (
+        "import sys, numpy as np\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from kernels import add, compile_amd\n"
+        "f = np.zeros(256, np.float32)\n"
+        "assert compile_amd(add, f, f, f, 256, BLOCK=256)['hsaco'][:4] == b'\\x7fELF'\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('hip', 'rocm')))\n"
+    )
+    path = os.pathsep.join([str(hip_python_10), os.environ.get("PYTHONPATH", "")])
+    run = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": path})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
+
+
 def test_the_bindings_are_found_as_an_attribute_or_a_submodule(backend, monkeypatch):
     from polytile_amd import driver
 
