@@ -4,6 +4,8 @@ backend without it."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -15,7 +17,7 @@ from polytile.errors import OutOfResourcesError, PassFailure
 from polytile.plugins.manager import get_plugin_manager
 from polytile.target import Target
 from polytile_amd.errors import OutOfResourcesError as AmdOutOfResourcesError
-from polytile_lds import REMEDIES, REMEDY_ORDER, occupancy, passes, plugin, remedies
+from polytile_lds import REMEDIES, REMEDY_ORDER, occupancy, passes, remedies
 
 
 @pt.jit
@@ -182,11 +184,14 @@ def test_a_code_object_that_disagrees_with_the_allocation_is_an_internal_error(m
 
 
 def test_compile_metadata_gets_lds_and_occupancy():
-    info = compile_amd(transpose, "gfx942", M=64, N=64).context.artifacts["amd_code_object"]
-    metadata = {"amd_code_object": info}
-    plugin.polytile_compile_metadata(kernel_name="transpose", target=Target("amd", "gfx942"), metadata=metadata)
-    assert metadata["lds.bytes"] == info["group_segment_fixed_size"] > 64 * 64 * 4
-    assert metadata["lds.limit"] == 65536 and 1 <= metadata["lds.waves_per_simd"] <= 8
+    # The metadata a launcher and the on-disk cache keep (CompileResult.metadata).
+    metadata = compile_amd(transpose, "gfx942", M=64, N=64).metadata
+    info = metadata["amd_code_object"]
+    lds = metadata["lds"]
+    assert lds["bytes"] == info["group_segment_fixed_size"] == metadata["shared_bytes"] > 64 * 64 * 4
+    assert lds["limit"] == 65536 and 1 <= lds["waves_per_simd"] <= 8
+    assert lds == passes.lds_record("gfx942", info)
+    assert json.loads(json.dumps(metadata["lds"])) == lds
 
 
 def test_occupancy_of_a_kernel_using_agprs_counts_them_once():
@@ -196,9 +201,6 @@ def test_occupancy_of_a_kernel_using_agprs_counts_them_once():
             "wavefront_size": 64}
     record = passes.lds_record("gfx942", info)
     assert (record["waves_per_simd"], record["by_vgprs"], record["limited_by"]) == (1, 1, "vgprs")
-    untouched = {"x": 1}
-    plugin.polytile_compile_metadata(kernel_name="k", target=Target("nvidia", "sm_90a"), metadata=untouched)
-    assert untouched == {"x": 1}
 
 
 @pytest.mark.parametrize("arch, lds, vgprs, group, wave, expected", [
@@ -226,3 +228,112 @@ def test_without_the_plugin_the_amd_backend_still_compiles_and_guards_its_limit(
     assert isinstance(error, AmdOutOfResourcesError) and error.limit == 65536
     # Built in: conversions in rounds; the pipelining pass's slot stays free until it registers.
     assert list(REMEDIES) == ["conversions-in-rounds"]
+
+
+UNINSTALLED = '''
+import json, sys
+
+# polytile-lds uninstalled: discovery (polytile's own scan of the installed
+# distributions) does not see it, and its package cannot be imported.
+from polytile.plugins import distributions
+entry_points = distributions.entry_points
+def without_lds(group):
+    return [ep for ep in entry_points(group) if distributions.normalize(ep.dist.name) != "polytile-lds"]
+distributions.entry_points = without_lds
+sys.modules["polytile_lds"] = None
+
+import numpy as np
+from polytile.compiler import compile_module
+from polytile.errors import OutOfResourcesError
+from polytile.plugins.manager import get_plugin_manager
+import polytile as pt
+import polytile.language as pl
+
+@pt.jit
+def add(x, out, BLOCK: pl.constexpr):
+    offs = pl.arange(0, BLOCK)
+    pl.store(out + offs, pl.load(x + offs) + 1.0)
+
+@pt.jit
+def transpose(x, out, M: pl.constexpr, N: pl.constexpr):
+    v = pl.load(x + pl.arange(0, M)[:, None] * N + pl.arange(0, N)[None, :])
+    pl.store(out + pl.arange(0, N)[:, None] * M + pl.arange(0, M)[None, :], pl.trans(v))
+
+f = np.zeros(1 << 16, np.float32)
+result = compile_module(add.lower(f, f, BLOCK=256), "amd:gfx942", num_warps=4)
+report = {"distributions": sorted(r.distribution for r in get_plugin_manager().plugins()),
+          "passes": [p.name for stage in result.pipeline.stages for p in stage.passes],
+          "hsaco": result.artifacts["hsaco"][:4].decode("latin-1"),
+          "lds_artifact": "lds" in result.artifacts}
+try:
+    compile_module(transpose.lower(f, f, M=128, N=256), "amd:gfx942", num_warps=4)
+except Exception as error:
+    error = error.__cause__ or error
+    report["over_limit"] = [type(error).__name__, isinstance(error, OutOfResourcesError), str(error)]
+print(json.dumps(report))
+'''
+
+
+def test_uninstalled_the_amd_backend_still_compiles_and_guards_its_limit(tmp_path):
+    # Not merely disabled: in a fresh process whose entry points lack polytile-lds and
+    # where `import polytile_lds` fails.
+    import subprocess
+    import sys
+
+    script = tmp_path / "uninstalled.py"
+    script.write_text(UNINSTALLED)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert "polytile-amd" in report["distributions"] and "polytile-lds" not in report["distributions"]
+    assert "lds-fit" not in report["passes"] and "lds-verify" not in report["passes"]
+    assert "link-hsaco" in report["passes"] and report["hsaco"] == "\x7fELF" and not report["lds_artifact"]
+    name, is_out_of_resources, message = report["over_limit"]
+    assert is_out_of_resources and "kernel 'transpose' needs" in message and "65536 bytes gfx942" in message
+
+
+def block_matmul(a, b, c, BM: pl.constexpr, BN: pl.constexpr, BK: pl.constexpr):
+    # Its dot operands reach their MFMA layouts through LDS (BM x BK + BK x BN f16), and its
+    # f32 result goes through LDS to the store's layout (BM x BN, in rounds with the plugin).
+    rm, rn, rk = pl.arange(0, BM), pl.arange(0, BN), pl.arange(0, BK)
+    x = pl.load(a + rm[:, None] * BK + rk[None, :])
+    y = pl.load(b + rk[:, None] * BN + rn[None, :])
+    pl.store(c + rm[:, None] * BN + rn[None, :], pl.dot(x, y))
+
+
+@pytest.mark.parametrize("with_plugin, block, too_deep", [
+    # 256 x 256: BK = 64 fits only once the result's conversion goes in rounds; BK = 256's
+    # operands alone are 128 KB.
+    (True, 256, 256),
+    # Without the plugin nothing goes in rounds: 64 x 64 blocks, and BK = 1024 (128 KB).
+    (False, 64, 1024),
+], ids=["with-lds-plugin", "without"])
+def test_the_autotuner_drops_configs_whose_lds_does_not_fit(with_plugin, block, too_deep, monkeypatch):
+    from polytile.runtime import Config, autotune
+    from polytile_amd import AmdBackend
+
+    launched = []
+
+    def record(self, *, compiled, kernel_name, params, options):  # no AMD GPU here: record the launch
+        launched.append(compiled)
+        return lambda grid, args, **kwargs: None
+
+    monkeypatch.setattr(AmdBackend, "make_launcher", record)
+    configs = [Config({"BK": too_deep}, num_warps=8), Config({"BK": 64}, num_warps=8)]
+    # A JIT function of its own per case: its in-memory kernels are not keyed by the plugins.
+    tuned = autotune(configs=configs, key=[], do_bench=lambda trial: (trial(), 1.0)[1])(pt.jit(block_matmul))
+    a, c = np.zeros((block, too_deep), np.float16), np.zeros((block, block), np.float32)
+    disabled = [] if with_plugin else ["polytile-lds"]
+    with config.override(target="amd:gfx942", cache=False, disabled_plugins=disabled):
+        tuned[(1,)](a, a, c, BM=block, BN=block)
+    assert tuned.best_config == configs[1] and list(tuned.configs_timings) == [configs[1]]
+    (error,) = tuned.dropped_configs.values()
+    assert list(tuned.dropped_configs) == [configs[0]] and isinstance(error, OutOfResourcesError)
+    assert (error.kernel, error.limit) == ("block_matmul", 65536) and error.need > 65536
+    (compiled,) = launched
+    assert compiled.metadata["amd_code_object"]["group_segment_fixed_size"] == compiled.metadata["shared_bytes"]
+    if with_plugin:
+        assert error.remedies_tried == ("conversions-in-rounds",)
+        assert compiled.metadata["lds"]["bytes"] <= 65536 and compiled.metadata["lds"]["waves_per_simd"] >= 1
+    else:
+        assert "lds" not in compiled.metadata

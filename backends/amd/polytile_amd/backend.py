@@ -18,7 +18,6 @@ from polytile.backend import (
     BackendUnavailable,
     Device,
     check_vendor_call,
-    import_vendor_module,
     installed_versions,
     vendor_error_name,
 )
@@ -27,15 +26,17 @@ from polytile.target import Target
 
 from .architectures import ARCHITECTURES, architecture_for_gcn_arch_name
 
-#: 0 lets the compiler choose; 4, 16 and 32 pick the MFMA 4x4, 16x16 or 32x32 shapes.
-_MATRIX_INSTR_NONKDIM = (0, 4, 16, 32)
+#: 0 lets the compiler choose; 16 and 32 pick the MFMA 16x16 or 32x32 shapes (see
+#: polytile_amd.matrix.choose).  The 4x4 MFMAs are not used yet, so 4 is refused.
+_MATRIX_INSTR_NONKDIM = (0, 16, 32)
 
 
 @dataclass(frozen=True)
 class AmdOptions(BackendOptions):
     #: Occupancy hint (``amdgpu-waves-per-eu``); 0 leaves it to the compiler.
     waves_per_eu: int = 0
-    #: Non-K dimension of the matrix instruction used for ``dot``; 0 leaves it to the compiler.
+    #: M and N of the MFMA instruction used for ``dot`` (16 or 32) where the dot is that
+    #: large; 0 leaves it to the compiler (32 where M and N allow).  WMMA has only 16.
     matrix_instr_nonkdim: int = 0
 
 
@@ -109,7 +110,8 @@ class AmdBackend(Backend):
         """The target data and hooks of the shared GPU lowering (polytile.gpu.lowering)."""
         from .codegen import amd_gpu_target
 
-        return amd_gpu_target(self.resolve_target(target).arch, getattr(options, "waves_per_eu", 0) or 0)
+        return amd_gpu_target(self.resolve_target(target).arch, getattr(options, "waves_per_eu", 0) or 0,
+                              getattr(options, "matrix_instr_nonkdim", 0) or 0)
 
     def make_launcher(self, *, compiled: Any, kernel_name: str, params: Any, options: BackendOptions) -> Any:
         """A :class:`~.launcher.Launcher` of the kernel's HSACO (``compiled.binaries['hsaco']``)."""
@@ -130,8 +132,9 @@ class AmdBackend(Backend):
 
 
 def _import_hip() -> Any:
-    return import_vendor_module("hip.hip", distribution="hip-python", install_hint="pip install 'polytile-amd[rocm]'",
-                                runtime="ROCm runtime", missing_names=("hip", "hip.hip"))
+    from .driver import import_bindings
+
+    return import_bindings()
 
 
 def _error_name(err: Any) -> str:

@@ -180,8 +180,9 @@ def data_layout(arch: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def amd_gpu_target(arch: str, waves_per_eu: int = 0) -> GpuTarget:
-    """The lowering's target data for ``arch`` ("gfx942")."""
+def amd_gpu_target(arch: str, waves_per_eu: int = 0, matrix_instr_nonkdim: int = 0) -> GpuTarget:
+    """The lowering's target data for ``arch`` ("gfx942"), with the options ``waves_per_eu``
+    and ``matrix_instr_nonkdim`` (0: the compiler chooses)."""
     warp_size = ARCHITECTURES[arch].wavefront_size
     shuffle_xor, shuffle_up, shuffle_idx = _shuffles(warp_size)
     return GpuTarget(
@@ -191,6 +192,7 @@ def amd_gpu_target(arch: str, waves_per_eu: int = 0) -> GpuTarget:
         shuffle_up=lanes.shuffle_up_hook(arch, shuffle_up), shuffle_idx=shuffle_idx, math=devicelibs.MATH, printf=devicelibs.printf,
         assert_fail=devicelibs.assert_fail, annotate_kernel=_annotate(waves_per_eu),
         global_address_space=1, shared_address_space=3, math_library_prefix=devicelibs.OCML_PREFIX,
+        matrix_options={"nonkdim": matrix_instr_nonkdim} if matrix_instr_nonkdim else {},
         # No max_shared_bytes: the LDS plugin (polytile-lds) checks the limit after
         # allocate-shared and tries its remedies first; emit-amdgcn refuses what is left over.
     )

@@ -10,13 +10,17 @@ one, and the runtime's explanation of the error code.
 
 from __future__ import annotations
 
+import importlib
 import threading
+import types
 from dataclasses import dataclass
 from typing import Any
 
-from polytile.backend import import_vendor_module
+from polytile.backend import BackendUnavailable, import_vendor_module
 from polytile.errors import PolytileError
 from polytile.runtime.jit import LaunchError
+
+_INSTALL_HINT = "pip install 'polytile-amd[rocm]'"
 
 _HINTS = {
     "hipErrorNoBinaryForGpu": "the code object was built for another architecture than this device's",
@@ -78,13 +82,36 @@ class _State:
 _state = _State()
 
 
+def import_bindings() -> Any:
+    """hip-python's HIP bindings (``from hip import hip``); BackendUnavailable when they
+    cannot be imported.
+
+    hip-python up to 6.x ships them as the submodule ``hip.hip``.  From 10.x ``hip`` is a
+    compatibility package that binds ``rocm.bindings.hip`` to its attribute ``hip`` and has
+    no ``hip.hip`` submodule, so ``import hip.hip`` fails there although the bindings are
+    installed: the attribute is looked at first.
+    """
+    package = import_vendor_module("hip", distribution="hip-python", install_hint=_INSTALL_HINT,
+                                   runtime="ROCm runtime", missing_names=("hip",))
+    module = getattr(package, "hip", None)
+    if isinstance(module, types.ModuleType):
+        return module
+    try:
+        return importlib.import_module("hip.hip")
+    except ImportError as exc:
+        raise BackendUnavailable(
+            f"hip-python is installed ({getattr(package, '__file__', None) or 'package hip'}) but has no HIP bindings "
+            f"module (neither the attribute hip.hip nor the submodule hip.hip: {exc}); reinstall it: "
+            f"{_INSTALL_HINT}") from exc
+    except (OSError, RuntimeError) as exc:
+        raise BackendUnavailable(f"ROCm runtime not found: hip-python failed to import: {exc}") from exc
+
+
 def bindings() -> Any:
     """``hip.hip``, imported on first use (BackendUnavailable when it cannot be)."""
     hip = _state.bindings
     if hip is None:
-        hip = _state.bindings = import_vendor_module(
-            "hip.hip", distribution="hip-python", install_hint="pip install 'polytile-amd[rocm]'",
-            runtime="ROCm runtime", missing_names=("hip", "hip.hip"))
+        hip = _state.bindings = import_bindings()
     if _state.success is None:
         _state.success = hip.hipError_t.hipSuccess
     return hip
@@ -120,7 +147,13 @@ def initialize() -> Any:
     """hipInit once per process; returns the bindings."""
     hip = bindings()
     if not _state.initialized:
-        check(hip.hipInit(0), "hipInit")
+        try:
+            result = hip.hipInit(0)
+        except (RuntimeError, OSError) as exc:
+            # hip-python loads libamdhip64.so on its first call, not on import.
+            raise BackendUnavailable(f"ROCm runtime not found: {exc}; AMD kernels compile without it, but "
+                                     "launching one needs ROCm and an AMD GPU") from exc
+        check(result, "hipInit")
         _state.initialized = True
     return hip
 

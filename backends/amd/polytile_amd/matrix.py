@@ -205,12 +205,15 @@ def candidates(arch: str, a: t.Type, acc: t.Type) -> list[AmdMatrixSpec]:
     return [s for s in SPECS if arch in s.archs and s.operand == a and s.accumulator == wanted]
 
 
-def choose(arch: str, a: t.Type, acc: t.Type, shape: tuple[int, int, int]) -> AmdMatrixSpec | None:
+def choose(arch: str, a: t.Type, acc: t.Type, shape: tuple[int, int, int], nonkdim: int = 0) -> AmdMatrixSpec | None:
     """The instruction for a dot of ``shape = (M, N, K)``: 32x32 tiles where M and N allow,
-    else 16x16; None where none fits."""
+    else 16x16; None where none fits.  ``nonkdim`` (the option ``matrix_instr_nonkdim``,
+    16 or 32) asks for that tile instead, where one fits the dot; where none does (a dot
+    smaller than 32, or WMMA's 16x16 only), the choice is as without it."""
     m, n, k = shape
     fitting = [s for s in candidates(arch, a, acc) if m >= s.shape[0] and n >= s.shape[1] and k >= s.shape[2]]
-    return fitting[0] if fitting else None
+    asked = [s for s in fitting if s.shape[0] == nonkdim]
+    return (asked or fitting or [None])[0]
 
 
 @functools.lru_cache(maxsize=None)
@@ -225,10 +228,10 @@ class AmdMatrixUnit:
     """The AMD matrix unit (``MatrixUnit``): MFMA on CDNA, WMMA on RDNA3."""
 
     def select(self, a: t.Type, acc: t.Type, input_precision: str, shape: tuple[int, int, int], arch: str,
-               num_warps: int) -> MatrixInstruction | None:
+               num_warps: int, nonkdim: int = 0) -> MatrixInstruction | None:
         if arch not in ARCHITECTURES:
             return None
-        spec = choose(arch, a, acc, shape)
+        spec = choose(arch, a, acc, shape, nonkdim)
         return instruction_for(spec, arch) if spec is not None else None
 
 

@@ -1,4 +1,9 @@
-"""Entry point of polytile-lds (group ``polytile.plugins``): the hook implementations."""
+"""Entry point of polytile-lds (group ``polytile.plugins``): the hook implementations.
+
+LDS use and occupancy reach the compile metadata as the artifact ``"lds"`` that
+``lds-verify`` records (every JSON artifact is metadata, ``CompileResult.metadata``), so
+no ``polytile_compile_metadata`` hook is needed: the core does not call that one.
+"""
 
 from __future__ import annotations
 
@@ -21,16 +26,3 @@ def polytile_configure_pipeline(pipeline, target, options):
 
     pipeline.insert_after("memory/allocate-shared", LdsFit())
     pipeline.insert_after("assemble/link-hsaco", LdsVerify())
-
-
-@hookimpl
-def polytile_compile_metadata(kernel_name, target, metadata):
-    if target.backend != "amd":
-        return
-    info = metadata.get("amd_code_object")
-    if not info:
-        return
-    from .passes import lds_record
-
-    for key, value in lds_record(target.arch, info).items():
-        metadata[f"lds.{key}"] = value

@@ -12,9 +12,10 @@ ARCHS = ("gfx90a", "gfx942", "gfx950", "gfx1100")
 WAVEFRONT = {"gfx90a": 64, "gfx942": 64, "gfx950": 64, "gfx1100": 32}
 
 
-def compile_amd(kernel, *args, arch="gfx942", num_warps=4, **meta):
-    """The artifacts of compiling ``kernel`` for ``amd:<arch>``."""
-    result = compile_module(kernel.lower(*args, **meta), f"amd:{arch}", num_warps=num_warps)
+def compile_amd(kernel, *args, arch="gfx942", num_warps=4, options=None, **meta):
+    """The artifacts of compiling ``kernel`` for ``amd:<arch>`` (``options``: more backend
+    options, such as ``{"matrix_instr_nonkdim": 16}``)."""
+    result = compile_module(kernel.lower(*args, **meta), f"amd:{arch}", num_warps=num_warps, **(options or {}))
     return result.context.artifacts
 
 

@@ -119,7 +119,8 @@ def test_bad_num_warps_is_rejected(backend, num_warps):
         backend.parse_options({"num_warps": num_warps})
 
 
-@pytest.mark.parametrize("options", [{"waves_per_eu": -1}, {"matrix_instr_nonkdim": 8}, {"matrix_instr_nonkdim": 64}])
+@pytest.mark.parametrize("options", [{"waves_per_eu": -1}, {"matrix_instr_nonkdim": 8}, {"matrix_instr_nonkdim": 64},
+                                     {"matrix_instr_nonkdim": 4}])  # the 4x4 MFMAs are not used yet
 def test_out_of_range_option_is_rejected(backend, options):
     (name,) = options
     with pytest.raises(ConfigError, match=f"'{name}'"):
@@ -236,6 +237,84 @@ def test_failing_init_is_reported(backend, install_hip):
     install_hip(fake_hip(init_result=hipError_t.hipErrorInvalidValue))
     with pytest.raises(BackendUnavailable, match="hipInit failed with hipErrorInvalidValue"):
         backend.active_devices()
+
+
+# -- hip-python 10's layout: `from hip import hip` without a hip.hip submodule ----------
+
+#: hip-python 10.x: ``hip`` is a compatibility package binding ``rocm.bindings.hip`` to its
+#: attribute ``hip``; there is no ``hip/hip`` submodule.  Its calls load libamdhip64.so on
+#: first use, so without ROCm the import works and ``hipInit`` raises.
+HIP_PYTHON_10 = """
+import types
+hip = types.ModuleType("rocm.bindings.hip")
+def hipInit(flags):
+    raise RuntimeError("failed to dlopen 'libamdhip64.so': cannot open shared object file")
+hip.hipInit = hipInit
+"""
+
+
+@pytest.fixture
+def hip_python_10(tmp_path):
+    (tmp_path / "hip").mkdir()
+    (tmp_path / "hip" / "__init__.py").write_text(HIP_PYTHON_10)
+    return tmp_path
+
+
+def test_hip_python_10_without_rocm_is_installed_with_no_device(hip_python_10):
+    # `polytile info` on a machine with hip-python but no ROCm: the backend is there, the
+    # runtime library is what is missing (not "hip-python is not installed").
+    path = os.pathsep.join([str(hip_python_10), os.environ.get("PYTHONPATH", "")])
+    run = subprocess.run([sys.executable, "-m", "polytile.cli", "info"], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": path})
+    assert run.returncode == 0, run.stderr
+    amd = run.stdout[run.stdout.index("\n  amd "):run.stdout.index("\n  interp ")]
+    assert "targets: amd:gfx90a, amd:gfx942, amd:gfx950, amd:gfx1100" in amd
+    assert "no device: ROCm runtime not found: failed to dlopen 'libamdhip64.so'" in amd, amd
+
+
+def test_compiling_for_amd_does_not_import_hip(hip_python_10):
+    # hip-python importable (the fake above), yet compiling never touches it: only a launch
+    # or device discovery (polytile info, choosing a default target) imports it.
+    code = (
+        "import sys, numpy as np\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from kernels import add, compile_amd\n"
+        "f = np.zeros(256, np.float32)\n"
+        "assert compile_amd(add, f, f, f, 256, BLOCK=256)['hsaco'][:4] == b'\\x7fELF'\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('hip', 'rocm')))\n"
+    )
+    path = os.pathsep.join([str(hip_python_10), os.environ.get("PYTHONPATH", "")])
+    run = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": path})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
+
+
+def test_the_bindings_are_found_as_an_attribute_or_a_submodule(backend, monkeypatch):
+    from polytile_amd import driver
+
+    bindings = types.ModuleType("rocm.bindings.hip")
+    package = types.ModuleType("hip")
+    package.hip = bindings  # hip-python 10: no "hip.hip" in sys.modules, nor on disk
+    monkeypatch.setitem(sys.modules, "hip", package)
+    monkeypatch.delitem(sys.modules, "hip.hip", raising=False)
+    assert driver.import_bindings() is bindings
+    del package.hip  # hip-python 6: a real submodule
+    monkeypatch.setitem(sys.modules, "hip.hip", bindings)
+    assert driver.import_bindings() is bindings
+    monkeypatch.setitem(sys.modules, "hip.hip", None)
+    with pytest.raises(BackendUnavailable, match="hip-python is installed .* but has no HIP bindings module"):
+        driver.import_bindings()
+
+
+def test_launching_without_the_rocm_runtime_says_so(monkeypatch):
+    from polytile_amd import driver
+
+    bindings = types.SimpleNamespace(hipError_t=hipError_t,
+                                     hipInit=lambda flags: (_ for _ in ()).throw(RuntimeError("failed to dlopen")))
+    monkeypatch.setattr(driver, "_state", driver._State(bindings))
+    with pytest.raises(BackendUnavailable, match="^ROCm runtime not found: failed to dlopen; AMD kernels compile"):
+        driver.current_device()
 
 
 # -- architecture table ----------------------------------------------------------------

@@ -137,7 +137,7 @@ def small_integers(rng, shape, dtype):
     return rng.integers(-4, 5, shape).astype(dtype)  # every product and sum exact
 
 
-def run_dot(arch, dtype, result, mnk, num_warps, acc=True, out=None):
+def run_dot(arch, dtype, result, mnk, num_warps, acc=True, out=None, options=None):
     """test_dot.dot_kernel compiled for ``arch`` and run on the simulator; returns
     (got, expected, llvm_ir)."""
     m, n, k = mnk
@@ -147,8 +147,8 @@ def run_dot(arch, dtype, result, mnk, num_warps, acc=True, out=None):
     c = np.zeros((m, n), result)
     blocks = [max(16, 1 << (d - 1).bit_length()) for d in mnk]
     args = [a, b, c, c_init, m, n, k]
-    artifacts = compile_amd(test_dot.dot_kernel, *args, arch=arch, num_warps=num_warps, BM=blocks[0], BN=blocks[1],
-                            BK=blocks[2], ACC=acc, PRECISION="ieee", OUT=out)
+    artifacts = compile_amd(test_dot.dot_kernel, *args, arch=arch, num_warps=num_warps, options=options,
+                            BM=blocks[0], BN=blocks[1], BK=blocks[2], ACC=acc, PRECISION="ieee", OUT=out)
     run_kernel(artifacts, args, num_warps, WAVEFRONT[arch])
     expected = a.astype(np.int64) @ b.astype(np.int64) + (c_init if acc else 0)
     return c, expected.astype(result), artifacts
@@ -175,6 +175,27 @@ def test_dot_kernel_matches_numpy(arch, dtype, result, mnk, num_warps, intrinsic
     got, expected, artifacts = run_dot(arch, dtype, result, mnk, num_warps)
     assert f"llvm.amdgcn.{intrinsic}" in artifacts["llvm_ir"]
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("arch, nonkdim, intrinsic, not_used", [
+    ("gfx942", 16, "mfma.f32.16x16x16f16", "mfma.f32.32x32x8f16"),
+    ("gfx942", 32, "mfma.f32.32x32x8f16", "mfma.f32.16x16x16f16"),
+    ("gfx950", 16, "mfma.f32.16x16x32.f16", "mfma.f32.32x32x16.f16"),
+    ("gfx1100", 32, "wmma.f32.16x16x16.f16", "mfma"),  # WMMA has only 16x16: the option cannot apply
+])
+def test_matrix_instr_nonkdim_picks_the_instruction_tile(arch, nonkdim, intrinsic, not_used):
+    got, expected, artifacts = run_dot(arch, np.float16, np.float32, (64, 64, 32), 4,
+                                       options={"matrix_instr_nonkdim": nonkdim})
+    assert f"llvm.amdgcn.{intrinsic}" in artifacts["llvm_ir"]
+    assert f"llvm.amdgcn.{not_used}" not in artifacts["llvm_ir"]
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_matrix_instr_nonkdim_32_on_a_dot_smaller_than_32_takes_16():
+    assert choose("gfx942", t.f16, t.f32, (16, 64, 64), nonkdim=32).intrinsic == "mfma.f32.16x16x16f16"
+    assert choose("gfx942", t.f16, t.f32, (64, 64, 64), nonkdim=16).intrinsic == "mfma.f32.16x16x16f16"
+    assert AmdMatrixUnit().select(t.f16, t.f32, "ieee", (64, 64, 64), "gfx942", 4, nonkdim=16).name == \
+        "mfma.f32.16x16x16f16"
 
 
 @pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])

@@ -92,7 +92,7 @@ def select_instruction(op: Any, target: Any, num_warps: int) -> MatrixInstructio
     if unit is None:
         return None
     return unit.select(t.element_type(op.a.type), t.element_type(op.acc.type), op.input_precision,
-                       dot_shape(op), target.arch, num_warps)
+                       dot_shape(op), target.arch, num_warps, **getattr(target, "matrix_options", {}))
 
 
 def fma_layouts(result_layout: BlockedLayout) -> tuple[DotOperandLayout, DotOperandLayout]:

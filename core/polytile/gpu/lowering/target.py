@@ -103,6 +103,9 @@ class GpuTarget:
     #: qualifiers (:class:`polytile.gpu.lowering.memory.Qualifiers`).  None: LLVM
     #: loads and stores, with the cache hints left out and volatile refused.
     memory_access: Callable[..., Any] | None = None
+    #: Backend options its matrix unit reads (AMD: ``{"nonkdim": 16}``), passed to
+    #: ``MatrixUnit.select`` as keywords; empty: none are passed.
+    matrix_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 def gpu_target_of(context: Any) -> GpuTarget:
