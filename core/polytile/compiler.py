@@ -90,6 +90,35 @@ def compile_module(module: Any, target: "str | Target | None" = None, label: str
     if recorder is not None:
         instruments.append(recorder)
     PassManager(pipeline, instruments).run(module, context, label=label)
+    _add_plugin_metadata(manager, label, resolved, context)
     key = manager.cache_key_components(resolved, parsed) + [f"{k}=={v}" for k, v in sorted(backend.versions().items())]
     return CompileResult(module, resolved, str(choice.reason), backend, parsed, pipeline, context, key,
                          recorder.stages if recorder is not None else [])
+
+
+def _add_plugin_metadata(manager: Any, kernel_name: str, target: Target, context: PassContext) -> None:
+    """Let plugins add to the compiled kernel's metadata (hook ``polytile_compile_metadata``):
+    new JSON keys join the artifacts; changing or removing the core's and the backend's
+    keys is refused."""
+    from .errors import PolytileError
+    from .passes.instrumentation import artifact_extension, register_artifact_extension
+
+    before = {key: value for key, value in context.artifacts.items()
+              if _is_json(value) and artifact_extension(key, value) is None}
+    metadata = dict(before)
+    manager.call_hook("polytile_compile_metadata", kernel_name=kernel_name, target=target, metadata=metadata)
+    for key, value in before.items():
+        if metadata.get(key, _MISSING) != value:
+            raise PolytileError(f"kernel '{kernel_name}': a polytile_compile_metadata hook changed or removed the "
+                                f"metadata entry '{key}'; plugins may only add entries (prefixed with their name)")
+    for key, value in metadata.items():
+        if key not in before:
+            if not isinstance(key, str) or not _is_json(value):
+                raise PolytileError(f"kernel '{kernel_name}': a polytile_compile_metadata hook added '{key}' = "
+                                    f"{value!r}, which is not a JSON value (metadata is stored in the on-disk cache)")
+            if isinstance(value, str):
+                register_artifact_extension(key, None)  # a value, not a text file
+            context.artifacts[key] = value
+
+
+_MISSING = object()

@@ -165,3 +165,16 @@ def test_examples_run(name, monkeypatch):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.main()
+
+
+def test_changing_the_disabled_plugins_drops_the_kernels_compiled_in_this_process():
+    # Another set of plugins may compile other code (a pass plugin disabled, say).
+    from polytile import config
+
+    out = np.zeros(8, np.float32)
+    fill_kernel[(1,)](out, 1.0, 8, BLOCK=8)
+    assert fill_kernel.cache and fill_kernel._hot
+    with config.override(disabled_plugins=["polytile-example-pass-that-is-not-installed"]):
+        assert not fill_kernel.cache and not fill_kernel._hot
+        fill_kernel[(1,)](out, 3.0, 8, BLOCK=8)
+    assert out[0] == 3.0

@@ -147,7 +147,16 @@ def _target_setting_changed() -> None:
             fn._dispatcher.forget()
 
 
+def _plugin_setting_changed() -> None:
+    # Another set of plugins compiles other code (a pass plugin disabled, say): the
+    # kernels compiled in this process are dropped; the on-disk cache keys the plugins.
+    for fn in list(_LIVE):
+        fn.cache.clear()
+    _target_setting_changed()
+
+
 _config.watch("target", _target_setting_changed)
+_config.watch("disabled_plugins", _plugin_setting_changed)
 
 
 class JITFunction:

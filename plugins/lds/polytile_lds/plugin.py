@@ -2,7 +2,7 @@
 
 LDS use and occupancy reach the compile metadata as the artifact ``"lds"`` that
 ``lds-verify`` records (every JSON artifact is metadata, ``CompileResult.metadata``), so
-no ``polytile_compile_metadata`` hook is needed: the core does not call that one.
+no ``polytile_compile_metadata`` hook is needed: the artifact is already the metadata.
 """
 
 from __future__ import annotations
