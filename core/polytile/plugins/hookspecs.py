@@ -269,6 +269,9 @@ def polytile_adapt_argument(value: Any, target: "Target") -> Any:
     result wins (``firstresult``).  Return ``None`` quickly for values that are not
     yours.
 
+    Not called yet: the launch path does not ask this hook today; it is wired together
+    with the first plugin that needs it (TMA tensor descriptors).
+
     Example::
 
         from polytile.plugins import hookimpl
