@@ -259,7 +259,10 @@ static int read_grid(PyObject *grid, unsigned long counts[3]) {
     static const unsigned long limits[3] = {2147483647UL, 65535UL, 65535UL};
     Py_ssize_t n;
     PyObject **items;
-    if (PyTuple_CheckExact(grid)) {
+    if (PyLong_CheckExact(grid)) {  /* kernel[4] is kernel[(4,)], as on the Python path */
+        n = 1;
+        items = &grid;
+    } else if (PyTuple_CheckExact(grid)) {
         n = PyTuple_GET_SIZE(grid);
         items = PySequence_Fast_ITEMS(grid);
     } else if (PyList_CheckExact(grid)) {
@@ -327,7 +330,7 @@ static int try_plan(const Plan *plan, PyObject *grid, PyObject *const *values, P
     }
     if (device < 0) return NEEDS_PYTHON;  /* no argument says where to run */
     unsigned long counts[3];
-    if (PyTuple_CheckExact(grid)) {
+    if (PyTuple_CheckExact(grid) || PyList_CheckExact(grid) || PyLong_CheckExact(grid)) {
         if (read_grid(grid, counts)) return NEEDS_PYTHON;
     } else if (plan->meta_base != Py_None && PyCallable_Check(grid)) {
         PyObject *result = call_grid(plan, grid, values);

@@ -124,6 +124,14 @@ def test_a_planned_call_is_launched_without_the_python_entry(gpu, monkeypatch):
     assert compiled is scale_add._dispatcher.results[0]
 
 
+def test_an_int_or_a_list_is_a_grid_too(gpu, monkeypatch):
+    _warm(*_args())
+    _python_path_refused(monkeypatch)
+    scale_add[5](*_args(), target=TARGET)
+    scale_add[[6, 2]](*_args(), target=TARGET)
+    assert [launch.grid for launch in gpu.launches[-2:]] == [(5, 1, 1), (6, 2, 1)]
+
+
 def test_keywords_and_defaults_are_packed_as_the_python_path_packs_them(gpu, monkeypatch):
     for _ in range(3):
         scale_add[(4,)](*_args()[:3], n=1000, alpha=0.5, target=TARGET)
