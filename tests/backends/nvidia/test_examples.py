@@ -14,7 +14,8 @@ from polytile import config
 from polytile_nvidia import NvidiaBackend
 
 ROOT = Path(__file__).resolve().parents[3]
-EXAMPLES = ["vector_add", "softmax", "layer_norm", "matmul", "cumsum", "histogram"]
+#: Every example script: one added to examples/ is compiled here without being listed.
+EXAMPLES = sorted(path.stem for path in (ROOT / "examples").glob("*.py"))
 ARCHS = ["sm_80", "sm_86", "sm_89", "sm_90a"]
 
 
@@ -32,6 +33,10 @@ def run_example(name: str, arch: str, monkeypatch) -> list:
     with config.override(target=f"nvidia:{arch}", cache=False):
         module.main()  # its check of the results fails: nothing ran; the compilations are the point
     return launched
+
+
+def test_the_examples_are_found():
+    assert {"vector_add", "softmax", "layer_norm", "matmul", "cumsum", "histogram"} <= set(EXAMPLES)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
