@@ -3,8 +3,12 @@ call site, results as a struct; ptxas accepts them for sm_80 and sm_90a."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
+import polytile as pt
+import polytile.language as pl
 from polytile.gpu.allocation import AllocateShared
 from polytile.gpu.lowering import lower_module
 from polytile.gpu.membar import InsertBarriers
@@ -60,15 +64,21 @@ def test_callee_is_an_internal_noinline_function_with_registers_and_a_base():
     assert kernel.attributes["gpu.shared_bytes"] == 512
 
 
-def test_ptx_has_a_func_and_assembles(tmp_path):
+def test_ptx_has_a_func_and_assembles():
     for arch in ("sm_80", "sm_90a"):
         _, llvm_ir = lowered(arch)
         ptx = emit_ptx(llvm_ir, arch, "k")
         assert ".func" in ptx and "call" in ptx and "bar.sync" in ptx
-        assembles(ptx, arch, tmp_path)
+        # The shared-memory base is the .func's last parameter, passed per call site.
+        assert re.search(r"\.func\s.*?helper\s*\(\s*(\.param \.b32 helper_param_\d,\s*){2}"
+                         r"\.param \.b32 helper_param_2\s*\)", ptx, re.S)
+        bases = re.findall(r"st\.param\.b32\s+\[param2\],\s*(\d+);", ptx)
+        assert bases == ["256", "0"]
+        assert re.search(r"ld\.param\.\w+\s+%\w+,\s*\[helper_param_2\]", ptx)
+        assembles(ptx, arch)
 
 
-def test_language_noinline_call_compiles(tmp_path):
+def test_language_noinline_call_compiles():
     import sys
     from pathlib import Path
 
@@ -81,4 +91,41 @@ def test_language_noinline_call_compiles(tmp_path):
     result = compile_module(calls_kernel.lower(x, np.zeros(68, np.int32), 64, BLOCK=16), "nvidia:sm_90a")
     ptx = result.context.artifacts["ptx"]
     assert ".func" in ptx and "clamp_scalar" in ptx
-    assembles(ptx, "sm_90a", tmp_path)
+    assembles(ptx, "sm_90a")
+
+
+@pt.jit(noinline=True)
+def block_total(x_ptr, n, BLOCK: pl.constexpr):
+    offs = pl.arange(0, BLOCK)
+    return pl.sum(pl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0)
+
+
+@pt.jit
+def totals_around_a_max(x_ptr, out_ptr, n, BLOCK: pl.constexpr):
+    first = block_total(x_ptr, n, BLOCK)
+    offs = pl.arange(0, BLOCK)
+    largest = pl.max(pl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0)
+    second = block_total(x_ptr + BLOCK, n, BLOCK)
+    pl.store(out_ptr, first + largest + second)
+
+
+def test_a_callee_using_shared_memory_is_synchronized_by_its_caller():
+    """The callee's reduction leaves its reads of the scratch pending at its return; the
+    kernel's own reduction writes the same bytes after the first call, and the second call
+    writes them after the kernel's reads: one barrier before each, none elsewhere."""
+    from polytile.compiler import compile_module
+
+    x = np.zeros(2048, np.float32)
+    module = totals_around_a_max.lower(x, np.zeros(1, np.float32), 1024, BLOCK=1024)
+    result = compile_module(module, "nvidia:sm_90a", num_warps=4, record_stages=True)
+    memory = next(stage.ir for stage in result.stages if stage.name == "memory")
+    callee = next(line for line in memory.splitlines() if line.startswith("func.func @block_total"))
+    assert 'gpu.pending_at_return = [[0, 16, "r"]]' in callee and "gpu.always_synchronizes = true" in callee
+    kernel = memory[memory.index("func.func @totals_around_a_max"):]
+    order = [word for line in kernel.splitlines() for word in ("func.call", "gpu.barrier", "tile.reduce")
+             if word in line.split()]
+    assert order == ["func.call", "gpu.barrier", "tile.reduce", "gpu.barrier", "func.call"]
+    ptx = result.context.artifacts["ptx"]
+    assert re.search(r"\.func\s+\(.*?\)\s*block_total", ptx, re.S)
+    assert len(re.findall(r"call\.uni\s.*block_total", ptx)) == 2
+    assembles(ptx, "sm_90a")

@@ -21,9 +21,9 @@ from polytile.gpu.membar import InsertBarriers
 from polytile.ir import parse_module
 from polytile.passes.manager import PassManager
 from polytile.passes.pipeline import Pipeline
-from polytile.testing import assert_ptxas_accepts
 
 from .memory_ir import context
+from .ptx_assembly import assembles
 
 
 ROW = BlockedLayout((1, 4), (4, 8), (4, 1), (1, 0))
@@ -119,10 +119,6 @@ def test_reshapes(source_shape, result_shape):
 # PTX
 
 
-def assembles(ptx: str, arch: str, tmp_path) -> None:
-    assert_ptxas_accepts(ptx, arch, tmp_path)
-
-
 def lower_to_ptx(text: str, arch: str) -> str:
     from polytile.gpu.lowering import lower_module
     from polytile_nvidia.codegen import emit_ptx, nvidia_gpu_target
@@ -154,20 +150,20 @@ func.func @k(%p: ptr<{element}>, %v: {converted}) attributes {{gpu.num_warps = 4
 
 @pytest.mark.parametrize("element", ["f32", "f16", "i8", "i64", "f64"])
 @pytest.mark.parametrize("index", [0, 2, 4, 5, 7, 9])
-def test_conversions_assemble(index, element, tmp_path):
+def test_conversions_assemble(index, element):
     shape, source, result = PAIRS[index]
     text = conversion_kernel(shape, source, result, element)
     for arch in ("sm_80", "sm_90a"):
         ptx = lower_to_ptx(text, arch)
         assert "bar.sync" in ptx and "st.shared" in ptx and "ld.shared" in ptx
-        assembles(ptx, arch, tmp_path)
+        assembles(ptx, arch)
 
 
-def test_i1_is_stored_as_bytes(tmp_path):
+def test_i1_is_stored_as_bytes():
     shape, source, result = PAIRS[0]
     ptx = lower_to_ptx(conversion_kernel(shape, source, result, "i8", converted="i1"), "sm_90a")
     assert "st.shared.b8" in ptx or "st.shared.v4.b8" in ptx or "st.shared.u8" in ptx
-    assembles(ptx, "sm_90a", tmp_path)
+    assembles(ptx, "sm_90a")
 
 
 # --------------------------------------------------------------------------------------
@@ -217,15 +213,15 @@ def outer_sum(x_ptr, out_ptr, BLOCK: pl.constexpr):
 
 
 @pytest.mark.parametrize("case", range(10))
-def test_language_kernels_compile_for_nvidia(case, with_barriers, tmp_path):
+def test_language_kernels_compile_for_nvidia(case, with_barriers):
     from polytile.compiler import compile_module
 
     kernel, args, meta = _language_kernels()[case]
     result = compile_module(kernel.lower(*args, **meta), "nvidia:sm_90a", num_warps=4)
-    assembles(result.context.artifacts["ptx"], "sm_90a", tmp_path)
+    assembles(result.context.artifacts["ptx"], "sm_90a")
 
 
-def test_outer_sum_converts_through_shared_memory(with_barriers, tmp_path):
+def test_outer_sum_converts_through_shared_memory(with_barriers):
     from polytile.compiler import compile_module
 
     x = np.zeros(64, np.float32)
@@ -233,4 +229,4 @@ def test_outer_sum_converts_through_shared_memory(with_barriers, tmp_path):
                             "nvidia:sm_90a", num_warps=4)
     artifacts = result.context.artifacts
     assert artifacts["shared_bytes"] == 256 and "bar.sync" in artifacts["ptx"]
-    assembles(artifacts["ptx"], "sm_90a", tmp_path)
+    assembles(artifacts["ptx"], "sm_90a")

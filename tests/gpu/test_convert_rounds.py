@@ -115,13 +115,13 @@ def test_reshapes_in_rounds(source_shape, result_shape):
 
 
 @pytest.mark.parametrize("index", [0, 4, 9])
-def test_conversions_in_rounds_assemble(index, tmp_path):
+def test_conversions_in_rounds_assemble(index):
     shape, source, result = PAIRS[index]
     text = conversion_kernel(shape, source, result, "f32").replace(
         "%1 = gpu.convert_layout %0 :", "%1 = gpu.convert_layout %0 {gpu.scratch_rounds = 4} :")
     ptx = lower_to_ptx(text, "sm_90a")
     assert ptx.count("bar.sync") >= 2 * 4 - 1
-    assembles(ptx, "sm_90a", tmp_path)
+    assembles(ptx, "sm_90a")
 
 
 @pt.jit
@@ -179,7 +179,7 @@ def test_kernels_over_the_limit_run_in_rounds_and_match_the_interpreter(kernel, 
     np.testing.assert_array_equal(got[1], expected[1])
 
 
-def test_a_transpose_over_the_sm_90a_limit_fits_in_rounds_and_assembles(tmp_path):
+def test_a_transpose_over_the_sm_90a_limit_fits_in_rounds_and_assembles():
     from polytile.compiler import compile_module
     from polytile_nvidia.architectures import ARCHITECTURES
 
@@ -192,4 +192,4 @@ def test_a_transpose_over_the_sm_90a_limit_fits_in_rounds_and_assembles(tmp_path
     assert 128 * 256 * 8 // 2 <= artifacts["shared_bytes"] <= limit < 128 * 256 * 8
     trans = next(op for op in result.module.walk() if op.name == "tile.trans")
     assert trans.attributes["gpu.scratch_rounds"] == 2
-    assembles(artifacts["ptx"], "sm_90a", tmp_path)
+    assembles(artifacts["ptx"], "sm_90a")

@@ -28,8 +28,8 @@ from polytile.gpu.lowering.reduce import NotReducible, SimulatedThreads, emit_re
 from polytile.passes.pass_base import PassContext
 from polytile.target import Target
 from polytile.testing import apply_passes
-from polytile.testing import assert_ptxas_accepts
 
+from .ptx_assembly import assembles
 
 
 # --------------------------------------------------------------------------------------
@@ -231,10 +231,6 @@ def compile_artifacts(kernel, *args, arch="sm_90a", num_warps=4, **meta):
     return compile_module(module, f"nvidia:{arch}", num_warps=num_warps)
 
 
-def assembles(ptx: str, arch: str, tmp_path) -> None:
-    assert_ptxas_accepts(ptx, arch, tmp_path)
-
-
 @pt.jit
 def sum_1d(x, out, BLOCK: pl.constexpr):
     offs = pl.arange(0, BLOCK)
@@ -344,13 +340,13 @@ SHAPE_CASES = [(kind, (64, 64)) for kind in KINDS] + [(kind, shape) for kind in 
 
 @pytest.mark.parametrize("axis", [0, 1])
 @pytest.mark.parametrize("kind, shape", SHAPE_CASES)
-def test_2d_reductions_assemble(kind, axis, shape, tmp_path):
+def test_2d_reductions_assemble(kind, axis, shape):
     m, n = shape
     x = i32(m * n) if kind == "xor" else f32(m * n)
     out = i32(max(m, n)) if kind in ("argmax", "argmin", "xor") else f32(max(m, n))
     arch = "sm_80" if axis == 0 else "sm_90a"
     ptx = compile_artifacts(reduce_rows, x, out, M=m, N=n, AXIS=axis, KIND=kind, arch=arch).context.artifacts["ptx"]
-    assembles(ptx, arch, tmp_path)
+    assembles(ptx, arch)
     if kind == "max":
         assert "max.NaN.f32" in ptx  # pl.max propagates NaN, as the interpreter
 
@@ -372,11 +368,11 @@ def custom_and_3d(x, out, keep, A: pl.constexpr, B: pl.constexpr, C: pl.constexp
     pl.store(keep + i * B + j + k * 0, s)
 
 
-def test_a_user_combine_function_and_3d_tiles_assemble(tmp_path):
+def test_a_user_combine_function_and_3d_tiles_assemble():
     x = f32(8 * 16 * 32)
     artifacts = compile_artifacts(custom_and_3d, x, f32(8 * 32), f32(8 * 16), A=8, B=16, C=32).context.artifacts
     assert "fma.rn.f32" in artifacts["ptx"]  # the combine's a * b + 0, contracted (enable_fp_fusion)
-    assembles(artifacts["ptx"], "sm_90a", tmp_path)
+    assembles(artifacts["ptx"], "sm_90a")
 
 
 @pt.jit
@@ -394,10 +390,10 @@ def branchy_max(x, out, BLOCK: pl.constexpr):
     pl.store(out, pl.reduce(pl.load(x + offs), 0, with_branch))
 
 
-def test_control_flow_in_the_combine_function_becomes_branches(tmp_path):
+def test_control_flow_in_the_combine_function_becomes_branches():
     artifacts = compile_artifacts(branchy_max, f32(512), f32(1), BLOCK=512).context.artifacts
     assert "br i1" in artifacts["llvm_ir"]
-    assembles(artifacts["ptx"], "sm_90a", tmp_path)
+    assembles(artifacts["ptx"], "sm_90a")
 
 
 @pt.jit
@@ -414,13 +410,13 @@ def _or(a, b):
     return a | b
 
 
-def test_booleans_and_doubles_cross_warps(tmp_path):
+def test_booleans_and_doubles_cross_warps():
     artifacts = compile_artifacts(i1_and_f64, f32(1024), np.zeros(1, np.bool_), f32(1), np.zeros(1, np.float64),
                                   BLOCK=1024, num_warps=8).context.artifacts
     ptx = artifacts["ptx"]
     assert "st.shared.b8" in ptx or "st.shared.u8" in ptx
     assert "shfl.sync.bfly.b32" in ptx
-    assembles(ptx, "sm_90a", tmp_path)
+    assembles(ptx, "sm_90a")
 
 
 TILE_IN_COMBINE = """

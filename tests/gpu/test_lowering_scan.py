@@ -155,13 +155,13 @@ def cumulative(x, out, BLOCK: pl.constexpr, REVERSE: pl.constexpr, KIND: pl.cons
 
 @pytest.mark.parametrize("kind, reverse", [("sum", False), ("sum", True), ("prod", True)])
 @pytest.mark.parametrize("block, num_warps", [(32, 1), (128, 1), (256, 4), (1024, 4), (4096, 8), (64, 8)])
-def test_1d_scans_assemble(block, num_warps, reverse, kind, tmp_path):
+def test_1d_scans_assemble(block, num_warps, reverse, kind):
     # Both architectures for one kind; the instructions are the same for the others.
     for arch in ("sm_80", "sm_90a") if kind == "sum" and not reverse else ("sm_90a",):
         result = compile_artifacts(cumulative, f32(block), f32(block), BLOCK=block, REVERSE=reverse, KIND=kind,
                                    num_warps=num_warps, arch=arch)
         ptx = result.context.artifacts["ptx"]
-        assembles(ptx, arch, tmp_path)
+        assembles(ptx, arch)
     # Forward, the lanes shift (shfl.up by 2^s); reversed, they fetch computed lanes.
     assert ("shfl.sync.idx.b32" if reverse else "shfl.sync.up.b32") in ptx
     assert ("bar.sync" in ptx) == (num_warps > 1)
@@ -176,11 +176,11 @@ def scan_2d(x, out, M: pl.constexpr, N: pl.constexpr, AXIS: pl.constexpr, REVERS
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("axis", [0, 1])
 @pytest.mark.parametrize("shape", [(64, 64), (16, 128), (4, 8)])
-def test_2d_scans_assemble(shape, axis, reverse, tmp_path):
+def test_2d_scans_assemble(shape, axis, reverse):
     m, n = shape
     arch = "sm_80" if reverse else "sm_90a"
     result = compile_artifacts(scan_2d, i32(m * n), i32(m * n), M=m, N=n, AXIS=axis, REVERSE=reverse, arch=arch)
-    assembles(result.context.artifacts["ptx"], arch, tmp_path)
+    assembles(result.context.artifacts["ptx"], arch)
 
 
 @pt.jit
@@ -197,13 +197,13 @@ def running_argmax(x, values, indices, BLOCK: pl.constexpr):
     pl.store(indices + offs, i)
 
 
-def test_a_two_operand_scan_keeps_its_shared_memory_apart(tmp_path):
+def test_a_two_operand_scan_keeps_its_shared_memory_apart():
     result = compile_artifacts(running_argmax, f32(1024), f32(1024), i32(1024), BLOCK=1024, num_warps=8)
     artifacts = result.context.artifacts
     # 1024 / (8 warps x 32 lanes x 4) = 1 chunk: a total per warp and operand, each
     # operand's array starting 16-byte aligned.
     assert artifacts["shared_bytes"] == 2 * 32
-    assembles(artifacts["ptx"], "sm_90a", tmp_path)
+    assembles(artifacts["ptx"], "sm_90a")
 
 
 MMA_SCAN = """

@@ -27,10 +27,9 @@ from polytile.gpu.membar import InsertBarriers
 from polytile.ir import parse_module
 from polytile.passes.manager import PassManager
 from polytile.passes.pipeline import Pipeline
-from polytile.testing import assert_ptxas_accepts
 
 from .memory_ir import context
-
+from .ptx_assembly import assembles
 
 
 def blocked(spt, tpw, wpc, order):
@@ -228,7 +227,7 @@ def split_pairs(x_ptr, out_ptr, N: pl.constexpr):
 
 
 @pytest.mark.parametrize("n, num_warps", [(128, 4), (1024, 4), (64, 1), (256, 8)])
-def test_loaded_pairs_split_in_registers(n, num_warps, tmp_path):
+def test_loaded_pairs_split_in_registers(n, num_warps):
     from polytile.compiler import compile_module
 
     module = split_pairs.lower(np.zeros(2 * n, np.float32), np.zeros(n, np.float32), N=n)
@@ -241,7 +240,7 @@ def test_loaded_pairs_split_in_registers(n, num_warps, tmp_path):
     assert plan_shape_op(split).registers is not None
     ptx = result.context.artifacts["ptx"]
     assert "bar.sync" not in ptx and "st.shared" not in ptx
-    assembles(ptx, "sm_90a", tmp_path)
+    assembles(ptx, "sm_90a")
 
 
 def test_assign_layouts_gives_split_halves_the_slice_of_the_source():
@@ -273,10 +272,6 @@ def test_scalar_halves_are_held_by_every_thread():
 
 # --------------------------------------------------------------------------------------
 # PTX
-
-
-def assembles(ptx: str, arch: str, tmp_path) -> None:
-    assert_ptxas_accepts(ptx, arch, tmp_path)
 
 
 def lower_to_ptx(text: str, arch: str, num_warps: int) -> str:
@@ -327,7 +322,7 @@ PTX_CASES = ([("join", [(s, a), (s, b)], [(s + (2,), r)], reg) for s, a, b, r, r
              + [("cat", [(s, a), (s, b)], [((2 * s[0],), r)], reg) for s, a, b, r, reg in CATS])
 
 
-def _assembles_both(case, element, tmp_path) -> None:
+def _assembles_both(case, element) -> None:
     name, operands, results, in_registers = case
     num_warps = _warps(operands[0][1])
     text = kernel_text(name, operands, results, element, num_warps)
@@ -335,12 +330,12 @@ def _assembles_both(case, element, tmp_path) -> None:
         ptx = lower_to_ptx(text, arch, num_warps)
         moves = ("st.shared" in ptx, "ld.shared" in ptx, "bar.sync" in ptx)
         assert moves == ((False,) * 3 if in_registers else (True,) * 3)
-        assembles(ptx, arch, tmp_path)
+        assembles(ptx, arch)
 
 
 @pytest.mark.parametrize("case", PTX_CASES, ids=[f"{c[0]}{i}" for i, c in enumerate(PTX_CASES)])
-def test_ptx_assembles(case, tmp_path):
-    _assembles_both(case, "f32", tmp_path)
+def test_ptx_assembles(case):
+    _assembles_both(case, "f32")
 
 
 # A shared-memory and a register case of each op, a scalar split: every element type.
@@ -349,8 +344,8 @@ TYPED_CASES = [0, 1, len(JOINS), len(JOINS) + 1, len(JOINS) + 3, len(JOINS) + le
 
 @pytest.mark.parametrize("element", ["f16", "i8", "i64", "f64", "i1", "ptr<f32>"])
 @pytest.mark.parametrize("index", TYPED_CASES, ids=[f"{PTX_CASES[i][0]}{i}" for i in TYPED_CASES])
-def test_ptx_assembles_for_every_element_type(index, element, tmp_path):
-    _assembles_both(PTX_CASES[index], element, tmp_path)
+def test_ptx_assembles_for_every_element_type(index, element):
+    _assembles_both(PTX_CASES[index], element)
 
 
 # --------------------------------------------------------------------------------------
@@ -385,9 +380,9 @@ LANGUAGE_IDS = ["join_split_i8", "join_split_i32", "join_split_f16", "join_split
 
 @pytest.mark.parametrize("num_warps", [1, 4, 8])
 @pytest.mark.parametrize("case", range(len(LANGUAGE_IDS)), ids=LANGUAGE_IDS)
-def test_language_kernels_compile_for_nvidia(case, num_warps, tmp_path):
+def test_language_kernels_compile_for_nvidia(case, num_warps):
     from polytile.compiler import compile_module
 
     kernel, args, meta = _language_cases()[case]
     result = compile_module(kernel.lower(*args, **meta), "nvidia:sm_90a", num_warps=num_warps)
-    assembles(result.context.artifacts["ptx"], "sm_90a", tmp_path)
+    assembles(result.context.artifacts["ptx"], "sm_90a")

@@ -160,6 +160,9 @@ def check_artifacts(result: Any, arch: str, param_types: list) -> str:
         cubin = artifacts.get("cubin", b"")
         if cubin[:4] != b"\x7fELF" or struct.unpack_from("<H", cubin, 18)[0] != _ELF_MACHINE_CUDA:
             return "the cubin is not a CUDA ELF file"
+        wanted_sm = int(chip.removeprefix("sm_").rstrip("a"))
+        if cubin_sm(cubin) != wanted_sm:
+            return f"the cubin is for sm_{cubin_sm(cubin)}, not {chip}"
         if name.encode() + b"\0" not in cubin:
             return f"the cubin has no symbol '{name}'"
         return ""
@@ -167,6 +170,13 @@ def check_artifacts(result: Any, arch: str, param_types: list) -> str:
         return _check_code_object(artifacts.get("hsaco", b""), name, chip, param_types,
                                   result.metadata.get("shared_bytes", 0))
     return ""
+
+
+def cubin_sm(cubin: bytes) -> int:
+    """The SM number a cubin was assembled for (90 for sm_90 and sm_90a), from the ELF
+    header's e_flags; ELF ABI version 8 (CUDA 12.8 and later) moved it up one byte."""
+    flags = struct.unpack_from("<I", cubin, 0x30)[0]
+    return (flags >> 8) & 0xFF if cubin[8] >= 8 else flags & 0xFF
 
 
 def _check_code_object(hsaco: bytes, name: str, chip: str, param_types: list, shared_bytes: int) -> str:

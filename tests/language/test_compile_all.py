@@ -76,6 +76,17 @@ def test_a_broken_cubin_is_reported(compiled):
         result.artifacts["cubin"] = cubin
 
 
+def test_a_cubin_for_another_arch_is_reported(compiled):
+    result = compiled["nvidia:sm_90a"]
+    assert check_artifacts(result, "nvidia:sm_90a", _param_types()) == ""
+    ptx = result.artifacts["ptx"]
+    result.artifacts["ptx"] = ptx.replace(".target sm_90a", ".target sm_80")
+    try:
+        assert check_artifacts(result, "nvidia:sm_80", _param_types()) == "the cubin is for sm_90, not sm_80"
+    finally:
+        result.artifacts["ptx"] = ptx
+
+
 def test_a_compile_failure_fails_naming_the_arch():
     args, kwargs = _launch_arguments()
     with pytest.raises(pytest.fail.Exception) as info:

@@ -13,18 +13,13 @@ import polytile.language as pl
 from polytile.compiler import compile_module
 from polytile.errors import CompilationError
 from polytile_nvidia.codegen import nvidia_gpu_target
-from polytile.testing import assert_ptxas_accepts
-
+from gpu.ptx_assembly import assembles
 
 
 def compile_ptx(kernel, *args, arch="sm_90a", num_warps=4, **meta):
     module = kernel.lower(*args, **meta)
     result = compile_module(module, f"nvidia:{arch}", num_warps=num_warps)
     return result.context.artifacts
-
-
-def assembles(ptx: str, arch: str, tmp_path) -> None:
-    assert_ptxas_accepts(ptx, arch, tmp_path)
 
 
 @pt.jit
@@ -50,14 +45,14 @@ def test_target_data():
     assert target.triple == "nvptx64-nvidia-cuda"
 
 
-def test_aligned_f32_vector_add_uses_16_byte_accesses(tmp_path):
+def test_aligned_f32_vector_add_uses_16_byte_accesses():
     artifacts = compile_ptx(add, f32(), f32(), f32(), 8192, BLOCK=1024)
     ptx = artifacts["ptx"]
     assert "define ptx_kernel void @\"add\"" in artifacts["llvm_ir"]
     assert ptx.count("ld.global.v4.b32") == 4 and ptx.count("st.global.v4.b32") == 2
     assert ".maxntid 128" in ptx
     for arch in ("sm_80", "sm_90a"):
-        assembles(compile_ptx(add, f32(), f32(), f32(), 8192, BLOCK=1024, arch=arch)["ptx"], arch, tmp_path)
+        assembles(compile_ptx(add, f32(), f32(), f32(), 8192, BLOCK=1024, arch=arch)["ptx"], arch)
 
 
 def test_unknown_alignment_gives_scalar_accesses():
@@ -73,11 +68,11 @@ def test_a_mask_not_constant_over_a_vector_is_not_vectorized():
     assert "ld.global.v" not in ptx and "st.global.v" not in ptx
 
 
-def test_f16_vectors_hold_eight_halves(tmp_path):
+def test_f16_vectors_hold_eight_halves():
     h = np.zeros(8192, np.float16)
     ptx = compile_ptx(add, h, h, h, 8192, BLOCK=2048)["ptx"]
     assert ptx.count("ld.global.v4.b32") == 4 and ("add.f16" in ptx or "add.rn.f16" in ptx)
-    assembles(ptx, "sm_90a", tmp_path)
+    assembles(ptx, "sm_90a")
 
 
 @pt.jit
@@ -88,7 +83,7 @@ def masked_row(x, out, n, BLOCK: pl.constexpr):
     pl.store(out + cols, row * 2.0, mask=mask)
 
 
-def test_masked_accesses_are_predicated_vectors_without_branches(tmp_path):
+def test_masked_accesses_are_predicated_vectors_without_branches():
     # Straight-line predicated accesses, as Triton's, not a branch around each vector;
     # the masked-off value is moved in before the predicated load, with no select after.
     h = np.zeros(4096, np.float16)
@@ -99,7 +94,7 @@ def test_masked_accesses_are_predicated_vectors_without_branches(tmp_path):
     assert len(stores) == 2 and all(line[0].startswith("@%p") and line[1] == "st.global.v4.b32" for line in stores)
     assert "bra" not in ptx and "selp" not in ptx
     assert "-67044352" in ptx  # 0xFC00FC00: the pair of f16 -inf the masked-off words keep
-    assembles(ptx, "sm_90a", tmp_path)
+    assembles(ptx, "sm_90a")
 
 
 @pt.jit
@@ -111,12 +106,12 @@ def square_roots(x, out, BLOCK: pl.constexpr):
 
 @pytest.mark.parametrize("dtype, approximate, rounded", [(np.float32, "sqrt.approx.f32", "sqrt.rn.f32"),
                                                          (np.float64, None, "sqrt.rn.f64")])
-def test_sqrt_is_approximate_and_sqrt_rn_correctly_rounded(dtype, approximate, rounded, tmp_path):
+def test_sqrt_is_approximate_and_sqrt_rn_correctly_rounded(dtype, approximate, rounded):
     v = np.zeros(256, dtype)
     ptx = compile_ptx(square_roots, v, v, BLOCK=256)["ptx"]
     assert rounded in ptx and (approximate is None or approximate in ptx)
     assert "approx" not in ptx or approximate is not None
-    assembles(ptx, "sm_90a", tmp_path)
+    assembles(ptx, "sm_90a")
 
 
 @pt.jit
@@ -127,7 +122,7 @@ def divisions(x, out, BLOCK: pl.constexpr):
 
 
 @pytest.mark.parametrize("dtype, full, rounded", [(np.float32, 1, 2), (np.float64, 0, 3)])
-def test_division_is_div_full_for_f32_slash_and_div_rn_otherwise(dtype, full, rounded, tmp_path):
+def test_division_is_div_full_for_f32_slash_and_div_rn_otherwise(dtype, full, rounded):
     # As Triton: '/' on f32 is div.full.f32 (within 2 ulp); pl.div_rn and
     # fdiv(ieee_rounding=True) are div.rn; f64 '/' stays correctly rounded.
     v = np.zeros(128, dtype)
@@ -135,7 +130,7 @@ def test_division_is_div_full_for_f32_slash_and_div_rn_otherwise(dtype, full, ro
     width = np.dtype(dtype).itemsize * 8
     assert ptx.count("div.full.f32") == full  # 128 elements over 4 warps: one a thread
     assert ptx.count(f"div.rn.f{width}") == rounded
-    assembles(ptx, "sm_90a", tmp_path)
+    assembles(ptx, "sm_90a")
 
 
 @pytest.mark.parametrize("dtype, function", [(np.float32, "__nv_fmodf"), (np.float64, "__nv_fmod")])
@@ -166,7 +161,7 @@ def scale_and_shift(x, w, b, out, BLOCK: pl.constexpr):
 
 
 @pytest.mark.parametrize("fusion", [True, False])
-def test_enable_fp_fusion_decides_whether_a_multiply_add_is_one_fma(fusion, tmp_path):
+def test_enable_fp_fusion_decides_whether_a_multiply_add_is_one_fma(fusion):
     v = f32(1024)
     module = scale_and_shift.lower(v, v, v, v, BLOCK=1024)
     ptx = compile_module(module, "nvidia:sm_90a", num_warps=4, enable_fp_fusion=fusion).context.artifacts["ptx"]
@@ -174,15 +169,15 @@ def test_enable_fp_fusion_decides_whether_a_multiply_add_is_one_fma(fusion, tmp_
         assert ptx.count("fma.rn.f32") == 8 and "mul.rn.f32" not in ptx and "add.rn.f32" not in ptx
     else:  # explicit rounding: ptxas may not fuse them either
         assert "fma" not in ptx and ptx.count("mul.rn.f32") == 8 and ptx.count("add.rn.f32") == 8
-    assembles(ptx, "sm_90a", tmp_path)
+    assembles(ptx, "sm_90a")
 
 
 @pytest.mark.parametrize("block", [128, 256, 1024, 4096])
 @pytest.mark.parametrize("num_warps", [1, 2, 4, 8])
-def test_vector_add_sizes_assemble(block, num_warps, tmp_path):
+def test_vector_add_sizes_assemble(block, num_warps):
     ptx = compile_ptx(add, f32(), f32(), f32(), 8192, BLOCK=block, num_warps=num_warps)["ptx"]
     assert f".maxntid {32 * num_warps}" in ptx
-    assembles(ptx, "sm_90a", tmp_path)
+    assembles(ptx, "sm_90a")
 
 
 @pt.jit
@@ -194,14 +189,14 @@ def math_kernel(x, out, n, scale, BLOCK: pl.constexpr):
     pl.store(out + offs, y.to(pl.float16).to(pl.float32), mask=mask)
 
 
-def test_scalar_arguments_math_select_and_casts(tmp_path):
+def test_scalar_arguments_math_select_and_casts():
     artifacts = compile_ptx(math_kernel, f32(), f32(), 8192, 2.5, BLOCK=512, arch="sm_80")
     ptx = artifacts["ptx"]
     assert "ex2.approx.f32" in ptx
     assert "sqrt.approx.f32" in ptx  # Triton's sqrt; sqrt_rn is the correctly rounded one
     assert "selp" in ptx or "@%p" in ptx
     assert "cvt.rn.f16.f32" in ptx
-    assembles(ptx, "sm_80", tmp_path)
+    assembles(ptx, "sm_80")
 
 
 @pt.jit
@@ -210,11 +205,11 @@ def sine(x, out, BLOCK: pl.constexpr):
     pl.store(out + offs, pl.sin(pl.load(x + offs)))
 
 
-def test_libdevice_functions_are_linked_in(tmp_path):
+def test_libdevice_functions_are_linked_in():
     artifacts = compile_ptx(sine, f32(), f32(), BLOCK=256)
     assert "__nv_sinf" in artifacts["llvm_ir"]
     assert "__nv_sinf" not in artifacts["ptx"]  # linked and inlined, not called
-    assembles(artifacts["ptx"], "sm_90a", tmp_path)
+    assembles(artifacts["ptx"], "sm_90a")
 
 
 @pt.jit
@@ -225,10 +220,10 @@ def add_row(x, bias, out, M: pl.constexpr, N: pl.constexpr):
     pl.store(out + rows * N + cols, pl.load(x + rows * N + cols) + b)
 
 
-def test_2d_tile_plus_a_broadcast_row(tmp_path):
+def test_2d_tile_plus_a_broadcast_row():
     ptx = compile_ptx(add_row, f32(), f32(), f32(), M=32, N=64)["ptx"]
     assert "ld.global.v4.b32" in ptx
-    assembles(ptx, "sm_90a", tmp_path)
+    assembles(ptx, "sm_90a")
 
 
 @pt.jit
@@ -240,11 +235,11 @@ def accumulate(x, out, n, BLOCK: pl.constexpr):
     pl.store(out + offs, acc)
 
 
-def test_loop_carried_tiles(tmp_path):
+def test_loop_carried_tiles():
     artifacts = compile_ptx(accumulate, f32(), f32(), 8, BLOCK=512)
     # One phi per register: 512 elements over 128 threads.
     assert artifacts["llvm_ir"].count("phi  float") == 4
-    assembles(artifacts["ptx"], "sm_90a", tmp_path)
+    assembles(artifacts["ptx"], "sm_90a")
 
 
 @pt.jit
@@ -254,11 +249,11 @@ def grid_ids(out):
     pl.store(out + p, q)
 
 
-def test_program_ids_and_counts_on_three_axes(tmp_path):
+def test_program_ids_and_counts_on_three_axes():
     ptx = compile_ptx(grid_ids, np.zeros(64, np.int32), arch="sm_80")["ptx"]
     for register in ("%ctaid.x", "%ctaid.y", "%ctaid.z", "%nctaid.x", "%nctaid.y", "%nctaid.z"):
         assert register in ptx
-    assembles(ptx, "sm_80", tmp_path)
+    assembles(ptx, "sm_80")
 
 
 @pt.jit

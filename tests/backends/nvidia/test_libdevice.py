@@ -1,15 +1,20 @@
-"""Finding libdevice.10.bc: the setting, cuda_home, the nvcc wheel, system toolkits."""
+"""Finding libdevice.10.bc: the setting, cuda_home, the nvcc wheel, system toolkits; and\nthe error of a kernel that calls a math function where it is nowhere."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import polytile as pt
+import polytile.language as pl
 from polytile import config
+from polytile.compiler import compile_module
 from polytile.errors import ConfigError
 from polytile_nvidia import libdevice, toolkit
+from polytile_nvidia.codegen import LibdeviceMissingError
 from polytile_nvidia.libdevice import find_libdevice
 
 
@@ -105,3 +110,56 @@ def test_missing_cuda_home_and_wheel_are_said(bare_machine):
         find_libdevice()
     assert "cuda_home: not set (POLYTILE_CUDA_HOME, CUDA_HOME, CUDA_PATH)" in str(info.value)
     assert "no nvidia/ package on sys.path" in str(info.value)
+
+
+# -- a compile that needs libdevice, on a machine without it ---------------------------
+
+
+@pt.jit
+def sine(x, out, BLOCK: pl.constexpr):
+    offs = pl.arange(0, BLOCK)
+    pl.store(out + offs, pl.sin(pl.load(x + offs)))
+
+
+@pt.jit
+def doubled(x, out, BLOCK: pl.constexpr):
+    offs = pl.arange(0, BLOCK)
+    pl.store(out + offs, pl.load(x + offs) * 2.0)
+
+
+def _lowered(kernel):
+    return kernel.lower(np.zeros(256, np.float32), np.zeros(256, np.float32), BLOCK=256)
+
+
+@pytest.fixture
+def nvidia_backend():
+    """The backend, found through its entry point before ``bare_machine`` empties sys.path."""
+    from polytile.plugins.manager import get_plugin_manager
+
+    return get_plugin_manager().backends.find("nvidia")
+
+
+def test_a_math_function_without_libdevice_names_kernel_function_and_places(nvidia_backend, bare_machine):
+    with pytest.raises(LibdeviceMissingError) as info:
+        compile_module(_lowered(sine), "nvidia:sm_90a")
+    lines = str(info.value).splitlines()
+    assert lines[0] == ("kernel 'sine' calls __nv_sinf from libdevice, the CUDA math library, which was not "
+                        "found:")
+    assert lines[1] == "libdevice.10.bc not found; looked in:"
+    assert lines[2:-1] == [
+        "  - cuda_home: not set (POLYTILE_CUDA_HOME, CUDA_HOME, CUDA_PATH)",
+        "  - the nvidia-cuda-nvcc wheel (pip install nvidia-cuda-nvcc): no nvidia/ package on sys.path",
+        f"  - {bare_machine / 'usr-local-cuda/nvvm/libdevice/libdevice.10.bc'} (system CUDA toolkit)",
+        f"  - {bare_machine / 'debian/libdevice.10.bc'} (Debian's nvidia-cuda-toolkit)",
+    ]
+    assert "pip install nvidia-cuda-nvcc" in lines[-1] and "libdevice_path (POLYTILE_LIBDEVICE)" in lines[-1]
+
+
+def test_a_kernel_without_math_functions_needs_no_libdevice(nvidia_backend, ptxas, bare_machine):
+    # ptxas was found before the machine was emptied; libdevice is nowhere.
+    config.set(ptxas_path=str(ptxas))
+    with pytest.raises(toolkit.ToolkitNotFoundError):
+        find_libdevice()
+    result = compile_module(_lowered(doubled), "nvidia:sm_90a")
+    assert "__nv_" not in result.context.artifacts["llvm_ir"]
+    assert result.binaries["cubin"][:4] == b"\x7fELF"
