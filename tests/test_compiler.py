@@ -46,12 +46,9 @@ def test_plugins_add_to_the_compiled_kernels_metadata(manager):
 def test_a_plugin_may_not_change_what_the_backend_recorded(manager):
     # The NVIDIA backend records num_warps (the interpreter records nothing).
     pytest.importorskip("polytile_nvidia")
-    from polytile_nvidia import assemble, toolkit
+    from tests.gpu.ptx_assembly import ptxas_or_skip
 
-    try:
-        assemble.find_ptxas()
-    except toolkit.ToolkitNotFoundError:
-        pytest.skip("no ptxas on this machine")
+    ptxas_or_skip()
     manager.register(ChangesMetadata("num_warps", 8), PluginInfo("changes", "polytile-example-changes", "1.0"))
     with pytest.raises(PolytileError, match="changed or removed the metadata entry 'num_warps'"):
         compile_module(parse_module(KERNEL), "nvidia:sm_90a", label="k", num_warps=4)

@@ -8,9 +8,6 @@ import pytest
 @pytest.fixture
 def ptxas():
     """The ptxas the backend finds; skips the test (visibly) where there is none."""
-    from polytile_nvidia import assemble, toolkit
+    from tests.gpu.ptx_assembly import ptxas_or_skip
 
-    try:
-        return assemble.find_ptxas()
-    except toolkit.ToolkitNotFoundError:
-        pytest.skip("no ptxas on this machine")
+    return ptxas_or_skip()
