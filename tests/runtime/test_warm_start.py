@@ -136,3 +136,16 @@ def test_the_source_tree_hash_walks_in_os_walk_order(tmp_path):
             relative = os.path.relpath(path, tmp_path).replace(os.sep, "/")
             expected.update(f"{relative}\0{info.st_size}\0{info.st_mtime_ns}\1".encode())
     assert source_tree_hash(str(tmp_path)) == expected.hexdigest()
+
+
+def test_backend_versions_are_read_without_importlib_metadata(tmp_path):
+    # A backend's versions enter the key of every launch; importlib.metadata costs 20-60 ms.
+    found = _child(tmp_path, """
+        import json, sys
+        from polytile.backend import installed_versions
+        versions = installed_versions("numpy", "not-installed-anywhere")
+        print(json.dumps({"versions": versions, "metadata": "importlib.metadata" in sys.modules}))
+    """)
+    import numpy
+
+    assert found == {"versions": {"numpy": numpy.__version__}, "metadata": False}
