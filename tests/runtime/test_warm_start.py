@@ -149,3 +149,17 @@ def test_backend_versions_are_read_without_importlib_metadata(tmp_path):
     import numpy
 
     assert found == {"versions": {"numpy": numpy.__version__}, "metadata": False}
+
+
+def test_no_name_polytile_provides_on_first_use_could_enter_a_key():
+    # Why the key's walk may skip them (cache._module_attribute): were one a @jit function
+    # or a compile-time constant, the key would depend on whether it had been imported.
+    import polytile
+    import polytile.language as pl
+    from polytile.runtime.cache import _is_constant
+
+    lazy = [(pl, name) for name in pl._HOMES] + [(polytile, name) for name in polytile._RUNTIME_NAMES]
+    for module, name in lazy:
+        value = getattr(module, name)
+        assert isinstance(value, type) or not getattr(value, "__polytile_jit__", False), name  # JITFunction itself
+        assert not _is_constant(value), name
