@@ -476,6 +476,32 @@ def test_pyproject_without_tool_polytile_is_passed_over(clean_config):
     assert config.project_file() == outer
 
 
+@pytest.mark.parametrize("text", [
+    "[tool.polytile]\ndump_ir = true\n",
+    "[ tool . polytile ]\ndump_ir = true\n",
+    "[\"tool\".'polytile']\ndump_ir = true\n",
+    "[tool]\npolytile = { dump_ir = true }\n",
+    "[tool]\npolytile.dump_ir = true\n",
+    "tool.polytile.dump_ir = true\n",
+    "tool = { polytile = { dump_ir = true } }\n",
+    "[project]\nname = 'polytile-app'\n\n[tool.polytile]\ndump_ir = true\n",
+])
+def test_every_spelling_of_tool_polytile_is_read(clean_config, text):
+    # pyproject.toml files that name polytile without the table are passed over unparsed:
+    # the check that decides it must not pass over any spelling of the table.
+    write(clean_config / "pyproject.toml", text)
+    assert config.get("dump_ir") is True
+
+
+def test_a_pyproject_naming_polytile_only_as_a_dependency_is_not_parsed(clean_config):
+    # Not even read as TOML (it is not valid TOML here): a project that depends on
+    # polytile pays nothing for the project-file search.
+    write(clean_config / "pyproject.toml", "[project]\nname = 'app'\ndependencies = ['polytile'\n"
+                                           "[project.scripts]\npolytile = 'polytile.cli:main'\n")
+    assert config.get("dump_ir") is False
+    assert config.project_file() is None
+
+
 def test_polytile_toml_wins_over_pyproject_in_the_same_directory(clean_config):
     write(clean_config / "pyproject.toml", "[tool.polytile]\ndump_ir = false\nverify_each = true\n")
     path = write(clean_config / "polytile.toml", "dump_ir = true\n")

@@ -323,12 +323,9 @@ def check_vendor_call(result: tuple, call: str, *, success: str, runtime: str) -
 
 def installed_versions(*distributions: str) -> dict[str, str]:
     """Versions of the installed distributions among ``distributions`` (for cache keys)."""
-    from importlib import metadata  # costs ~20 ms; only the compile cache needs it
+    # Not importlib.metadata: importing it costs ~20 ms, and a backend's versions enter
+    # the key of every launch that reads its kernel from the disk cache.  The plugin
+    # manager's reader of *.dist-info folders answers by importlib.metadata's rules.
+    from .plugins.distributions import installed_versions as read
 
-    versions = {}
-    for dist in distributions:
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return versions
+    return read(*distributions)

@@ -475,6 +475,21 @@ def _load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
 
 
+def _may_configure_polytile(text: bytes) -> bool:
+    """Whether TOML ``text`` may hold the table ``tool.polytile``: it has a ``[tool]``
+    table (whose keys may name it), a header or dotted key ``tool.polytile`` (bare or
+    quoted parts, blanks around the dot), or an inline table assigned to ``tool``.
+    A superset of the files that have the table (keys spelled with escapes aside), so
+    only a file that certainly has none is passed over unparsed."""
+    import re
+
+    return re.search(rb"""(?mx)
+        ^[ \t]*\[[ \t]*["']?tool["']?[ \t]*\]         # [tool]
+      | tool["']?[ \t]*\.[ \t]*["']?polytile          # tool.polytile, "tool"."polytile"
+      | (?:^|[{,])[ \t]*["']?tool["']?[ \t]*=          # tool = { polytile = ... }
+    """, text) is not None
+
+
 class Config:
     """Programmatic values, caches of parsed environment values and project files.
 
@@ -751,8 +766,10 @@ class Config:
             text = path.read_bytes()
         except OSError:
             return None
-        # Most pyproject.toml files never mention polytile; skip them without parsing.
-        if b"polytile" not in text:
+        # Most pyproject.toml files never mention polytile, and most that do (a project
+        # depending on it) have no [tool.polytile]: skip them without parsing, since
+        # importing tomllib and parsing cost every process that launches a kernel ~2 ms.
+        if b"polytile" not in text or not _may_configure_polytile(text):
             return None
         tool = _load_toml(path).get("tool")
         if not isinstance(tool, dict) or "polytile" not in tool:

@@ -8,42 +8,39 @@ See docs/ir.md for the text format.  Typical use::
     print(print_ir(module))
 """
 
-from .attributes import DialectAttribute, SymbolRef
-from .builder import Builder, InsertionPoint
-from .operation import Block, Operation, Region
-from .printer import Printer, print_ir
-from .registry import IR_REGISTRY, Dialect
-from .types import (
-    BlockPointerType,
-    DialectType,
-    FloatType,
-    FunctionType,
-    IntType,
-    PointerType,
-    TileType,
-    Type,
-)
-from .values import BlockArgument, OpResult, Value
+from __future__ import annotations
 
-#: Imported on first use: writing and launching a kernel needs neither the parser nor the
-#: verifier, and importing them cost every fresh process several milliseconds.
-_ON_FIRST_USE = {"parse_module": ".parser", "parse_type": ".parser", "verify": ".verifier"}
+import importlib
+from typing import Any
+
+#: Every name, imported from its module on first use (PEP 562).  ``polytile.language``
+#: needs only :mod:`.types`, and importing ``polytile.ir.types`` runs this file first:
+#: importing the operations, the printer and the registry (and through it pluggy) here
+#: cost every launch from a warm disk cache, which needs none of them, ~10 ms.
+_HOMES = {
+    "DialectAttribute": ".attributes", "SymbolRef": ".attributes",
+    "Builder": ".builder", "InsertionPoint": ".builder",
+    "Block": ".operation", "Operation": ".operation", "Region": ".operation",
+    "Printer": ".printer", "print_ir": ".printer",
+    "IR_REGISTRY": ".registry", "Dialect": ".registry",
+    "BlockPointerType": ".types", "DialectType": ".types", "FloatType": ".types", "FunctionType": ".types",
+    "IntType": ".types", "PointerType": ".types", "TileType": ".types", "Type": ".types",
+    "BlockArgument": ".values", "OpResult": ".values", "Value": ".values",
+    "parse_module": ".parser", "parse_type": ".parser", "verify": ".verifier",
+}
 
 
-def __getattr__(name: str) -> object:
-    module = _ON_FIRST_USE.get(name)
+def __getattr__(name: str) -> Any:
+    module = _HOMES.get(name)
     if module is None:
         raise AttributeError(f"module 'polytile.ir' has no attribute '{name}'")
-    import importlib
-
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
 
 
-__all__ = [
-    "Block", "BlockArgument", "BlockPointerType", "Builder", "Dialect", "DialectAttribute", "DialectType",
-    "FloatType", "FunctionType", "IR_REGISTRY", "InsertionPoint", "IntType", "OpResult", "Operation",
-    "PointerType", "Printer", "Region", "SymbolRef", "TileType", "Type", "Value", "parse_module", "parse_type",
-    "print_ir", "verify",
-]
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
+
+
+__all__ = sorted(_HOMES)

@@ -18,45 +18,11 @@ from typing import Any, Iterable
 from .attributes import format_attribute
 from .opdef import IsolatedFromAbove, is_default_attribute
 from .operation import Block, Operation, Region
-from .types import (
-    BlockPointerType,
-    DialectType,
-    FloatType,
-    FunctionType,
-    IntType,
-    PointerType,
-    TileType,
-    Type,
-)
+# format_type lives with the types (str() of a type needs no printer); re-exported here.
+from .types import format_result_types, format_type  # noqa: F401
 from .values import Value
 
 _NAME_HINT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def format_type(t: Type) -> str:
-    if isinstance(t, (IntType, FloatType)):
-        return t.spelling
-    if isinstance(t, PointerType):
-        inner = format_type(t.pointee)
-        return f"ptr<{inner}>" if t.address_space == 1 else f"ptr<{inner}, {t.address_space}>"
-    if isinstance(t, TileType):
-        dims = "x".join(str(d) for d in t.shape)
-        layout = "" if t.layout is None else ", " + format_attribute(t.layout)
-        return f"tile<{dims}x{format_type(t.element)}{layout}>"
-    if isinstance(t, BlockPointerType):
-        return "block_ptr" + format_type(t.tile)[len("tile"):]
-    if isinstance(t, FunctionType):
-        return f"({', '.join(map(format_type, t.inputs))}) -> {format_result_types(t.results)}"
-    if isinstance(t, DialectType):
-        return f"!{t.type_name}<{t.format_parameters()}>"
-    raise TypeError(f"cannot print type {t!r}")
-
-
-def format_result_types(types: Iterable[Type]) -> str:
-    types = list(types)
-    if len(types) == 1 and not isinstance(types[0], FunctionType):
-        return format_type(types[0])
-    return "(" + ", ".join(map(format_type, types)) + ")"
 
 
 def format_location(location: Any) -> str:

@@ -15,7 +15,7 @@ Plugins add their own types by subclassing :class:`DialectType` (printed ``!name
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterable
 
 
 class Type:
@@ -24,8 +24,6 @@ class Type:
     __slots__ = ()
 
     def __str__(self) -> str:
-        from .printer import format_type
-
         return format_type(self)
 
     def __repr__(self) -> str:
@@ -205,3 +203,38 @@ def is_pointer(t: Type) -> bool:
 
 def is_bool(t: Type) -> bool:
     return element_type(t) == i1
+
+
+# Here rather than in the printer: a launch makes its specialization key with str() of
+# each argument's type, and importing the printer (operations, attributes, op
+# definitions) for that cost a launch from a warm disk cache milliseconds.
+def format_type(t: Type) -> str:
+    """``t`` as the IR text spells it (``ptr<f32>``, ``tile<128xf32>``)."""
+    if isinstance(t, (IntType, FloatType)):
+        return t.spelling
+    if isinstance(t, PointerType):
+        inner = format_type(t.pointee)
+        return f"ptr<{inner}>" if t.address_space == 1 else f"ptr<{inner}, {t.address_space}>"
+    if isinstance(t, TileType):
+        dims = "x".join(str(d) for d in t.shape)
+        if t.layout is None:
+            layout = ""
+        else:
+            from .attributes import format_attribute
+
+            layout = ", " + format_attribute(t.layout)
+        return f"tile<{dims}x{format_type(t.element)}{layout}>"
+    if isinstance(t, BlockPointerType):
+        return "block_ptr" + format_type(t.tile)[len("tile"):]
+    if isinstance(t, FunctionType):
+        return f"({', '.join(map(format_type, t.inputs))}) -> {format_result_types(t.results)}"
+    if isinstance(t, DialectType):
+        return f"!{t.type_name}<{t.format_parameters()}>"
+    raise TypeError(f"cannot print type {t!r}")
+
+
+def format_result_types(types: Iterable[Type]) -> str:
+    types = list(types)
+    if len(types) == 1 and not isinstance(types[0], FunctionType):
+        return format_type(types[0])
+    return "(" + ", ".join(map(format_type, types)) + ")"

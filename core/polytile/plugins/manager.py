@@ -38,7 +38,7 @@ import sys
 import threading
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import pluggy
 
@@ -52,16 +52,16 @@ from .records import (
     ENTRY_POINT_GROUPS,
     FAILED,
     LOADED,
-    BackendReport,
     EntryPointLike,
     PluginRecord,
-    PluginReport,
-    PolytileInfo,
     _distribution_of,
     _normalize,
     _summary,
 )
 from .registry import CORE_OWNER, ImportScope, PluginInfo, Registry, importing_plugin
+
+if TYPE_CHECKING:
+    from .reports import PolytileInfo
 
 #: The core's own plugin modules, registered before any entry point, owned by the core.
 #: A module of this list that does not exist (yet) is skipped.
@@ -598,6 +598,8 @@ class PluginManager:
 
     def info(self, refresh_devices: bool = False) -> PolytileInfo:
         """What ``polytile info`` shows; never raises for a plugin's failure."""
+        from .reports import BackendReport, PluginReport, PolytileInfo
+
         load_error = ""
         try:
             self._ensure_loaded()
@@ -744,6 +746,15 @@ def reset_plugin_manager(manager: PluginManager | None = None) -> PluginManager 
 
 
 _watch_configuration()
+
+
+def __getattr__(name: str) -> Any:
+    # The report classes, imported from .reports when asked for (see .records).
+    if name in ("BackendReport", "PluginReport", "PolytileInfo"):
+        from . import reports
+
+        return getattr(reports, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "BUILTIN_PLUGINS", "ENTRY_POINT_GROUPS", "DISABLED", "FAILED", "LOADED", "BackendReport", "PluginManager",

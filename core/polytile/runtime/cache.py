@@ -205,17 +205,32 @@ def polytile_source_hash() -> str:
 def source_tree_hash(root: str) -> str:
     """The hash of the path, size and modification time of every ``.py`` file under ``root``."""
     hasher = hashlib.sha256()
-    for directory, subdirectories, files in os.walk(root):
-        subdirectories[:] = sorted(d for d in subdirectories if d != "__pycache__")
-        for name in sorted(f for f in files if f.endswith(".py")):
-            path = os.path.join(directory, name)
-            try:
-                info = os.stat(path)
-            except OSError:
-                continue
-            relative = os.path.relpath(path, root).replace(os.sep, "/")
-            hasher.update(f"{relative}\0{info.st_size}\0{info.st_mtime_ns}\1".encode())
+    _hash_tree(hasher, root, "")
     return hasher.hexdigest()
+
+
+def _hash_tree(hasher: Any, directory: str, relative: str) -> None:
+    # os.walk's order (a directory's files, then each subdirectory in turn, sorted), with
+    # os.scandir and string joins instead of os.walk and os.path.relpath: half the time,
+    # and this runs in every process that compiles or loads a kernel.
+    try:
+        with os.scandir(directory) as entries:
+            entries = sorted(entries, key=lambda e: e.name)
+    except OSError:
+        return
+    subdirectories = []
+    for entry in entries:
+        try:
+            if entry.is_dir():
+                if entry.name != "__pycache__" and not entry.is_symlink():  # os.walk does not follow them
+                    subdirectories.append(entry)
+            elif entry.name.endswith(".py"):
+                info = entry.stat()
+                hasher.update(f"{relative}{entry.name}\0{info.st_size}\0{info.st_mtime_ns}\1".encode())
+        except OSError:
+            continue
+    for entry in subdirectories:
+        _hash_tree(hasher, entry.path, f"{relative}{entry.name}/")
 
 
 def dependency_hash(jit_fn: Any) -> str:
@@ -294,24 +309,60 @@ def _referenced_values(jit_fn: Any) -> dict[str, Any]:
                 scope[name] = cell.cell_contents
             except ValueError:  # a cell not filled yet
                 pass
-    tree = jit_fn.source().tree
-    local = {a.arg for a in tree.args.args + tree.args.kwonlyargs}
     found: dict[str, Any] = {}
-    for node in ast.walk(tree):
-        chain = _attribute_chain(node)
-        if not chain or chain[0] in local or chain[0] not in scope:
+    for chain in _body_chains(jit_fn.source()):
+        if chain[0] not in scope:
             continue
         value = scope[chain[0]]
         found[chain[0]] = value
         for depth, attr in enumerate(chain[1:], start=2):
-            if not isinstance(value, _types.ModuleType) and not getattr(value, "__polytile_jit__", False) \
-                    and not isinstance(value, type):
+            if isinstance(value, _types.ModuleType):
+                value = _module_attribute(value, attr)
+            elif getattr(value, "__polytile_jit__", False) or isinstance(value, type):
+                value = getattr(value, attr, None)
+            else:
                 break
-            value = getattr(value, attr, None)
             if value is None:
                 break
             found[".".join(chain[:depth])] = value
     return found
+
+
+#: The attribute chains of each function body, by its source text: the AST walk is the
+#: costly part of a cache key and depends on the text alone (the values the chains name
+#: are read again every time, since globals change).
+_CHAINS: dict[str, tuple[tuple[str, ...], ...]] = {}
+
+
+def _body_chains(source: Any) -> tuple[tuple[str, ...], ...]:
+    """Each name or ``a.b.c`` chain in the body that is not a parameter, once, in walk order."""
+    chains = _CHAINS.get(source.source_text)
+    if chains is None:
+        tree = source.tree
+        local = {a.arg for a in tree.args.args + tree.args.kwonlyargs}
+        unique: dict[tuple[str, ...], None] = {}
+        for node in ast.walk(tree):
+            chain = _attribute_chain(node)
+            if chain and chain[0] not in local:
+                unique[tuple(chain)] = None
+        chains = _CHAINS[source.source_text] = tuple(unique)
+    return chains
+
+
+def _module_attribute(module: Any, name: str) -> Any:
+    """``module.name``, or None.  A name that polytile's own modules provide on first use
+    (PEP 562: the language's builtins, the runtime's helpers) is not looked up: doing so
+    imported the whole frontend (``pl.load`` -> polytile.language.standard -> the
+    dialects) on every launch from a warm disk cache, and such a name is never a ``@jit``
+    function or a compile-time constant, so it adds nothing to the key (polytile's
+    sources are in the key anyway: :func:`polytile_source_hash`)."""
+    try:
+        return module.__dict__[name]
+    except KeyError:
+        pass
+    if module.__name__ == "polytile" or module.__name__.startswith("polytile."):
+        return None
+    return getattr(module, name, None)
 
 
 def _attribute_chain(node: ast.AST) -> list[str] | None:
