@@ -66,7 +66,10 @@ static int is_tensor(PyObject *value) {
 
 /* Call a method without arguments and read an integer result; -1 with an exception set. */
 static int call_for_integer(PyObject *value, PyObject *name, long long *result) {
-    PyObject *returned = PyObject_VectorcallMethod(name, &value, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    /* The slot before the arguments is ours: PY_VECTORCALL_ARGUMENTS_OFFSET lets the
+     * callee borrow it. */
+    PyObject *stack[2] = {NULL, value};
+    PyObject *returned = PyObject_VectorcallMethod(name, stack + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     if (returned == NULL) return -1;
     *result = PyLong_AsLongLong(returned);
     Py_DECREF(returned);
