@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import statistics
 import time
 from typing import Any, Callable, Iterable
 
@@ -305,6 +304,8 @@ def bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100) -> float:
         times.append(end - begin)
         if (end - start) * 1e3 >= rep or len(times) >= 1000:
             break
+    import statistics  # with fractions and decimal: not on every warm start
+
     return statistics.median(times)
 
 

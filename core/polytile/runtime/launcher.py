@@ -30,11 +30,8 @@ import importlib.util
 import logging
 import os
 import re
-import shutil
-import subprocess
 import sys
 import sysconfig
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Sequence
@@ -172,30 +169,34 @@ class NativeBuildError(Exception):
 _build_lock = threading.Lock()
 
 
+def _compiler_candidates() -> list[str]:
+    return [c for c in (os.environ.get("CC", ""), (sysconfig.get_config_var("CC") or "").split(" ")[0], "cc", "gcc",
+                        "clang") if c]
+
+
 def c_compiler() -> str | None:
     """The C compiler: ``$CC``, else the one Python was built with, else cc, gcc, clang."""
-    candidates = [os.environ.get("CC", ""), (sysconfig.get_config_var("CC") or "").split(" ")[0], "cc", "gcc", "clang"]
-    for candidate in candidates:
-        if candidate:
-            found = shutil.which(candidate)
-            if found:
-                return found
+    import shutil  # only when building: a process loading a built module needs none of it
+
+    for candidate in _compiler_candidates():
+        found = shutil.which(candidate)
+        if found:
+            return found
     return None
 
 
 def native_module_path(name: str, source: Path, directory: Path) -> tuple[str, str, Path]:
-    """(compiler, Python include directory, shared object) of the C extension ``name``:
-    the object exists when it was built before.  :class:`NativeBuildError` when it cannot
-    be built here."""
+    """(the compiler asked for, Python include directory, shared object) of the C
+    extension ``name``: the object exists when it was built before.  The compiler is the
+    first choice (``$CC``, Python's own, ``cc``), not looked up on PATH: loading a built
+    module needs no compiler.  :class:`NativeBuildError` when it cannot be built here."""
     if not source.is_file():
         raise NativeBuildError(f"its source '{source}' is missing (the package was installed without it)")
     include = sysconfig.get_paths().get("include", "")
     if not include or not Path(include, "Python.h").is_file():
         raise NativeBuildError(f"the Python headers are not installed (no Python.h in '{include}'); install the "
                                "python3-dev package of this Python")
-    compiler = c_compiler()
-    if compiler is None:
-        raise NativeBuildError("no C compiler found (looked for $CC, cc, gcc and clang)")
+    compiler = _compiler_candidates()[0]
     code = source.read_bytes() + b"".join(header.read_bytes() for header in local_headers(source))
     digest = hashlib.sha256(b"\0".join([code, compiler.encode(), include.encode(), sys.version.encode()])).hexdigest()
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
@@ -222,9 +223,12 @@ def build_native_module(name: str, source: Path, directory: Path) -> Any:
     it is written to a temporary file and renamed, so a concurrent build or a crash never
     leaves a half-written one.  :class:`NativeBuildError` says why it could not be built.
     """
-    compiler, include, target = native_module_path(name, source, directory)
+    _, include, target = native_module_path(name, source, directory)
     with _build_lock:
         if not target.is_file():
+            compiler = c_compiler()
+            if compiler is None:
+                raise NativeBuildError("no C compiler found (looked for $CC, cc, gcc and clang)")
             _compile(compiler, include, source, target)
     loader = importlib.machinery.ExtensionFileLoader(name, str(target))
     spec = importlib.util.spec_from_file_location(name, target, loader=loader)
@@ -239,6 +243,9 @@ def build_native_module(name: str, source: Path, directory: Path) -> Any:
 
 
 def _compile(compiler: str, include: str, source: Path, target: Path) -> None:
+    import subprocess
+    import tempfile
+
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(suffix=".so", dir=target.parent)
