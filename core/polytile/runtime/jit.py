@@ -38,7 +38,6 @@ from ..ir import types as t
 from ..language import core as lc
 from .binder import MISSING, Unkeyed, constexpr_piece, describe_argument, make_entry, make_grid3, make_namer
 from .cache import globals_guard
-from .dispatch import plan_call
 
 #: Launch keywords that are options, not kernel arguments (unless the kernel has such a parameter).
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "debug")
@@ -273,6 +272,8 @@ class JITFunction:
             entry = self._entry()
         compiled = entry(grid, *args, **kwargs) if kwargs else entry(grid, *args)
         if self._plan_budget > 0:
+            from .dispatch import plan_call  # its dataclasses cost a warm start nothing until a plan is made
+
             self._plan_budget -= 1
             launcher = getattr(compiled, "backend_launcher", None)
             plan = plan_call(self, compiled, args, kwargs) if launcher is not None else None
