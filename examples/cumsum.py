@@ -3,8 +3,10 @@ Run: python examples/cumsum.py"""
 
 import numpy as np
 
+import polytile as pt
 import polytile.language as pl
-import polytile.runtime as pt  # becomes `import polytile as pt` once polytile re-exports jit
+
+from _device import device, empty, host  # NumPy on the interpreter, torch tensors on a GPU
 
 
 @pt.jit
@@ -19,9 +21,10 @@ def cumsum_kernel(x_ptr, out_ptr, n_cols, stride, BLOCK_SIZE: pl.constexpr):
 
 def cumsum(x: np.ndarray) -> np.ndarray:
     rows, cols = x.shape
-    out = np.empty_like(x)
-    cumsum_kernel[(rows,)](x, out, cols, x.strides[0] // x.itemsize, BLOCK_SIZE=pt.next_power_of_2(cols))
-    return out
+    x = np.ascontiguousarray(x)  # (the row stride below is this array's)
+    out = empty(x.shape, x.dtype)
+    cumsum_kernel[(rows,)](device(x), out, cols, x.strides[0] // x.itemsize, BLOCK_SIZE=pt.next_power_of_2(cols))
+    return host(out)
 
 
 def main(rows: int = 64, cols: int = 1000) -> bool:

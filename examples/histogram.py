@@ -4,8 +4,10 @@ Run: python examples/histogram.py"""
 
 import numpy as np
 
+import polytile as pt
 import polytile.language as pl
-import polytile.runtime as pt  # becomes `import polytile as pt` once polytile re-exports jit
+
+from _device import device, host, zeros  # NumPy on the interpreter, torch tensors on a GPU
 
 
 @pt.jit
@@ -20,11 +22,11 @@ def histogram_kernel(x_ptr, hist_ptr, n_elements, NUM_BINS: pl.constexpr, BLOCK_
 
 
 def histogram(x: np.ndarray, num_bins: int) -> np.ndarray:
-    hist = np.zeros(num_bins, dtype=np.int32)
+    hist = zeros(num_bins, np.int32)
     n = x.size
     grid = lambda meta: (pt.cdiv(n, meta["BLOCK_SIZE"]),)  # noqa: E731
-    histogram_kernel[grid](x, hist, n, NUM_BINS=num_bins, BLOCK_SIZE=1024)
-    return hist
+    histogram_kernel[grid](device(x), hist, n, NUM_BINS=num_bins, BLOCK_SIZE=1024)
+    return host(hist)
 
 
 def main(n: int = 100_000, num_bins: int = 64) -> bool:

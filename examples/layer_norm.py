@@ -5,8 +5,10 @@ Run: python examples/layer_norm.py"""
 
 import numpy as np
 
+import polytile as pt
 import polytile.language as pl
-import polytile.runtime as pt
+
+from _device import device, empty, host  # NumPy on the interpreter, torch tensors on a GPU
 
 
 @pt.jit
@@ -43,11 +45,12 @@ def layer_norm_fwd(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, stride, n_col
 
 def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float = 1e-5, block: int = 256):
     rows, cols = x.shape
-    y = np.empty_like(x)
-    mean = np.empty(rows, np.float32)
-    rstd = np.empty(rows, np.float32)
-    layer_norm_fwd[(rows,)](x, y, weight, bias, mean, rstd, x.shape[1], cols, eps, BLOCK_SIZE=block)
-    return y, mean, rstd
+    y = empty(x.shape, x.dtype)
+    mean = empty(rows, np.float32)
+    rstd = empty(rows, np.float32)
+    layer_norm_fwd[(rows,)](device(x), y, device(weight), device(bias), mean, rstd, x.shape[1], cols, eps,
+                            BLOCK_SIZE=block)
+    return host(y), host(mean), host(rstd)
 
 
 def reference(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float = 1e-5):

@@ -3,8 +3,10 @@ accumulator, pl.dot on float16 tiles accumulating in float32.  Run: python examp
 
 import numpy as np
 
+import polytile as pt
 import polytile.language as pl
-import polytile.runtime as pt
+
+from _device import device, host  # NumPy on the interpreter, torch tensors on a GPU
 
 
 @pt.jit
@@ -32,13 +34,15 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     (M, K), (_, N) = a.shape, b.shape
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)  # (the strides below are these arrays')
     c = np.empty((M, N), dtype=np.float16)
+    c_on_device = device(c)
     grid = lambda meta: (pt.cdiv(M, meta["BLOCK_M"]), pt.cdiv(N, meta["BLOCK_N"]))  # noqa: E731
-    matmul_kernel[grid](a, b, c, M, N, K, a.strides[0] // a.itemsize, a.strides[1] // a.itemsize,
+    matmul_kernel[grid](device(a), device(b), c_on_device, M, N, K, a.strides[0] // a.itemsize, a.strides[1] // a.itemsize,
                         b.strides[0] // b.itemsize, b.strides[1] // b.itemsize,
                         c.strides[0] // c.itemsize, c.strides[1] // c.itemsize,
                         BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
-    return c
+    return host(c_on_device)
 
 
 def main(M: int = 100, N: int = 72, K: int = 130) -> bool:

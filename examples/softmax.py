@@ -3,8 +3,10 @@ Run: python examples/softmax.py"""
 
 import numpy as np
 
+import polytile as pt
 import polytile.language as pl
-import polytile.runtime as pt
+
+from _device import device, empty, host  # NumPy on the interpreter, torch tensors on a GPU
 
 
 @pt.jit
@@ -21,9 +23,9 @@ def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK
 
 def softmax(x: np.ndarray) -> np.ndarray:
     rows, cols = x.shape
-    out = np.empty_like(x)
-    softmax_kernel[(rows,)](out, x, x.shape[1], out.shape[1], cols, BLOCK_SIZE=pt.next_power_of_2(cols))
-    return out
+    out = empty(x.shape, x.dtype)
+    softmax_kernel[(rows,)](out, device(x), x.shape[1], out.shape[1], cols, BLOCK_SIZE=pt.next_power_of_2(cols))
+    return host(out)
 
 
 def reference(x: np.ndarray) -> np.ndarray:

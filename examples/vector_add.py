@@ -2,8 +2,10 @@
 
 import numpy as np
 
+import polytile as pt
 import polytile.language as pl
-import polytile.runtime as pt  # becomes `import polytile as pt` once polytile re-exports jit
+
+from _device import device, empty, host  # NumPy on the interpreter, torch tensors on a GPU
 
 
 @pt.jit
@@ -17,11 +19,11 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: pl.constexpr):
 
 
 def add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    out = np.empty_like(x)
+    out = empty(x.shape, x.dtype)
     n = x.size
     grid = lambda meta: (pt.cdiv(n, meta["BLOCK_SIZE"]),)  # noqa: E731
-    add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024)
-    return out
+    add_kernel[grid](device(x), device(y), out, n, BLOCK_SIZE=1024)
+    return host(out)
 
 
 def main(n: int = 98_432) -> bool:

@@ -159,12 +159,9 @@ def test_triton_kernel_runs_with_only_imports_changed(tmp_path):
 
 @pytest.mark.parametrize("name", ["vector_add", "softmax", "matmul"])
 def test_examples_run(name, monkeypatch):
-    import importlib.util
+    from tests.examples.loading import load_example
 
-    spec = importlib.util.spec_from_file_location(f"example_{name}", ROOT / "examples" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.main()
+    assert load_example(name).main()
 
 
 def test_changing_the_disabled_plugins_drops_the_kernels_compiled_in_this_process():

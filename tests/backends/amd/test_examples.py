@@ -4,8 +4,6 @@ there is no AMD GPU here."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
@@ -16,9 +14,10 @@ from polytile import config
 from polytile_amd import AmdBackend
 from polytile_amd.codeobject import read_code_object
 
+from tests.examples.loading import keep_arrays_on_the_host, load_example
+
 from .kernels import ARCHS, WAVEFRONT
 
-ROOT = Path(__file__).resolve().parents[3]
 COMPILING = ["vector_add", "softmax", "layer_norm", "matmul", "cumsum", "histogram"]
 def run_example(name, arch, monkeypatch):
     launched = []
@@ -28,9 +27,8 @@ def run_example(name, arch, monkeypatch):
         return lambda grid, args: None
 
     monkeypatch.setattr(AmdBackend, "make_launcher", record)
-    spec = importlib.util.spec_from_file_location(f"amd_example_{name}", ROOT / "examples" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    keep_arrays_on_the_host(monkeypatch)
+    module = load_example(name, f"amd_example_{name}")
     with config.override(target=f"amd:{arch}", cache=False):
         module.main()
     return launched

@@ -4,18 +4,14 @@ by a recorder.  The GPU suite runs them for real (``test_gpu_*``)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 
 import pytest
 
 from polytile import config
 from polytile_nvidia import NvidiaBackend
+from tests.examples.loading import EXAMPLES, keep_arrays_on_the_host, load_example
 
-ROOT = Path(__file__).resolve().parents[3]
-#: Every example script: one added to examples/ is compiled here without being listed.
-EXAMPLES = sorted(path.stem for path in (ROOT / "examples").glob("*.py"))
 ARCHS = ["sm_80", "sm_86", "sm_89", "sm_90a"]
 
 
@@ -27,9 +23,8 @@ def run_example(name: str, arch: str, monkeypatch) -> list:
         return lambda grid, args, stream=None: None
 
     monkeypatch.setattr(NvidiaBackend, "make_launcher", record)
-    spec = importlib.util.spec_from_file_location(f"nvidia_example_{name}", ROOT / "examples" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    keep_arrays_on_the_host(monkeypatch)
+    module = load_example(name, f"nvidia_example_{name}")
     with config.override(target=f"nvidia:{arch}", cache=False):
         module.main()  # its check of the results fails: nothing ran; the compilations are the point
     return launched

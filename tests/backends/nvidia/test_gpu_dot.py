@@ -5,8 +5,6 @@ for the arrays)."""
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
@@ -93,11 +91,9 @@ def test_f32_precisions(nvidia_gpu, precision, tolerance):
 
 
 def _matmul_example():
-    path = pathlib.Path(__file__).parents[3] / "examples" / "matmul.py"
-    spec = importlib.util.spec_from_file_location("matmul_example", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from tests.examples.loading import load_example
+
+    return load_example("matmul", "matmul_example")
 
 
 @pytest.mark.parametrize("mnk", [(100, 72, 130), (256, 256, 256), (33, 17, 64)])
