@@ -1,5 +1,5 @@
 /* The dispatcher of _launch.c (which includes this file once, after its own launch
- * helpers: pack_scalar, call_for_integer, the driver entry points, Loaded). */
+ * helpers: pack_scalar, call_for_integer, make_current, the driver entry points, Loaded). */
 
 /* ---- The dispatcher: kernel[grid](...) in one C call ---------------------------------
  *
@@ -362,12 +362,9 @@ static int try_plan(const Plan *plan, PyObject *grid, PyObject *const *values, P
         if (stream == NULL && PyErr_Occurred()) return -1;
     }
     for (uint32_t i = 0; i < plan->count; i++) pointers[i] = bytes + plan->offsets[i];
-    CUcontext current = NULL;
-    CUresult result = ctx_get_current(&current);
-    if (result) return raise_driver_error(plan, result, CALL_CTX_GET, device);
-    if (current != (CUcontext)(uintptr_t)loaded.context &&
-        (result = ctx_set_current((CUcontext)(uintptr_t)loaded.context)))
-        return raise_driver_error(plan, result, CALL_CTX_SET, device);
+    int call = 0;
+    CUresult result = make_current((CUcontext)(uintptr_t)loaded.context, &call);
+    if (result) return raise_driver_error(plan, result, call, device);
     result = launch_kernel((CUfunction)(uintptr_t)loaded.function, (unsigned)counts[0], (unsigned)counts[1],
                            (unsigned)counts[2], plan->block, 1, 1, plan->shared, stream,
                            plan->count ? pointers : NULL, NULL);

@@ -117,12 +117,22 @@ static PyObject *needs_python(void) {
 }
 
 /* Make `context` current on this thread if it is not: other libraries may have switched. */
-static PyObject *activate(CUcontext context) {
+/* 0, or the failed driver call's CUresult with *call saying which. */
+static CUresult make_current(CUcontext context, int *call) {
     CUcontext current = NULL;
     CUresult result = ctx_get_current(&current);
-    if (result) return driver_error(result, CALL_CTX_GET);
-    if (current != context && (result = ctx_set_current(context))) return driver_error(result, CALL_CTX_SET);
-    return NULL;
+    if (result) {
+        *call = CALL_CTX_GET;
+        return result;
+    }
+    if (current != context && (result = ctx_set_current(context))) *call = CALL_CTX_SET;
+    return result;
+}
+
+static PyObject *activate(CUcontext context) {
+    int call = 0;
+    CUresult result = make_current(context, &call);
+    return result ? driver_error(result, call) : NULL;
 }
 
 static PyObject *launch(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
