@@ -143,15 +143,22 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     memcpy(plan->offsets, PyBytes_AS_STRING(offsets), plan->count * 4);
     memcpy(plan->base, PyBytes_AS_STRING(base), plan->size);
     Py_ssize_t object_count = PyTuple_GET_SIZE(objects);
+    for (uint32_t i = 0; i < plan->count; i++) {
+        if (plan->offsets[i] > plan->size) {
+            Py_DECREF(plan);
+            return plan_invalid("a parameter's offset is past the argument bytes");
+        }
+    }
     for (Py_ssize_t i = 0; i < plan->nslots; i++) {
         const SlotCheck *slot = &plan->slots[i];
         int packs = slot->check == CHECK_TENSOR || slot->check == CHECK_INT || slot->check == CHECK_FLOAT ||
                     slot->check == CHECK_BOOL;
         if (slot->check < CHECK_EQUAL || slot->check > CHECK_BOOL || (packs && (slot->parameter < 0 ||
             (uint32_t)slot->parameter >= plan->count || code_size((char)slot->code) == 0 ||
-            plan->offsets[slot->parameter] + (uint32_t)code_size((char)slot->code) > plan->size)) ||
-            (slot->check == CHECK_EQUAL && slot->object >= object_count) ||
-            (slot->check == CHECK_TENSOR && (slot->object + 1 >= object_count || slot->code != 'P' ||
+            (uint64_t)plan->offsets[slot->parameter] + (uint64_t)code_size((char)slot->code) > plan->size)) ||
+            (slot->check == CHECK_EQUAL && (Py_ssize_t)slot->object >= object_count) ||
+            (slot->check == CHECK_TENSOR && ((uint64_t)slot->object + 1 >= (uint64_t)object_count ||
+                                            slot->code != 'P' ||
                                             !PyType_Check(PyTuple_GET_ITEM(objects, slot->object))))) {
             Py_DECREF(plan);
             return plan_invalid("a slot check is out of range");
@@ -176,7 +183,8 @@ static PyTypeObject PlanType = {
 static int check_slot(const Plan *plan, const SlotCheck *slot, PyObject *value, char *bytes, long long *device,
                       int *any_tensor) {
     PyObject *objects = plan->objects;
-    char *at = slot->parameter >= 0 ? bytes + plan->offsets[slot->parameter] : NULL;
+    int packs = slot->check >= CHECK_TENSOR;
+    char *at = packs ? bytes + plan->offsets[slot->parameter] : NULL;
     switch (slot->check) {
     case CHECK_EQUAL: {
         PyObject *expected = PyTuple_GET_ITEM(objects, slot->object);
@@ -262,10 +270,10 @@ static int read_grid(PyObject *grid, unsigned long counts[3]) {
     if (PyLong_CheckExact(grid)) {  /* kernel[4] is kernel[(4,)], as on the Python path */
         n = 1;
         items = &grid;
-    } else if (PyTuple_CheckExact(grid)) {
+    } else if (PyTuple_Check(grid)) {
         n = PyTuple_GET_SIZE(grid);
         items = PySequence_Fast_ITEMS(grid);
-    } else if (PyList_CheckExact(grid)) {
+    } else if (PyList_Check(grid)) {
         n = PyList_GET_SIZE(grid);
         items = PySequence_Fast_ITEMS(grid);
     } else {
@@ -274,10 +282,12 @@ static int read_grid(PyObject *grid, unsigned long counts[3]) {
     if (n < 1 || n > 3) return -1;
     for (int axis = 0; axis < 3; axis++) {
         if (axis >= n) { counts[axis] = 1; continue; }
-        if (!PyLong_Check(items[axis]) || PyBool_Check(items[axis])) return -1;
-        int overflow = 0;
-        long long count = PyLong_AsLongLongAndOverflow(items[axis], &overflow);
-        if (overflow || count < 1 || (unsigned long long)count > limits[axis]) { PyErr_Clear(); return -1; }
+        /* Ints and what converts to one exactly (NumPy integers); floats and bools are the
+         * Python path's to judge. */
+        if (PyBool_Check(items[axis]) || PyFloat_Check(items[axis]) || !PyIndex_Check(items[axis])) return -1;
+        Py_ssize_t count = PyNumber_AsSsize_t(items[axis], NULL);
+        if (count == -1 && PyErr_Occurred()) { PyErr_Clear(); return -1; }
+        if (count < 1 || (size_t)count > limits[axis]) return -1;
         counts[axis] = (unsigned long)count;
     }
     return 0;
@@ -311,12 +321,8 @@ static int raise_driver_error(const Plan *plan, CUresult code, int call, long lo
 
 /* LAUNCHED, NO_MATCH, NEEDS_PYTHON (with *called_grid the grid's result when a callable
  * grid was called, so that the Python path does not call it again), or -1. */
-static int try_plan(const Plan *plan, PyObject *grid, PyObject *const *values, Py_ssize_t nargs, PyObject *kwnames,
-                    PyObject **called_grid) {
-    if (plan->objects == NULL || nargs != plan->nargs || !keywords_match(plan->kwnames, kwnames)) return NO_MATCH;
-    uint64_t storage[MAX_ARGUMENT_BYTES / 8];
-    void *pointers[MAX_ARGUMENTS];
-    char *bytes = (char *)storage;
+static int try_plan_into(const Plan *plan, PyObject *grid, PyObject *const *values, PyObject **called_grid,
+                         char *bytes, void **pointers) {
     memcpy(bytes, plan->base, plan->size);
     long long device = -1;
     int any_tensor = 0;
@@ -330,7 +336,7 @@ static int try_plan(const Plan *plan, PyObject *grid, PyObject *const *values, P
     }
     if (device < 0) return NEEDS_PYTHON;  /* no argument says where to run */
     unsigned long counts[3];
-    if (PyTuple_CheckExact(grid) || PyList_CheckExact(grid) || PyLong_CheckExact(grid)) {
+    if (PyTuple_Check(grid) || PyList_Check(grid) || PyLong_CheckExact(grid)) {
         if (read_grid(grid, counts)) return NEEDS_PYTHON;
     } else if (plan->meta_base != Py_None && PyCallable_Check(grid)) {
         PyObject *result = call_grid(plan, grid, values);
@@ -372,6 +378,27 @@ static int try_plan(const Plan *plan, PyObject *grid, PyObject *const *values, P
     return LAUNCHED;
 }
 
+/* The argument bytes of a typical kernel fit on the stack; a large plan borrows the heap
+ * (torch, guards and grid functions run Python, maybe another launch, inside this frame). */
+enum { STACK_BYTES = 512, STACK_POINTERS = 64 };
+
+static int try_plan(const Plan *plan, PyObject *grid, PyObject *const *values, Py_ssize_t nargs, PyObject *kwnames,
+                    PyObject **called_grid) {
+    if (plan->objects == NULL || nargs != plan->nargs || !keywords_match(plan->kwnames, kwnames)) return NO_MATCH;
+    uint64_t storage[STACK_BYTES / 8];
+    void *pointers[STACK_POINTERS];
+    if (plan->size <= STACK_BYTES && plan->count <= STACK_POINTERS)
+        return try_plan_into(plan, grid, values, called_grid, (char *)storage, pointers);
+    char *bytes = PyMem_Malloc(plan->size + 8);
+    void **heap_pointers = PyMem_Malloc((plan->count + 1) * sizeof(void *));
+    int status = bytes != NULL && heap_pointers != NULL
+                     ? try_plan_into(plan, grid, values, called_grid, bytes, heap_pointers)
+                     : (PyErr_NoMemory(), -1);
+    PyMem_Free(bytes);
+    PyMem_Free(heap_pointers);
+    return status;
+}
+
 typedef struct {
     PyObject_HEAD
     PyObject *slow;  /* slow(grid, args, kwargs or None) -> compiled kernel */
@@ -388,8 +415,11 @@ typedef struct {
 
 static PyTypeObject DispatcherType, BoundType;
 
+/* slow(grid, args, kwargs, grid_was_called, planned): `grid_was_called` when `grid` is
+ * what a callable grid returned (not to be called again), `planned` when a plan matched
+ * and only this call needed Python (an empty grid, a device not loaded yet): no new plan. */
 static PyObject *call_slow(Dispatcher *dispatcher, PyObject *grid, PyObject *const *values, Py_ssize_t nargs,
-                           PyObject *kwnames) {
+                           PyObject *kwnames, int grid_was_called, int planned) {
     PyObject *args = PyTuple_New(nargs);
     if (args == NULL) return NULL;
     for (Py_ssize_t i = 0; i < nargs; i++) {
@@ -409,7 +439,9 @@ static PyObject *call_slow(Dispatcher *dispatcher, PyObject *grid, PyObject *con
             return NULL;
         }
     }
-    PyObject *result = PyObject_CallFunctionObjArgs(dispatcher->slow, grid, args, kwargs, NULL);
+    PyObject *result = PyObject_CallFunctionObjArgs(dispatcher->slow, grid, args, kwargs,
+                                                    grid_was_called ? Py_True : Py_False, planned ? Py_True : Py_False,
+                                                    NULL);
     Py_DECREF(args);
     Py_DECREF(kwargs);
     return result;
@@ -445,7 +477,8 @@ static PyObject *bound_call(PyObject *self, PyObject *const *values, size_t narg
         Py_XDECREF(called_grid);
         return result;
     }
-    result = call_slow(dispatcher, called_grid != NULL ? called_grid : grid, values, nargs, kwnames);
+    result = call_slow(dispatcher, called_grid != NULL ? called_grid : grid, values, nargs, kwnames,
+                       called_grid != NULL, status == NEEDS_PYTHON);
     Py_XDECREF(called_grid);
     return result;
 }

@@ -137,11 +137,19 @@ class Specialization(NamedTuple):
 _LIVE: "weakref.WeakSet[JITFunction]" = weakref.WeakSet()
 
 
+#: Bumped whenever the hot caches are dropped: a plan made from a launch that started
+#: before is not learned (it could name the kernel of the old target).
+_generation = 0
+
+
 def _target_setting_changed() -> None:
     # The hot key holds the target as given at the launch (usually None: "configured");
     # the canonical cache keeps the kernels, so switching back costs no compilation.
+    global _generation
+    _generation += 1
     for fn in list(_LIVE):
         fn._hot.clear()
+        fn._plan_budget = _PLAN_BUDGET
         if fn._dispatcher is not None:
             fn._dispatcher.forget()
 
@@ -251,35 +259,49 @@ class JITFunction:
         dispatcher = self._dispatcher
         if dispatcher is not None:
             return dispatcher.bind(grid)
-        if self._dispatch_source is not None:
-            self._adopt_dispatcher()
+        source = self._dispatch_source
+        if source is not None:
+            self._adopt_dispatcher(source)
         entry = self._entry_fn
         return functools.partial(entry if entry is not None else self._entry(), grid)
 
-    def _adopt_dispatcher(self) -> None:
-        source = self._dispatch_source
+    def _adopt_dispatcher(self, source: Any) -> None:
         dispatcher = source.make_dispatcher(self._dispatch_slow)
-        if dispatcher is not None:
+        if dispatcher is not None and self._dispatcher is None:
             self._dispatcher = dispatcher
         if dispatcher is not None or not source.dispatcher_pending():
             self._dispatch_source = None
 
-    def _dispatch_slow(self, grid: Any, args: tuple, kwargs: dict | None) -> CompiledKernel:
-        """A call the dispatcher has no plan for: launched by the Python entry point,
-        then planned (see :mod:`.dispatch`) so that the next such call is not slow."""
+    def _dispatch_slow(self, grid: Any, args: tuple, kwargs: dict | None, grid_was_called: bool = False,
+                       planned: bool = False) -> CompiledKernel:
+        """A call the dispatcher launched no kernel for: launched by the Python entry
+        point, then planned (see :mod:`.dispatch`) so that the next such call is not
+        slow.  ``grid_was_called``: ``grid`` is what a callable grid returned (it is not
+        called again); ``planned``: a plan matched and only this call needed Python (an
+        empty grid, a device the kernel is not loaded on yet), so no plan is made."""
+        generation = _generation
         entry = self._entry_fn
         if entry is None:
             entry = self._entry()
+        if grid_was_called:
+            grid = make_grid3(self.__name__, LaunchError)(grid)
         compiled = entry(grid, *args, **kwargs) if kwargs else entry(grid, *args)
-        if self._plan_budget > 0:
+        dispatcher = self._dispatcher
+        if planned or self._plan_budget <= 0 or generation != _generation or dispatcher is None:
+            return compiled
+        self._plan_budget -= 1
+        make_plan = getattr(getattr(compiled, "backend_launcher", None), "dispatch_plan", None)
+        native = None
+        if make_plan is not None:  # (a kernel of another backend, the interpreter's, has none)
             from .dispatch import plan_call  # its dataclasses cost a warm start nothing until a plan is made
 
-            self._plan_budget -= 1
-            launcher = getattr(compiled, "backend_launcher", None)
-            plan = plan_call(self, compiled, args, kwargs) if launcher is not None else None
-            native = launcher.dispatch_plan(plan) if plan is not None else None
-            if native is not None:
-                self._dispatcher.learn(native)
+            plan = plan_call(self, compiled, args, kwargs)
+            native = make_plan(plan) if plan is not None else None
+        if native is not None:
+            dispatcher.learn(native)
+        elif self._plan_budget == 0 and not dispatcher.results:
+            # Nothing here can be planned: plain Python launches are cheaper than trying.
+            self._dispatcher = None
         return compiled
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -337,8 +359,8 @@ class JITFunction:
             # A mistake in the kernel: the message shows its line with a caret, and the
             # compiler's frames would only bury it (the launch line stays on top).
             raise error.with_traceback(None) from None
-        if self._dispatcher is None and getattr(compiled, "backend_launcher", None) is not None \
-                and hasattr(compiled.backend_launcher, "make_dispatcher"):
+        if self._dispatcher is None and self._plan_budget > 0 \
+                and hasattr(getattr(compiled, "backend_launcher", None), "make_dispatcher"):
             self._dispatch_source = compiled.backend_launcher
         if not any(type(piece) is Unkeyed for piece in key):
             self._hot[key] = compiled

@@ -203,15 +203,93 @@ def test_a_callable_grid_sees_what_it_sees_on_the_python_path(gpu, monkeypatch):
         seen.append(dict(meta))
         return (pt.cdiv(meta["n"], meta["BLOCK"]),)
 
-    _warm(*_args())
-    scale_add[grid](*_args(), target=TARGET)  # the Python path: no plan for this shape yet? (same shape: planned)
+    args = _args()
+    _warm(*args)
+    scale_add._dispatcher.forget()
+    scale_add[grid](*args, target=TARGET)  # no plan: the Python path calls the grid, then plans the call
     _python_path_refused(monkeypatch)
-    scale_add[grid](*_args(), target=TARGET)
+    scale_add[grid](*args, target=TARGET)
     assert gpu.launches[-1].grid == (4, 1, 1)
-    first, last = seen[0], seen[-1]
-    assert {k: v for k, v in first.items() if k not in "xyout"} == {k: v for k, v in last.items() if k not in "xyout"}
-    assert last["n"] == 1000 and last["BLOCK"] == 256 and last["alpha"] == 2.0 and last["num_warps"] == 4
-    assert last["x"] is not None and last["target"] == TARGET
+    python_path, native = seen
+    assert python_path == native
+    assert native["n"] == 1000 and native["BLOCK"] == 256 and native["alpha"] == 2.0 and native["num_warps"] == 4
+    assert native["target"] == TARGET and set(native) >= {"x", "y", "out"}
+
+
+def test_a_grid_returning_a_callable_is_refused_as_on_the_python_path(gpu):
+    _warm(*_args())
+    with pytest.raises(LaunchError, match="the grid must be a tuple"):
+        scale_add[lambda meta: (lambda again: (3,))](*_args(), target=TARGET)
+
+
+def test_numpy_integers_and_tuple_subclasses_are_grids_in_c_too(gpu, monkeypatch):
+    import collections
+
+    import numpy as np
+
+    _warm(*_args())
+    _python_path_refused(monkeypatch)
+    Size = collections.namedtuple("Size", "x y")  # torch.Size is a tuple subclass too
+    scale_add[(np.int64(4), np.int32(2))](*_args(), target=TARGET)
+    scale_add[Size(5, 1)](*_args(), target=TARGET)
+    assert [launch.grid for launch in gpu.launches[-2:]] == [(4, 2, 1), (5, 1, 1)]
+
+
+def test_a_planned_call_needing_python_once_is_not_planned_again(gpu):
+    _warm(*_args())
+    budget = scale_add._plan_budget
+    for _ in range(10):
+        scale_add[(0,)](*_args(), target=TARGET)  # an empty grid: the Python path launches nothing
+    assert len(scale_add._dispatcher.results) == 1 and scale_add._plan_budget == budget
+
+
+def test_the_stream_is_torchs_current_one_as_on_the_python_path(gpu, monkeypatch):
+    from polytile.runtime import args as runtime_args
+
+    monkeypatch.setattr(runtime_args, "_current_raw_stream", lambda device: 0x5000 + device)
+    scale_add[(1,)](*_args(device=1), target=TARGET)  # the Python path (compiles, loads on device 1)
+    python_path = gpu.launches[-1].stream
+    _warm(*_args(device=1))
+    _python_path_refused(monkeypatch)
+    scale_add[(1,)](*_args(device=1), target=TARGET)
+    assert python_path == gpu.launches[-1].stream == 0x5001
+
+
+def test_a_launch_on_another_backend_is_not_planned(gpu):
+    import numpy as np
+
+    _warm(*_args())
+    x, out = np.ones(8, np.float32), np.zeros(8, np.float32)
+    for _ in range(3):
+        scale_add[(1,)](x, x, out, 8, target="interp")
+    assert (out == 3.0).all() and len(scale_add._dispatcher.results) == 1
+
+
+def test_a_target_change_during_a_launch_keeps_that_launch_from_being_planned(gpu):
+    _warm(*_args())
+    scale_add._dispatcher.forget()
+
+    def grid(meta):
+        config.set(target="interp")  # as another thread could, while this launch runs
+        return (1,)
+
+    try:
+        with config.override(target=TARGET):
+            scale_add[grid](*_args())
+            assert scale_add._dispatcher.results == ()  # its kernel is the old target's
+    finally:
+        config.reset("target")
+
+
+def test_calls_that_cannot_be_planned_fall_back_to_the_plain_entry_point(gpu):
+    from .test_arguments import CaiArray
+
+    gpu.allocations.append((0x10000, 0x20000, 0))
+    args = (CaiArray(0x10000), CaiArray(0x11000), CaiArray(0x12000), 1000)  # read by the Python path only
+    for _ in range(70):
+        scale_add[(1,)](*args, target=TARGET)
+    assert scale_add._dispatcher is None and scale_add._plan_budget == 0
+    assert type(scale_add[(1,)]).__name__ == "partial"
 
 
 def test_the_grid_function_runs_once_when_its_result_needs_the_python_path(gpu):
