@@ -25,12 +25,18 @@ def on_gpu() -> bool:
 
 
 def _torch() -> Any:
+    from polytile.plugins.manager import get_plugin_manager
+
+    choice = get_plugin_manager().choose_target()
     try:
         import torch
     except ImportError:
-        raise SystemExit("this machine's polytile target is a GPU, and the examples put their arrays there with "
-                         "torch, which is not installed: install torch, or run the example on the interpreter "
-                         "with POLYTILE_TARGET=interp") from None
+        torch = None
+    if torch is None or not torch.cuda.is_available():
+        why = "torch is not installed" if torch is None else "torch sees no GPU here"
+        raise SystemExit(f"polytile's target is {choice.target} ({choice.reason}), and the examples put their arrays "
+                         f"on the GPU with torch, but {why}: run the example on the interpreter with "
+                         "POLYTILE_TARGET=interp, or on a machine with that GPU and torch") from None
     return torch
 
 

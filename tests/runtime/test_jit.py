@@ -175,3 +175,8 @@ def test_changing_the_disabled_plugins_drops_the_kernels_compiled_in_this_proces
         assert not fill_kernel.cache and not fill_kernel._hot
         fill_kernel[(1,)](out, 3.0, 8, BLOCK=8)
     assert out[0] == 3.0
+
+
+def test_a_misspelled_keyword_is_named_before_the_parameter_it_leaves_missing():
+    with pytest.raises(LaunchError, match=r"unexpected keyword argument 'BLOK'.*did you mean 'BLOCK'"):
+        fill_kernel[(1,)](np.zeros(8, np.float32), 1.0, 8, BLOK=8)

@@ -330,6 +330,13 @@ class JITFunction:
         if extra:
             raise LaunchError(f"'{self.__name__}': too many positional arguments (it takes at most "
                               f"{len(self.param_names)}, got {len(self.param_names) + len(extra)})")
+        for name in given:
+            if name not in self._option_names and name not in self.param_names:
+                # A misspelled keyword leaves its parameter missing: name the misspelling.
+                from ..errors import did_you_mean
+
+                raise LaunchError(f"'{self.__name__}': got an unexpected keyword argument '{name}'"
+                                  f"{did_you_mean(name, self.param_names + list(self._option_names))}")
         missing = next(name for name, value in zip(self.param_names, values) if value is MISSING)
         if missing in given:  # Python puts a positional-only parameter given by name there
             raise LaunchError(f"'{self.__name__}': '{missing}' is positional-only: pass it by position")
