@@ -374,3 +374,39 @@ def test_a_function_with_a_dispatcher_is_garbage_collected(gpu):
     del fn, bound
     gc.collect()
     assert alive() is None
+
+
+def test_threads_launching_while_plans_are_learned_and_dropped_keep_their_own_arguments(gpu):
+    import threading
+
+    _warm(*_args())
+    errors = []
+    stop = threading.Event()
+
+    def launch(base, n):
+        try:
+            for _ in range(300):
+                scale_add[(1,)](*_args(n=n, base=base), target=TARGET)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def churn():
+        while not stop.is_set():
+            scale_add._dispatcher.forget()
+
+    workers = [threading.Thread(target=launch, args=(0x100000 * (i + 1), 1000 + 16 * i)) for i in range(3)]
+    churner = threading.Thread(target=churn)
+    churner.start()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    stop.set()
+    churner.join()
+    assert not errors
+    expected = {struct.pack("<Q", 0x100000 * (i + 1)): struct.pack("<i", 1000 + 16 * i) for i in range(3)}
+    launches = [launch for launch in gpu.launches[-900:]]
+    assert len(launches) == 900
+    for launch in launches:  # each launch's bytes are its own caller's, whichever path took it
+        assert launch.arguments[3] == expected[launch.arguments[0]]
+        assert launch.arguments[1] == struct.pack("<Q", int.from_bytes(launch.arguments[0], "little") + 0x1000)
