@@ -1,5 +1,6 @@
 /* The dispatcher of _launch.c (which includes this file once, after its own launch
- * helpers: pack_scalar, call_for_integer, make_current, the driver entry points, Loaded). */
+ * helpers: pack_scalar, read_tensor, torch_stream, make_current, the driver entry points,
+ * Loaded). */
 
 /* ---- The dispatcher: kernel[grid](...) in one C call ---------------------------------
  *
@@ -9,8 +10,9 @@
  * the same range and with the same hint, a tensor of the same type, dtype and
  * alignment, a constexpr or launch option equal to the same value, a None), where each
  * run-time argument goes in the kernel's parameter bytes, and the compiled kernel the
- * call returns.  A call that matches a plan is checked, packed and launched here
- * without running Python code of ours; any other goes to `slow` (the Python entry
+ * call returns.  A call that matches a plan is checked, packed and launched here (the
+ * only Python run is torch's accessors and, for a kernel that reads compile-time
+ * globals, its guard); any other goes to `slow` (the Python entry
  * point), which launches it, explains mistakes, and may hand a plan back (`learn`).
  * Plans come from polytile.runtime.dispatch, which derives each check from the same
  * probes that key the Python path, so a call passing them is keyed alike.
@@ -202,15 +204,11 @@ static int check_slot(const Plan *plan, const SlotCheck *slot, PyObject *value, 
         if (dtype == NULL) { PyErr_Clear(); return NO_MATCH; }
         Py_DECREF(dtype);  /* torch's dtypes are singletons: identity is equality */
         if (dtype != PyTuple_GET_ITEM(objects, slot->object + 1)) return NO_MATCH;
-        long long where, data;
-        if (call_for_integer(value, name_get_device, &where) || where < 0) { PyErr_Clear(); return NO_MATCH; }
-        if (*device >= 0 && where != *device) return NO_MATCH;
-        if (call_for_integer(value, name_data_ptr, &data)) { PyErr_Clear(); return NO_MATCH; }
-        if ((slot->hint == HINT_ALIGNED && (data & 15)) || (slot->hint == HINT_UNALIGNED && !(data & 15)))
+        uint64_t address;
+        if (read_tensor(value, device, &address)) return NO_MATCH;
+        if ((slot->hint == HINT_ALIGNED && (address & 15)) || (slot->hint == HINT_UNALIGNED && !(address & 15)))
             return NO_MATCH;
-        *device = where;
         *any_tensor = 1;
-        uint64_t address = (uint64_t)data;
         memcpy(at, &address, 8);
         return 0;
     }
@@ -358,14 +356,7 @@ static int try_plan_into(const Plan *plan, PyObject *grid, PyObject *const *valu
     void *stream = NULL;
     if (any_tensor) {
         if (current_stream == NULL) return NEEDS_PYTHON;
-        PyObject *index = PyLong_FromLongLong(device);
-        if (index == NULL) return -1;
-        PyObject *raw = PyObject_CallOneArg(current_stream, index);
-        Py_DECREF(index);
-        if (raw == NULL) return -1;
-        stream = PyLong_AsVoidPtr(raw);
-        Py_DECREF(raw);
-        if (stream == NULL && PyErr_Occurred()) return -1;
+        if (torch_stream(device, &stream)) return -1;
     }
     for (uint32_t i = 0; i < plan->count; i++) pointers[i] = bytes + plan->offsets[i];
     int call = 0;

@@ -76,6 +76,32 @@ static int call_for_integer(PyObject *value, PyObject *name, long long *result) 
     return (*result == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
+/* A tensor's device and address, where every pointer argument so far is on *device (-1:
+ * none yet); -1, the error cleared, for anything only the Python path may judge. */
+static int read_tensor(PyObject *value, long long *device, uint64_t *address) {
+    long long where, data;
+    if (call_for_integer(value, name_get_device, &where) || where < 0 || (*device >= 0 && where != *device) ||
+        call_for_integer(value, name_data_ptr, &data)) {
+        PyErr_Clear();
+        return -1;
+    }
+    *device = where;
+    *address = (uint64_t)data;
+    return 0;
+}
+
+/* torch's current stream on `device` (current_stream is set); -1 with torch's error set. */
+static int torch_stream(long long device, void **stream) {
+    PyObject *index = PyLong_FromLongLong(device);
+    if (index == NULL) return -1;
+    PyObject *raw = PyObject_CallOneArg(current_stream, index);
+    Py_DECREF(index);
+    if (raw == NULL) return -1;
+    *stream = PyLong_AsVoidPtr(raw);
+    Py_DECREF(raw);
+    return (*stream == NULL && PyErr_Occurred()) ? -1 : 0;
+}
+
 /* Write one scalar; 0 when done, -1 for a value only the Python path may judge. */
 static int pack_scalar(char code, PyObject *value, char *at) {
     if (code == 'e' || code == 'f' || code == 'd') {
@@ -176,13 +202,7 @@ static PyObject *launch(PyObject *self, PyObject *const *argv, Py_ssize_t argc) 
         }
         uint64_t address = 0;
         if (value != Py_None) {
-            long long where, data;
-            if (!is_tensor(value)) return needs_python();
-            if (call_for_integer(value, name_get_device, &where) || where < 0) return needs_python();
-            if (device >= 0 && where != device) return needs_python();
-            if (call_for_integer(value, name_data_ptr, &data)) return needs_python();
-            device = where;
-            address = (uint64_t)data;
+            if (!is_tensor(value) || read_tensor(value, &device, &address)) return needs_python();
             any_tensor = 1;
         }
         memcpy(at, &address, 8);
@@ -197,16 +217,8 @@ static PyObject *launch(PyObject *self, PyObject *const *argv, Py_ssize_t argc) 
     void *stream = NULL;
     PyObject *stream_value = argv[6];
     if (stream_value == Py_None) {
-        if (any_tensor && current_stream != NULL) {
-            PyObject *index = PyLong_FromLongLong(device);
-            if (index == NULL) return needs_python();
-            PyObject *raw = PyObject_CallOneArg(current_stream, index);
-            Py_DECREF(index);
-            if (raw == NULL) return NULL;  /* torch's own error, as the Python path would raise it */
-            stream = PyLong_AsVoidPtr(raw);
-            Py_DECREF(raw);
-            if (stream == NULL && PyErr_Occurred()) return NULL;
-        }
+        /* An error is torch's own, as the Python path would raise it. */
+        if (any_tensor && current_stream != NULL && torch_stream(device, &stream)) return NULL;
     } else if (PyLong_Check(stream_value)) {
         stream = PyLong_AsVoidPtr(stream_value);
         if (stream == NULL && PyErr_Occurred()) return needs_python();
