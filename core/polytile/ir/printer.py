@@ -13,7 +13,7 @@ Ops may provide ``print_custom``/``parse_custom`` for a friendlier form (``func.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import Any
 
 from .attributes import format_attribute
 from .opdef import IsolatedFromAbove, is_default_attribute

@@ -756,6 +756,7 @@ def __getattr__(name: str) -> Any:
         return getattr(reports, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 __all__ = [
     "BUILTIN_PLUGINS", "ENTRY_POINT_GROUPS", "DISABLED", "FAILED", "LOADED", "BackendReport", "PluginManager",
     "PluginRecord", "PluginReport", "PolytileInfo", "discover_entry_points", "get_plugin_manager",

@@ -130,9 +130,11 @@ class LauncherBase:
         """A native dispatcher for a ``@jit`` function launching this kernel, or None.
 
         It is called as ``dispatcher.bind(grid)(*args, **kwargs)`` for every
-        ``kernel[grid](...)``; calls it has no plan for go to ``slow(grid, args, kwargs)``,
-        and ``dispatcher.learn(plan)`` takes what :meth:`dispatch_plan` returned.  The
-        default has none: launches go through the Python entry point."""
+        ``kernel[grid](...)``; a call it launches nothing for goes to
+        ``slow(grid, args, kwargs, grid_was_called, planned)``
+        (:meth:`polytile.runtime.jit.JITFunction._dispatch_slow`), ``dispatcher.learn(plan)``
+        takes what :meth:`dispatch_plan` returned and ``dispatcher.forget()`` drops every
+        plan.  The default has none: launches go through the Python entry point."""
         return None
 
     def dispatcher_pending(self) -> bool:

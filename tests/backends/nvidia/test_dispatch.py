@@ -9,6 +9,7 @@ entry with one that fails, so any call that does reach it shows.
 from __future__ import annotations
 
 import struct
+import sys
 
 import pytest
 
@@ -341,7 +342,6 @@ def scaled_copy(x, out, n, BLOCK: pl.constexpr = 128):
 
 
 def test_a_changed_global_recompiles_through_the_python_path(gpu, monkeypatch):
-    global SCALE
     gpu.images = type("Images", (_AnyImage,), {"get": lambda self, key, default=None: {
         "scaled_copy": Kernel((8, 8, 4))}})()
     x, out = Tensor(0x10000), Tensor(0x20000)
@@ -349,9 +349,10 @@ def test_a_changed_global_recompiles_through_the_python_path(gpu, monkeypatch):
         scaled_copy[(1,)](x, out, 100, target=TARGET)
     assert len(scaled_copy._dispatcher.results) == 1
     compiled = scaled_copy.compile_count
-    monkeypatch.setattr(__import__(__name__, fromlist=["_"]), "SCALE", 3.0)
-    scaled_copy[(1,)](x, out, 100, target=TARGET)
+    monkeypatch.setattr(sys.modules[__name__], "SCALE", 3.0)
+    scaled_copy[(1,)](x, out, 100, target=TARGET)  # the plan's guard fails: the Python path recompiles
     assert scaled_copy.compile_count == compiled + 1
+    assert scaled_copy._dispatcher.results[0] is not scaled_copy._dispatcher.results[1]  # planned anew
 
 
 def test_a_function_with_a_dispatcher_is_garbage_collected(gpu):
