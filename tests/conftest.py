@@ -22,6 +22,7 @@ import pytest
 from polytile import config
 from polytile.passes import registry as pass_registry_module
 from polytile.plugins import manager as manager_module
+from tests.toolchains import REQUIRE_LLD_VARIABLE, missing_linker
 
 #: Variables the test runner sets on purpose: ``./dev test`` turns the verifier on after
 #: every pass, and exports the ld.lld it found for the AMD linker.
@@ -70,21 +71,6 @@ def _clean_polytile_environment(_empty_directory: str, _cache_directory: str):
         patch.undo()
 
 
-#: Set by .ci/run: there, a missing ld.lld fails the AMD tests instead of skipping them.
-REQUIRE_LLD_VARIABLE = "PT_REQUIRE_LLD"
-
-
-def _missing_linker(error: BaseException | None) -> str | None:
-    """The AMD backend's "ld.lld not found" message, if ``error`` is (or was caused by) it."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if type(error).__name__ == "ToolNotFoundError" and str(error).startswith("ld.lld"):
-            return str(error).splitlines()[0].split(";")[0]
-        error = error.__cause__ or error.__context__
-    return None
-
-
 def _skip_without_linker():
     # A GPU machine without network access may have no ld.lld (./dev setup installs one
     # where it can): the AMD tests that link code objects then skip, saying why, rather
@@ -92,7 +78,7 @@ def _skip_without_linker():
     try:
         return (yield)
     except Exception as error:
-        missing = _missing_linker(error)
+        missing = missing_linker(error)
         if missing is None or os.environ.get(REQUIRE_LLD_VARIABLE):
             raise
         pytest.skip(f"{missing}: AMD code objects cannot be linked here (install lld, or set POLYTILE_AMD_LLD)")
@@ -120,7 +106,7 @@ def amd_linker():
     except ToolNotFoundError as error:
         if os.environ.get(REQUIRE_LLD_VARIABLE):
             raise
-        pytest.skip(f"{_missing_linker(error)}: AMD code objects cannot be linked here")
+        pytest.skip(f"{missing_linker(error)}: AMD code objects cannot be linked here")
 
 
 @pytest.fixture(autouse=True)

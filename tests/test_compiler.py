@@ -46,7 +46,7 @@ def test_plugins_add_to_the_compiled_kernels_metadata(manager):
 def test_a_plugin_may_not_change_what_the_backend_recorded(manager):
     # The NVIDIA backend records num_warps (the interpreter records nothing).
     pytest.importorskip("polytile_nvidia")
-    from tests.gpu.ptx_assembly import ptxas_or_skip
+    from tests.toolchains import ptxas_or_skip
 
     ptxas_or_skip()
     manager.register(ChangesMetadata("num_warps", 8), PluginInfo("changes", "polytile-example-changes", "1.0"))

@@ -9,27 +9,9 @@ the assembler's messages and quotes the offending PTX lines.
 
 from __future__ import annotations
 
-import os
-
-import pytest
+from tests.toolchains import ptxas_or_skip
 
 _CUBIN_MAGIC = b"\x7fELF"
-#: Set by .ci/run: there, a missing ptxas fails the tests that assemble instead of skipping them.
-REQUIRE_PTXAS_VARIABLE = "PT_REQUIRE_PTXAS"
-
-
-def ptxas_or_skip() -> str:
-    """The ptxas the NVIDIA backend would run; without one the calling test skips, saying
-    why (and fails under PT_REQUIRE_PTXAS, as in CI, where ./dev setup installs one)."""
-    from polytile_nvidia import assemble, toolkit
-
-    try:
-        return assemble.find_ptxas()
-    except toolkit.ToolkitNotFoundError as missing:
-        if os.environ.get(REQUIRE_PTXAS_VARIABLE):
-            raise
-        pytest.skip(f"the PTX was generated but not assembled: {str(missing).splitlines()[0]} "
-                    "(./dev setup installs it with the nvidia-cuda-nvcc wheel)")
 
 
 def assembles(ptx: str, arch: str, kernel_name: str = "kernel") -> bytes:

@@ -27,6 +27,7 @@ import pytest
 
 from polytile.errors import PolytileError
 from polytile.testing import compile_for_targets
+from tests.toolchains import REQUIRE_LLD_VARIABLE, missing_linker
 
 #: What CI compiles every language-suite kernel for.
 DEFAULT_ARCHS = ("nvidia:sm_80", "nvidia:sm_86", "nvidia:sm_89", "nvidia:sm_90a",
@@ -110,11 +111,11 @@ class ArchCompiler:
         unlinked = []
         for arch, error in outcomes.items():
             expected = next((e for e in EXPECTED_ERRORS if e.test == test and e.arch == arch), None)
-            if expected is not None and not _missing_linker(error):
+            if expected is not None and not missing_linker(error):
                 if not isinstance(error, PolytileError) or expected.message not in str(error):
                     got = "it compiled" if error is None else f"got: {error}"
                     failures.append(f"{arch}: expected the error {expected.message!r} ({expected.reason}); {got}")
-            elif _missing_linker(error) and not os.environ.get(REQUIRE_LLD_VARIABLE):
+            elif missing_linker(error) and not os.environ.get(REQUIRE_LLD_VARIABLE):
                 unlinked.append(arch)
             elif error is not None and not _missing_device_libs(error, arch):
                 failures.append(f"{arch}: {type(error).__name__}: {error}")
@@ -126,15 +127,6 @@ class ArchCompiler:
             # one; CI requires it): the other archs compiled, these could not be linked.
             pytest.skip(f"compiled for every arch but {', '.join(unlinked)}: ld.lld (the linker for AMD code "
                         "objects) not found here")
-
-
-#: Set by .ci/run: there, a missing ld.lld fails instead of skipping (as in tests/conftest.py).
-REQUIRE_LLD_VARIABLE = "PT_REQUIRE_LLD"
-
-
-def _missing_linker(error: BaseException | None) -> bool:
-    """True when ``error`` is the AMD backend's "ld.lld not found" (on a machine without it)."""
-    return type(error).__name__ == "ToolNotFoundError" and str(error).startswith("ld.lld")
 
 
 def _missing_device_libs(error: BaseException, arch: str) -> bool:

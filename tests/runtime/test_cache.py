@@ -249,7 +249,7 @@ def test_editing_polytile_itself_changes_the_source_hash(tmp_path):
 
 
 def test_a_gpu_kernel_from_the_disk_cache_parses_its_ir_only_when_asked(tmp_path, _private_kernel_cache):
-    from tests.gpu.ptx_assembly import ptxas_or_skip
+    from tests.toolchains import ptxas_or_skip
 
     ptxas_or_skip()
     path = _write_module(tmp_path)

@@ -8,6 +8,6 @@ import pytest
 @pytest.fixture
 def ptxas():
     """The ptxas the backend finds; skips the test (visibly) where there is none."""
-    from tests.gpu.ptx_assembly import ptxas_or_skip
+    from tests.toolchains import ptxas_or_skip
 
     return ptxas_or_skip()
