@@ -10,21 +10,21 @@ are imported inside :meth:`Backend.active_devices` and the driver, never at impo
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar, Mapping, NamedTuple, Protocol, Sequence
 
 from .errors import ConfigError, TargetError, UnknownNameError
 from .target import Target
 
 
-@dataclass(frozen=True)
-class Device:
+class Device(NamedTuple):
     """One device a backend can run kernels on right now."""
 
     target: Target
     name: str
     index: int = 0
-    properties: Mapping[str, Any] = field(default_factory=dict)
+    properties: Mapping[str, Any] = MappingProxyType({})
 
 
 class BackendUnavailable(Exception):

@@ -28,7 +28,6 @@ when nothing there needs CUDA.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
@@ -214,8 +213,7 @@ def _names(value: tuple[str, ...]) -> None:
             raise _Invalid(f"{item!r} is not a name; names have no spaces or commas")
 
 
-@dataclass(frozen=True)
-class Setting:
+class Setting(NamedTuple):
     """The declaration of one setting.
 
     ``env`` lists the environment variables read, first set one wins (the ``POLYTILE_*``
@@ -421,8 +419,7 @@ SETTINGS: dict[str, Setting] = _declare(
 )
 
 
-@dataclass(frozen=True)
-class TargetChoice:
+class TargetChoice(NamedTuple):
     """The target :func:`resolve_target` chose and, in words, why."""
 
     target: Target

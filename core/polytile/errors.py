@@ -8,13 +8,13 @@ names the close matches.
 
 from __future__ import annotations
 
-import difflib
-from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 
 def close_matches(name: str, candidates: Iterable[str], limit: int = 3) -> list[str]:
     """The registered names nearest to ``name``, best first."""
+    import difflib  # only ever needed to word an error
+
     return difflib.get_close_matches(name, list(candidates), n=limit, cutoff=0.5)
 
 
@@ -28,8 +28,7 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     return f"; did you mean {joined}?"
 
 
-@dataclass(frozen=True)
-class SourceLocation:
+class SourceLocation(NamedTuple):
     """Where something came from: a Python kernel's file, line and column (1-based)."""
 
     file: str

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import TargetError
 
@@ -11,13 +11,13 @@ _BACKEND_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 _ARCH_NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")
 
 
-@dataclass(frozen=True, order=True)
-class Target:
+class Target(NamedTuple):
     """A backend name and, for hardware backends, an architecture.
 
     ``Target.parse("nvidia:sm_90a")`` and ``str(target)`` round-trip.  Whether the backend
     exists and knows the architecture is checked by the plugin manager, which knows what
-    is installed; this class only checks the syntax.
+    is installed; this class only checks the syntax.  (A named tuple rather than a
+    dataclass: it is made at import, and a dataclass's generated methods cost more to make.)
     """
 
     backend: str

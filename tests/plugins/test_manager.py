@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 import types
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import pytest
 
@@ -85,8 +85,7 @@ def fresh_singleton():
 def fake_config(monkeypatch):
     """A stand-in polytile.config: tests set ``values`` and see ``resolve_target`` calls."""
 
-    @dataclass(frozen=True)
-    class TargetChoice:
+    class TargetChoice(NamedTuple):  # as polytile.config's
         target: Target
         reason: str
 

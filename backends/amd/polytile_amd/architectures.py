@@ -7,13 +7,11 @@ stages check against all come from here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 
-@dataclass(frozen=True)
-class AmdArchitecture:
+class AmdArchitecture(NamedTuple):
     name: str
     family: str
     #: Threads per wavefront: 64 on the gfx9 (CDNA) chips, 32 by default on gfx11 (RDNA3).

@@ -13,8 +13,7 @@ from __future__ import annotations
 import importlib
 import threading
 import types
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from polytile.backend import BackendUnavailable, import_vendor_module
 from polytile.errors import PolytileError
@@ -52,8 +51,7 @@ class HipError(PolytileError):
         super().__init__(text)
 
 
-@dataclass(frozen=True)
-class DeviceProperties:
+class DeviceProperties(NamedTuple):
     index: int
     name: str
     #: "gfx942:sramecc+:xnack-"

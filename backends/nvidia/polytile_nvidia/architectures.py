@@ -7,13 +7,11 @@ checks against all come from here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 
-@dataclass(frozen=True)
-class NvidiaArchitecture:
+class NvidiaArchitecture(NamedTuple):
     name: str
     compute_capability: tuple[int, int]
     #: Largest dynamic shared memory a block may opt in to (cuFuncSetAttribute), bytes.

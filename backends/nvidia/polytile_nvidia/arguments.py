@@ -28,8 +28,7 @@ from __future__ import annotations
 import ctypes
 import operator
 import struct
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from polytile.ir.types import FloatType, IntType, PointerType, Type
 from polytile.runtime.args import bf16_bits
@@ -52,8 +51,7 @@ class ArgumentProblem(Exception):
     """Raised by a pointer reader; the packer adds the kernel and the argument's name."""
 
 
-@dataclass(frozen=True)
-class ParameterKind:
+class ParameterKind(NamedTuple):
     """How one parameter type is stored in the argument buffer.
 
     ``code`` is a ``struct`` format code (``"i"``, ``"Q"``, ``"128s"``); ``convert``, when

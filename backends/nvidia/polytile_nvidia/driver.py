@@ -19,9 +19,8 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from polytile.backend import import_vendor_module
 from polytile.errors import PolytileError
@@ -82,8 +81,7 @@ class OutOfResourcesError(LaunchError):
         super().__init__(message)
 
 
-@dataclass(frozen=True)
-class DeviceProperties:
+class DeviceProperties(NamedTuple):
     index: int
     name: str
     compute_capability: tuple[int, int]

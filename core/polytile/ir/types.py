@@ -14,12 +14,17 @@ Plugins add their own types by subclassing :class:`DialectType` (printed ``!name
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable
 
 
 class Type:
-    """Base of every IR type."""
+    """Base of every IR type.
+
+    The builtin types are written out by hand rather than as dataclasses: a process that
+    launches from the disk cache imports this module, and generating a dataclass's
+    methods costs a few hundred microseconds a class at import.  Equality, hashing and
+    pickling go by the values a type was made from (its ``_key``).
+    """
 
     __slots__ = ()
 
@@ -30,20 +35,50 @@ class Type:
         return f"Type({self})"
 
 
-class ScalarType(Type):
+class _BuiltinType(Type):
+    # _key: the field values as a tuple, kept for equality and hashing (they are on the
+    # compiler's hot path: types key dicts everywhere).
+    __slots__ = ("_key",)
+    _key: tuple
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (type(other) is type(self) and self._key == other._key)  # type: ignore[attr-defined]
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"IR types are immutable: cannot set '{name}' of {self}")
+
+    __delattr__ = __setattr__  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple:
+        return type(self), self._key
+
+
+_set = object.__setattr__
+
+
+class ScalarType(_BuiltinType):
     __slots__ = ()
     width: int
 
 
-@dataclass(frozen=True, repr=False)
 class IntType(ScalarType):
+    __slots__ = ("width", "signed")
     width: int
-    signed: bool = True
+    signed: bool
 
-    def __post_init__(self) -> None:
-        if self.width not in (1, 8, 16, 32, 64) or (self.width == 1 and not self.signed):
-            raise ValueError(f"unsupported integer type {'i' if self.signed else 'u'}{self.width} "
+    def __init__(self, width: int, signed: bool = True):
+        if width not in (1, 8, 16, 32, 64) or (width == 1 and not signed):
+            raise ValueError(f"unsupported integer type {'i' if signed else 'u'}{width} "
                              "(use i1, i8..i64 or u8..u64)")
+        _set(self, "width", width)
+        _set(self, "signed", signed)
+        _set(self, "_key", (width, signed))
 
     @property
     def spelling(self) -> str:
@@ -53,13 +88,15 @@ class IntType(ScalarType):
 _FLOAT_WIDTHS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "f8e4m3": 8, "f8e5m2": 8}
 
 
-@dataclass(frozen=True, repr=False)
 class FloatType(ScalarType):
+    __slots__ = ("kind",)
     kind: str
 
-    def __post_init__(self) -> None:
-        if self.kind not in _FLOAT_WIDTHS:
-            raise ValueError(f"unknown float type {self.kind!r}")
+    def __init__(self, kind: str):
+        if kind not in _FLOAT_WIDTHS:
+            raise ValueError(f"unknown float type {kind!r}")
+        _set(self, "kind", kind)
+        _set(self, "_key", (kind,))
 
     @property
     def width(self) -> int:  # type: ignore[override]
@@ -70,23 +107,32 @@ class FloatType(ScalarType):
         return self.kind
 
 
-@dataclass(frozen=True, repr=False)
-class PointerType(Type):
+class PointerType(_BuiltinType):
+    __slots__ = ("pointee", "address_space")
     pointee: Type
-    address_space: int = 1
+    address_space: int
+
+    def __init__(self, pointee: Type, address_space: int = 1):
+        _set(self, "pointee", pointee)
+        _set(self, "address_space", address_space)
+        _set(self, "_key", (pointee, address_space))
 
 
-@dataclass(frozen=True, repr=False)
-class TileType(Type):
+class TileType(_BuiltinType):
+    __slots__ = ("shape", "element", "layout")
     shape: tuple[int, ...]
     element: Type
-    layout: Any = None
+    layout: Any
 
-    def __post_init__(self) -> None:
-        if not self.shape or any((not isinstance(d, int)) or d <= 0 for d in self.shape):
-            raise ValueError(f"tile shape must be a non-empty tuple of positive integers, got {self.shape!r}")
-        if isinstance(self.element, (TileType, BlockPointerType)):
+    def __init__(self, shape: tuple[int, ...], element: Type, layout: Any = None):
+        if not shape or any((not isinstance(d, int)) or d <= 0 for d in shape):
+            raise ValueError(f"tile shape must be a non-empty tuple of positive integers, got {shape!r}")
+        if isinstance(element, (TileType, BlockPointerType)):
             raise ValueError("tile elements must be scalars or pointers")
+        _set(self, "shape", shape)
+        _set(self, "element", element)
+        _set(self, "layout", layout)
+        _set(self, "_key", (shape, element, layout))
 
     @property
     def rank(self) -> int:
@@ -109,15 +155,24 @@ class TileType(Type):
         return TileType(self.shape, self.element) if self.layout is not None else self
 
 
-@dataclass(frozen=True, repr=False)
-class BlockPointerType(Type):
+class BlockPointerType(_BuiltinType):
+    __slots__ = ("tile",)
     tile: TileType
 
+    def __init__(self, tile: TileType):
+        _set(self, "tile", tile)
+        _set(self, "_key", (tile,))
 
-@dataclass(frozen=True, repr=False)
-class FunctionType(Type):
+
+class FunctionType(_BuiltinType):
+    __slots__ = ("inputs", "results")
     inputs: tuple[Type, ...]
     results: tuple[Type, ...]
+
+    def __init__(self, inputs: tuple[Type, ...], results: tuple[Type, ...]):
+        _set(self, "inputs", inputs)
+        _set(self, "results", results)
+        _set(self, "_key", (inputs, results))
 
 
 class DialectType(Type):

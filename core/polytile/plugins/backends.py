@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from ..backend import Backend, BackendUnavailable, Device
 from ..errors import TargetError, UnknownNameError
@@ -11,8 +10,7 @@ from ..target import Target
 from .registry import CORE_OWNER, PluginInfo, Registry
 
 
-@dataclass(frozen=True)
-class DeviceProbe:
+class DeviceProbe(NamedTuple):
     """What one backend's :meth:`~polytile.backend.Backend.active_devices` found."""
 
     backend: str

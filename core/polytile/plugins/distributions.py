@@ -22,8 +22,7 @@ import os
 import re
 import sys
 import threading
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 _METADATA_FOLDER_SUFFIXES = (".dist-info", ".egg-info")
 #: importlib.metadata's pattern of an entry point's value: ``module:attr.attr [extras]``.
@@ -75,14 +74,13 @@ class Distribution:
         return f"Distribution(name={self.name!r}, version={self.version!r}, path={self.path!r})"
 
 
-@dataclass(frozen=True)
-class EntryPoint:
+class EntryPoint(NamedTuple):
     """One entry point, with what the plugin manager uses of ``importlib.metadata.EntryPoint``."""
 
     name: str
     value: str
     group: str
-    dist: Distribution = field(repr=False)
+    dist: Distribution
 
     def load(self) -> Any:
         """Import the module the value names and return the attribute it names (or the module)."""

@@ -31,13 +31,11 @@ Most code needs only :func:`get_plugin_manager`::
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import importlib
 import logging
 import sys
 import threading
 import traceback
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import pluggy
@@ -97,16 +95,16 @@ def _restore_imported(owner: PluginInfo) -> None:
             registry.add(name, obj, owner)
 
 
-@dataclass
 class _Filled:
     """A registry that a registration hook has filled, kept to withdraw failed plugins."""
 
-    hook: str
-    registry: Any
-    parts: list[Any]
-    error: PluginError | None = None
-    #: Plugins whose implementation has run for this registry.
-    done: set[PluginInfo] = field(default_factory=set)
+    def __init__(self, hook: str, registry: Any, parts: list[Any], done: set[PluginInfo] | None = None):
+        self.hook = hook
+        self.registry = registry
+        self.parts = parts
+        self.error: PluginError | None = None
+        #: Plugins whose implementation has run for this registry.
+        self.done: set[PluginInfo] = set() if done is None else done
 
 
 def _registry_parts(registry: Any) -> list[Any]:
@@ -590,10 +588,7 @@ class PluginManager:
         choice = config.resolve_target(explicit, active_devices=backends.describe_devices, source=source)
         _, target = backends.resolve(choice.target, where=str(choice.reason))
         if target != choice.target:
-            if dataclasses.is_dataclass(choice):
-                choice = dataclasses.replace(choice, target=target)
-            elif hasattr(choice, "_replace"):
-                choice = choice._replace(target=target)
+            choice = choice._replace(target=target)
         return choice
 
     def info(self, refresh_devices: bool = False) -> PolytileInfo:

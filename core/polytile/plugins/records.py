@@ -7,7 +7,6 @@ that the manager module holds only the loading and calling logic.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import PluginError
@@ -31,28 +30,32 @@ class EntryPointLike(Protocol):
     def load(self) -> Any: ...
 
 
-@dataclass
 class PluginRecord:
     """One plugin as the manager knows it: where it came from and how it fared."""
 
-    info: PluginInfo
-    #: Entry point group, ``"builtin"`` for the core, ``"direct"`` for :meth:`PluginManager.register`.
-    group: str
-    #: What the entry point names (``"polytile_amd.plugin"``); the module names for the core.
-    value: str
-    version: str = ""
-    status: str = LOADED
-    #: One line: why the plugin is disabled or failed.
-    reason: str = ""
-    #: The hook that raised; empty when the plugin failed before any hook ran.
-    hook: str = ""
-    #: The error raised when something needs what this plugin would have provided.
-    error: PluginError | None = field(default=None, repr=False)
-    traceback: str = field(default="", repr=False)
-    #: Failures that did not take the plugin out (a crashed device probe).
-    problems: list[str] = field(default_factory=list)
-    plugin: Any = field(default=None, repr=False)
-    pluggy_name: str = ""
+    def __init__(self, info: PluginInfo, group: str, value: str, version: str = "", *, pluggy_name: str = ""):
+        self.info = info
+        #: Entry point group, ``"builtin"`` for the core, ``"direct"`` for :meth:`PluginManager.register`.
+        self.group = group
+        #: What the entry point names (``"polytile_amd.plugin"``); the module names for the core.
+        self.value = value
+        self.version = version
+        self.status = LOADED
+        #: One line: why the plugin is disabled or failed.
+        self.reason = ""
+        #: The hook that raised; empty when the plugin failed before any hook ran.
+        self.hook = ""
+        #: The error raised when something needs what this plugin would have provided.
+        self.error: PluginError | None = None
+        self.traceback = ""
+        #: Failures that did not take the plugin out (a crashed device probe).
+        self.problems: list[str] = []
+        self.plugin: Any = None
+        self.pluggy_name = pluggy_name
+
+    def __repr__(self) -> str:
+        reason = f", reason={self.reason!r}" if self.reason else ""
+        return f"PluginRecord({self.info.describe()}, group={self.group!r}, status={self.status!r}{reason})"
 
     @property
     def name(self) -> str:

@@ -16,8 +16,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import sys
-from dataclasses import dataclass, field
-from typing import Any, Generic, Iterator, TypeVar
+from typing import Any, Generic, Iterator, NamedTuple, TypeVar
 
 from .. import __version__
 from ..errors import PluginConflictError, UnknownNameError
@@ -25,8 +24,7 @@ from ..errors import PluginConflictError, UnknownNameError
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class PluginInfo:
+class PluginInfo(NamedTuple):
     """Who provides something: the plugin's name, its distribution and version."""
 
     name: str
@@ -42,14 +40,14 @@ class PluginInfo:
 CORE_OWNER = PluginInfo("core", "polytile", __version__)
 
 
-@dataclass
 class ImportScope:
     """A plugin module being imported, and what the import registered (see
     :func:`importing_plugin`)."""
 
-    owner: PluginInfo
-    #: ``(registry, name, object)`` for every registration attributed to ``owner``.
-    added: list[tuple["Registry[Any]", str, Any]] = field(default_factory=list)
+    def __init__(self, owner: PluginInfo):
+        self.owner = owner
+        #: ``(registry, name, object)`` for every registration attributed to ``owner``.
+        self.added: list[tuple[Registry[Any], str, Any]] = []
 
     def registries(self) -> list["Registry[Any]"]:
         found: list[Registry[Any]] = []

@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import types as _types
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,18 +40,22 @@ _METADATA = "metadata.json"
 _IR = "kernel.ir"
 
 
-@dataclass
 class CacheEntry:
     """A compiled kernel read back from the cache (or about to be written to it)."""
 
-    key: str
-    target: str
-    name: str
-    ir: str
-    #: Backend artifacts by name (``{"cubin": b"..."}``); the interpreter has none.
-    binaries: dict[str, bytes] = field(default_factory=dict)
-    #: Anything else the launcher needs (parameters, the hints the kernel was built with).
-    metadata: dict[str, Any] = field(default_factory=dict)
+    def __init__(self, key: str, target: str, name: str, ir: str, binaries: dict[str, bytes] | None = None,
+                 metadata: dict[str, Any] | None = None):
+        self.key = key
+        self.target = target
+        self.name = name
+        self.ir = ir
+        #: Backend artifacts by name (``{"cubin": b"..."}``); the interpreter has none.
+        self.binaries: dict[str, bytes] = {} if binaries is None else binaries
+        #: Anything else the launcher needs (parameters, the hints the kernel was built with).
+        self.metadata: dict[str, Any] = {} if metadata is None else metadata
+
+    def __repr__(self) -> str:
+        return f"CacheEntry(key={self.key!r}, target={self.target!r}, name={self.name!r}, binaries={sorted(self.binaries)})"
 
 
 def cache_enabled() -> bool:
