@@ -141,9 +141,18 @@ class NvidiaBackend(Backend):
         add_gpu_stages(pipeline, assemble=[EmitPTX(), PtxToCubin()])
 
 
-def _import_driver() -> Any:
+def import_python_api() -> Any:
+    """``cuda.bindings.driver``, or BackendUnavailable saying what is missing."""
     return import_vendor_module("cuda.bindings.driver", distribution="cuda-bindings", install_hint="pip install cuda-bindings",
                                 runtime="CUDA driver", missing_names=("cuda", "cuda.bindings", "cuda.bindings.driver"))
+
+
+def _import_driver() -> Any:
+    # The calls through cuda-bindings' C layer where it can (see driver_calls): importing
+    # cuda.bindings.driver would cost more than the rest of a warm start.
+    from .driver_calls import driver_calls
+
+    return driver_calls(import_python_api)
 
 
 def _error_name(err: Any) -> str:

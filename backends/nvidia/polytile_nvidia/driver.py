@@ -22,7 +22,6 @@ import threading
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from polytile.backend import import_vendor_module
 from polytile.errors import PolytileError
 from polytile.runtime.jit import LaunchError
 
@@ -115,13 +114,24 @@ _state = _State()
 
 
 def bindings() -> Any:
-    """``cuda.bindings.driver``, imported on first use (BackendUnavailable when missing)."""
+    """The driver's calls in ``cuda.bindings.driver``'s convention, made ready on first
+    use (BackendUnavailable when cuda-bindings is missing): through cuda-bindings' C
+    layer where it can (:mod:`.driver_calls`), else ``cuda.bindings.driver`` itself."""
     cuda = _state.bindings
     if cuda is None:
-        cuda = _state.bindings = import_vendor_module(
-            "cuda.bindings.driver", distribution="cuda-bindings", install_hint="pip install cuda-bindings",
-            runtime="CUDA driver", missing_names=("cuda", "cuda.bindings", "cuda.bindings.driver"))
+        from .backend import import_python_api
+        from .driver_calls import driver_calls
+
+        cuda = _state.bindings = driver_calls(import_python_api)
     return cuda
+
+
+def _is_cuda_bindings(cuda: Any) -> bool:
+    """Whether ``cuda`` is cuda-bindings itself (not a test double): the native launcher
+    then calls the same libcuda."""
+    from .driver_calls import DriverCalls
+
+    return isinstance(cuda, DriverCalls) or getattr(cuda, "__name__", None) == "cuda.bindings.driver"
 
 
 def error_name(err: Any) -> str:
@@ -203,7 +213,7 @@ def _build_in_background() -> bool:
 
     if config.get("nvidia_launch") != "auto":
         return False
-    if getattr(bindings(), "__name__", None) != "cuda.bindings.driver":
+    if not _is_cuda_bindings(bindings()):
         return False
     try:
         return not native_module_path("_polytile_nvidia_launch", _NATIVE_SOURCE, cache_directory() / "native")[2].is_file()
@@ -236,7 +246,7 @@ def _choose_native() -> tuple[Any, str]:
     if choice == "bindings":
         return None, "the setting nvidia_launch is 'bindings'"
     cuda = bindings()
-    if getattr(cuda, "__name__", None) != "cuda.bindings.driver":
+    if not _is_cuda_bindings(cuda):
         return None, "the CUDA bindings in use are not cuda.bindings.driver (a test double?)"
     from polytile.runtime.args import torch_current_stream
     from polytile.runtime.cache import cache_directory

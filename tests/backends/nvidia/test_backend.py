@@ -165,7 +165,7 @@ def test_active_devices_here_is_a_list_or_a_clear_reason(backend):
 
 
 def test_missing_cuda_bindings_is_reported(backend, monkeypatch):
-    for module in ("cuda", "cuda.bindings", "cuda.bindings.driver"):
+    for module in ("cuda", "cuda.bindings", "cuda.bindings.driver", "cuda.bindings.cydriver"):
         monkeypatch.setitem(sys.modules, module, None)
     with pytest.raises(BackendUnavailable, match="^cuda-bindings is not installed"):
         backend.active_devices()
@@ -226,6 +226,9 @@ def install_driver(monkeypatch):
         monkeypatch.setitem(sys.modules, "cuda", types.ModuleType("cuda"))
         monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
         monkeypatch.setitem(sys.modules, "cuda.bindings.driver", driver)
+        # No C layer: the probe falls back on the (fake) Python API, as it does where
+        # cuda-bindings' cydriver cannot be used.
+        monkeypatch.setitem(sys.modules, "cuda.bindings.cydriver", None)
 
     return install
 

@@ -1,0 +1,246 @@
+"""The CUDA driver calls of a launch, through cuda-bindings' C-level layer.
+
+Importing ``cuda.bindings.driver``, cuda-bindings' Python API, costs 10-25 ms (it builds
+hundreds of classes and enums), more than everything else a process does to launch a
+kernel from the on-disk cache.  Such a launch makes a dozen driver calls (find the
+device, retain its context, load the cubin, read a few attributes).  It makes them
+through ``cuda.bindings.cydriver`` instead: the same library's Cython-level functions,
+the ones its Python API calls, importing in a few milliseconds.  Cython exports them as
+a table of C function pointers (``__pyx_capi__``), each named by its C signature; every
+one used here is checked against the signature this module calls it with, and a table
+that does not match means the Python API is used instead.
+
+:class:`DriverCalls` answers those calls in ``cuda.bindings.driver``'s convention
+(``(CUresult, *values)`` tuples, enum namespaces, integer handles), so the rest of the
+backend does not know which one it talks to.  Whatever else is asked of it (the launch
+through cuda-bindings, used while the native launcher is not built) comes from
+``cuda.bindings.driver``, imported at that moment.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any, Callable
+
+_int_p = ctypes.POINTER(ctypes.c_int)
+_void_pp = ctypes.POINTER(ctypes.c_void_p)
+_char_pp = ctypes.POINTER(ctypes.c_char_p)
+
+#: Each function used: the C signature cuda-bindings exports it under, and its ctypes
+#: argument types (every one returns CUresult, an int).
+SIGNATURES: dict[str, tuple[str, tuple[Any, ...]]] = {
+    "cuInit": ("CUresult (unsigned int)", (ctypes.c_uint,)),
+    "cuDeviceGetCount": ("CUresult (int *)", (_int_p,)),
+    "cuDeviceGet": ("CUresult (CUdevice *, int)", (_int_p, ctypes.c_int)),
+    "cuDeviceGetAttribute": ("CUresult (int *, CUdevice_attribute, CUdevice)", (_int_p, ctypes.c_int, ctypes.c_int)),
+    "cuDeviceGetName": ("CUresult (char *, int, CUdevice)", (ctypes.c_char_p, ctypes.c_int, ctypes.c_int)),
+    "cuDevicePrimaryCtxRetain": ("CUresult (CUcontext *, CUdevice)", (_void_pp, ctypes.c_int)),
+    "cuCtxGetCurrent": ("CUresult (CUcontext *)", (_void_pp,)),
+    "cuCtxSetCurrent": ("CUresult (CUcontext)", (ctypes.c_void_p,)),
+    "cuCtxGetDevice": ("CUresult (CUdevice *)", (_int_p,)),
+    "cuModuleLoadData": ("CUresult (CUmodule *, void const *)", (_void_pp, ctypes.c_char_p)),
+    "cuModuleGetFunction": ("CUresult (CUfunction *, CUmodule, char const *)",
+                            (_void_pp, ctypes.c_void_p, ctypes.c_char_p)),
+    "cuFuncGetAttribute": ("CUresult (int *, CUfunction_attribute, CUfunction)",
+                           (_int_p, ctypes.c_int, ctypes.c_void_p)),
+    "cuFuncSetAttribute": ("CUresult (CUfunction, CUfunction_attribute, int)",
+                           (ctypes.c_void_p, ctypes.c_int, ctypes.c_int)),
+    "cuPointerGetAttribute": ("CUresult (void *, CUpointer_attribute, CUdeviceptr)",
+                              (ctypes.c_void_p, ctypes.c_int, ctypes.c_ulonglong)),
+    "cuGetErrorName": ("CUresult (CUresult, char const **)", (ctypes.c_int, _char_pp)),
+    "cuGetErrorString": ("CUresult (CUresult, char const **)", (ctypes.c_int, _char_pp)),
+}
+
+
+class _Enum:
+    """The members of a driver enum that the backend names; any other member is looked
+    up in ``cuda.bindings.driver``.  (The driver API never renumbers its enums.)"""
+
+    def __init__(self, calls: "DriverCalls", name: str, members: dict[str, int]):
+        self._calls = calls
+        self._name = name
+        for member, value in members.items():
+            setattr(self, member, value)
+
+    def __getattr__(self, member: str) -> Any:
+        return int(getattr(getattr(self._calls.python_api(), self._name), member))
+
+
+class CUresult(int):
+    """A driver result code that knows its name (``CUDA_SUCCESS``, ``CUDA_ERROR_...``),
+    as ``cuda.bindings.driver.CUresult`` members do."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return f"<CUresult.{self.name}: {int(self)}>"
+
+
+class DriverCalls:
+    """``cuda.bindings.driver``'s calling convention over cuda-bindings' C functions."""
+
+    __name__ = "polytile_nvidia.driver_calls"
+
+    def __init__(self, functions: dict[str, Callable[..., int]], python_api: Callable[[], Any]):
+        self._f = functions
+        self._results: dict[int, CUresult] = {}
+        self._import_python_api = python_api
+        self._python_api: Any = None
+        self._lock = threading.Lock()
+        self.CUdevice_attribute = _Enum(self, "CUdevice_attribute", {
+            "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK": 1,
+            "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK": 8,
+            "CU_DEVICE_ATTRIBUTE_WARP_SIZE": 10,
+            "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT": 16,
+            "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR": 75,
+            "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR": 76,
+            "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 97,
+        })
+        self.CUfunction_attribute = _Enum(self, "CUfunction_attribute", {
+            "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK": 0,
+            "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES": 1,
+            "CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES": 2,
+            "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES": 3,
+            "CU_FUNC_ATTRIBUTE_NUM_REGS": 4,
+            "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES": 8,
+        })
+        self.CUpointer_attribute = _Enum(self, "CUpointer_attribute", {
+            "CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL": 9,
+        })
+
+    def python_api(self) -> Any:
+        """``cuda.bindings.driver``, imported the first time something outside this
+        class's calls is asked for."""
+        if self._python_api is None:
+            self._python_api = self._import_python_api()
+        return self._python_api
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.python_api(), name)
+
+    def CUresult(self, code: int) -> CUresult:  # noqa: N802 - cuda.bindings.driver's name
+        """The result code ``code`` with its name (``cuGetErrorName``)."""
+        result = self._results.get(code)
+        if result is None:
+            result = CUresult(code)
+            if code == 0:
+                result.name = "CUDA_SUCCESS"
+            else:
+                text = ctypes.c_char_p()
+                failed = self._f["cuGetErrorName"](code, ctypes.byref(text))
+                result.name = text.value.decode() if not failed and text.value else f"CUDA error {code}"
+            with self._lock:
+                result = self._results.setdefault(code, result)
+        return result
+
+    # -- the calls, each as cuda.bindings.driver answers it ----------------------------
+
+    def cuInit(self, flags: int) -> tuple:
+        return (self.CUresult(self._f["cuInit"](flags)),)
+
+    def cuDeviceGetCount(self) -> tuple:
+        count = ctypes.c_int()
+        return self.CUresult(self._f["cuDeviceGetCount"](ctypes.byref(count))), count.value
+
+    def cuDeviceGet(self, ordinal: int) -> tuple:
+        device = ctypes.c_int()
+        return self.CUresult(self._f["cuDeviceGet"](ctypes.byref(device), int(ordinal))), device.value
+
+    def cuDeviceGetAttribute(self, attribute: int, device: int) -> tuple:
+        value = ctypes.c_int()
+        return self.CUresult(self._f["cuDeviceGetAttribute"](ctypes.byref(value), int(attribute), int(device))), value.value
+
+    def cuDeviceGetName(self, length: int, device: int) -> tuple:
+        buffer = ctypes.create_string_buffer(length)
+        return self.CUresult(self._f["cuDeviceGetName"](buffer, length, int(device))), buffer.raw
+
+    def cuDevicePrimaryCtxRetain(self, device: int) -> tuple:
+        context = ctypes.c_void_p()
+        return self.CUresult(self._f["cuDevicePrimaryCtxRetain"](ctypes.byref(context), int(device))), context.value or 0
+
+    def cuCtxGetCurrent(self) -> tuple:
+        context = ctypes.c_void_p()
+        return self.CUresult(self._f["cuCtxGetCurrent"](ctypes.byref(context))), context.value or 0
+
+    def cuCtxSetCurrent(self, context: Any) -> tuple:
+        return (self.CUresult(self._f["cuCtxSetCurrent"](int(context) or None)),)
+
+    def cuCtxGetDevice(self) -> tuple:
+        device = ctypes.c_int()
+        return self.CUresult(self._f["cuCtxGetDevice"](ctypes.byref(device))), device.value
+
+    def cuModuleLoadData(self, image: bytes) -> tuple:
+        module = ctypes.c_void_p()
+        return self.CUresult(self._f["cuModuleLoadData"](ctypes.byref(module), bytes(image))), module.value or 0
+
+    def cuModuleGetFunction(self, module: Any, name: bytes) -> tuple:
+        function = ctypes.c_void_p()
+        result = self._f["cuModuleGetFunction"](ctypes.byref(function), int(module) or None, name)
+        return self.CUresult(result), function.value or 0
+
+    def cuFuncGetAttribute(self, attribute: int, function: Any) -> tuple:
+        value = ctypes.c_int()
+        return self.CUresult(self._f["cuFuncGetAttribute"](ctypes.byref(value), int(attribute), int(function) or None)), value.value
+
+    def cuFuncSetAttribute(self, function: Any, attribute: int, value: int) -> tuple:
+        return (self.CUresult(self._f["cuFuncSetAttribute"](int(function) or None, int(attribute), int(value))),)
+
+    def cuPointerGetAttribute(self, attribute: int, pointer: int) -> tuple:
+        if int(attribute) != self.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+            return self.python_api().cuPointerGetAttribute(attribute, pointer)
+        value = ctypes.c_int()
+        return self.CUresult(self._f["cuPointerGetAttribute"](ctypes.byref(value), int(attribute), int(pointer))), value.value
+
+    def cuGetErrorName(self, code: int) -> tuple:
+        return self._error_text("cuGetErrorName", code)
+
+    def cuGetErrorString(self, code: int) -> tuple:
+        return self._error_text("cuGetErrorString", code)
+
+    def _error_text(self, call: str, code: int) -> tuple:
+        text = ctypes.c_char_p()
+        return self.CUresult(self._f[call](int(code), ctypes.byref(text))), text.value or b""
+
+
+def _capsule_functions(table: dict[str, Any]) -> dict[str, Callable[..., int]] | None:
+    """ctypes functions for :data:`SIGNATURES` out of a Cython ``__pyx_capi__`` table, or
+    None when one is missing or exported under another signature."""
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    functions: dict[str, Callable[..., int]] = {}
+    for name, (signature, argtypes) in SIGNATURES.items():
+        capsule = table.get(name)
+        if capsule is None or get_name(capsule) != signature.encode():
+            return None
+        # PYFUNCTYPE keeps the GIL: cuda-bindings raises a Python exception from these
+        # functions when it cannot load libcuda, and it must reach the caller.
+        functions[name] = ctypes.PYFUNCTYPE(ctypes.c_int, *argtypes)(get_pointer(capsule, signature.encode()))
+    return functions
+
+
+_made: tuple[Any, DriverCalls] | None = None
+
+
+def driver_calls(python_api: Callable[[], Any]) -> Any:
+    """The driver's calls: a :class:`DriverCalls` over ``cuda.bindings.cydriver``, or,
+    where cydriver cannot be imported or its table is not as expected, ``python_api()``
+    (which imports ``cuda.bindings.driver`` and words its import errors)."""
+    global _made
+    import importlib
+
+    try:
+        cydriver = importlib.import_module("cuda.bindings.cydriver")
+    except ImportError:
+        return python_api()
+    made = _made
+    if made is not None and made[0] is cydriver:
+        return made[1]
+    functions = _capsule_functions(getattr(cydriver, "__pyx_capi__", None) or {})
+    if functions is None:
+        return python_api()
+    calls = DriverCalls(functions, python_api)
+    _made = (cydriver, calls)
+    return calls

@@ -1,0 +1,199 @@
+"""The driver calls through cuda-bindings' C layer (``polytile_nvidia.driver_calls``).
+
+Without a GPU: the installed cuda-bindings is checked to export every function under the
+signature the module calls it with; the calling convention (``(CUresult, *values)``,
+named result codes, enum members) is checked against stand-in C functions; a table that
+does not match falls back on ``cuda.bindings.driver``.  The GPU suite runs every launch
+through the real thing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import types
+
+import pytest
+
+from polytile_nvidia import driver_calls
+from polytile_nvidia.driver_calls import SIGNATURES, CUresult, DriverCalls
+
+
+def _out(argument):
+    # A stand-in C function gets ctypes.byref(...) objects; this is what they point at.
+    return argument._obj
+
+
+def stand_in_functions(*, devices=2, fail_init=0):
+    """Python stand-ins for the C functions, writing through their pointer arguments."""
+    names = {0: b"CUDA_SUCCESS", 100: b"CUDA_ERROR_NO_DEVICE", 400: b"CUDA_ERROR_INVALID_HANDLE"}
+    calls = []
+
+    def error_text(code, text):
+        if code not in names:
+            return 1  # CUDA_ERROR_INVALID_VALUE, as the driver answers an unknown code
+        _out(text).value = names[code]
+        return 0
+
+    def record(name, result=0, write=None):
+        def function(*args):
+            calls.append((name, args))
+            if write is not None:
+                write(*args)
+            return result
+        return function
+
+    functions = {
+        "cuInit": record("cuInit", fail_init),
+        "cuDeviceGetCount": record("cuDeviceGetCount", write=lambda count: setattr(_out(count), "value", devices)),
+        "cuDeviceGet": record("cuDeviceGet", write=lambda device, ordinal: setattr(_out(device), "value", ordinal)),
+        "cuDeviceGetAttribute": record("cuDeviceGetAttribute",
+                                       write=lambda value, attribute, device: setattr(_out(value), "value", 1000 + attribute)),
+        "cuDeviceGetName": record("cuDeviceGetName", write=lambda buffer, length, device: ctypes.memmove(buffer, b"GPU\0", 4)),
+        "cuDevicePrimaryCtxRetain": record("cuDevicePrimaryCtxRetain",
+                                           write=lambda context, device: setattr(_out(context), "value", 0xC0 + device)),
+        "cuCtxGetCurrent": record("cuCtxGetCurrent", write=lambda context: setattr(_out(context), "value", None)),
+        "cuCtxSetCurrent": record("cuCtxSetCurrent"),
+        "cuCtxGetDevice": record("cuCtxGetDevice", write=lambda device: setattr(_out(device), "value", 1)),
+        "cuModuleLoadData": record("cuModuleLoadData", write=lambda module, image: setattr(_out(module), "value", 0x111)),
+        "cuModuleGetFunction": record("cuModuleGetFunction", 400),
+        "cuFuncGetAttribute": record("cuFuncGetAttribute", write=lambda value, attribute, function: setattr(_out(value), "value", 32)),
+        "cuFuncSetAttribute": record("cuFuncSetAttribute"),
+        "cuPointerGetAttribute": record("cuPointerGetAttribute", write=lambda value, attribute, pointer: setattr(_out(value), "value", 1)),
+        "cuGetErrorName": error_text,
+        "cuGetErrorString": error_text,
+    }
+    assert set(functions) == set(SIGNATURES)
+    return functions, calls
+
+
+def python_api():
+    """A stand-in ``cuda.bindings.driver`` for what DriverCalls does not answer itself."""
+    return types.SimpleNamespace(
+        __name__="cuda.bindings.driver",
+        cuLaunchKernel=lambda *args: ("launched through the Python API", args),
+        CUdevice_attribute=types.SimpleNamespace(CU_DEVICE_ATTRIBUTE_CLOCK_RATE=13),
+        cuPointerGetAttribute=lambda attribute, pointer: ("Python API", attribute, pointer),
+    )
+
+
+def test_the_installed_cuda_bindings_exports_every_function_under_its_signature():
+    cydriver = pytest.importorskip("cuda.bindings.cydriver")
+    table = cydriver.__pyx_capi__
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    mismatched = {name: get_name(table[name]).decode() for name, (signature, _) in SIGNATURES.items()
+                  if name not in table or get_name(table[name]) != signature.encode()}
+    assert not mismatched
+    assert driver_calls._capsule_functions(table) is not None
+
+
+def test_calls_answer_in_cuda_bindings_convention():
+    functions, calls = stand_in_functions()
+    cuda = DriverCalls(functions, python_api)
+    (ok,) = cuda.cuInit(0)
+    assert ok == 0 and ok.name == "CUDA_SUCCESS" and not ok
+    assert cuda.cuDeviceGetCount() == (0, 2)
+    assert cuda.cuDeviceGet(1) == (0, 1)
+    attribute = cuda.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+    assert cuda.cuDeviceGetAttribute(attribute, 0) == (0, 1075)
+    err, name = cuda.cuDeviceGetName(16, 0)
+    assert name.split(b"\0")[0] == b"GPU" and len(name) == 16
+    assert cuda.cuDevicePrimaryCtxRetain(1) == (0, 0xC1)
+    assert cuda.cuCtxGetCurrent() == (0, 0)  # no current context: a null handle, as 0
+    assert cuda.cuModuleLoadData(b"\x7fELF\0\0") == (0, 0x111)
+    assert cuda.cuFuncGetAttribute(cuda.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, 0x222) == (0, 32)
+    ordinal = cuda.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    assert cuda.cuPointerGetAttribute(ordinal, 1 << 40) == (0, 1)
+    assert cuda.cuCtxGetDevice() == (0, 1)
+    assert cuda.cuCtxSetCurrent(0xC1) == (0,)
+    assert cuda.cuFuncSetAttribute(0x222, cuda.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   65536) == (0,)
+    assert ("cuFuncSetAttribute", (0x222, 8, 65536)) in calls
+
+
+def test_a_failed_call_has_the_drivers_name_for_its_code():
+    functions, _ = stand_in_functions()
+    cuda = DriverCalls(functions, python_api)
+    err, handle = cuda.cuModuleGetFunction(0x111, b"missing")
+    assert err == 400 and err.name == "CUDA_ERROR_INVALID_HANDLE" and handle == 0
+    assert isinstance(err, CUresult) and repr(err) == "<CUresult.CUDA_ERROR_INVALID_HANDLE: 400>"
+    assert cuda.cuGetErrorName(err) == (0, b"CUDA_ERROR_INVALID_HANDLE")
+    # A code the driver has no name for still reads as something.
+    assert cuda.CUresult(999).name == "CUDA error 999"
+    assert cuda.CUresult(400) is err
+
+
+def test_no_device_is_reported_by_name(monkeypatch):
+    from polytile_nvidia import backend as nvidia_backend
+
+    functions, _ = stand_in_functions(fail_init=100)
+    monkeypatch.setattr(nvidia_backend, "_import_driver", lambda: DriverCalls(functions, python_api))
+    assert nvidia_backend.NvidiaBackend().active_devices() == []
+
+
+def test_what_it_does_not_answer_comes_from_the_python_api():
+    functions, _ = stand_in_functions()
+    imported = []
+
+    def counted_api():
+        imported.append(1)
+        return python_api()
+
+    cuda = DriverCalls(functions, counted_api)
+    cuda.cuInit(0)
+    assert not imported  # the calls it answers never import cuda.bindings.driver
+    assert cuda.cuLaunchKernel(1, 2)[0] == "launched through the Python API"
+    assert cuda.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CLOCK_RATE == 13
+    assert cuda.cuPointerGetAttribute(1, 0x10)[0] == "Python API"  # not the device ordinal
+    assert imported == [1]
+
+
+class _Capsules(dict):
+    """A ``__pyx_capi__`` table of real capsules wrapping stand-in C functions."""
+
+    def __init__(self, signatures):
+        super().__init__()
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        self._keep = []
+        for name, signature in signatures.items():
+            function = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 0)
+            label = ctypes.create_string_buffer(signature.encode())
+            self._keep += [function, label]
+            self[name] = new(ctypes.cast(function, ctypes.c_void_p), label, None)
+
+
+@pytest.fixture
+def cydriver_table(monkeypatch):
+    def install(signatures):
+        module = types.ModuleType("cuda.bindings.cydriver")
+        module.__pyx_capi__ = _Capsules(signatures)
+        monkeypatch.setitem(sys.modules, "cuda.bindings.cydriver", module)
+        monkeypatch.setattr(driver_calls, "_made", None)
+        return module
+    return install
+
+
+def test_a_table_as_expected_gives_driver_calls(cydriver_table):
+    module = cydriver_table({name: signature for name, (signature, _) in SIGNATURES.items()})
+    calls = driver_calls.driver_calls(python_api)
+    assert isinstance(calls, DriverCalls)
+    assert driver_calls.driver_calls(python_api) is calls  # made once for the module
+    assert module.__pyx_capi__  # kept alive by the fixture for the functions' sake
+
+
+@pytest.mark.parametrize("change", ["another signature", "a function missing"])
+def test_a_table_not_as_expected_falls_back_on_the_python_api(cydriver_table, change):
+    signatures = {name: signature for name, (signature, _) in SIGNATURES.items()}
+    if change == "another signature":
+        signatures["cuModuleLoadData"] = "CUresult (CUmodule *, void const *, int)"
+    else:
+        del signatures["cuFuncSetAttribute"]
+    cydriver_table(signatures)
+    assert driver_calls.driver_calls(python_api).__name__ == "cuda.bindings.driver"
+
+
+def test_no_cydriver_falls_back_on_the_python_api(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cuda.bindings.cydriver", None)
+    assert driver_calls.driver_calls(python_api).__name__ == "cuda.bindings.driver"
