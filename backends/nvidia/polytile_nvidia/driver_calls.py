@@ -8,7 +8,9 @@ through ``cuda.bindings.cydriver`` instead: the same library's Cython-level func
 the ones its Python API calls, importing in a few milliseconds.  Cython exports them as
 a table of C function pointers (``__pyx_capi__``), each named by its C signature; every
 one used here is checked against the signature this module calls it with, and a table
-that does not match means the Python API is used instead.
+that does not match means the Python API is used instead.  Like the Python API, they
+are called with the GIL released (once ``cuInit`` has succeeded: until then a failure to
+load libcuda is a Python exception that must reach the caller).
 
 :class:`DriverCalls` answers those calls in ``cuda.bindings.driver``'s convention
 (``(CUresult, *values)`` tuples, enum namespaces, integer handles), so the rest of the
@@ -53,6 +55,11 @@ SIGNATURES: dict[str, tuple[str, tuple[Any, ...]]] = {
 }
 
 
+def _handle(handle: Any) -> int | None:
+    """A driver handle (an int, a cuda.bindings handle object or None) as ctypes passes it."""
+    return None if handle is None else (int(handle) or None)
+
+
 class _Enum:
     """The members of a driver enum that the backend names; any other member is looked
     up in ``cuda.bindings.driver``.  (The driver API never renumbers its enums.)"""
@@ -64,6 +71,8 @@ class _Enum:
             setattr(self, member, value)
 
     def __getattr__(self, member: str) -> Any:
+        if member.startswith("_"):
+            raise AttributeError(member)
         return int(getattr(getattr(self._calls.python_api(), self._name), member))
 
 
@@ -82,8 +91,16 @@ class DriverCalls:
 
     __name__ = "polytile_nvidia.driver_calls"
 
-    def __init__(self, functions: dict[str, Callable[..., int]], python_api: Callable[[], Any]):
-        self._f = functions
+    def __init__(self, functions: dict[str, tuple[Callable[..., int], Callable[..., int]]],
+                 python_api: Callable[[], Any]):
+        # Each function twice: called with the GIL held until cuInit has succeeded
+        # (cuda-bindings loads libcuda on the first call and raises a Python exception
+        # when it cannot, which must reach the caller), then with the GIL released, as
+        # cuda.bindings.driver calls them (creating a context or loading a module takes
+        # milliseconds to seconds, and other Python threads go on meanwhile).
+        self._held = {name: pair[0] for name, pair in functions.items()}
+        self._released = {name: pair[1] for name, pair in functions.items()}
+        self._f = self._held
         self._results: dict[int, CUresult] = {}
         self._import_python_api = python_api
         self._python_api: Any = None
@@ -117,6 +134,8 @@ class DriverCalls:
         return self._python_api
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
         return getattr(self.python_api(), name)
 
     def CUresult(self, code: int) -> CUresult:  # noqa: N802 - cuda.bindings.driver's name
@@ -137,7 +156,10 @@ class DriverCalls:
     # -- the calls, each as cuda.bindings.driver answers it ----------------------------
 
     def cuInit(self, flags: int) -> tuple:
-        return (self.CUresult(self._f["cuInit"](flags)),)
+        result = self.CUresult(self._f["cuInit"](flags))
+        if not result:
+            self._f = self._released
+        return (result,)
 
     def cuDeviceGetCount(self) -> tuple:
         count = ctypes.c_int()
@@ -164,7 +186,7 @@ class DriverCalls:
         return self.CUresult(self._f["cuCtxGetCurrent"](ctypes.byref(context))), context.value or 0
 
     def cuCtxSetCurrent(self, context: Any) -> tuple:
-        return (self.CUresult(self._f["cuCtxSetCurrent"](int(context) or None)),)
+        return (self.CUresult(self._f["cuCtxSetCurrent"](_handle(context))),)
 
     def cuCtxGetDevice(self) -> tuple:
         device = ctypes.c_int()
@@ -176,15 +198,15 @@ class DriverCalls:
 
     def cuModuleGetFunction(self, module: Any, name: bytes) -> tuple:
         function = ctypes.c_void_p()
-        result = self._f["cuModuleGetFunction"](ctypes.byref(function), int(module) or None, name)
+        result = self._f["cuModuleGetFunction"](ctypes.byref(function), _handle(module), name)
         return self.CUresult(result), function.value or 0
 
     def cuFuncGetAttribute(self, attribute: int, function: Any) -> tuple:
         value = ctypes.c_int()
-        return self.CUresult(self._f["cuFuncGetAttribute"](ctypes.byref(value), int(attribute), int(function) or None)), value.value
+        return self.CUresult(self._f["cuFuncGetAttribute"](ctypes.byref(value), int(attribute), _handle(function))), value.value
 
     def cuFuncSetAttribute(self, function: Any, attribute: int, value: int) -> tuple:
-        return (self.CUresult(self._f["cuFuncSetAttribute"](int(function) or None, int(attribute), int(value))),)
+        return (self.CUresult(self._f["cuFuncSetAttribute"](_handle(function), int(attribute), int(value))),)
 
     def cuPointerGetAttribute(self, attribute: int, pointer: int) -> tuple:
         if int(attribute) != self.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
@@ -203,21 +225,22 @@ class DriverCalls:
         return self.CUresult(self._f[call](int(code), ctypes.byref(text))), text.value or b""
 
 
-def _capsule_functions(table: dict[str, Any]) -> dict[str, Callable[..., int]] | None:
-    """ctypes functions for :data:`SIGNATURES` out of a Cython ``__pyx_capi__`` table, or
-    None when one is missing or exported under another signature."""
+def _capsule_functions(table: dict[str, Any]) -> dict[str, tuple[Callable[..., int], Callable[..., int]]] | None:
+    """For each of :data:`SIGNATURES`, ctypes functions out of a Cython ``__pyx_capi__``
+    table that call it with the GIL held and with it released; None when one is missing
+    or exported under another signature."""
     get_name = ctypes.pythonapi.PyCapsule_GetName
     get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
     get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
     get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    functions: dict[str, Callable[..., int]] = {}
+    functions: dict[str, tuple[Callable[..., int], Callable[..., int]]] = {}
     for name, (signature, argtypes) in SIGNATURES.items():
         capsule = table.get(name)
         if capsule is None or get_name(capsule) != signature.encode():
             return None
-        # PYFUNCTYPE keeps the GIL: cuda-bindings raises a Python exception from these
-        # functions when it cannot load libcuda, and it must reach the caller.
-        functions[name] = ctypes.PYFUNCTYPE(ctypes.c_int, *argtypes)(get_pointer(capsule, signature.encode()))
+        address = get_pointer(capsule, signature.encode())
+        functions[name] = (ctypes.PYFUNCTYPE(ctypes.c_int, *argtypes)(address),
+                           ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)(address))
     return functions
 
 

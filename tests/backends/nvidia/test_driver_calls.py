@@ -67,6 +67,11 @@ def stand_in_functions(*, devices=2, fail_init=0):
     return functions, calls
 
 
+def both(functions):
+    """The same stand-ins for calls with the GIL held and with it released."""
+    return {name: (function, function) for name, function in functions.items()}
+
+
 def python_api():
     """A stand-in ``cuda.bindings.driver`` for what DriverCalls does not answer itself."""
     return types.SimpleNamespace(
@@ -90,7 +95,7 @@ def test_the_installed_cuda_bindings_exports_every_function_under_its_signature(
 
 def test_calls_answer_in_cuda_bindings_convention():
     functions, calls = stand_in_functions()
-    cuda = DriverCalls(functions, python_api)
+    cuda = DriverCalls(both(functions), python_api)
     (ok,) = cuda.cuInit(0)
     assert ok == 0 and ok.name == "CUDA_SUCCESS" and not ok
     assert cuda.cuDeviceGetCount() == (0, 2)
@@ -114,7 +119,7 @@ def test_calls_answer_in_cuda_bindings_convention():
 
 def test_a_failed_call_has_the_drivers_name_for_its_code():
     functions, _ = stand_in_functions()
-    cuda = DriverCalls(functions, python_api)
+    cuda = DriverCalls(both(functions), python_api)
     err, handle = cuda.cuModuleGetFunction(0x111, b"missing")
     assert err == 400 and err.name == "CUDA_ERROR_INVALID_HANDLE" and handle == 0
     assert isinstance(err, CUresult) and repr(err) == "<CUresult.CUDA_ERROR_INVALID_HANDLE: 400>"
@@ -128,7 +133,7 @@ def test_no_device_is_reported_by_name(monkeypatch):
     from polytile_nvidia import backend as nvidia_backend
 
     functions, _ = stand_in_functions(fail_init=100)
-    monkeypatch.setattr(nvidia_backend, "_import_driver", lambda: DriverCalls(functions, python_api))
+    monkeypatch.setattr(nvidia_backend, "_import_driver", lambda: DriverCalls(both(functions), python_api))
     assert nvidia_backend.NvidiaBackend().active_devices() == []
 
 
@@ -140,13 +145,38 @@ def test_what_it_does_not_answer_comes_from_the_python_api():
         imported.append(1)
         return python_api()
 
-    cuda = DriverCalls(functions, counted_api)
+    cuda = DriverCalls(both(functions), counted_api)
     cuda.cuInit(0)
     assert not imported  # the calls it answers never import cuda.bindings.driver
     assert cuda.cuLaunchKernel(1, 2)[0] == "launched through the Python API"
     assert cuda.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CLOCK_RATE == 13
     assert cuda.cuPointerGetAttribute(1, 0x10)[0] == "Python API"  # not the device ordinal
     assert imported == [1]
+
+
+@pytest.mark.parametrize("init_result", [0, 100])
+def test_the_gil_is_released_once_cuinit_has_succeeded(init_result):
+    functions, _ = stand_in_functions(fail_init=init_result)
+    held, released = [], []
+    pairs = {name: ((lambda *a, _f=f, _n=name: held.append(_n) or _f(*a)),
+                    (lambda *a, _f=f, _n=name: released.append(_n) or _f(*a))) for name, f in functions.items()}
+    cuda = DriverCalls(pairs, python_api)
+    cuda.cuDeviceGetCount()  # before cuInit: a failure to load libcuda must raise here
+    cuda.cuInit(0)
+    cuda.cuModuleLoadData(b"\x7fELF")
+    assert held[:2] == ["cuDeviceGetCount", "cuInit"]
+    if init_result == 0:
+        assert released == ["cuModuleLoadData"]
+    else:
+        assert released == [] and held[-1] == "cuModuleLoadData"
+
+
+def test_null_handles_pass_as_null():
+    functions, calls = stand_in_functions()
+    cuda = DriverCalls(both(functions), python_api)
+    cuda.cuCtxSetCurrent(None)
+    cuda.cuCtxSetCurrent(0)
+    assert [args for name, args in calls if name == "cuCtxSetCurrent"] == [(None,), (None,)]
 
 
 class _Capsules(dict):
