@@ -232,11 +232,16 @@ def _choose_in_background() -> None:
 
 
 def launch_path() -> str:
-    """How kernels are launched in this process, in words, with the reason."""
+    """How kernels are launched in this process, in words, with the reason, and how the
+    other driver calls are made (see :mod:`.driver_calls`)."""
+    from .driver_calls import describe
+
     native = native_launcher()
+    calls = describe(bindings())
+    calls = f"; {calls}" if calls else ""
     if native is not None:
-        return f"native (C extension calling cuLaunchKernel): {_state.native_reason}"
-    return f"cuda-bindings cuLaunchKernel: {_state.native_reason}"
+        return f"native (C extension calling cuLaunchKernel): {_state.native_reason}{calls}"
+    return f"cuda-bindings cuLaunchKernel: {_state.native_reason}{calls}"
 
 
 def _choose_native() -> tuple[Any, str]:

@@ -245,25 +245,46 @@ def _capsule_functions(table: dict[str, Any]) -> dict[str, tuple[Callable[..., i
 
 
 _made: tuple[Any, DriverCalls] | None = None
+#: The Python API driver_calls() last answered with instead, and why.
+_fallback: tuple[Any, str] | None = None
 
 
 def driver_calls(python_api: Callable[[], Any]) -> Any:
     """The driver's calls: a :class:`DriverCalls` over ``cuda.bindings.cydriver``, or,
     where cydriver cannot be imported or its table is not as expected, ``python_api()``
     (which imports ``cuda.bindings.driver`` and words its import errors)."""
-    global _made
+    global _made, _fallback
     import importlib
 
     try:
         cydriver = importlib.import_module("cuda.bindings.cydriver")
-    except ImportError:
-        return python_api()
+    except ImportError as exc:
+        return _fall_back(python_api, f"cuda.bindings.cydriver cannot be imported ({exc})")
     made = _made
     if made is not None and made[0] is cydriver:
         return made[1]
     functions = _capsule_functions(getattr(cydriver, "__pyx_capi__", None) or {})
     if functions is None:
-        return python_api()
+        return _fall_back(python_api, "cuda.bindings.cydriver does not export the driver functions under the C "
+                                      "signatures polytile calls them with (another cuda-bindings version?)")
     calls = DriverCalls(functions, python_api)
     _made = (cydriver, calls)
     return calls
+
+
+def _fall_back(python_api: Callable[[], Any], reason: str) -> Any:
+    global _fallback
+    module = python_api()
+    _fallback = (module, reason)
+    return module
+
+
+def describe(calls: Any) -> str:
+    """How the driver is called, in words, for ``polytile info`` ("" for a test double)."""
+    if isinstance(calls, DriverCalls):
+        return "driver calls through cuda-bindings' C layer (cuda.bindings.cydriver)"
+    if getattr(calls, "__name__", None) != "cuda.bindings.driver":
+        return ""  # a test double: nothing to say
+    fallback = _fallback
+    why = f": {fallback[1]}" if fallback is not None and fallback[0] is calls else ""
+    return f"driver calls through cuda.bindings.driver{why}"

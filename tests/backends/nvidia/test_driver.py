@@ -147,7 +147,9 @@ def test_the_setting_can_ask_for_cuda_bindings(real_looking_bindings):
 
     with config.override(nvidia_launch="bindings"):
         assert driver.native_launcher() is None
-    assert driver.launch_path() == "cuda-bindings cuLaunchKernel: the setting nvidia_launch is 'bindings'"
+    # The bindings pass for cuda.bindings.driver, so the path says the driver calls go there.
+    assert driver.launch_path() == ("cuda-bindings cuLaunchKernel: the setting nvidia_launch is 'bindings'; "
+                                    "driver calls through cuda.bindings.driver")
 
 
 def test_without_a_compiler_auto_falls_back_and_says_why(real_looking_bindings, monkeypatch, tmp_path):
@@ -158,7 +160,7 @@ def test_without_a_compiler_auto_falls_back_and_says_why(real_looking_bindings, 
     with config.override(nvidia_launch="auto", cache_dir=str(tmp_path)):
         assert driver.native_launcher() is None
     assert driver.launch_path() == ("cuda-bindings cuLaunchKernel: the native launcher cannot be used: no C compiler "
-                                    "found (looked for $CC, cc, gcc and clang)")
+                                    "found (looked for $CC, cc, gcc and clang); driver calls through cuda.bindings.driver")
 
 
 def test_without_a_compiler_native_is_an_error(real_looking_bindings, monkeypatch, tmp_path):

@@ -226,4 +226,16 @@ def test_a_table_not_as_expected_falls_back_on_the_python_api(cydriver_table, ch
 
 def test_no_cydriver_falls_back_on_the_python_api(monkeypatch):
     monkeypatch.setitem(sys.modules, "cuda.bindings.cydriver", None)
-    assert driver_calls.driver_calls(python_api).__name__ == "cuda.bindings.driver"
+    calls = driver_calls.driver_calls(python_api)
+    assert calls.__name__ == "cuda.bindings.driver"
+    assert driver_calls.describe(calls).startswith("driver calls through cuda.bindings.driver: "
+                                                   "cuda.bindings.cydriver cannot be imported")
+
+
+def test_how_the_driver_is_called_is_described(cydriver_table):
+    cydriver_table({name: signature for name, (signature, _) in SIGNATURES.items()})
+    calls = driver_calls.driver_calls(python_api)
+    assert driver_calls.describe(calls) == "driver calls through cuda-bindings' C layer (cuda.bindings.cydriver)"
+    cydriver_table({})
+    calls = driver_calls.driver_calls(python_api)
+    assert "does not export the driver functions under the C signatures" in driver_calls.describe(calls)
