@@ -37,6 +37,10 @@ def clean_config(tmp_path, monkeypatch):
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+    # Project files are looked up once per directory, and something may have looked here
+    # already: config.reload() runs the setting watchers, and once an earlier test has
+    # loaded the plugin manager, its watcher reads disabled_plugins (so the project file).
+    config.reload()
     return path
 
 
@@ -518,7 +522,8 @@ def test_polytile_toml_uses_top_level_keys(clean_config):
 
 def test_search_result_is_cached_per_directory_until_reload(clean_config):
     assert config.project_file() is None
-    path = write(clean_config / "polytile.toml", "dump_ir = true\n")
+    path = clean_config / "polytile.toml"
+    path.write_text("dump_ir = true\n")  # not write(): it reloads
     assert config.get("dump_ir") is False  # the earlier search is cached for this directory
     other = clean_config / "other"
     other.mkdir()

@@ -101,18 +101,24 @@ class BackendRegistry(Registry[Backend]):
             if where:
                 location = f"{location} (from {where})".strip()
             raise UnknownNameError("target backend", parsed.backend, self.names(), location)
+        no_device = ""
         if parsed.arch is None and backend.architectures and backend.default_architecture is None:
             # "nvidia" alone means the architecture of this machine's device, when it has one.
-            devices = self.probe(backend.name).devices
-            if devices:
-                parsed = Target(parsed.backend, devices[0].target.arch)
+            probe = self.probe(backend.name)
+            if probe.devices:
+                parsed = Target(parsed.backend, probe.devices[0].target.arch)
+            else:
+                no_device = f"; alone it means this machine's device's, but backend '{backend.name}' found none " \
+                            f"({probe.reason or 'no device found'})"
         try:
             return backend, backend.resolve_target(parsed)
         except (TargetError, UnknownNameError) as exc:
-            if not where:
+            if not where and not no_device:
                 raise
-            message = str(exc)
-            raise TargetError(f"{message} (the target came from {where})") from None
+            message = str(exc) + no_device
+            if where:
+                message += f" (the target came from {where})"
+            raise TargetError(message) from None
 
     def ordered(self) -> list[Backend]:
         """Backends in the order targets are chosen from: the core's own backends
