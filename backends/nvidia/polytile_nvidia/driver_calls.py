@@ -3,7 +3,8 @@
 Importing ``cuda.bindings.driver``, cuda-bindings' Python API, costs 10-25 ms (it builds
 hundreds of classes and enums), more than everything else a process does to launch a
 kernel from the on-disk cache.  Such a launch makes a dozen driver calls (find the
-device, retain its context, load the cubin, read a few attributes).  It makes them
+device, retain its context, load the cubin, read a few attributes, and launch where the
+native launcher is not built yet).  It makes them
 through ``cuda.bindings.cydriver`` instead: the same library's Cython-level functions,
 the ones its Python API calls, importing in a few milliseconds.  Cython exports them as
 a table of C function pointers (``__pyx_capi__``), each named by its C signature; every
@@ -14,8 +15,7 @@ load libcuda is a Python exception that must reach the caller).
 
 :class:`DriverCalls` answers those calls in ``cuda.bindings.driver``'s convention
 (``(CUresult, *values)`` tuples, enum namespaces, integer handles), so the rest of the
-backend does not know which one it talks to.  Whatever else is asked of it (the launch
-through cuda-bindings, used while the native launcher is not built) comes from
+backend does not know which one it talks to.  Whatever else is asked of it comes from
 ``cuda.bindings.driver``, imported at that moment.
 """
 
@@ -50,6 +50,9 @@ SIGNATURES: dict[str, tuple[str, tuple[Any, ...]]] = {
                            (ctypes.c_void_p, ctypes.c_int, ctypes.c_int)),
     "cuPointerGetAttribute": ("CUresult (void *, CUpointer_attribute, CUdeviceptr)",
                               (ctypes.c_void_p, ctypes.c_int, ctypes.c_ulonglong)),
+    "cuLaunchKernel": ("CUresult (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, "
+                       "unsigned int, unsigned int, CUstream, void **, void **)",
+                       (ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)),
     "cuGetErrorName": ("CUresult (CUresult, char const **)", (ctypes.c_int, _char_pp)),
     "cuGetErrorString": ("CUresult (CUresult, char const **)", (ctypes.c_int, _char_pp)),
 }
@@ -207,6 +210,13 @@ class DriverCalls:
 
     def cuFuncSetAttribute(self, function: Any, attribute: int, value: int) -> tuple:
         return (self.CUresult(self._f["cuFuncSetAttribute"](_handle(function), int(attribute), int(value))),)
+
+    def cuLaunchKernel(self, function: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int,
+                       stream: Any, params: int, extra: int) -> tuple:
+        """``params``, ``extra``: addresses of ``void *`` arrays (0 for none)."""
+        result = self._f["cuLaunchKernel"](_handle(function), gx, gy, gz, bx, by, bz, shared, _handle(stream),
+                                           params or None, extra or None)
+        return (self.CUresult(result),)
 
     def cuPointerGetAttribute(self, attribute: int, pointer: int) -> tuple:
         if int(attribute) != self.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:

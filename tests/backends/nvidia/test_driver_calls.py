@@ -60,6 +60,7 @@ def stand_in_functions(*, devices=2, fail_init=0):
         "cuFuncGetAttribute": record("cuFuncGetAttribute", write=lambda value, attribute, function: setattr(_out(value), "value", 32)),
         "cuFuncSetAttribute": record("cuFuncSetAttribute"),
         "cuPointerGetAttribute": record("cuPointerGetAttribute", write=lambda value, attribute, pointer: setattr(_out(value), "value", 1)),
+        "cuLaunchKernel": record("cuLaunchKernel"),
         "cuGetErrorName": error_text,
         "cuGetErrorString": error_text,
     }
@@ -76,7 +77,7 @@ def python_api():
     """A stand-in ``cuda.bindings.driver`` for what DriverCalls does not answer itself."""
     return types.SimpleNamespace(
         __name__="cuda.bindings.driver",
-        cuLaunchKernel=lambda *args: ("launched through the Python API", args),
+        cuModuleUnload=lambda *args: ("asked the Python API", args),
         CUdevice_attribute=types.SimpleNamespace(CU_DEVICE_ATTRIBUTE_CLOCK_RATE=13),
         cuPointerGetAttribute=lambda attribute, pointer: ("Python API", attribute, pointer),
     )
@@ -115,6 +116,9 @@ def test_calls_answer_in_cuda_bindings_convention():
     assert cuda.cuFuncSetAttribute(0x222, cuda.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                    65536) == (0,)
     assert ("cuFuncSetAttribute", (0x222, 8, 65536)) in calls
+    assert cuda.cuLaunchKernel(0x222, 4, 1, 1, 128, 1, 1, 0, 0, 0x5000, 0) == (0,)
+    # A null stream and no extra array pass as null pointers.
+    assert calls[-1] == ("cuLaunchKernel", (0x222, 4, 1, 1, 128, 1, 1, 0, None, 0x5000, None))
 
 
 def test_a_failed_call_has_the_drivers_name_for_its_code():
@@ -148,7 +152,7 @@ def test_what_it_does_not_answer_comes_from_the_python_api():
     cuda = DriverCalls(both(functions), counted_api)
     cuda.cuInit(0)
     assert not imported  # the calls it answers never import cuda.bindings.driver
-    assert cuda.cuLaunchKernel(1, 2)[0] == "launched through the Python API"
+    assert cuda.cuModuleUnload(1, 2)[0] == "asked the Python API"
     assert cuda.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CLOCK_RATE == 13
     assert cuda.cuPointerGetAttribute(1, 0x10)[0] == "Python API"  # not the device ordinal
     assert imported == [1]
