@@ -48,8 +48,8 @@ def test_an_explicit_architecture_wins_over_the_device():
 
 @pytest.mark.parametrize("backend", [Gpu(), Gpu(missing=True)], ids=["no-device", "no-driver"])
 def test_without_a_device_the_architecture_must_be_named(backend):
-    with pytest.raises(TargetError, match="names no architecture; use one of 'gpu:a1', 'gpu:a2'; alone it means this "
-                                          "machine's device's, but backend 'gpu' found none") as raised:
+    with pytest.raises(TargetError, match="names no architecture; use one of 'gpu:a1', 'gpu:a2'; 'gpu' alone means the "
+                                          "architecture of this machine's device, and backend 'gpu' found none") as raised:
         registry_with(backend).resolve("gpu")
     # The probe's own reason says why there is no device.
     assert str(raised.value).endswith(f"({registry_with(backend).probe('gpu').reason})")

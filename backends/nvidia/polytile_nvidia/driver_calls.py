@@ -263,7 +263,7 @@ def driver_calls(python_api: Callable[[], Any]) -> Any:
     """The driver's calls: a :class:`DriverCalls` over ``cuda.bindings.cydriver``, or,
     where cydriver cannot be imported or its table is not as expected, ``python_api()``
     (which imports ``cuda.bindings.driver`` and words its import errors)."""
-    global _made, _fallback
+    global _made
     import importlib
 
     try:

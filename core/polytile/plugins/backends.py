@@ -108,8 +108,8 @@ class BackendRegistry(Registry[Backend]):
             if probe.devices:
                 parsed = Target(parsed.backend, probe.devices[0].target.arch)
             else:
-                no_device = f"; alone it means this machine's device's, but backend '{backend.name}' found none " \
-                            f"({probe.reason or 'no device found'})"
+                no_device = (f"; '{parsed}' alone means the architecture of this machine's device, and backend "
+                             f"'{backend.name}' found none ({probe.reason or 'no device found'})")
         try:
             return backend, backend.resolve_target(parsed)
         except (TargetError, UnknownNameError) as exc:
