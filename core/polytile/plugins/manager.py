@@ -50,6 +50,7 @@ from .records import (
     ENTRY_POINT_GROUPS,
     FAILED,
     LOADED,
+    _REPORTS,
     EntryPointLike,
     PluginRecord,
     _distribution_of,
@@ -745,7 +746,7 @@ _watch_configuration()
 
 def __getattr__(name: str) -> Any:
     # The report classes, imported from .reports when asked for (see .records).
-    if name in ("BackendReport", "PluginReport", "PolytileInfo"):
+    if name in _REPORTS:
         from . import reports
 
         return getattr(reports, name)
