@@ -1,5 +1,7 @@
 """The generated entry point: binding, the specialization key, the hot cache."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -64,7 +66,7 @@ def test_binding_errors_name_the_kernel_in_the_runtimes_words():
         axpy[(1,)](out, x, 16, 2.0, 16, 99)
     with pytest.raises(LaunchError, match="'axpy': got an unexpected keyword argument 'nn'; did you mean 'n'"):
         axpy[(1,)](out, x, 16, nn=3)
-    with pytest.raises(TypeError, match="axpy.*multiple values for argument 'out_ptr'"):
+    with pytest.raises(LaunchError, match="'axpy': argument 'out_ptr' is given twice"):
         axpy[(1,)](out, x, 16, out_ptr=out)
 
 
@@ -258,9 +260,49 @@ def test_grid3():
     grid3 = make_grid3("k", LaunchError)
     assert grid3((4,)) == (4, 1, 1) and grid3((4, 2)) == (4, 2, 1) and grid3((4, 2, 3)) == (4, 2, 3)
     assert grid3(5) == (5, 1, 1) and grid3([np.int64(2), 3]) == (2, 3, 1) and grid3((0,)) == (0, 1, 1)
-    for bad in ((), (1, 2, 3, 4), (-1,), "x", (1.5, "a")):
+    assert grid3((np.uint8(3), np.int32(2))) == (3, 2, 1) and grid3(np.int64(7)) == (7, 1, 1)
+    assert grid3((2**31 - 1, 65535, 65535)) == (2**31 - 1, 65535, 65535)
+    for bad in ((), (1, 2, 3, 4), "x", None):
         with pytest.raises(LaunchError, match="kernel 'k': the grid must be a tuple of 1 to 3"):
             grid3(bad)
+
+
+@pytest.mark.parametrize("grid, axis, value", [
+    ((1.5, "a"), 0, "1.5"), ((3000 / 1024,), 0, "2.9296875"), ((-0.5,), 0, "-0.5"), ((True,), 0, "True"),
+    (("3",), 0, "'3'"), ((4, 2.0), 1, "2.0"), ((np.float32(2),), 0, repr(np.float32(2))), ((1, 1, np.bool_(True)), 2, repr(np.bool_(True))),
+    (True, 0, "True"), (2.0, 0, "2.0"),
+])
+def test_grid3_refuses_what_is_not_an_integer_naming_the_axis(grid, axis, value):
+    """A float grid (n / BLOCK) used to be truncated: 2048 of 3000 elements written, no error."""
+    with pytest.raises(LaunchError, match=rf"kernel 'k': grid .*: axis {axis} must be an integer, got {re.escape(value)}"):
+        make_grid3("k", LaunchError)(grid)
+
+
+def test_grid3_says_to_use_cdiv_for_a_float():
+    with pytest.raises(LaunchError, match=r"use pl.cdiv\(n, BLOCK\)"):
+        make_grid3("k", LaunchError)((3000 / 1024,))
+
+
+@pytest.mark.parametrize("grid, axis", [((-1,), 0), ((2, -3), 1)])
+def test_grid3_refuses_negative_counts(grid, axis):
+    with pytest.raises(LaunchError, match=f"axis {axis} must be non-negative"):
+        make_grid3("k", LaunchError)(grid)
+
+
+@pytest.mark.parametrize("grid, axis, limit", [
+    ((2**31,), 0, 2**31 - 1), ((1, 65536), 1, 65535), ((1, 1, 65536), 2, 65535), ((np.int64(2**40),), 0, 2**31 - 1),
+])
+def test_grid3_limits_are_the_same_on_every_target(grid, axis, limit):
+    """The interpreter used to run (2**31,) for ever; every target now refuses the same grids."""
+    with pytest.raises(LaunchError, match=f"axis {axis} has {int(grid[axis])} programs, more than the {limit}"):
+        make_grid3("k", LaunchError)(grid)
+
+
+def test_grid3_takes_a_0d_integer_tensor():
+    torch = pytest.importorskip("torch")
+    assert make_grid3("k", LaunchError)((torch.tensor(3), 2)) == (3, 2, 1)
+    with pytest.raises(LaunchError, match="axis 0 must be an integer"):
+        make_grid3("k", LaunchError)((torch.tensor(3.0),))
 
 
 def test_an_unsupported_argument_is_described_briefly():

@@ -17,6 +17,8 @@ that launch takes the slow path, which explains or handles it.
 from __future__ import annotations
 
 import keyword
+import numbers
+import operator
 from typing import Any, Callable, Hashable
 
 import numpy as np
@@ -384,33 +386,72 @@ def option_key(options: dict) -> Hashable:
     return items
 
 
+#: The largest grid on each axis, the same on every target: CUDA's and HIP's limits (x up
+#: to 2**31 - 1 blocks, y and z up to 65535), which the interpreter keeps too, so that a
+#: grid that runs on one target runs on all of them.
+MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
+def _grid_entry(value: Any) -> int:
+    """One axis of a grid as an int: a Python int, a NumPy integer or a 0-d integer
+    tensor (anything with ``__index__``); bools, floats and strings raise TypeError."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError
+    return operator.index(value)
+
+
 def make_grid3(kernel: str, error: Callable[[str], Exception]) -> Callable[[Any], tuple[int, int, int]]:
-    """``grid3(grid)``: the grid as a 3-tuple of non-negative ints, or ``error``."""
+    """``grid3(grid)``: the grid as a 3-tuple of ints within :data:`MAX_GRID`, or ``error``.
+
+    A grid entry must be an integer: a float (``n / BLOCK`` instead of ``pl.cdiv``), a bool
+    or a string is an error naming the axis, never truncated to some number of programs."""
+    limit_x, limit_y, limit_z = MAX_GRID
+
     def slow(grid: Any) -> tuple[int, int, int]:
-        items = (grid,) if isinstance(grid, int) else grid
-        try:
-            items = tuple(int(g) for g in items)
-        except (TypeError, ValueError):
+        if isinstance(grid, (list, tuple)):
+            items = tuple(grid)
+        elif isinstance(grid, (numbers.Number, np.generic)) or hasattr(grid, "__index__"):
+            # kernel[4] is kernel[(4,)]; _grid_entry judges the number
+            items = (grid,)
+        else:
             raise error(f"kernel '{kernel}': the grid must be a tuple of 1 to 3 integers "
-                        f"(or a callable returning one), got {grid!r}") from None
-        if not 1 <= len(items) <= 3 or any(g < 0 for g in items):
-            raise error(f"kernel '{kernel}': the grid must be a tuple of 1 to 3 non-negative integers, got {grid!r}")
-        return (items + (1, 1))[:3]  # type: ignore[return-value]
+                        f"(or a callable returning one), got {grid!r}")
+        if not 1 <= len(items) <= 3:
+            raise error(f"kernel '{kernel}': the grid must be a tuple of 1 to 3 integers, got {len(items)} "
+                        f"entries: {grid!r}")
+        counts = []
+        for axis, value in enumerate(items):
+            try:
+                count = _grid_entry(value)
+            except (TypeError, ValueError, RuntimeError):
+                hint = (" (use pl.cdiv(n, BLOCK), or //, for a number of programs)"
+                        if isinstance(value, (float, np.floating)) else "")
+                raise error(f"kernel '{kernel}': grid {grid!r}: axis {axis} must be an integer, got "
+                            f"{value!r} ({type(value).__name__}){hint}") from None
+            if count < 0:
+                raise error(f"kernel '{kernel}': grid {grid!r}: axis {axis} must be non-negative, got {count}")
+            if count > MAX_GRID[axis]:
+                raise error(f"kernel '{kernel}': grid {grid!r}: axis {axis} has {count} programs, more than the "
+                            f"{MAX_GRID[axis]} allowed on that axis (on every target); use bigger blocks or loop "
+                            "inside the kernel")
+            counts.append(count)
+        return tuple(counts + [1, 1])[:3]  # type: ignore[return-value]
 
     def grid3(grid: Any) -> tuple[int, int, int]:
         if type(grid) is tuple:
             n = len(grid)
             if n == 1:
                 x = grid[0]
-                if type(x) is int and x >= 0:
+                if type(x) is int and 0 <= x <= limit_x:
                     return x, 1, 1
             elif n == 2:
                 x, y = grid
-                if type(x) is int and type(y) is int and x >= 0 and y >= 0:
+                if type(x) is int and type(y) is int and 0 <= x <= limit_x and 0 <= y <= limit_y:
                     return x, y, 1
             elif n == 3:
                 x, y, z = grid
-                if type(x) is int and type(y) is int and type(z) is int and x >= 0 and y >= 0 and z >= 0:
+                if (type(x) is int and type(y) is int and type(z) is int
+                        and 0 <= x <= limit_x and 0 <= y <= limit_y and 0 <= z <= limit_z):
                     return grid
         return slow(grid)
 
@@ -509,7 +550,7 @@ def make_entry(kernel: str, signature: Any, constexprs: set[str], plain: frozens
         f"        {p}k, {p}values = {p}miss({p}key, ({every}), {p}opts)",
         f"    if type({p}grid) is {p}tuple and len({p}grid) == 1:",
         f"        {p}g = {p}grid[0]",
-        f"        if type({p}g) is int and {p}g >= 0:",
+        f"        if type({p}g) is int and 0 <= {p}g <= {MAX_GRID[0]}:",
         f"            {p}k.launcher(({p}g, 1, 1), {p}values)",
         f"            return {p}k",
         f"    elif callable({p}grid):",

@@ -263,7 +263,26 @@ class JITFunction:
         if source is not None:
             self._adopt_dispatcher(source)
         entry = self._entry_fn
-        return functools.partial(entry if entry is not None else self._entry(), grid)
+        return functools.partial(self._launch, entry if entry is not None else self._entry(), grid)
+
+    def _launch(self, entry: Callable, grid: Any, /, *args: Any, **kwargs: Any) -> CompiledKernel:
+        """``kernel[grid](...)`` without a native dispatcher: the entry point, with Python's
+        own binding errors (an argument given twice) said in the runtime's words."""
+        try:
+            return entry(grid, *args, **kwargs)
+        except TypeError as error:
+            if error.__traceback__ is not None and error.__traceback__.tb_next is None:
+                raise self._binding_error(args, kwargs, error) from None
+            raise
+
+    def _binding_error(self, args: tuple, kwargs: dict, error: TypeError) -> LaunchError:
+        """The LaunchError for a call the entry point could not even bind (Python raised
+        ``error`` before running it): an argument given by position and by keyword."""
+        for index, name in enumerate(self.param_names[:len(args)]):
+            if name in kwargs:
+                return LaunchError(f"'{self.__name__}': argument '{name}' is given twice, by position (argument "
+                                   f"{index + 1} of the call) and by keyword ({name}=...); pass it once")
+        return LaunchError(f"'{self.__name__}': {error}")
 
     def _adopt_dispatcher(self, source: Any) -> None:
         dispatcher = source.make_dispatcher(self._dispatch_slow)
@@ -285,7 +304,12 @@ class JITFunction:
             entry = self._entry()
         if grid_was_called:
             grid = make_grid3(self.__name__, LaunchError)(grid)
-        compiled = entry(grid, *args, **kwargs) if kwargs else entry(grid, *args)
+        try:
+            compiled = entry(grid, *args, **kwargs) if kwargs else entry(grid, *args)
+        except TypeError as error:
+            if error.__traceback__ is not None and error.__traceback__.tb_next is None:
+                raise self._binding_error(args, kwargs or {}, error) from None
+            raise
         dispatcher = self._dispatcher
         if planned or self._plan_budget <= 0 or generation != _generation or dispatcher is None:
             return compiled
@@ -312,7 +336,7 @@ class JITFunction:
         """Launch over ``grid`` (a tuple, or a callable of the arguments by name, launch
         options included, returning one).  ``target=`` and the launch options
         (``num_warps``...) go with the arguments.  Returns the compiled kernel."""
-        return self._entry()(grid, *args, **kwargs)
+        return self._launch(self._entry(), grid, *args, **kwargs)
 
     def _entry(self, seen: dict[str, type] | None = None) -> Callable:
         entry = self._entry_fn
