@@ -43,6 +43,7 @@ typedef struct {
     uint32_t *offsets;  /* each kernel parameter's place in the bytes */
     char *base;         /* the bytes with the defaults of parameters not passed */
     PyObject *guard, *launcher, *meta_base, *slot_names, *result;
+    PyObject *counts;   /* the launcher's launch counters (bytearray): COUNT_NATIVE counts here */
 } Plan;
 
 static PyObject *name_dtype, *name_table;
@@ -58,6 +59,7 @@ static int plan_traverse(Plan *plan, visitproc visit, void *arg) {
     Py_VISIT(plan->meta_base);
     Py_VISIT(plan->slot_names);
     Py_VISIT(plan->result);
+    Py_VISIT(plan->counts);
     return 0;
 }
 
@@ -69,6 +71,7 @@ static int plan_clear(Plan *plan) {
     Py_CLEAR(plan->meta_base);
     Py_CLEAR(plan->slot_names);
     Py_CLEAR(plan->result);
+    Py_CLEAR(plan->counts);
     return 0;
 }
 
@@ -97,14 +100,16 @@ static PyObject *plan_invalid(const char *what) {
 }
 
 /* Plan(nargs, kwnames, slots, objects, offsets, base, block, shared, guard, launcher,
- *      meta_base, slot_names, result): every size and index is checked here, once. */
+ *      meta_base, slot_names, result, counts): every size and index is checked here, once. */
 static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     Py_ssize_t nargs;
-    PyObject *kwnames, *slots, *objects, *offsets, *base, *guard, *launcher, *meta_base, *slot_names, *result;
+    PyObject *kwnames, *slots, *objects, *offsets, *base, *guard, *launcher, *meta_base, *slot_names, *result, *counts;
     unsigned int block, shared;
-    if (!PyArg_ParseTuple(args, "nOSO!SSIIOOOO!O", &nargs, &kwnames, &slots, &PyTuple_Type, &objects, &offsets, &base,
-                          &block, &shared, &guard, &launcher, &meta_base, &PyTuple_Type, &slot_names, &result))
+    if (!PyArg_ParseTuple(args, "nOSO!SSIIOOOO!OO!", &nargs, &kwnames, &slots, &PyTuple_Type, &objects, &offsets,
+                          &base, &block, &shared, &guard, &launcher, &meta_base, &PyTuple_Type, &slot_names, &result,
+                          &PyByteArray_Type, &counts))
         return NULL;
+    if (PyByteArray_GET_SIZE(counts) < COUNT_SLOTS * 8) return plan_invalid("counts must hold the launch counters");
     Py_ssize_t keywords = 0;
     if (kwnames != Py_None) {
         if (!PyTuple_CheckExact(kwnames)) return plan_invalid("kwnames must be a tuple or None");
@@ -137,6 +142,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     Py_INCREF(meta_base); plan->meta_base = meta_base;
     Py_INCREF(slot_names); plan->slot_names = slot_names;
     Py_INCREF(result); plan->result = result;
+    Py_INCREF(counts); plan->counts = counts;
     if (plan->slots == NULL || plan->offsets == NULL || plan->base == NULL) {
         Py_DECREF(plan);
         return PyErr_NoMemory();
@@ -171,7 +177,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
 
 static PyTypeObject PlanType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_polytile_nvidia_launch.Plan",
+    .tp_name = "polytile_nvidia._launch.Plan",
     .tp_basicsize = sizeof(Plan),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = plan_new,
@@ -366,6 +372,7 @@ static int try_plan_into(const Plan *plan, PyObject *grid, PyObject *const *valu
                            (unsigned)counts[2], plan->block, 1, 1, plan->shared, stream,
                            plan->count ? pointers : NULL, NULL);
     if (result) return raise_driver_error(plan, result, CALL_LAUNCH, device);
+    count_launch(plan->counts, COUNT_NATIVE);
     return LAUNCHED;
 }
 
@@ -468,8 +475,10 @@ static PyObject *bound_call(PyObject *self, PyObject *const *values, size_t narg
         Py_XDECREF(called_grid);
         return result;
     }
+    slow_reason = status == NEEDS_PYTHON ? SLOW_NEEDS_PYTHON : SLOW_NO_PLAN;
     result = call_slow(dispatcher, called_grid != NULL ? called_grid : grid, values, nargs, kwnames,
                        called_grid != NULL, status == NEEDS_PYTHON);
+    slow_reason = SLOW_NONE;  /* counted by the launch it made, if it made one */
     Py_XDECREF(called_grid);
     return result;
 }
@@ -494,7 +503,7 @@ static void bound_dealloc(Bound *bound) {
 
 static PyTypeObject BoundType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_polytile_nvidia_launch.Bound",
+    .tp_name = "polytile_nvidia._launch.Bound",
     .tp_basicsize = sizeof(Bound),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
     .tp_vectorcall_offset = offsetof(Bound, vectorcall),
@@ -601,7 +610,7 @@ static PyGetSetDef dispatcher_getset[] = {
 
 static PyTypeObject DispatcherType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_polytile_nvidia_launch.Dispatcher",
+    .tp_name = "polytile_nvidia._launch.Dispatcher",
     .tp_basicsize = sizeof(Dispatcher),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = dispatcher_new,

@@ -1,11 +1,13 @@
 /* The NVIDIA launch fast path: pack the arguments and call cuLaunchKernel in one C call.
  *
- * Built on first use by polytile.runtime.launcher.build_native_module (no CUDA headers:
- * the few driver types are declared here).  The driver entry points are handed in as
- * addresses by configure(), so the same code runs against the real libcuda or against
- * test doubles.
+ * Built when polytile-nvidia is installed, as the extension module polytile_nvidia._launch
+ * (backends/nvidia/setup.py; no CUDA headers: the few driver types are declared here).
+ * polytile_nvidia.driver builds it at run time too, into the cache directory, but only
+ * where the installed module is missing or older than this source.  The driver entry
+ * points are handed in as addresses by configure(), so the same code runs against the
+ * real libcuda or against test doubles.
  *
- * launch(plan, table, args, gx, gy, gz, stream) packs and launches the common case:
+ * launch(plan, table, args, gx, gy, gz, stream, counts) packs and launches the common case:
  * scalars that are Python ints, floats and bools, pointer arguments that are None or
  * tensors of a registered type (torch.Tensor: data_ptr() and get_device()), all on one
  * device on which the kernel is already loaded.  It returns 0 when the kernel was
@@ -16,6 +18,11 @@
  *
  * The argument bytes and the pointer array live on this function's stack, so launches
  * from several threads share nothing and need no lock.
+ *
+ * Launch counts: each launcher keeps a bytearray of COUNT_SLOTS 64-bit counters (see
+ * polytile_nvidia.launcher.LaunchCounts): the dispatcher counts its own launches in
+ * COUNT_NATIVE; launch() counts the launches it makes for the Python entry point by why
+ * they came through Python (the reason the dispatcher handed the call over, if it did).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -33,6 +40,30 @@ typedef CUresult (*CtxGetCurrent)(CUcontext *);
 typedef CUresult (*CtxSetCurrent)(CUcontext);
 
 enum { CALL_CTX_GET = 1, CALL_CTX_SET = 2, CALL_LAUNCH = 3 };
+/* The launch counters' slots; a SLOW_* reason r is counted in slot COUNT_NO_DISPATCHER + r. */
+enum { COUNT_NATIVE = 0, COUNT_NO_DISPATCHER = 1, COUNT_NO_PLAN = 2, COUNT_NEEDS_PYTHON = 3, COUNT_SLOTS = 8 };
+enum { SLOW_NONE = 0, SLOW_NO_PLAN = 1, SLOW_NEEDS_PYTHON = 2 };
+/* Why the dispatcher last handed a call to the Python path (SLOW_*), until that call's
+ * launch is counted (under the GIL: exact for launches from one thread). */
+static int slow_reason;
+
+static void count_launch(PyObject *counts, int slot) {
+    if (counts != NULL && PyByteArray_CheckExact(counts) && PyByteArray_GET_SIZE(counts) >= COUNT_SLOTS * 8) {
+        uint64_t value;
+        char *at = PyByteArray_AS_STRING(counts) + slot * 8;
+        memcpy(&value, at, 8);
+        value++;
+        memcpy(at, &value, 8);
+    }
+}
+
+/* take_slow_reason(): why the dispatcher handed the current call to Python (0: it did
+ * not), cleared. */
+static PyObject *take_slow_reason(PyObject *self, PyObject *unused) {
+    int reason = slow_reason;
+    slow_reason = SLOW_NONE;
+    return PyLong_FromLong(reason);
+}
 /* CUDA's limit on kernel parameter bytes (32764 since 12.1) bounds what we pack. */
 enum { MAX_ARGUMENT_BYTES = 32768, MAX_ARGUMENTS = 1024, MAX_TENSOR_TYPES = 8 };
 
@@ -162,8 +193,8 @@ static PyObject *activate(CUcontext context) {
 }
 
 static PyObject *launch(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
-    if (argc != 7) {
-        PyErr_SetString(PyExc_TypeError, "launch(plan, table, args, gx, gy, gz, stream)");
+    if (argc != 8) {
+        PyErr_SetString(PyExc_TypeError, "launch(plan, table, args, gx, gy, gz, stream, counts)");
         return NULL;
     }
     if (launch_kernel == NULL || !PyBytes_Check(argv[0]) || !PyBytes_Check(argv[1])) return needs_python();
@@ -237,6 +268,8 @@ static PyObject *launch(PyObject *self, PyObject *const *argv, Py_ssize_t argc) 
                                     (unsigned)grid[2], plan->block, 1, 1, plan->shared, stream,
                                     count ? pointers : NULL, NULL);
     if (result) return driver_error(result, CALL_LAUNCH);
+    count_launch(argv[7], COUNT_NO_DISPATCHER + slow_reason);
+    slow_reason = SLOW_NONE;
     return PyLong_FromLong(0);
 }
 
@@ -312,12 +345,19 @@ static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS, "Set the driver entry points and the current-stream callable."},
     {"set_current_stream", set_current_stream, METH_O, "Set the callable giving a device's current stream."},
     {"add_tensor_type", add_tensor_type, METH_O, "Read pointer arguments of this type in C."},
+    {"take_slow_reason", take_slow_reason, METH_NOARGS, "Why the dispatcher handed this call to Python (cleared)."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_polytile_nvidia_launch", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "polytile_nvidia._launch", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__polytile_nvidia_launch(void) {
+/* The SHA-256 of the sources it was built from (setup.py, or the run-time build, defines
+ * it): polytile_nvidia.driver compares it with the sources next to it. */
+#ifndef POLYTILE_LAUNCH_SOURCE_DIGEST
+#define POLYTILE_LAUNCH_SOURCE_DIGEST ""
+#endif
+
+PyMODINIT_FUNC PyInit__launch(void) {
     name_data_ptr = PyUnicode_InternFromString("data_ptr");
     name_get_device = PyUnicode_InternFromString("get_device");
     name_dtype = PyUnicode_InternFromString("dtype");
@@ -329,7 +369,8 @@ PyMODINIT_FUNC PyInit__polytile_nvidia_launch(void) {
     Py_INCREF(&PlanType);
     Py_INCREF(&DispatcherType);
     if (PyModule_AddObject(self, "Plan", (PyObject *)&PlanType) ||
-        PyModule_AddObject(self, "Dispatcher", (PyObject *)&DispatcherType)) {
+        PyModule_AddObject(self, "Dispatcher", (PyObject *)&DispatcherType) ||
+        PyModule_AddStringConstant(self, "source_digest", POLYTILE_LAUNCH_SOURCE_DIGEST)) {
         Py_DECREF(self);
         return NULL;
     }

@@ -105,7 +105,7 @@ class NvidiaBackend(Backend):
 
     def launch_path(self) -> str:
         """How kernels are launched in this process and why, for ``polytile info``: the
-        native C launcher (built on first use) or cuda-bindings."""
+        native C launcher (built at install) or cuda-bindings, and why."""
         from .driver import launch_path
 
         return launch_path()

@@ -8,16 +8,22 @@ properties are read once per device.
 Every failing driver call is a :class:`CudaDriverError` naming the call, the kernel when
 there is one, and the driver's own explanation of the error code.
 
-Launches go through the native launcher when it can be used (:func:`native_launcher`: a
-C extension built from ``_launch.c`` that packs the arguments and calls cuLaunchKernel,
-about 2 µs cheaper per launch than cuda-bindings' wrapper); the setting ``nvidia_launch``
-chooses, and :func:`launch_path` says which is in use and why.
+Launches go through the native launcher when it can be used (:func:`native_launcher`:
+the C extension ``polytile_nvidia._launch``, built from ``_launch.c`` when polytile-nvidia
+is installed, which packs the arguments and calls cuLaunchKernel, about 2 µs cheaper per
+launch than cuda-bindings' wrapper, and whose dispatcher launches ``kernel[grid](...)``
+in one C call); the setting ``nvidia_launch`` chooses, and :func:`launch_path` says
+which is in use and why.  Only where the installed module is missing or older than its
+source is the module built at run time, into the cache directory (a fallback).
 """
 
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import importlib
 import logging
+import re
 import threading
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -27,6 +33,10 @@ from polytile.runtime.jit import LaunchError
 
 log = logging.getLogger("polytile.nvidia.driver")
 _NATIVE_SOURCE = Path(__file__).with_name("_launch.c")
+#: The launch module as installed (backends/nvidia/setup.py builds it), and the marker
+#: setup.py leaves in its place when it could not build it (its text says why).
+NATIVE_MODULE = "polytile_nvidia._launch"
+_UNBUILT_MARKER = Path(__file__).with_name("_launch.unbuilt")
 #: The driver entry points the native launcher calls, by their libcuda symbol names.
 _NATIVE_ENTRY_POINTS = ("cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent")
 
@@ -108,6 +118,8 @@ class _State:
         self.native_chosen = False
         #: The thread building the native launcher when it was not built yet (auto mode).
         self.native_builder: threading.Thread | None = None
+        #: (the installed launch module, or None and why it cannot be used), once looked at.
+        self.installed: tuple[Any, str] | None = None
 
 
 _state = _State()
@@ -172,11 +184,14 @@ def native_launcher(*, wait: bool = True) -> Any:
     """The native launch module, configured for the CUDA driver, or None when launches go
     through cuda-bindings (:func:`launch_path` says why).  Chosen once per process.
 
-    ``wait=False`` (a launcher's first load): under ``nvidia_launch = "auto"``, a native
-    launcher not built yet is built by a C compiler on a background thread, and this
-    returns None until it is ready (:func:`native_pending`), so that the first launch of a
-    process does not wait some 200 ms for the compiler; launches go through cuda-bindings
-    meanwhile and take the native path once it is ready."""
+    The module is the one installed with polytile-nvidia (:func:`installed_module`).
+    Only where that one is missing or stale is it built at run time, and then
+    ``wait=False`` (a launcher's first load) under ``nvidia_launch = "auto"`` runs the C
+    compiler on a background thread and returns None until it is ready
+    (:func:`native_pending`), so that the first launch does not wait some 200 ms for the
+    compiler: launches go through cuda-bindings meanwhile, each launcher takes the native
+    path at its first launch after the build finished, and each ``@jit`` function its
+    dispatcher at its next launch after that."""
     if _state.native_chosen:
         return _state.native
     builder = None
@@ -206,7 +221,8 @@ def native_pending() -> bool:
 
 def _build_in_background() -> bool:
     """Whether choosing the native launcher now means running the C compiler, under the
-    'auto' setting with the real driver bindings (so it is worth a thread)."""
+    'auto' setting with the real driver bindings (so it is worth a thread): only when
+    the installed module cannot be used and no run-time build of it is cached."""
     from polytile import config
     from polytile.runtime.cache import cache_directory
     from polytile.runtime.launcher import NativeBuildError, native_module_path
@@ -215,10 +231,56 @@ def _build_in_background() -> bool:
         return False
     if not _is_cuda_bindings(bindings()):
         return False
+    if installed_module()[0] is not None:
+        return False
     try:
-        return not native_module_path("_polytile_nvidia_launch", _NATIVE_SOURCE, cache_directory() / "native")[2].is_file()
+        return not native_module_path(NATIVE_MODULE, _NATIVE_SOURCE, cache_directory() / "native")[2].is_file()
     except NativeBuildError:
         return False  # choosing is quick then: the reason why not is all there is to find
+
+
+def source_digest(source: Path | None = None) -> str:
+    """The SHA-256 of ``source`` and of each header it includes from its own directory,
+    in order: what the launch module records as ``source_digest`` (setup.py computes the
+    same)."""
+    source = source or _NATIVE_SOURCE
+    text = source.read_bytes()
+    digest = hashlib.sha256(text)
+    for name in re.findall(rb'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', text, re.MULTILINE):
+        digest.update((source.parent / name.decode()).read_bytes())
+    return digest.hexdigest()
+
+
+def installed_module() -> tuple[Any, str]:
+    """``(module, "")``: the launch module built when polytile-nvidia was installed; or
+    ``(None, why)`` when there is none or it is older than the source next to it (an
+    editable install whose ``_launch.c`` changed since).  Looked at once per process."""
+    found = _state.installed
+    if found is not None:
+        return found
+    try:
+        module = importlib.import_module(NATIVE_MODULE)
+    except ImportError as exc:
+        why = f"it is not installed ({exc})"
+        try:
+            why = _UNBUILT_MARKER.read_text().strip() or why
+        except OSError:
+            pass
+        found = None, f"polytile-nvidia was installed without its native launch module: {why}"
+    else:
+        built_from = getattr(module, "source_digest", "")
+        try:
+            stale = _NATIVE_SOURCE.is_file() and built_from != source_digest()
+        except OSError:
+            stale = False  # a source that cannot be read says nothing against the module
+        if stale:
+            found = None, (f"the installed native launch module ({Path(module.__file__).name}) was built from another "
+                           f"{_NATIVE_SOURCE.name} than the one next to it: reinstall polytile-nvidia (pip install -e "
+                           "backends/nvidia, or ./dev setup)")
+        else:
+            found = module, ""
+    _state.installed = found
+    return found
 
 
 def _choose_in_background() -> None:
@@ -254,11 +316,12 @@ def _choose_native() -> tuple[Any, str]:
     if not _is_cuda_bindings(cuda):
         return None, "the CUDA bindings in use are not cuda.bindings.driver (a test double?)"
     from polytile.runtime.args import torch_current_stream
-    from polytile.runtime.cache import cache_directory
-    from polytile.runtime.launcher import NativeBuildError, build_native_module
+    from polytile.runtime.launcher import NativeBuildError
 
+    module, unusable = installed_module()
     try:
-        module = build_native_module("_polytile_nvidia_launch", _NATIVE_SOURCE, cache_directory() / "native")
+        if module is None:
+            module = _build_at_run_time(unusable)
         module.configure(*driver_entry_points(), torch_current_stream)
     except (NativeBuildError, OSError, AttributeError, ValueError) as exc:
         if choice == "native":
@@ -267,7 +330,22 @@ def _choose_native() -> tuple[Any, str]:
         log.info("NVIDIA launches go through cuda-bindings: the native launcher cannot be used: %s", exc)
         return None, f"the native launcher cannot be used: {exc}"
     log.debug("NVIDIA launches go through the native launcher %s", module.__file__)
-    return module, f"nvidia_launch is '{choice}', built as {Path(module.__file__).name}"
+    if not unusable:
+        return module, f"nvidia_launch is '{choice}'; {NATIVE_MODULE} built at install ({Path(module.__file__).name})"
+    return module, f"nvidia_launch is '{choice}'; built at run time as {Path(module.__file__).name}, because {unusable}"
+
+
+def _build_at_run_time(unusable: str) -> Any:
+    """The launch module built by the C compiler into the cache directory (the fallback
+    for an installed module that is missing or stale; ``unusable`` says which)."""
+    from polytile.runtime.cache import cache_directory
+    from polytile.runtime.launcher import NativeBuildError, build_native_module
+
+    try:
+        return build_native_module(NATIVE_MODULE, _NATIVE_SOURCE, cache_directory() / "native",
+                                   defines={"POLYTILE_LAUNCH_SOURCE_DIGEST": f'"{source_digest()}"'})
+    except (NativeBuildError, OSError) as exc:
+        raise NativeBuildError(f"{unusable}; and it cannot be built at run time: {exc}") from None
 
 
 def driver_entry_points() -> tuple[int, ...]:

@@ -20,12 +20,18 @@ path of :class:`~polytile.runtime.launcher.LauncherBase`, which packs into the
 packer's buffer under the lock, names the argument at fault, and loads the kernel on a
 new device.  Without the native launcher, the general path is the only one and launches
 through cuda-bindings.
+
+In front of both, a ``@jit`` function may launch through the launch module's
+*dispatcher* (:mod:`polytile.runtime.dispatch`): ``kernel[grid](...)`` checked, packed
+and launched in one C call, no Python of ours at all.  Every launcher counts its
+launches by path, and the Python ones by why they were not the dispatcher's
+(:meth:`Launcher.launch_counts`, :func:`launch_counts`).
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from polytile.ir.types import Type
 from polytile.runtime.args import torch_stream_function
@@ -46,6 +52,60 @@ _DISPATCH_HINTS = {"any": 0, "aligned": 1, "unaligned": 2, "one": 3, "divisible"
 _DISPATCH_RANGES = {"": 0, "i32": 0, "i64": 1, "u64": 2}
 #: The parameter codes each check may pack into ("\0": packs nothing).
 _DISPATCH_CODES = {"equal": "\0", "none": "\0", "tensor": "P", "int": "iqQ", "float": "f", "bool": "?"}
+#: The launch counters (``_launch.c``'s COUNT_* slots): slot 0 counts the dispatcher's
+#: launches, the others the launches through Python, by why.
+_COUNT_SLOTS = 8
+_COUNT_NATIVE, _COUNT_NO_DISPATCHER, _COUNT_PENDING, _COUNT_NO_NATIVE = 0, 1, 4, 5
+#: What each slot of a Python launch means (LaunchCounts.why's keys).
+_WHY = {1: "no dispatcher", 2: "no plan matched", 3: "needs Python", 4: "native launcher pending",
+        5: "no native launcher"}
+
+
+class LaunchCounts(NamedTuple):
+    """How a kernel's launches went, for benchmarks and tests (see docs/runtime.md).
+
+    ``native``: launched by the native dispatcher, ``kernel[grid](...)`` in one C call.
+    ``python``: every other launch (through polytile's Python entry point).  ``why``:
+    the Python launches by reason, each one of
+
+    * ``"no dispatcher"``: the ``@jit`` function had none (its first launch, a launch
+      through ``fn.run(...)`` or the launcher itself, or one whose calls cannot be planned);
+    * ``"no plan matched"``: the dispatcher had no plan for the call (it makes one from
+      it while its plan budget lasts);
+    * ``"needs Python"``: a plan matched, but only Python can launch the call (an empty
+      grid, no tensor argument, a device the kernel is not loaded on yet);
+    * ``"native launcher pending"``: the native module was being built at run time;
+    * ``"no native launcher"``: launches go through cuda-bindings
+      (``polytile_nvidia.driver.launch_path()`` says why).
+    """
+
+    native: int
+    python: int
+    why: dict[str, int]
+
+    def __add__(self, other: Any) -> "LaunchCounts":
+        if not isinstance(other, LaunchCounts):
+            return NotImplemented
+        why = dict(self.why)
+        for reason, count in other.why.items():
+            why[reason] = why.get(reason, 0) + count
+        return LaunchCounts(self.native + other.native, self.python + other.python, why)
+
+
+def launch_counts(kernel: Any) -> LaunchCounts:
+    """The launch counts of ``kernel``: a ``@jit`` function (every specialization it
+    compiled for NVIDIA in this process, summed), a compiled kernel, or a launcher."""
+    launcher = getattr(kernel, "backend_launcher", kernel)
+    if isinstance(launcher, Launcher):
+        return launcher.launch_counts()
+    cache = getattr(kernel, "cache", None)
+    if not isinstance(cache, dict):
+        raise TypeError(f"launch_counts takes a @jit function, a compiled kernel or an NVIDIA launcher, got {kernel!r}")
+    total = LaunchCounts(0, 0, {})
+    for launcher in {id(c.backend_launcher): c.backend_launcher for c in cache.values()
+                     if isinstance(getattr(c, "backend_launcher", None), Launcher)}.values():
+        total = total + launcher.launch_counts()
+    return total
 
 
 class Launcher(LauncherBase):
@@ -85,13 +145,16 @@ class Launcher(LauncherBase):
         self._native_types = 0
         #: The native launcher is being built in the background: take it once ready.
         self._awaiting_native = False
+        #: The launch counters (LaunchCounts): the C code counts into the bytes too.
+        self._counts = bytearray(8 * _COUNT_SLOTS)
+        self._count_slots = memoryview(self._counts).cast("Q")
 
     def __call__(self, grid: tuple[int, int, int], args: Sequence[Any], stream: Any = None) -> None:
         plan = self._plan
         if plan is not None:
             gx, gy, gz = grid
             if 0 < gx <= 2147483647 and 0 < gy <= 65535 and 0 < gz <= 65535:
-                result = self._native_launch(plan, self._table, args, gx, gy, gz, stream)
+                result = self._native_launch(plan, self._table, args, gx, gy, gz, stream, self._counts)
                 if not result:
                     return
                 if result != -1:
@@ -107,7 +170,15 @@ class Launcher(LauncherBase):
         return native.Dispatcher(slow) if native is not None and hasattr(native, "Dispatcher") else None
 
     def dispatcher_pending(self) -> bool:
-        return self._native is None and driver.native_pending()
+        # Pending until this launcher has taken the native module: asked just after
+        # make_dispatcher said none, a build finishing in between must not read as "never".
+        return self._native is None and (self._awaiting_native or driver.native_pending())
+
+    def launch_counts(self) -> LaunchCounts:
+        """How this kernel's launches went so far (see :class:`LaunchCounts`)."""
+        slots = self._count_slots.tolist()
+        why = {_WHY[slot]: count for slot, count in enumerate(slots) if slot in _WHY and count}
+        return LaunchCounts(slots[_COUNT_NATIVE], sum(why.values()), why)
 
     def dispatch_plan(self, plan: Any) -> Any:
         native, codes = self._native, self.packer.native_codes()
@@ -131,7 +202,7 @@ class Launcher(LauncherBase):
             return None
         offsets = struct.pack(f"<{len(self.packer.offsets)}I", *self.packer.offsets)
         return native.Plan(plan.nargs, plan.kwnames, b"".join(slots), tuple(objects), offsets, base, self.block,
-                           self.shared, plan.guard, self, plan.meta_base, plan.slot_names, plan.result)
+                           self.shared, plan.guard, self, plan.meta_base, plan.slot_names, plan.result, self._counts)
 
     def function(self, device: int = 0) -> driver.Function:
         """The kernel as loaded on ``device`` (loading it there if needed): registers,
@@ -197,6 +268,10 @@ class Launcher(LauncherBase):
 
     def _launch(self, loaded: tuple[Any, int, Any], gx: int, gy: int, gz: int, stream: Any, device: int) -> None:
         context, context_id, function = loaded
+        if self._native is not None:
+            self._count_slots[_COUNT_NO_DISPATCHER + self._native.take_slow_reason()] += 1
+        else:
+            self._count_slots[_COUNT_PENDING if self._awaiting_native else _COUNT_NO_NATIVE] += 1
         if self._awaiting_native:
             self._take_native_when_ready()
         if self._native is not None:

@@ -17,9 +17,12 @@ the launcher's lock from packing to launching.  A backend may add a faster path 
 (NVIDIA packs and launches in one native call, with no shared buffer and so no lock) and
 fall back here for everything unusual.
 
-:func:`build_native_module` compiles a small C extension on first use, with the system C
+:func:`build_native_module` compiles a small C extension at run time, with the system C
 compiler and this Python's headers, and keeps it in the cache directory under the hash of
-its source and build; it reports why when it cannot, so callers can fall back.
+its source and build; it reports why when it cannot, so callers can fall back.  It is a
+fallback: a backend ships its native modules built at install (NVIDIA's launch module is
+a C extension of polytile-nvidia) and builds one here only where that one is missing or
+older than its source.
 """
 
 from __future__ import annotations
@@ -187,7 +190,8 @@ def c_compiler() -> str | None:
     return None
 
 
-def native_module_path(name: str, source: Path, directory: Path) -> tuple[str, str, Path]:
+def native_module_path(name: str, source: Path, directory: Path,
+                       defines: dict[str, str] | None = None) -> tuple[str, str, Path]:
     """(the compiler asked for, Python include directory, shared object) of the C
     extension ``name``: the object exists when it was built before.  The compiler is the
     first choice (``$CC``, Python's own, ``cc``), not looked up on PATH: loading a built
@@ -200,7 +204,9 @@ def native_module_path(name: str, source: Path, directory: Path) -> tuple[str, s
                                "python3-dev package of this Python")
     compiler = _compiler_candidates()[0]
     code = source.read_bytes() + b"".join(header.read_bytes() for header in local_headers(source))
-    digest = hashlib.sha256(b"\0".join([code, compiler.encode(), include.encode(), sys.version.encode()])).hexdigest()
+    macros = "".join(f"-D{key}={value}\n" for key, value in sorted((defines or {}).items())).encode()
+    digest = hashlib.sha256(b"\0".join([code, compiler.encode(), include.encode(), sys.version.encode(),
+                                        macros])).hexdigest()
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     return compiler, include, directory / f"{name}-{digest[:20]}{suffix}"
 
@@ -217,34 +223,45 @@ def local_headers(source: Path) -> list[Path]:
     return headers
 
 
-def build_native_module(name: str, source: Path, directory: Path) -> Any:
+def build_native_module(name: str, source: Path, directory: Path, defines: dict[str, str] | None = None) -> Any:
     """Import the C extension ``name`` built from ``source``, building it first if needed.
+
+    ``name`` may be dotted (``package.module``): the module's init function is named after
+    its last part, and it is not entered in ``sys.modules``.  ``defines`` are C macros
+    (``-DKEY=VALUE``).
 
     The shared object lives in ``directory`` under a name holding the hash of the source,
     the compiler and this Python's version and headers, so that any change rebuilds it;
     it is written to a temporary file and renamed, so a concurrent build or a crash never
     leaves a half-written one.  :class:`NativeBuildError` says why it could not be built.
     """
-    _, include, target = native_module_path(name, source, directory)
+    _, include, target = native_module_path(name, source, directory, defines)
     with _build_lock:
         if not target.is_file():
             compiler = c_compiler()
             if compiler is None:
                 raise NativeBuildError("no C compiler found (looked for $CC, cc, gcc and clang)")
-            _compile(compiler, include, source, target)
-    loader = importlib.machinery.ExtensionFileLoader(name, str(target))
-    spec = importlib.util.spec_from_file_location(name, target, loader=loader)
+            _compile(compiler, include, source, target, defines or {})
+    return load_native_module(name, target)
+
+
+def load_native_module(name: str, path: Path) -> Any:
+    """Import the C extension ``name`` from the file ``path`` (not entering it in
+    ``sys.modules``: each file is a module of its own); :class:`NativeBuildError` when it
+    does not import."""
+    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
     if spec is None:
-        raise NativeBuildError(f"'{target}' cannot be imported")
+        raise NativeBuildError(f"'{path}' cannot be imported")
     try:
         module = importlib.util.module_from_spec(spec)
         loader.exec_module(module)
     except ImportError as exc:
-        raise NativeBuildError(f"'{target}' was built but does not import: {exc}") from None
+        raise NativeBuildError(f"'{path}' was built but does not import: {exc}") from None
     return module
 
 
-def _compile(compiler: str, include: str, source: Path, target: Path) -> None:
+def _compile(compiler: str, include: str, source: Path, target: Path, defines: dict[str, str]) -> None:
     import subprocess
     import tempfile
 
@@ -254,7 +271,8 @@ def _compile(compiler: str, include: str, source: Path, target: Path) -> None:
         os.close(handle)
     except OSError as exc:
         raise NativeBuildError(f"cannot write to '{target.parent}': {exc}") from None
-    command = [compiler, "-O2", "-shared", "-fPIC", f"-I{include}", str(source), "-o", temporary]
+    macros = [f"-D{key}={value}" for key, value in sorted(defines.items())]
+    command = [compiler, "-O2", "-shared", "-fPIC", f"-I{include}", *macros, str(source), "-o", temporary]
     log.debug("building %s: %s", target.name, " ".join(command))
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=120)
@@ -269,4 +287,4 @@ def _compile(compiler: str, include: str, source: Path, target: Path) -> None:
 
 
 __all__ = ["LauncherBase", "NativeBuildError", "argument_count_error", "build_native_module", "c_compiler",
-           "local_headers", "mixed_devices_error", "native_module_path"]
+           "load_native_module", "local_headers", "mixed_devices_error", "native_module_path"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import enum
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -230,13 +231,25 @@ _ENTRY_POINTS: list = []
 
 @pytest.fixture(scope="session")
 def native_module(tmp_path_factory):
-    """The native launch module (``_launch.c``), built once for the session; skips the
-    test where this machine cannot build it (no C compiler or Python headers)."""
-    from polytile.runtime.launcher import NativeBuildError, build_native_module
+    """A private copy of the native launch module, loaded once for the session: the one
+    built at install (``polytile_nvidia._launch``), copied, so that pointing it at a fake
+    driver never touches the module real launches use (GPU tests run in the same
+    session); built from ``_launch.c`` where the install did not build it, and the test
+    skipped where this machine cannot build it either (no C compiler or Python headers)."""
+    import shutil
+
+    from polytile.runtime.launcher import NativeBuildError, build_native_module, load_native_module
     from polytile_nvidia import driver
 
+    directory = tmp_path_factory.mktemp("native")
+    installed, _ = driver.installed_module()
+    if installed is not None:
+        copy = directory / Path(installed.__file__).name
+        shutil.copyfile(installed.__file__, copy)
+        return load_native_module(driver.NATIVE_MODULE, copy)
     try:
-        return build_native_module("_polytile_nvidia_launch", driver._NATIVE_SOURCE, tmp_path_factory.mktemp("native"))
+        return build_native_module(driver.NATIVE_MODULE, driver._NATIVE_SOURCE, directory,
+                                   defines={"POLYTILE_LAUNCH_SOURCE_DIGEST": f'"{driver.source_digest()}"'})
     except NativeBuildError as exc:
         pytest.skip(f"the native launcher cannot be built here: {exc}")
 

@@ -6,6 +6,8 @@ hand-written PTX on a real device and skip cleanly without one.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from polytile.runtime.jit import LaunchError
@@ -152,26 +154,97 @@ def test_the_setting_can_ask_for_cuda_bindings(real_looking_bindings):
                                     "driver calls through cuda.bindings.driver")
 
 
-def test_without_a_compiler_auto_falls_back_and_says_why(real_looking_bindings, monkeypatch, tmp_path):
-    from polytile import config
+def test_the_install_built_the_launch_module():
+    import importlib.machinery
+
+    from polytile.runtime.launcher import c_compiler
+
+    if driver._UNBUILT_MARKER.exists() and c_compiler() is None:
+        pytest.skip(f"this machine has no C compiler: {driver._UNBUILT_MARKER.read_text().strip()}")
+    from polytile_nvidia import _launch  # built by pip from backends/nvidia/setup.py
+
+    assert isinstance(_launch.__loader__, importlib.machinery.ExtensionFileLoader)
+    assert Path(_launch.__file__).parent == Path(driver.__file__).parent
+    assert any(_launch.__file__.endswith(suffix) for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+    assert _launch.source_digest == driver.source_digest()  # built from the sources next to it
+    assert driver.installed_module() == (_launch, "")
+
+
+@pytest.fixture
+def not_installed(real_looking_bindings, monkeypatch, tmp_path):
+    """No installed launch module (the reason: the marker setup.py leaves), and no C compiler."""
     from polytile.runtime import launcher as base
 
+    real_import = driver.importlib.import_module
+
+    def without_the_module(name, *args):
+        if name == driver.NATIVE_MODULE:
+            raise ImportError(f"No module named '{name}'")
+        return real_import(name, *args)
+
+    marker = tmp_path / "_launch.unbuilt"
+    marker.write_text("the C compiler failed on _launch.c at install: command 'gcc' failed\n")
+    monkeypatch.setattr(driver.importlib, "import_module", without_the_module)
+    monkeypatch.setattr(driver, "_UNBUILT_MARKER", marker)
     monkeypatch.setattr(base, "c_compiler", lambda: None)
+    return marker
+
+
+def test_without_the_installed_module_auto_falls_back_and_says_why(not_installed, tmp_path):
+    from polytile import config
+
     with config.override(nvidia_launch="auto", cache_dir=str(tmp_path)):
         assert driver.native_launcher() is None
-    assert driver.launch_path() == ("cuda-bindings cuLaunchKernel: the native launcher cannot be used: no C compiler "
-                                    "found (looked for $CC, cc, gcc and clang); driver calls through cuda.bindings.driver")
+    assert driver.launch_path() == (
+        "cuda-bindings cuLaunchKernel: the native launcher cannot be used: polytile-nvidia was installed without its "
+        "native launch module: the C compiler failed on _launch.c at install: command 'gcc' failed; and it cannot be "
+        "built at run time: no C compiler found (looked for $CC, cc, gcc and clang); driver calls through "
+        "cuda.bindings.driver")
 
 
-def test_without_a_compiler_native_is_an_error(real_looking_bindings, monkeypatch, tmp_path):
+def test_without_the_installed_module_native_is_an_error(not_installed, tmp_path):
     from polytile import config
-    from polytile.runtime import launcher as base
 
-    monkeypatch.setattr(base, "c_compiler", lambda: None)
     with config.override(nvidia_launch="native", cache_dir=str(tmp_path)):
         with pytest.raises(LaunchError, match=r"the setting nvidia_launch is 'native', but the native launcher cannot "
-                                              r"be used: no C compiler found .* set nvidia_launch to 'auto'"):
+                                              r"be used: polytile-nvidia was installed without .* no C compiler found .*"
+                                              r" set nvidia_launch to 'auto'"):
             driver.native_launcher()
+
+
+def test_an_installed_module_older_than_its_source_is_not_used(monkeypatch, tmp_path):
+    pytest.importorskip("polytile_nvidia._launch", reason="the install did not build the launch module")
+    for name in ("_launch.c", "_dispatch.h"):
+        (tmp_path / name).write_bytes(driver._NATIVE_SOURCE.with_name(name).read_bytes())
+    with (tmp_path / "_dispatch.h").open("a") as header:
+        header.write("/* edited since the install */\n")
+    monkeypatch.setattr(driver, "_NATIVE_SOURCE", tmp_path / "_launch.c")
+    monkeypatch.setattr(driver, "_state", driver._State())
+    module, why = driver.installed_module()
+    assert module is None
+    assert "was built from another _launch.c than the one next to it: reinstall polytile-nvidia" in why
+
+
+def test_only_a_module_neither_installed_nor_cached_is_built_in_the_background(real_looking_bindings, tmp_path,
+                                                                               monkeypatch):
+    from polytile import config
+    from polytile.runtime.launcher import NativeBuildError, native_module_path
+
+    with config.override(nvidia_launch="auto", cache_dir=str(tmp_path)):
+        if driver.installed_module()[0] is not None:
+            assert not driver._build_in_background()  # the installed module: nothing to build
+        monkeypatch.setattr(driver, "installed_module", lambda: (None, "the test removed it"))
+        try:
+            _, _, built = native_module_path(driver.NATIVE_MODULE, driver._NATIVE_SOURCE, tmp_path / "native")
+        except NativeBuildError as exc:
+            pytest.skip(f"the native launcher cannot be built here: {exc}")
+        assert driver._build_in_background()
+        built.parent.mkdir(parents=True)
+        built.write_bytes(b"")
+        assert not driver._build_in_background()  # loading a built one is quick
+        built.unlink()
+    with config.override(nvidia_launch="native", cache_dir=str(tmp_path)):
+        assert not driver._build_in_background()  # 'native' waits, and fails loudly
 
 
 # -- on a GPU --------------------------------------------------------------------------
@@ -213,21 +286,3 @@ def test_the_backend_reports_its_launch_path_for_polytile_info(fake_driver):
 
     assert NvidiaBackend().launch_path() == driver.launch_path()
     assert NvidiaBackend().launch_path().startswith("cuda-bindings cuLaunchKernel: ")
-
-
-def test_only_a_launcher_not_built_yet_under_auto_is_built_in_the_background(real_looking_bindings, tmp_path):
-    from polytile import config
-    from polytile.runtime.launcher import NativeBuildError, native_module_path
-
-    try:
-        _, _, built = native_module_path("_polytile_nvidia_launch", driver._NATIVE_SOURCE, tmp_path / "native")
-    except NativeBuildError as exc:
-        pytest.skip(f"the native launcher cannot be built here: {exc}")
-    with config.override(nvidia_launch="auto", cache_dir=str(tmp_path)):
-        assert driver._build_in_background()
-        built.parent.mkdir(parents=True)
-        built.write_bytes(b"")
-        assert not driver._build_in_background()  # loading a built one is quick
-        built.unlink()
-    with config.override(nvidia_launch="native", cache_dir=str(tmp_path)):
-        assert not driver._build_in_background()  # 'native' waits, and fails loudly
