@@ -46,7 +46,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON to FILE")
     parser.add_argument("--plot", type=Path, metavar="FILE", help="also draw the rates to FILE (needs matplotlib)")
     parser.add_argument("--no-triton", action="store_true", help="time polytile only, even if Triton is installed")
+    parser.add_argument("--processes", type=_positive, metavar="N", default=None,
+                        help="the launch mode times each compiler in N fresh processes, each with an empty cache "
+                        "(default: 10; 2 at the tiny sizes)")
     return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of processes, 1 or more, not {text!r}")
+    return value
 
 
 def _torch_sees_a_gpu() -> bool:
@@ -132,12 +145,13 @@ def _versions(device: Device, compilers: dict[str, Any]) -> dict[str, str]:
 
 
 def run(mode: str = "all", *, target: str = "auto", sizes: str | None = None, kernels: Sequence[str] | None = None,
-        triton: bool = True, compilers: dict[str, Any] | None = None,
+        triton: bool = True, compilers: dict[str, Any] | None = None, processes: int | None = None,
         progress: Callable[[str], None] = lambda line: None) -> Report:
     """Run ``mode`` and return the report; the API behind ``python -m bench``.
 
     ``compilers`` replaces the kernel modules timed in the memory, matmul and launch
     modes (tests pass a deliberately wrong one); the compile mode always uses the real ones.
+    ``processes``: how many fresh processes the launch mode times each compiler in.
     """
     from polytile import config
 
@@ -166,8 +180,8 @@ def run(mode: str = "all", *, target: str = "auto", sizes: str | None = None, ke
             if m in modes:
                 report.rows += run_cases(cases[m], size_class, device, compilers, plan, progress)
         if "launch" in modes:
-            progress("launch overhead")
-            report.rows += run_launch(device, compilers, size_class)
+            progress("launch overhead (fresh child processes)")
+            report.rows += run_launch(device, compilers, size_class, chosen, processes)
         if "compile" in modes:
             progress("compile and import time (child processes)")
             report.rows += run_compile(device, compilers, size_class, chosen)
@@ -183,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         report = run(args.mode, target=args.target, sizes=args.sizes, kernels=args.kernels,
-                     triton=not args.no_triton, progress=progress)
+                     triton=not args.no_triton, processes=args.processes, progress=progress)
     except UsageError as exc:
         parser.error(str(exc))
     except RuntimeError as exc:  # no torch, no GPU: the device cannot be opened

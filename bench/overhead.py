@@ -4,7 +4,13 @@ Launch: ``kernel[grid](x, y, out, n, BLOCK_SIZE=1024)`` (three arrays and an int
 times in a Python loop, timed with ``perf_counter`` after a warm-up, in chunks of
 :data:`LAUNCH_CHUNK` launches with the device synchronized between chunks (outside the
 timing: a full launch queue would time the GPU, not the host); host microseconds per
-launch.
+launch.  The result is checked first, in this process; the timing runs in fresh Python
+processes (:data:`LAUNCH_PROCESSES`, ``--processes``), each with an empty on-disk cache
+of its own, as a fresh container or CI job starts: each process's median over
+:data:`LAUNCH_ROUNDS` rounds is one sample, and the row holds the median of the
+processes, with the fastest and the slowest (``low``, ``high``).  polytile's children also
+report how their launches went (``polytile_nvidia.launcher.launch_counts``): a process
+whose launches did not go through the native dispatcher shows there.
 
 Compile: fresh Python processes, so that nothing is cached in memory.  A cold compile
 gets an empty on-disk cache (a new temporary directory), a warm start the directory a
@@ -35,6 +41,8 @@ from .throughput import describe_error
 
 LAUNCHES = {"tiny": 200, "small": 2000, "full": 10_000}
 LAUNCH_ROUNDS = 5
+#: Fresh processes the launch mode times each compiler in, by size class.
+LAUNCH_PROCESSES = {"tiny": 2, "small": 10, "full": 10}
 #: Launches timed back to back before the device is synchronized (outside the timing):
 #: few enough that the driver's queue of pending launches never fills, so that a launch
 #: never waits for the GPU and the time measured is the host's.
@@ -48,8 +56,9 @@ CHILD_TIMEOUT_S = 300
 # -- launch overhead ---------------------------------------------------------------------
 
 
-def _launch_overhead(kernel: Any, grid: Any, args: tuple[Any, ...], out: Any, expected: np.ndarray,
-                     launches: int, device: Device) -> Measurement:
+def _check_launch(kernel: Any, grid: Any, args: tuple[Any, ...], out: Any, expected: np.ndarray,
+                  device: Device) -> Measurement | None:
+    """None when one launch gives the right result; else the failed measurement."""
     device.fill_nan(out)
     try:
         kernel[grid](*args, BLOCK_SIZE=1024)
@@ -59,36 +68,108 @@ def _launch_overhead(kernel: Any, grid: Any, args: tuple[Any, ...], out: Any, ex
     got = device.host(out)
     if not np.allclose(got, expected, rtol=1e-5, atol=1e-5):
         return Measurement.failed(MISMATCH, "the 4-argument vector add kernel gave a wrong result; not timed")
+    return None
+
+
+def time_launches(kernel: Any, grid: Any, args: tuple[Any, ...], launches: int, synchronize: Any) -> float:
+    """Host microseconds per ``kernel[grid](*args, BLOCK_SIZE=1024)``: the median of
+    :data:`LAUNCH_ROUNDS` rounds of ``launches``, after a warm-up of a tenth as many."""
     samples = []
     collecting = gc.isenabled()
-    # As timeit does: a garbage collection in one round (left over from the large arrays
-    # of the other modes) would be counted as launch time.
+    # As timeit does: a garbage collection in one round would be counted as launch time.
     gc.collect()
     gc.disable()
     try:
         for _ in range(max(10, launches // 10)):
             kernel[grid](*args, BLOCK_SIZE=1024)
-        device.synchronize()
+        synchronize()
         for _ in range(LAUNCH_ROUNDS):
             # _host_time's loop, written out: a lambda per launch would be timed too.
             total, done = 0.0, 0
             while done < launches:
                 chunk = min(LAUNCH_CHUNK, launches - done)
-                device.synchronize()
+                synchronize()
                 start = time.perf_counter()
                 for _ in range(chunk):
                     kernel[grid](*args, BLOCK_SIZE=1024)
                 total += time.perf_counter() - start
                 done += chunk
-            device.synchronize()
+            synchronize()
             samples.append(total / launches * 1e6)
-    except Exception as exc:  # noqa: BLE001
-        return Measurement.failed(ERROR, f"failed while timing: {describe_error(exc)}")
     finally:
         if collecting:
             gc.enable()
-    value = statistics.median(samples)
-    return Measurement(OK, value=value, ms=value * 1e-3, samples=len(samples))
+    return statistics.median(samples)
+
+
+#: The grids the launch mode times, by row name (the child processes rebuild them by name).
+LAUNCH_GRIDS = ("tuple grid", "callable grid")
+
+
+def _launch_grid(name: str) -> Any:
+    if name == "tuple grid":
+        return (1,)
+    return lambda meta: (cdiv(meta["n_elements"], meta["BLOCK_SIZE"]),)
+
+
+_LAUNCH_CHILD = "import sys; from bench.overhead import launch_child; launch_child(sys.argv[1:])"
+
+
+def launch_child(argv: list[str]) -> None:
+    """A launch-mode child process: ``compiler module backend launches``; prints one JSON
+    line, per grid: the host µs per launch and, for polytile on NVIDIA, how the kernel's
+    launches went (native dispatcher or Python, and why)."""
+    import importlib
+
+    from .devices import open_device
+
+    compiler, module, backend, launches = argv[0], argv[1], argv[2], int(argv[3])
+    device = open_device(backend)
+    n = 1024
+    x, y, out = device.randn((n,), "f32", 1), device.randn((n,), "f32", 2), device.empty((n,), "f32")
+    expected = device.host(x) + device.host(y)
+    kernel = importlib.import_module(module).add_kernel
+    result: dict[str, Any] = {}
+    for name in LAUNCH_GRIDS:
+        grid = _launch_grid(name)
+        failed = _check_launch(kernel, grid, (x, y, out, n), out, expected, device)
+        if failed is not None:
+            result[name] = {"error": f"{failed.status}: {failed.detail}"}
+            continue
+        before = _launch_counts(compiler, backend, kernel)
+        us = time_launches(kernel, grid, (x, y, out, n), launches, device.synchronize)
+        entry: dict[str, Any] = {"us": us}
+        after = _launch_counts(compiler, backend, kernel)
+        if before is not None and after is not None:
+            entry["native"] = after.native - before.native
+            entry["python"] = after.python - before.python
+            entry["why"] = {k: v - before.why.get(k, 0) for k, v in after.why.items() if v != before.why.get(k, 0)}
+        result[name] = entry
+    print(json.dumps(result))
+
+
+def _launch_counts(compiler: str, backend: str, kernel: Any) -> Any:
+    if compiler != "polytile" or backend != "nvidia":
+        return None
+    from polytile_nvidia.launcher import launch_counts
+
+    return launch_counts(kernel)
+
+
+def _process_summary(processes: list[dict[str, Any]]) -> str:
+    """What the polytile children said of their launches, in words (the JSON's ``detail``)."""
+    native = [p for p in processes if "native" in p]
+    if not native:
+        return ""
+    slow = [p for p in native if p["python"]]
+    if not slow:
+        return f"every timed launch of every process went through the native dispatcher ({len(native)} processes)"
+    why: dict[str, int] = {}
+    for p in slow:
+        for reason, count in p["why"].items():
+            why[reason] = why.get(reason, 0) + count
+    return (f"{len(slow)} of {len(native)} processes made timed launches through Python: "
+            + ", ".join(f"{count} {reason}" for reason, count in why.items()))
 
 
 def _host_time(launch: Any, launches: int, synchronize: Any) -> float:
@@ -109,19 +190,61 @@ def _host_time(launch: Any, launches: int, synchronize: Any) -> float:
     return total / launches * 1e6
 
 
-def run_launch(device: Device, compilers: dict[str, Any], size_class: str) -> list[Row]:
+def run_launch(device: Device, compilers: dict[str, Any], size_class: str, target: str | None = None,
+               processes: int | None = None) -> list[Row]:
+    """The launch rows: each compiler's kernel checked here, then timed in ``processes``
+    fresh processes (default :data:`LAUNCH_PROCESSES`), each with an empty cache."""
+    import types
+
     n = 1024
     x, y, out = device.randn((n,), "f32", 1), device.randn((n,), "f32", 2), device.empty((n,), "f32")
     expected = device.host(x) + device.host(y)
     launches = LAUNCHES[size_class]
-    grids = (("tuple grid", (1,)), ("callable grid", lambda meta: (cdiv(meta["n_elements"], meta["BLOCK_SIZE"]),)))
-    rows = []
-    for grid_name, grid in grids:
-        row = Row("launch", f"launch, {grid_name}", "f32", f"{launches} launches", [launches], "us/launch")
-        for name, lib in compilers.items():
-            row.results[name] = _launch_overhead(lib.add_kernel, grid, (x, y, out, n), out, expected, launches, device)
-        rows.append(row)
-    return rows
+    processes = processes or LAUNCH_PROCESSES[size_class]
+    rows = {name: Row("launch", f"launch, {name}", "f32", f"{launches} launches", [launches], "us/launch")
+            for name in LAUNCH_GRIDS}
+    for compiler, lib in compilers.items():
+        failed = {name: _check_launch(lib.add_kernel, _launch_grid(name), (x, y, out, n), out, expected, device)
+                  for name in LAUNCH_GRIDS}
+        if not isinstance(lib, types.ModuleType):
+            for name in LAUNCH_GRIDS:
+                failed[name] = failed[name] or Measurement.failed(
+                    ERROR, "the launch mode times kernels in fresh processes, which import them: pass a module")
+        if all(failed.values()):
+            for name in LAUNCH_GRIDS:
+                rows[name].results[compiler] = failed[name]
+            continue
+        timed = _launch_processes(compiler, lib.__name__, device.backend, target or device.backend, launches,
+                                  processes)
+        for name in LAUNCH_GRIDS:
+            rows[name].results[compiler] = failed[name] or timed[name]
+    return list(rows.values())
+
+
+def _launch_processes(compiler: str, module: str, backend: str, target: str, launches: int,
+                      processes: int) -> dict[str, Measurement]:
+    per_grid: dict[str, list[dict[str, Any]]] = {name: [] for name in LAUNCH_GRIDS}
+    with tempfile.TemporaryDirectory(prefix="polytile-bench-launch-") as scratch:
+        try:
+            for i in range(processes):
+                env = child_environment(compiler, target, os.path.join(scratch, f"cache{i}"))
+                result = json.loads(_run_child(["-c", _LAUNCH_CHILD, compiler, module, backend, str(launches)], env))
+                for name in LAUNCH_GRIDS:
+                    if "error" in result[name]:
+                        status, _, detail = result[name]["error"].partition(": ")
+                        failed = Measurement.failed(status, f"in fresh process {i + 1}: {detail}")
+                        return {grid: failed for grid in LAUNCH_GRIDS}
+                    per_grid[name].append(result[name])
+        except ChildFailed as exc:
+            failed = Measurement.failed(ERROR, str(exc))
+            return {name: failed for name in LAUNCH_GRIDS}
+    measured = {}
+    for name, results in per_grid.items():
+        values = [r["us"] for r in results]
+        value = statistics.median(values)
+        measured[name] = Measurement(OK, value=value, ms=value * 1e-3, samples=len(values), low=min(values),
+                                     high=max(values), processes=results, detail=_process_summary(results))
+    return measured
 
 
 # -- compile and import time -------------------------------------------------------------
@@ -296,8 +419,8 @@ def launch_breakdown(launches: int = 10_000) -> list[tuple[str, float]]:
         ("torch current stream", lambda: torch._C._cuda_getCurrentRawStream(0)),
     ]
     if native._plan is not None:
-        plan, table, launch = native._plan, native._table, native._native.launch
-        layers.append(("native launch(...) alone", lambda: launch(plan, table, args, 4, 1, 1, None)))
+        plan, table, launch, counts = native._plan, native._table, native._native.launch, native._counts
+        layers.append(("native launch(...) alone", lambda: launch(plan, table, args, 4, 1, 1, None, counts)))
     try:
         from . import triton_kernels
 

@@ -26,7 +26,9 @@ class Measurement:
     ``status`` is ``ok`` (checked, then timed: ``value`` in the row's metric, ``ms`` the
     median time), ``mismatch`` (the result was wrong, so it was not timed), ``error``
     (it did not compile or launch) or ``skipped`` (it cannot run here); ``detail`` says
-    what went wrong, in words.
+    what went wrong, in words.  A value measured in several fresh processes (the launch
+    mode) is their median; ``low`` and ``high`` are the fastest and slowest process, and
+    ``processes`` what each reported.
     """
 
     status: str
@@ -34,6 +36,9 @@ class Measurement:
     ms: float | None = None
     samples: int = 0
     detail: str = ""
+    low: float | None = None
+    high: float | None = None
+    processes: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def failed(cls, status: str, detail: str) -> Measurement:
@@ -85,6 +90,11 @@ class Report:
         rows = []
         for row in self.rows:
             item = asdict(row)
+            for result in item["results"].values():
+                # Only a value measured across processes has a spread: other rows stay as they were.
+                for key in ("low", "high", "processes"):
+                    if not result[key]:
+                        del result[key]
             item["ratio"] = row.ratio()
             item["percent_of_copy"] = row.percent_of_copy(self.copy_gbs)
             rows.append(item)
@@ -106,6 +116,8 @@ def _cell(m: Measurement | None, metric: str, notes: dict[str, int], where: str)
     if m is None:
         return "-"
     if m.status == OK and m.value is not None:
+        if m.low is not None and m.high is not None:
+            return f"{_number(m.value)} {metric} ({_number(m.low)}-{_number(m.high)})"
         return f"{_number(m.value)} {metric}"
     # Skips share one note (every bf16 row on the interpreter); failures each get their own.
     # An internal compiler error runs to many lines: the table keeps the first, the JSON all.
@@ -155,6 +167,8 @@ def format_table(report: Report) -> str:
     out.append("")
     out.append("ratio: polytile's speed over Triton's (above 1: polytile is faster); "
                "% copy BW: polytile's GB/s over the device copy bandwidth")
+    if any(m.low is not None for row in report.rows for m in row.results.values()):
+        out.append("launch: the median of fresh processes, each with an empty cache (fastest-slowest in brackets)")
     for note, number in notes.items():
         out.append(f"[{number}] {note}")
     return "\n".join(out)

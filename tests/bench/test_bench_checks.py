@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import polytile as pt
+import pytest
 import polytile.language as pl
 
 import bench
@@ -139,3 +140,50 @@ def test_a_mismatch_in_a_sampled_row_names_the_real_row():
     from bench.throughput import check
 
     assert "first at index (1999,)" in check(case, problem, "f32", device)
+
+
+def test_the_launch_mode_times_in_fresh_processes_each_with_an_empty_cache(monkeypatch):
+    import os
+
+    from polytile import config
+
+    from bench import overhead
+
+    caches = []
+    real_run_child = overhead._run_child
+
+    def recording(args, env):
+        cache = env[config.SETTINGS["cache_dir"].env[0]]
+        caches.append((cache, os.path.exists(cache)))
+        return real_run_child(args, env)
+
+    monkeypatch.setattr(overhead, "_run_child", recording)
+    rows = overhead.run_launch(RecordingDevice(), {"polytile": polytile_kernels}, "tiny", "interp", processes=3)
+    assert len(caches) == 3 and len({cache for cache, _ in caches}) == 3
+    assert not any(existed for _, existed in caches)  # each process starts from an empty cache
+    for row in rows:
+        result = row.results["polytile"]
+        assert result.status == "ok" and result.samples == 3 and len(result.processes) == 3
+        assert result.low <= result.value <= result.high
+        assert sorted([p["us"] for p in result.processes])[1] == result.value  # the median process
+    from bench.report import Report
+
+    table = format_table(Report({}, rows))
+    assert f"({rows[0].results['polytile'].low:.3g}-" in table
+    assert "launch: the median of fresh processes" in table
+
+
+def test_the_launch_mode_needs_a_module_it_can_import_in_a_child():
+    from bench.overhead import run_launch
+
+    rows = run_launch(RecordingDevice(), {"polytile": kernels_with()}, "tiny", "interp", processes=1)
+    for row in rows:
+        assert row.results["polytile"].status == "error"
+        assert "pass a module" in row.results["polytile"].detail
+
+
+def test_processes_must_be_a_positive_number(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["launch", "--target", "interp", "--processes", "0"])
+    assert exit_info.value.code == 2
+    assert "must be a whole number of processes, 1 or more, not '0'" in capsys.readouterr().err
