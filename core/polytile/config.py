@@ -308,6 +308,12 @@ SETTINGS: dict[str, Setting] = _declare(
         "'polytile-tma'). Use it to work around a broken plugin or to compare results with and without one.",
     ),
     Setting(
+        "strict_plugins", BOOL, False, ("POLYTILE_STRICT_PLUGINS",),
+        doc="Raise when a plugin fails (cannot be imported, raises in a hook, claims a name of polytile's own) "
+        "instead of disabling it for the process with one warning and going on. For CI: a broken plugin fails "
+        "the run rather than a compile quietly going on without it.",
+    ),
+    Setting(
         "dump_ir", BOOL, False, ("POLYTILE_DUMP_IR",),
         doc="Print the IR before the pipeline and after every pass while compiling, to stderr or to dump_ir_dir, "
         "with the artifacts each pass makes (LLVM IR, PTX, AMDGCN assembly; binaries such as a cubin only to "

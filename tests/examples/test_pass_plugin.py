@@ -83,6 +83,35 @@ def test_inserted_at_its_anchor_and_visible_in_the_dump(fresh_plugins, tmp_path)
     assert result.context.statistics["mul-to-shift.rewritten"] == 1
 
 
+#: Every backend's pipeline: the interpreter's, NVIDIA's (two architectures) and AMD's.
+#: The GPU ones compile to a cubin and an HSACO here, without a GPU.
+EVERY_BACKEND = ["interp", "nvidia:sm_80", "nvidia:sm_90a", "amd:gfx942"]
+
+
+@pytest.mark.parametrize("target", EVERY_BACKEND)
+def test_works_in_every_backends_pipeline(fresh_plugins, target, caplog):
+    import logging
+
+    if target.startswith("nvidia"):
+        from tests.toolchains import ptxas_or_skip
+
+        ptxas_or_skip()
+    module = parse_module(VECTOR_ADD)
+    with caplog.at_level(logging.WARNING, logger="polytile.plugins"), config.override(strict_plugins=True):
+        result = compile_module(module, target, label="add_kernel")
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+    tile = [p.name for p in result.pipeline.stage("tile").passes]
+    assert tile.index("mul-to-shift") == tile.index("cse") + 1
+    assert sum(p.name == "mul-to-shift" for _, p in result.pipeline.passes()) == 1
+    assert result.context.statistics["mul-to-shift.rewritten"] == 1
+    if target == "interp":
+        assert "%start = arith.shli %pid" in print_ir(result.module)
+    else:
+        assert "cse" in [p.name for p in result.pipeline.stage("distribute").passes]  # why a bare "cse" was ambiguous
+        binary = "cubin" if target.startswith("nvidia") else "hsaco"
+        assert result.binaries[binary][:4] == b"\x7fELF"
+
+
 def test_enters_the_cache_key(fresh_plugins):
     with config.override(target="interp"):
         result = compile_module(parse_module(VECTOR_ADD))

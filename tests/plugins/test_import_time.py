@@ -83,11 +83,22 @@ def test_two_plugins_defining_one_op_name_both_distributions():
     assert IR_REGISTRY.ops.owner_of("foo.bar").distribution == "dist-a"
 
 
-def test_redefining_a_core_op_names_the_core_and_the_plugin():
+def test_redefining_a_core_op_disables_the_plugin_naming_the_core_and_the_plugin():
     pm = manager(FakeEntryPoint("b", importing("arith.addi", module="dist_b.ops"), "dist-b"))
-    with pytest.raises(PluginConflictError, match=r"op 'arith.addi' is registered twice: by plugin 'core' "
-                                                  r"\(distribution 'polytile' .*\) and by plugin 'b' "
-                                                  r"\(distribution 'dist-b' 1.2\)"):
+    record = next(r for r in pm.plugins() if r.name == "b")
+    assert record.status == FAILED
+    assert record.reason.startswith("it registers op 'arith.addi', which polytile itself provides (plugin 'core' "
+                                    "(distribution 'polytile' ")
+    assert "plugin 'b' (distribution 'dist-b' 1.2) failed to load" in str(record.error)
+    assert IR_REGISTRY.ops.owner_of("arith.addi") == CORE_OWNER
+
+
+def test_redefining_a_core_op_is_an_error_with_strict_plugins():
+    from polytile import config
+
+    pm = manager(FakeEntryPoint("b", importing("arith.addi", module="dist_b.ops"), "dist-b"))
+    with config.override(strict_plugins=True), pytest.raises(PluginError, match=r"it registers op 'arith.addi', "
+                                                                                 r"which polytile itself provides"):
         pm.plugins()
     assert IR_REGISTRY.ops.owner_of("arith.addi") == CORE_OWNER
 

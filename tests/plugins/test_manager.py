@@ -90,7 +90,7 @@ def fake_config(monkeypatch):
         reason: str
 
     module = types.ModuleType("polytile.config")
-    module.values = {"disabled_plugins": [], "target": None}
+    module.values = {"disabled_plugins": [], "target": None, "strict_plugins": False}
     module.calls = []
     module.TargetChoice = TargetChoice
 
@@ -129,8 +129,10 @@ def test_entries_are_attributed_to_the_plugin_that_registered_them():
     assert backends.owner_of("nvidia") == PluginInfo("nvidia", "polytile-nvidia", "1.2")
     assert backends.owner_of("amd") == PluginInfo("amd", "polytile-amd", "1.2")
     assert backends.owner_of("interp") is CORE_OWNER
-    # pluggy calls the last registered plugin first; the registry keeps that order.
-    assert backends.names() == ["amd", "nvidia", "interp"]
+    # The core registers first (it claims its names before any plugin can), then
+    # pluggy's order: the last registered plugin first.  The registry keeps that order.
+    assert backends.names() == ["interp", "amd", "nvidia"]
+    assert [b.name for b in backends.ordered()] == ["amd", "nvidia", "interp"]  # targets: the core's last
 
     provides = {p.name: p.provides for p in pm.info().plugins}
     assert provides == {"core": {"backend": ["interp"]}, "nvidia": {"backend": ["nvidia"]},
@@ -396,11 +398,41 @@ def test_disabled_plugins_are_read_from_the_configuration(fake_config):
 # -- calling hooks ----------------------------------------------------------------------------
 
 
-def test_call_hook_wraps_a_plugin_exception_naming_plugin_distribution_and_hook():
+def _failing_metadata_plugin(calls):
     def compile_metadata(kernel_name, target, metadata):
+        calls.append(kernel_name)
+        metadata["lds.half"] = True  # a change made before failing
         raise ValueError(f"cannot describe {kernel_name}")
 
-    pm = manager(FakeEntryPoint("lds", make_plugin("lds", polytile_compile_metadata=compile_metadata), "polytile-lds"))
+    return FakeEntryPoint("lds", make_plugin("lds", polytile_compile_metadata=compile_metadata), "polytile-lds")
+
+
+def test_a_hook_that_raises_disables_its_plugin_with_one_warning_and_the_call_goes_on(caplog):
+    calls = []
+
+    def other(kernel_name, target, metadata):
+        metadata["other.seen"] = kernel_name
+
+    pm = manager(_failing_metadata_plugin(calls),
+                 FakeEntryPoint("other", make_plugin("other", polytile_compile_metadata=other), "polytile-other"))
+    metadata = {}
+    with caplog.at_level(logging.WARNING, logger="polytile.plugins"):
+        pm.call_hook("polytile_compile_metadata", kernel_name="matmul", target=Target("interp"), metadata=metadata)
+        pm.call_hook("polytile_compile_metadata", kernel_name="softmax", target=Target("interp"), metadata=metadata)
+    assert metadata["other.seen"] == "softmax"  # the other plugin went on both times
+    assert calls == ["matmul"]  # disabled for the process: not called again
+    warnings = [r.getMessage() for r in caplog.records if r.name == "polytile.plugins"]
+    assert len(warnings) == 1, warnings
+    assert ("plugin 'lds' (distribution 'polytile-lds' 1.2) failed in hook 'polytile_compile_metadata' and is "
+            "disabled for this process: ValueError: cannot describe matmul") in warnings[0]
+    record = next(r for r in pm.plugins() if r.name == "lds")
+    assert (record.status, record.hook, record.reason) == (FAILED, "polytile_compile_metadata",
+                                                           "ValueError: cannot describe matmul")
+
+
+def test_strict_plugins_makes_a_hook_that_raises_an_error_naming_plugin_distribution_and_hook(fake_config):
+    fake_config.values["strict_plugins"] = True
+    pm = manager(_failing_metadata_plugin([]))
     with pytest.raises(PluginError) as info:
         pm.call_hook("polytile_compile_metadata", kernel_name="matmul", target=Target("interp"), metadata={})
     error = info.value
@@ -410,7 +442,28 @@ def test_call_hook_wraps_a_plugin_exception_naming_plugin_distribution_and_hook(
     )
     assert (error.plugin, error.distribution, error.hook) == ("lds", "polytile-lds", "polytile_compile_metadata")
     assert isinstance(error.__cause__, ValueError)
-    # A failure in a non-registration hook is per call: the plugin stays loaded.
+    # Strict: the error is per call, the plugin stays loaded.
+    assert next(r for r in pm.plugins() if r.name == "lds").status == LOADED
+
+
+def test_strict_plugins_is_declared_with_its_environment_variable(monkeypatch):
+    from polytile import config
+
+    assert config.get("strict_plugins") is False
+    monkeypatch.setenv("POLYTILE_STRICT_PLUGINS", "1")
+    config.reload()
+    assert config.get("strict_plugins") is True
+
+
+def test_a_mistake_in_the_kernel_from_a_hook_is_not_the_plugin_failing():
+    from polytile.errors import CompilationError
+
+    def compile_metadata(kernel_name, target, metadata):
+        raise CompilationError(f"kernel '{kernel_name}' asks for too much")
+
+    pm = manager(FakeEntryPoint("lds", make_plugin("lds", polytile_compile_metadata=compile_metadata), "polytile-lds"))
+    with pytest.raises(CompilationError, match="asks for too much"):
+        pm.call_hook("polytile_compile_metadata", kernel_name="matmul", target=Target("interp"), metadata={})
     assert next(r for r in pm.plugins() if r.name == "lds").status == LOADED
 
 

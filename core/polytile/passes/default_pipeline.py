@@ -19,8 +19,31 @@ def build_pipeline(target: object = None, options: object = None, backend: objec
     whatever plugins insert, replace or remove at anchors (``polytile_configure_pipeline``)."""
     from ..plugins.manager import get_plugin_manager
 
+    manager = get_plugin_manager()
     pipeline = Pipeline([tile_stage()])
     if backend is not None:
+        before = pipeline.snapshot()
         backend.configure_pipeline(pipeline=pipeline, target=target, options=options)  # type: ignore[attr-defined]
-    get_plugin_manager().call_hook("polytile_configure_pipeline", pipeline=pipeline, target=target, options=options)
+        owner = _backend_owner(manager, backend)
+        if owner is not None:
+            for pass_ in Pipeline.added_since(before, pipeline):
+                pipeline.attribute(pass_, owner)
+    # Plugin by plugin, so that each pass is attributed to the plugin that inserted it
+    # (the pass manager names it if the pass fails), and a hook that raises half way has
+    # its edits undone before the plugin is disabled (see PluginManager.call_hook).
+    state = {"before": pipeline.snapshot()}
+    arguments = {"pipeline": pipeline, "target": target, "options": options}
+    for owner, _ in manager.call_each_plugin("polytile_configure_pipeline", arguments,
+                                             undo=lambda: pipeline.restore(state["before"])):
+        for pass_ in Pipeline.added_since(state["before"], pipeline):
+            pipeline.attribute(pass_, owner)
+        state["before"] = pipeline.snapshot()
     return pipeline
+
+
+def _backend_owner(manager: object, backend: object) -> object:
+    """The plugin that provides ``backend``, or None when the registry does not know it."""
+    try:
+        return manager.backends.owner_of(backend.name)  # type: ignore[attr-defined]
+    except (KeyError, AttributeError):
+        return None

@@ -10,6 +10,13 @@ Instruments run in their given order, except that those that check the IR (the
 verifier) run after the others after each pass, so an IR dump comes before a
 verification failure.  When the pipeline ends, instruments receive the context's
 statistics (``PassTimer`` prints them under its timing table).
+
+Every pass a plugin provides (a backend's, a plugin's: its class is registered by the
+plugin, or the plugin inserted it) is followed by the verifier, whatever ``verify_each`` says: a plugin must
+never turn a valid kernel into a silently wrong one.  The cost is small next to code
+generation (docs/passes.md gives the measurements, bench/verify_plugin_passes.py makes
+them).  Invalid IR after a pass is :class:`InvalidIRError`: an internal error of that
+pass naming its plugin and distribution, never a mistake at the user's kernel line.
 """
 
 from __future__ import annotations
@@ -18,11 +25,92 @@ import traceback
 import time
 from typing import Any, Iterable
 
-from ..errors import PassFailure, PolytileError
-from .instrumentation import (PassInstrumentation, after_pass_order, call_after_pipeline, instrumentation_from_config,
-                              ir_dump_hint)
-from .pass_base import PassContext
+from ..errors import PassFailure, PolytileError, VerificationError
+from .instrumentation import (PassInstrumentation, Verifier, after_pass_order, call_after_pipeline,
+                              instrumentation_from_config, ir_dump_hint)
+from .pass_base import Pass, PassContext
 from .pipeline import Pipeline
+
+
+class InvalidIRError(PassFailure, VerificationError):
+    """A pass left invalid IR (a value used before or without its definition, an op
+    against its definition): an internal error of that pass, which names it, its stage
+    and the plugin and distribution that provide it (``owner``, from :func:`pass_owner`).
+
+    A :class:`~polytile.errors.PassFailure` and a :class:`~polytile.errors.VerificationError`.
+    The op's source location is only said as where the op came from: the kernel's line
+    is not at fault.
+    """
+
+    def __init__(self, pass_name: str, stage: str, owner: Any, problem: VerificationError, hint: str = ""):
+        self.pass_name = pass_name
+        self.stage = stage
+        self.owner = owner
+        self.cause = problem
+        self.message = problem.message
+        self.op_name = problem.op_name
+        self.location = problem.location
+        self.plugin = owner.name if is_plugin(owner) else ""
+        self.distribution = owner.distribution if is_plugin(owner) else ""
+        what = f"'{problem.op_name}' op: " if problem.op_name else ""
+        # The verifier's message may go on with how to see the IR: that comes last.
+        first, _, more = problem.message.partition("\n")
+        made_for = (f"\n(The op was made for the kernel source at {problem.location}; "
+                    "the kernel is not at fault.)") if problem.location is not None else ""
+        text = (f"internal compiler error: pass '{pass_name}' (stage '{stage}') of {describe_owner(owner)} "
+                f"left invalid IR: {what}{first}{made_for}\n{_blame(owner)}")
+        for extra in (more, hint):
+            if extra:
+                text += "\n" + extra
+        Exception.__init__(self, text)
+
+
+def describe_owner(owner: Any) -> str:
+    """``plugin 'x' (distribution 'polytile-x' 1.0)``; polytile itself for the core."""
+    from ..plugins.registry import CORE_OWNER
+
+    if owner is None:
+        return "code outside any plugin"
+    return "polytile itself (distribution 'polytile')" if owner == CORE_OWNER else owner.describe()
+
+
+def _blame(owner: Any) -> str:
+    from ..plugins.registry import CORE_OWNER
+
+    if owner is None:
+        return "The pass's code, not the kernel, is at fault."
+    if owner == CORE_OWNER:
+        return "This is a bug in polytile; please report it with the IR file below."
+    return (f"This is a bug in {owner.describe()}: report it to its authors, or disable the plugin with the "
+            f"setting 'disabled_plugins' (POLYTILE_DISABLE_PLUGINS={owner.name}).")
+
+
+def pass_owner(pass_: Pass, pipeline: Pipeline | None = None) -> Any:
+    """Who provides ``pass_``: a :class:`~polytile.plugins.registry.PluginInfo` (the
+    core's is ``CORE_OWNER``), or None for a pass nobody registered or inserted (one a
+    program or a test built a pipeline with itself).
+
+    The owner of its class in the pass registry comes first (a core pass that a plugin
+    inserts is still the core's); then the plugin that put the instance in the pipeline
+    (:meth:`Pipeline.attribute`).
+    """
+    cls = type(pass_)
+    try:
+        from .registry import pass_registry
+
+        registry = pass_registry()
+    except PolytileError:  # a plugin conflict: raised where the registry is needed
+        registry = None
+    if registry is not None and registry.find(cls.name) is cls:
+        return registry.owner_of(cls.name)
+    return pipeline.contributor(pass_) if pipeline is not None else None
+
+
+def is_plugin(owner: Any) -> bool:
+    """Whether ``owner`` (from :func:`pass_owner`) is a plugin: its passes are verified."""
+    from ..plugins.registry import CORE_OWNER
+
+    return owner is not None and owner != CORE_OWNER
 
 
 class PassManager:
@@ -35,9 +123,13 @@ class PassManager:
         context = context or PassContext()
         instruments = instrumentation_from_config() if self.instrumentation is None else self.instrumentation
         after_pass = after_pass_order(instruments)
+        # A Verifier among the instruments (verify_each) checks every pass already.
+        verifies_all = any(isinstance(i, Verifier) for i in instruments)
+        owners = {id(p): pass_owner(p, self.pipeline) for _, p in self.pipeline.passes()}
         for instrument in instruments:
             instrument.before_pipeline(module, label)
         for stage, pass_ in self.pipeline.passes():
+            owner = owners.get(id(pass_)) if id(pass_) in owners else pass_owner(pass_, self.pipeline)
             for instrument in instruments:
                 instrument.before_pass(pass_, stage.name, module)
             start = time.perf_counter()
@@ -46,18 +138,36 @@ class PassManager:
             except PolytileError:
                 raise
             except Exception as exc:  # an internal compiler error, reported by pass
-                hint = _raised_at(exc) + ir_dump_hint(module, pass_.name, stage.name)
+                provided = f"The pass comes from {owner.describe()}.\n" if is_plugin(owner) else ""
+                hint = provided + _raised_at(exc) + ir_dump_hint(module, pass_.name, stage.name)
                 raise PassFailure(pass_.name, exc, hint) from exc
             seconds = time.perf_counter() - start
             if preserved is None:
                 context.analyses.clear()
             else:
                 context.analyses.invalidate(preserved)
-            for instrument in after_pass:
-                instrument.after_pass(pass_, stage.name, module, seconds)
+            try:
+                for instrument in after_pass:
+                    instrument.after_pass(pass_, stage.name, module, seconds)
+                if not verifies_all and is_plugin(owner):
+                    _verify_after(module, pass_, stage.name)
+            except InvalidIRError:
+                raise
+            except VerificationError as exc:
+                raise InvalidIRError(pass_.name, stage.name, owner, exc) from None
         for instrument in instruments:
             call_after_pipeline(instrument, module, label, context.statistics)
         return context
+
+
+def _verify_after(module: Any, pass_: Pass, stage: str) -> None:
+    from ..ir.verifier import verify
+
+    try:
+        verify(module)
+    except VerificationError as exc:
+        raise VerificationError(f"{exc.message}\n{ir_dump_hint(module, pass_.name, stage)}", exc.op_name,
+                                exc.location) from None
 
 
 def _raised_at(exc: BaseException) -> str:

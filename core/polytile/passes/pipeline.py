@@ -7,15 +7,22 @@ Text form (round-trips through :func:`parse_pipeline` / ``str``)::
 
 Anchors are the names plugins use to place their passes: a stage name ("tile") means
 the start (``insert_before``) or end (``insert_after``) of that stage; a pass name
-("cse") means that pass.  A pass that occurs more than once is named ``cse#2`` (the
-second), and any pass can be qualified by its stage: ``tile/cse``.
+("cse") means that pass.  A pass name that occurs more than once means its first
+occurrence in pipeline order: the core's tile stage comes first, so ``cse`` is the tile
+stage's CSE on every backend, however many times a backend's later stages run CSE again
+(an anchor must not change meaning with the target).  ``cse#2`` names the second
+occurrence, and any pass can be qualified by its stage: ``distribute/cse`` (the first
+``cse`` of that stage), ``tile/canonicalize#2`` (the second of that stage).
+
+A pipeline also remembers which plugin put each pass in it (:meth:`Pipeline.attribute`),
+so that the pass manager can name the plugin of a pass that fails or breaks the IR.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from ..errors import ConfigError, UnknownNameError
 from .pass_base import Pass
@@ -43,6 +50,36 @@ class Pipeline:
 
     def __init__(self, stages: list[Stage] | None = None):
         self.stages: list[Stage] = stages or []
+        #: id(pass) -> (pass, who put it here): kept with the pass so the id stays its own.
+        self._contributors: dict[int, tuple[Pass, Any]] = {}
+
+    # -- who put each pass here ----------------------------------------------------------
+    def attribute(self, pass_: Pass, owner: Any) -> None:
+        """Record that ``owner`` (a :class:`~polytile.plugins.registry.PluginInfo`) put
+        ``pass_`` (this very instance) into the pipeline."""
+        self._contributors[id(pass_)] = (pass_, owner)
+
+    def contributor(self, pass_: Pass) -> Any:
+        """Who put ``pass_`` here (:meth:`attribute`), or None when nobody said."""
+        entry = self._contributors.get(id(pass_))
+        return entry[1] if entry is not None and entry[0] is pass_ else None
+
+    def snapshot(self) -> list[tuple[Stage, list[Pass]]]:
+        """The stages and their passes as they are now, for :meth:`restore`."""
+        return [(stage, list(stage.passes)) for stage in self.stages]
+
+    def restore(self, snapshot: list[tuple[Stage, list[Pass]]]) -> None:
+        """Undo every change made since ``snapshot`` was taken (a plugin's hook that
+        raised half way through its edits)."""
+        self.stages[:] = [stage for stage, _ in snapshot]
+        for stage, passes in snapshot:
+            stage.passes[:] = passes
+
+    @staticmethod
+    def added_since(snapshot: list[tuple[Stage, list[Pass]]], pipeline: "Pipeline") -> list[Pass]:
+        """The pass instances in ``pipeline`` that ``snapshot`` did not hold."""
+        before = {id(p) for _, passes in snapshot for p in passes}
+        return [p for _, p in pipeline.passes() if id(p) not in before]
 
     # -- building ---------------------------------------------------------------------
     def add_stage(self, name: str, passes: list[Pass] = ()) -> Stage:
@@ -89,10 +126,7 @@ class Pipeline:
                    if p.name == name and (not stage_name or stage.name == stage_name)]
         if not matches:
             raise UnknownNameError("pipeline anchor", anchor, self.anchors())
-        if not occurrence_text and len(matches) > 1:
-            spelled = ", ".join(f"{name}#{n}" for n in range(1, len(matches) + 1))
-            raise ConfigError(f"anchor '{anchor}' is ambiguous: the pass occurs {len(matches)} times; "
-                              f"name one of {spelled}")
+        # Without '#n' a name means its first occurrence (see the module docstring).
         if occurrence > len(matches):
             raise ConfigError(f"anchor '{anchor}': the pass occurs only {len(matches)} times")
         return matches[occurrence - 1]

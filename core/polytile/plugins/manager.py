@@ -9,11 +9,16 @@ Each plugin module is imported inside :func:`~polytile.plugins.registry.importin
 so what it registers at import time (an op class, which ``define_op`` registers when the
 class statement runs) belongs to the plugin, as what it registers from its hooks does.
 
-A plugin that fails (cannot be imported, has malformed hooks, raises in a registration
-hook) is recorded and taken out: its hooks are no longer called and whatever it
-registered is removed again.  Nothing fails until something needs what the plugin would
-have provided; then the plugin's own error is raised, naming it and its distribution.
-Other plugins keep working.  Two plugins claiming one name is a hard error at once.
+A plugin that fails (cannot be imported, has malformed hooks, raises in any hook, claims
+a name polytile itself registers) is disabled for the process with one warning naming
+it, its distribution and the error: its hooks are no longer called and whatever it
+registered is removed again (a hook that raised half way through editing a pipeline has
+its edits undone), and the compile goes on without it.  Nothing fails until something
+needs what the plugin would have provided; then the plugin's own error is raised,
+naming it and its distribution.  Other plugins keep working.  With the setting
+``strict_plugins`` (CI) the failure raises at once instead.  Two plugins claiming one
+name is a hard error at once.  The core's registration hooks run before any plugin's,
+so a plugin can never take a name of the core's (its pass list stays whole).
 
 The process-wide manager follows the setting ``disabled_plugins``: when the setting
 changes, :func:`get_plugin_manager` (and ``polytile.config.set``) replace the manager by
@@ -36,12 +41,12 @@ import logging
 import sys
 import threading
 import traceback
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import pluggy
 
 from .. import __version__
-from ..errors import PluginConflictError, PluginError, PolytileError, did_you_mean
+from ..errors import CompilationError, PluginConflictError, PluginError, PolytileError, did_you_mean
 from ..target import Target
 from . import PROJECT_NAME, distributions, hookspecs
 from .backends import BackendRegistry, describe_device
@@ -226,6 +231,9 @@ class PluginManager:
             # A half-imported module is gone from sys.modules; so must be what it registered.
             for registry in scope.registries() if scope is not None else ():
                 registry.remove_owned_by(record.info)
+            if _takes_a_core_name(exc, record):
+                self._fail(record, exc, hook="", reason=_core_name_reason(exc))
+                return None
             if isinstance(exc, PluginConflictError):
                 # Two plugins claiming one name is a hard error, as in a registration hook.
                 record.status, record.reason, record.error = FAILED, str(exc), exc
@@ -331,8 +339,12 @@ class PluginManager:
         if exc is not None:
             record.error.__cause__ = exc
             record.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        log.warning("%s %s and is skipped: %s (see `polytile info`)", record.info.describe(), where, reason)
         self._withdraw(record)
+        if strict_plugins():
+            raise record.error
+        log.warning("%s %s and is disabled for this process: %s (see `polytile info`; the setting "
+                    "strict_plugins, POLYTILE_STRICT_PLUGINS=1, makes this an error)", record.info.describe(), where,
+                    reason)
 
     def _withdraw(self, record: PluginRecord) -> None:
         _forget_imported(record.info)
@@ -387,7 +399,7 @@ class PluginManager:
                 filled = _Filled(hook_name, registry, _registry_parts(registry))
                 self._filled[key] = filled
                 try:
-                    for impl in self._impls(hook_name):
+                    for impl in self._core_first(self._impls(hook_name)):
                         self._register_from(impl, filled)
                 except PluginError as exc:
                     filled.error = exc
@@ -395,6 +407,15 @@ class PluginManager:
             elif filled.error is not None:
                 raise filled.error
         return registry
+
+    def _core_first(self, impls: list[Any]) -> list[Any]:
+        """The core's implementations first, the rest in pluggy's order: the core claims
+        its names before any plugin can (a plugin's 'cse' fails, the core's stays)."""
+        def is_core(impl: Any) -> bool:
+            record = self._by_pluggy_name.get(impl.plugin_name)
+            return record is not None and record.info == CORE_OWNER
+
+        return [i for i in impls if is_core(i)] + [i for i in impls if not is_core(i)]
 
     def _register_from(self, impl: Any, filled: _Filled) -> None:
         record = self._by_pluggy_name.get(impl.plugin_name)
@@ -406,8 +427,10 @@ class PluginManager:
                 stack.enter_context(part.owned_by(record.info))
             try:
                 impl.function(**kwargs)
-            except PluginConflictError:
-                raise
+            except PluginConflictError as exc:
+                if not _takes_a_core_name(exc, record):
+                    raise
+                self._fail(record, exc, filled.hook, reason=_core_name_reason(exc))
             except Exception as exc:
                 self._registration_failed(record, exc, filled.hook)
         filled.done.add(record.info)
@@ -479,7 +502,13 @@ class PluginManager:
                             f"missing: {', '.join(missing) or 'none'}, unexpected: {', '.join(extra) or 'none'}")
         return caller
 
-    def _call_each(self, hook_name: str, kwargs: dict[str, Any]) -> Iterator[tuple[PluginRecord, Any]]:
+    def _call_each(self, hook_name: str, kwargs: dict[str, Any],
+                   undo: Callable[[], None] | None = None) -> Iterator[tuple[PluginRecord, Any]]:
+        """Call each loaded plugin's implementation in turn.  One that raises is disabled
+        for the process with one warning (``undo()`` first takes back what it changed)
+        and the others go on; with ``strict_plugins`` the error is raised instead.  A
+        mistake in the user's kernel (:class:`~polytile.errors.CompilationError`) and an
+        error naming another plugin pass through unchanged."""
         # The caller has checked the hook and its arguments with _caller().
         self._ensure_loaded()
         for impl in self._impls(hook_name):
@@ -489,13 +518,42 @@ class PluginManager:
             arguments = self._arguments(impl, kwargs, hook_name, record)
             try:
                 result = impl.function(**arguments)
+            except CompilationError:
+                raise
             except PluginError as exc:
-                if exc.plugin:  # already names the plugin at fault
+                if exc.plugin and exc.plugin != record.info.name:  # names another plugin at fault
                     raise
-                raise self._hook_error(record, hook_name, exc) from exc
+                self._hook_failed(record, hook_name, exc, undo)
+                continue
             except Exception as exc:
-                raise self._hook_error(record, hook_name, exc) from exc
+                self._hook_failed(record, hook_name, exc, undo)
+                continue
             yield record, result
+
+    def _hook_failed(self, record: PluginRecord, hook_name: str, exc: Exception,
+                     undo: Callable[[], None] | None) -> None:
+        if undo is not None:
+            undo()
+        if record.info == CORE_OWNER:
+            raise self._core_error(f"polytile's own hook '{hook_name}' failed", exc, hook_name) from exc
+        with self._lock:
+            if strict_plugins():
+                raise self._hook_error(record, hook_name, exc) from exc
+            self._fail(record, exc, hook_name)
+
+    def call_each_plugin(self, hook_name: str, arguments: dict[str, Any], *,
+                         undo: Callable[[], None] | None = None) -> Iterator[tuple[PluginInfo, Any]]:
+        """Call a non-registration hook plugin by plugin, yielding ``(plugin, result)``
+        after each implementation that returned.
+
+        For callers that need to know which plugin did what (the pipeline builder
+        attributes each inserted pass to its plugin).  An implementation that raises is
+        handled as in :meth:`call_hook`, after ``undo()`` has taken back its half-made
+        changes to the arguments.
+        """
+        self._caller(hook_name, arguments)
+        for record, result in self._call_each(hook_name, dict(arguments), undo):
+            yield record.info, result
 
     @staticmethod
     def _hook_error(record: PluginRecord, hook_name: str, exc: BaseException) -> PluginError:
@@ -507,8 +565,11 @@ class PluginManager:
 
         Returns the list of non-``None`` results in call order, or for a
         ``firstresult`` hook the first non-``None`` result (``None`` if there is none).
-        An exception from a plugin becomes a :class:`~polytile.errors.PluginError` naming
-        the plugin, its distribution and the hook; the cause is chained.
+        A plugin whose implementation raises is disabled for the process with one warning
+        naming it, its distribution and the error, and the call goes on without it.
+        With the setting ``strict_plugins`` the exception is raised instead, as a
+        :class:`~polytile.errors.PluginError` naming the plugin, its distribution and the
+        hook, the cause chained.
         """
         firstresult = bool(self._caller(hook_name, kwargs).spec.opts.get("firstresult"))
         results = []
@@ -663,6 +724,32 @@ def _configured_disabled() -> tuple[str, ...]:
             return ()
     # The configuration has checked the names already (no blanks, no commas).
     return tuple(config.get("disabled_plugins") or ())
+
+
+def strict_plugins() -> bool:
+    """The setting ``strict_plugins``: a failing plugin raises instead of being disabled."""
+    config = sys.modules.get("polytile.config")
+    if config is None:
+        try:
+            config = importlib.import_module("polytile.config")
+        except ModuleNotFoundError as exc:
+            if exc.name != "polytile.config":
+                raise
+            return False
+    return bool(config.get("strict_plugins"))
+
+
+def _takes_a_core_name(exc: BaseException, record: PluginRecord) -> bool:
+    """Whether ``exc`` is ``record``'s plugin registering a name the core registered."""
+    owners = getattr(exc, "owners", None)
+    return (isinstance(exc, PluginConflictError) and owners is not None and owners[0] == CORE_OWNER
+            and record.info != CORE_OWNER)
+
+
+def _core_name_reason(exc: BaseException) -> str:
+    kind, name = getattr(exc, "kind", "name"), getattr(exc, "name", "?")
+    return (f"it registers {kind} '{name}', which polytile itself provides ({CORE_OWNER.describe()}); "
+            f"a plugin's {kind} needs a name of its own (prefix it with the plugin's name)")
 
 
 _manager: PluginManager | None = None

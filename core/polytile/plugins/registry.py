@@ -146,12 +146,16 @@ class Registry(Generic[T]):
         existing = self._entries.get(name)
         if existing is not None and existing[0] is not obj:
             first = existing[1]
-            raise PluginConflictError(
+            conflict = PluginConflictError(
                 f"{self.kind} '{name}' is registered twice: by {first.describe()} and by {owner.describe()}; "
                 "uninstall or disable one of them (setting 'disabled_plugins')",
                 plugin=owner.name,
                 distribution=owner.distribution,
             )
+            # What the plugin manager needs to tell a plugin taking a core name from two
+            # plugins clashing: the owners (first, second), the kind and the name.
+            conflict.owners, conflict.kind, conflict.name = (first, owner), self.kind, name
+            raise conflict
         self._entries[name] = (obj, owner)
         if scope is not None:
             scope.added.append((self, name, obj))

@@ -15,9 +15,11 @@ def polytile_register_passes(registry):
 
 @hookimpl
 def polytile_configure_pipeline(pipeline, target, options):
-    # Every compilation: run the pass right after the core's CSE, while the IR is
-    # still hardware neutral.  "cse" is a named anchor of the core's tile stage.
-    pipeline.insert_after("cse", MulToShift())
+    # Every compilation, on every target: run the pass right after the core's CSE in
+    # the tile stage, while the IR is still hardware neutral.  "tile/cse" names the tile
+    # stage's CSE; GPU backends run CSE again in their "distribute" stage
+    # ("distribute/cse"), and a bare "cse" would mean the first, the same one.
+    pipeline.insert_after("tile/cse", MulToShift())
 
 
 @hookimpl
