@@ -8,10 +8,12 @@ from __future__ import annotations
 import ast
 import builtins as _py
 import operator
+import types
 from typing import Any
 
 from ..errors import did_you_mean
 from ..language import core as lc, semantic as sem
+from .globals import refusal_message
 from .values import _describe_op, _is_tensor
 
 # Python builtins a kernel may call on compile-time values.
@@ -31,6 +33,14 @@ _BINOPS = {ast.Add: ("add", operator.add), ast.Sub: ("sub", operator.sub), ast.M
 _CONVERSIONS = {ord("r"): repr, ord("s"): str, ord("a"): ascii}  # f"{x!r}" ...
 _CMPOPS = {ast.Lt: ("lt", operator.lt), ast.LtE: ("le", operator.le), ast.Gt: ("gt", operator.gt),
            ast.GtE: ("ge", operator.ge), ast.Eq: ("eq", operator.eq), ast.NotEq: ("ne", operator.ne)}
+
+
+def _is_user_namespace(base: Any) -> bool:
+    """A module or class whose attributes a kernel reads as globals (polytile's own hold
+    the language, never a user's data)."""
+    if isinstance(base, types.ModuleType):
+        return not base.__name__.startswith("polytile")
+    return isinstance(base, type) and not base.__module__.startswith("polytile")
 
 
 class ExpressionGen:
@@ -54,6 +64,9 @@ class ExpressionGen:
         raise self.error(node, f"undefined name '{name}'{did_you_mean(name, known)}")
 
     def global_value(self, name: str, value: Any, node: ast.AST) -> Any:
+        refused = refusal_message(name, value)
+        if refused is not None:
+            raise self.error(node, refused)
         if isinstance(value, lc.constexpr):
             self.mod.used_globals[name] = value.value
             return value.value
@@ -65,10 +78,16 @@ class ExpressionGen:
     def visit_Attribute(self, node: ast.Attribute) -> Any:
         base = lc.unwrap(self.visit(node.value))
         try:
-            return getattr(base, node.attr)
+            value = getattr(base, node.attr)
         except AttributeError:
             raise self.error(node, f"{sem._describe(base) if not hasattr(base, '__name__') else repr(base.__name__)} "
                                    f"has no attribute '{node.attr}'") from None
+        if _is_user_namespace(base):
+            # helpers.SCALE or Config.SCALE: a global too, folded like one.
+            refused = refusal_message(ast.unparse(node), value)
+            if refused is not None:
+                raise self.error(node, refused)
+        return value
 
     def visit_Tuple(self, node: ast.Tuple) -> tuple:
         return tuple(self.starred_items(node.elts))

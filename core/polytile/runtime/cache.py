@@ -297,9 +297,10 @@ def constant_globals(jit_fn: Any) -> dict[str, Any]:
 
 
 def _is_constant(value: Any) -> bool:
-    if isinstance(value, tuple):
-        return all(_is_constant(v) for v in value)
-    return isinstance(value, (bool, int, float, str, type(None)))
+    # The one rule for what a kernel may fold from a global (the frontend refuses the rest).
+    from ..frontend.globals import is_keyed_constant
+
+    return is_keyed_constant(value)
 
 
 def _referenced_values(jit_fn: Any) -> dict[str, Any]:
