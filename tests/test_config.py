@@ -341,6 +341,21 @@ def test_bad_values_from_project_file(clean_config, line, expected, kind):
     assert str(info.value).startswith(expected.format(src=source))
 
 
+@pytest.mark.parametrize("name, data, line", [
+    ("polytile.toml", b"\xff\xfe[tool.polytile]\n", 1),
+    ("polytile.toml", b"dump_ir = true\n# caf\xe9\n", 2),
+    ("pyproject.toml", b"[tool.polytile]\ndump_ir = true\n\x80\x81\n", 3),
+])
+def test_a_project_file_that_is_not_utf8_is_a_config_error_naming_it(clean_config, name, data, line):
+    """A binary or Latin-1 project file raised UnicodeDecodeError from polytile info and every launch."""
+    path = clean_config / name
+    path.write_bytes(data)
+    config.reload()
+    with pytest.raises(ConfigError, match=rf"cannot read {re.escape(str(path))}: it is not UTF-8 text \(byte "
+                                          rf"0x[0-9a-f]{{2}} at line {line}, offset \d+\); TOML files must be UTF-8"):
+        config.get("dump_ir")
+
+
 def test_project_file_with_broken_toml_names_the_file(clean_config):
     path = write(clean_config / "polytile.toml", "dump_ir = \n")
     with pytest.raises(ConfigError) as info:

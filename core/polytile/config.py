@@ -474,6 +474,10 @@ def _load_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"cannot read {path}: it is not valid TOML: {e}") from None
+    except UnicodeDecodeError as e:  # tomllib decodes the whole file before parsing it
+        line = e.object[:e.start].count(b"\n") + 1
+        raise ConfigError(f"cannot read {path}: it is not UTF-8 text (byte 0x{e.object[e.start]:02x} at line "
+                          f"{line}, offset {e.start}); TOML files must be UTF-8") from None
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
 
