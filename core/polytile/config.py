@@ -357,6 +357,12 @@ SETTINGS: dict[str, Setting] = _declare(
         "kernels are still kept in memory for the life of the process. Read at each compilation.",
     ),
     Setting(
+        "cache_lock_timeout", INT, 120, ("POLYTILE_CACHE_LOCK_TIMEOUT",), validator=_positive,
+        doc="Seconds a process waits for another one compiling the same kernel into the on-disk cache (it then "
+        "reads that kernel instead of compiling it too). After that it warns, naming the other process, and "
+        "compiles the kernel itself.",
+    ),
+    Setting(
         "interpreter_bounds_check", BOOL, True, ("POLYTILE_INTERP_BOUNDS_CHECK",),
         doc="In the interpreter, report a load or store outside its array (naming the kernel line) instead of "
         "reading or writing out of bounds. Turn it off only to measure the interpreter's speed.",

@@ -1,6 +1,7 @@
 """The on-disk kernel cache: hits, keys, corruption, concurrent writers, the settings."""
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -12,7 +13,7 @@ import pytest
 import polytile.language as pl
 from polytile import config
 from polytile.runtime import jit
-from polytile.runtime.cache import KernelCache, jit_dependencies
+from polytile.runtime.cache import CacheWarning, KernelCache, jit_dependencies
 
 
 @pytest.fixture(autouse=True)
@@ -104,7 +105,10 @@ def test_a_damaged_entry_is_recompiled_and_overwritten(tmp_path, _private_kernel
         metadata.write_text(json.dumps(data))
     kernel = _fresh_kernel(path, "ck_f")
     out[:] = 0
-    kernel[(1,)](out, 16, BLOCK=16)
+    with pytest.warns(CacheWarning, match=f"kernel 'kernel': the on-disk cache entry {re.escape(str(entry))} is "
+                      r"damaged \(.+\); it was removed and the kernel is compiled again") as caught:
+        kernel[(1,)](out, 16, BLOCK=16)
+    assert len(caught) == 1
     assert kernel.compile_count == 1 and kernel.disk_hits == 0
     assert (out == np.arange(16) * 2).all()
     again = _fresh_kernel(path, "ck_g")  # the entry was rewritten whole
@@ -122,6 +126,77 @@ def test_the_target_is_checked_on_load(tmp_path):
     assert cache.load("ab" * 32, "nvidia:sm_90") is None
     cache.clear()
     assert cache.load("ab" * 32, "interp") is None
+
+
+def _resign(metadata_path: Path, change) -> None:
+    """Change metadata.json and give it a valid checksum again (as a tool might)."""
+    from polytile.runtime.cache_files import metadata_bytes
+
+    fields = json.loads(metadata_path.read_text())
+    del fields["checksum"]
+    change(fields)
+    metadata_path.write_bytes(metadata_bytes(fields))
+
+
+@pytest.mark.parametrize("change, problem", [
+    (lambda f: f.update(target="nvidia:sm_90"), "compiled for target 'nvidia:sm_90', not 'interp'"),
+    (lambda f: f.update(extra=[]), "field 'extra' is an array, not an object"),
+    (lambda f: f["extra"].update(params="out_ptr"), "'extra.params' is not a list of parameter names"),
+    (lambda f: f["extra"].update(hints=["D"]), "'extra.hints' is not one of"),
+    (lambda f: f["extra"].update(kernel=4), "'extra.kernel' is an integer, not an object"),
+    (lambda f: f.update(binaries=["../evil"]), "lists '../evil', not a binary's name"),
+    (lambda f: f.update(binaries=["cubin"]), "field 'files' lists"),
+    (lambda f: f["files"].update({"kernel.ir": "0" * 63}), "not a SHA-256"),
+    (lambda f: f.update(format=True), "field 'format' is a boolean, not an integer"),
+    (lambda f: f.update(name="not a name"), "not a function name"),
+    (lambda f: f.update(polytile="0.0.1"), "written by polytile 0.0.1"),
+    (lambda f: f.update(surprise=1), "unknown field 'surprise'"),
+    (lambda f: f.pop("files"), "has no field 'files'"),
+    (lambda f: f.update(key="ab" * 32), "names key abababab"),
+])
+def test_every_metadata_field_is_checked_even_under_a_valid_checksum(tmp_path, _private_kernel_cache, change,
+                                                                     problem):
+    path = _write_module(tmp_path)
+    out = np.zeros(16, np.float32)
+    _fresh_kernel(path, "ck_t")[(1,)](out, 16, BLOCK=16)
+    (entry,) = _entries(_private_kernel_cache)
+    _resign(entry / "metadata.json", change)
+    kernel = _fresh_kernel(path, "ck_u")
+    with pytest.warns(CacheWarning, match=re.escape(problem)):
+        kernel[(1,)](out, 16, BLOCK=16)
+    assert kernel.compile_count == 1 and (out == np.arange(16) * 2).all()
+    healed = _fresh_kernel(path, "ck_v")
+    healed[(1,)](out, 16, BLOCK=16)
+    assert healed.disk_hits == 1
+
+
+def test_a_missing_metadata_file_is_a_plain_miss(tmp_path, _private_kernel_cache, recwarn):
+    # A writer killed before its last file: nothing to report, the entry is written again.
+    path = _write_module(tmp_path)
+    out = np.zeros(16, np.float32)
+    _fresh_kernel(path, "ck_w")[(1,)](out, 16, BLOCK=16)
+    (entry,) = _entries(_private_kernel_cache)
+    (entry / "metadata.json").unlink()
+    kernel = _fresh_kernel(path, "ck_x")
+    kernel[(1,)](out, 16, BLOCK=16)
+    assert kernel.compile_count == 1 and not [w for w in recwarn if w.category is CacheWarning]
+    assert (entry / "metadata.json").is_file()
+
+
+def test_a_cache_dir_that_is_a_file_is_an_uncached_compile_not_a_deletion(tmp_path):
+    # The entry's own paths are replaced when something else is there; the user's
+    # cache_dir is never deleted.
+    path = _write_module(tmp_path)
+    not_a_directory = tmp_path / "precious.txt"
+    not_a_directory.write_text("keep me")
+    out = np.zeros(16, np.float32)
+    with config.override(cache_dir=not_a_directory):
+        kernel = _fresh_kernel(path, "ck_y")
+        with pytest.warns(CacheWarning, match="precious.txt \\(setting cache_dir\\) is not a directory; the kernel "
+                          "is compiled and not cached"):
+            kernel[(1,)](out, 16, BLOCK=16)
+    assert kernel.compile_count == 1 and (out == np.arange(16) * 2).all()
+    assert not_a_directory.read_text() == "keep me"
 
 
 def test_cache_setting_off_writes_nothing(tmp_path, _private_kernel_cache):

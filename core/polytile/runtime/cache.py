@@ -4,40 +4,55 @@ An entry is a directory ``<cache_dir>/kernels/<key[:2]>/<key>/`` holding
 
 * ``kernel.ir``: the IR after the pipeline (the interpreter's "binary" is IR text; a GPU
   backend keeps it too, for ``asm()`` and debugging),
-* one file per binary artifact a backend produces (``<name>.bin``: cubin, hsaco, ...;
-  none today),
+* one file per binary artifact a backend produces (``<name>.bin``: cubin, hsaco, ...),
 * ``metadata.json``, written last: the key, the target, the versions that made it, the
-  kernel's name and parameters, and the SHA-256 of every other file.
+  kernel's name and parameters, the backend's metadata, the SHA-256 of every other file,
+  and its own checksum (:mod:`.cache_files`).
 
 The key (:func:`kernel_cache_key`) is the SHA-256 of everything the compiled code depends
 on: the source of the kernel and of every ``@jit`` function it may call (transitively),
 the compile-time globals they read, the specialization, the options, the target, the
 versions of polytile, of every plugin and of each backend toolchain.
 
-Nothing in an entry is trusted: every file is written to a temporary file in the same
+Nothing in an entry is trusted.  Every file is written to a temporary file in the same
 directory and renamed over the old one (``os.replace`` is atomic), so a reader sees a
-whole old file or a whole new one; and a reader checks the metadata's key, target and
-version and the checksum of every file.  An entry that fails any check (truncated,
-corrupt, written by another polytile) is a miss: the kernel is compiled again and the
-entry overwritten.  Files are not fsync'ed: a crash that leaves one empty or torn
-gives a failed checksum, a miss, and fsync cost a cold compile several milliseconds.
+whole old file or a whole new one.  A reader checks the metadata's own checksum, the
+type and shape of each of its fields, its key, target and version, and the checksum of
+every file.  An entry that fails a check (truncated, a flipped bit, a directory where a
+file should be, written by another polytile) is removed and compiled again, with one
+:class:`CacheWarning` naming the kernel, the entry and what was wrong; so is an entry the
+JIT cannot make a kernel from.  An entry with no ``metadata.json`` (a writer killed half
+way) is a plain miss.  Files are not fsync'ed: a crash that leaves one empty or torn
+gives a failed checksum, and fsync cost a cold compile several milliseconds.
+
+Files and directories are created as ``open()`` and ``mkdir`` create them, so the umask
+decides who else may read them (a team sharing one cache directory: docs/runtime.md).
+
+Compiling takes a lock per key (:mod:`.cache_lock`): of several processes that miss the
+same entry at once, one compiles it and the others wait, then read it.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-import json
 import os
 import types as _types
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
-#: Bumped when the layout of an entry changes, so old entries are misses, not errors.
-FORMAT = 1
+from .cache_files import FORMAT, IR, METADATA, EntryProblem, check_directory, make_directories, metadata_bytes, \
+    parse_metadata, read_checked, read_file, remove_path, write_atomic
 
-_METADATA = "metadata.json"
-_IR = "kernel.ir"
+__all__ = ["FORMAT", "CacheEntry", "CacheWarning", "EntryProblem", "KernelCache", "cache_directory", "cache_enabled",
+           "kernel_cache_key"]
+
+_T = TypeVar("_T")
+
+
+class CacheWarning(UserWarning):
+    """A damaged cache entry was replaced, or a lock waited for too long: the kernel
+    still runs, compiled again."""
 
 
 class CacheEntry:
@@ -70,95 +85,163 @@ def cache_directory() -> Path:
     return Path(config.get("cache_dir"))
 
 
+def lock_timeout() -> float:
+    from .. import config
+
+    return float(config.get("cache_lock_timeout"))
+
+
 class KernelCache:
-    """Entries under ``directory/kernels``; see the module docstring."""
+    """Entries under ``directory/kernels``, their locks under ``directory/locks``; see the
+    module docstring."""
 
     def __init__(self, directory: "str | Path"):
-        self.root = Path(directory) / "kernels"
+        self.directory = Path(directory)
+        self.root = self.directory / "kernels"
+        self.locks = self.directory / "locks"
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / key
 
+    def lock_path(self, key: str) -> Path:
+        return self.locks / key[:2] / f"{key}.lock"
+
+    def fetch(self, key: str, target: str, *, kernel: str, use: Callable[[CacheEntry], _T],
+              build: Callable[[], tuple[_T, CacheEntry | None]], timeout: float | None = None) -> _T:
+        """``use(entry)`` of the entry for ``key``; where there is none, or it is damaged,
+        ``build()`` (which returns the result and the entry to store) under the key's lock.
+
+        ``use`` raises :class:`EntryProblem` (or any other exception) when it cannot make
+        anything of an entry that passed the checks: that entry is damaged too.  The first
+        look takes no lock (a warm start pays nothing for locking); a miss or a problem
+        takes it and looks again, since the process that held it may just have written
+        the entry.  Only then, with no writer at work, is a damaged entry reported (one
+        :class:`CacheWarning`) and removed.  ``timeout``: how long to wait for the lock
+        (default: the setting ``cache_lock_timeout``)."""
+        try:
+            entry = self.read(key, target)
+            if entry is not None:
+                return _use(use, entry)
+        except EntryProblem:
+            pass  # looked at again under the lock, where no writer is half way through
+        from .cache_lock import KeyLock
+
+        with KeyLock(self.lock_path(key), lock_timeout() if timeout is None else timeout, kernel):
+            try:
+                entry = self.read(key, target)
+                if entry is not None:
+                    return _use(use, entry)
+            except EntryProblem as problem:
+                if not self._usable():
+                    warn(f"kernel '{kernel}': the cache directory {self.directory} (setting cache_dir) is not a "
+                         "directory; the kernel is compiled and not cached")
+                    return build()[0]
+                warn(f"kernel '{kernel}': the on-disk cache entry {self.path(key)} is damaged ({problem}); "
+                     "it was removed and the kernel is compiled again")
+                self.discard(key)
+            result, new_entry = build()
+            if new_entry is not None:
+                self.store(new_entry)
+            return result
+
+    def _usable(self) -> bool:
+        """False when ``cache_dir`` (or a folder above it) is a file: a user's mistake to
+        report, never something to delete."""
+        return not any(os.path.lexists(p) and not os.path.isdir(p) for p in (self.directory, *self.directory.parents))
+
     def load(self, key: str, target: str) -> CacheEntry | None:
         """The entry for ``key``, or None if there is none or it fails any check."""
+        try:
+            return self.read(key, target)
+        except EntryProblem:
+            return None
+
+    def read(self, key: str, target: str) -> CacheEntry | None:
+        """The entry for ``key``; None if there is none (or no ``metadata.json``: it was
+        never finished); raises :class:`EntryProblem` if it fails any check."""
         from .. import __version__
 
         entry_dir = self.path(key)
-        try:
-            metadata = json.loads((entry_dir / _METADATA).read_text("utf-8"))
-        except (OSError, ValueError):
-            return None  # missing, truncated or not JSON: a miss
-        try:
-            if (not isinstance(metadata, dict) or metadata.get("format") != FORMAT or metadata.get("key") != key
-                    or metadata.get("polytile") != __version__):
-                return None
-            # The target is in the key already; checking it again means that a key
-            # collision or a hand-copied entry can never run code built for another
-            # architecture.
-            if metadata.get("target") != target:
-                return None
-            files = metadata["files"]
-            ir = _read_checked(entry_dir / _IR, files[_IR]).decode("utf-8")
-            binaries = {}
-            for name in metadata.get("binaries", []):
-                binaries[name] = _read_checked(entry_dir / f"{name}.bin", files[f"{name}.bin"])
-            return CacheEntry(key, target, metadata["name"], ir, binaries, metadata.get("extra", {}))
-        except (OSError, KeyError, TypeError, ValueError, UnicodeDecodeError, _ChecksumError):
+        if not check_directory(entry_dir):
             return None
+        raw = read_file(entry_dir / METADATA)
+        if raw is None:
+            return None
+        metadata = parse_metadata(raw, key, target, __version__)
+        files = metadata["files"]
+        try:
+            ir = read_checked(entry_dir / IR, files[IR]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise EntryProblem(f"{IR} is not UTF-8 text") from None
+        binaries = {name: read_checked(entry_dir / f"{name}.bin", files[f"{name}.bin"])
+                    for name in metadata["binaries"]}
+        return CacheEntry(key, target, metadata["name"], ir, binaries, metadata["extra"])
 
-    def store(self, entry: CacheEntry) -> None:
-        """Write ``entry`` atomically; a failure to write (a read-only disk) only loses the entry."""
+    def store(self, entry: CacheEntry) -> bool:
+        """Write ``entry`` atomically; whether it was written.  A failure to write (a
+        read-only disk) only loses the entry; so does an entry that would not pass the
+        checks of :meth:`read` (it would be compiled again at every load, never used)."""
         from .. import __version__
 
         entry_dir = self.path(entry.key)
+        data = {name: bytes(value) for name, value in entry.binaries.items()}
+        fields = {
+            "format": FORMAT, "key": entry.key, "target": entry.target, "polytile": __version__,
+            "name": entry.name, "binaries": sorted(data), "extra": entry.metadata,
+            "files": {IR: hashlib.sha256(entry.ir.encode("utf-8")).hexdigest(),
+                      **{f"{name}.bin": hashlib.sha256(value).hexdigest() for name, value in data.items()}},
+        }
+        text = metadata_bytes(fields)
         try:
-            entry_dir.mkdir(parents=True, exist_ok=True)
-            files = {_IR: _write_atomic(entry_dir / _IR, entry.ir.encode("utf-8"))}
-            for name, data in entry.binaries.items():
-                files[f"{name}.bin"] = _write_atomic(entry_dir / f"{name}.bin", bytes(data))
-            metadata = {
-                "format": FORMAT, "key": entry.key, "target": entry.target, "polytile": __version__,
-                "name": entry.name, "files": files, "binaries": sorted(entry.binaries), "extra": entry.metadata,
-            }
+            parse_metadata(text, entry.key, entry.target, __version__)
+        except EntryProblem:
+            return False
+        try:
+            make_directories(entry_dir, owned=self.root)
+            write_atomic(entry_dir / IR, entry.ir.encode("utf-8"))
+            for name, value in sorted(data.items()):
+                write_atomic(entry_dir / f"{name}.bin", value)
             # Last: an entry without metadata (a writer killed half way) is simply a miss.
-            _write_atomic(entry_dir / _METADATA, json.dumps(metadata, indent=1, sort_keys=True).encode("utf-8"))
+            write_atomic(entry_dir / METADATA, text)
         except OSError:
-            pass
+            return False
+        return True
+
+    def discard(self, key: str) -> None:
+        """Remove the entry for ``key``, whatever is at its path."""
+        try:
+            remove_path(self.path(key))
+        except OSError:
+            pass  # store() removes what it must, or fails and loses the entry
 
     def clear(self) -> None:
-        """Remove every entry (what ``rm -rf <cache_dir>/kernels`` does)."""
+        """Remove every entry and lock file (what ``rm -rf <cache_dir>/kernels <cache_dir>/locks`` does)."""
         import shutil
 
         shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.locks, ignore_errors=True)
 
 
-class _ChecksumError(Exception):
-    pass
+def warn(message: str) -> None:
+    """A :class:`CacheWarning`, shown at the first line outside polytile (the launch)."""
+    import sys
+    import warnings
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    level, frame = 1, sys._getframe(0)
+    # polytile's files, and the code it generates (launchers, guards: "<polytile ...>").
+    while frame.f_back is not None and frame.f_code.co_filename.startswith((package, "<polytile")):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, CacheWarning, stacklevel=level)
 
 
-def _read_checked(path: Path, expected: str) -> bytes:
-    data = path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != expected:
-        raise _ChecksumError(str(path))
-    return data
-
-
-def _write_atomic(path: Path, data: bytes) -> str:
-    """Write ``data`` to ``path`` so that no reader ever sees part of it; its SHA-256."""
-    import tempfile  # only a compilation writes; a launch from the cache reads
-
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def _use(use: Callable[[CacheEntry], _T], entry: CacheEntry) -> _T:
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
+        return use(entry)
+    except EntryProblem:
         raise
-    return hashlib.sha256(data).hexdigest()
+    except Exception as error:  # an entry that checks but cannot be loaded: damaged too
+        raise EntryProblem(f"loading it failed: {type(error).__name__}: {error}") from error
 
 
 # --------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from typing import Any, Callable, NamedTuple
 
 from .. import config as _config
 from ..backend import LaunchParam
-from ..errors import CompilationError, PolytileError
+from ..errors import CompilationError, ConfigError, PolytileError
 from ..ir import types as t
 from ..language import core as lc
 from .binder import MISSING, Unkeyed, constexpr_piece, describe_argument, make_entry, make_grid3, make_namer
@@ -390,6 +390,10 @@ class JITFunction:
             # A mistake in the kernel: the message shows its line with a caret, and the
             # compiler's frames would only bury it (the launch line stays on top).
             raise error.with_traceback(None) from None
+        except ConfigError as error:
+            # A setting that cannot work (dump_ir_dir naming a file, say): the user's to fix,
+            # and the message names it; the compiler's frames would only bury it.
+            raise error.with_traceback(None) from None
         if self._dispatcher is None and self._plan_budget > 0 \
                 and hasattr(getattr(compiled, "backend_launcher", None), "make_dispatcher"):
             self._dispatch_source = compiled.backend_launcher
@@ -482,7 +486,7 @@ class JITFunction:
     def _compile(self, arg_types: dict, constexprs: dict, resolved: Any, backend: Any, parsed: Any, options: dict,
                  hints: tuple, key: tuple | None) -> CompiledKernel:
         from ..plugins.manager import get_plugin_manager
-        from .cache import KernelCache, cache_directory, cache_enabled, global_snapshot, kernel_cache_key
+        from .cache import EntryProblem, KernelCache, cache_directory, cache_enabled, global_snapshot, kernel_cache_key
 
         options = _backend_options(options)
         params = list(arg_types)
@@ -498,6 +502,9 @@ class JITFunction:
             compiled.grid_defaults = {k: v for k, v in compiled.grid_defaults.items() if k not in self.param_names}
             return compiled
 
+        def build(disk_key: str | None) -> tuple[CompiledKernel, Any]:
+            return self._build(arg_types, constexprs, resolved, options, hints, params, make, disk_key)
+
         disk_key = None
         if cache_enabled():
             if key is None:
@@ -506,19 +513,32 @@ class JITFunction:
             components = get_plugin_manager().cache_key_components(resolved, parsed) + [
                 f"{k}=={v}" for k, v in sorted(backend.versions().items())]
             disk_key = kernel_cache_key(self, key, options, str(resolved), components)
-            cache = KernelCache(cache_directory())
-            entry = cache.load(disk_key, str(resolved))
-            if entry is not None and entry.metadata.get("params") == params:
+
+            def use(entry: Any) -> CompiledKernel:
+                if entry.name != self.__name__ or entry.metadata.get("params") != params:
+                    raise EntryProblem(f"it holds kernel '{entry.name}' with parameters "
+                                       f"{entry.metadata.get('params')}, not '{self.__name__}' with {params}")
                 # A kernel with a binary launches from it: its IR waits until asked for
                 # (CompiledKernel.module); the interpreter's launcher runs the IR itself.
                 module = None if entry.binaries else _parse_cached(entry.ir)
-                if module is not None or entry.binaries:
-                    self.disk_hits += 1
-                    return make(entry.name, module, global_snapshot(self), cache_key=disk_key, from_disk=True,
+                if module is None and not entry.binaries:
+                    raise EntryProblem("its IR does not parse or verify")
+                compiled = make(entry.name, module, global_snapshot(self), cache_key=disk_key, from_disk=True,
                                 binaries=entry.binaries, metadata=entry.metadata.get("kernel"), ir_text=entry.ir)
+                self.disk_hits += 1
+                return compiled
+
+            return KernelCache(cache_directory()).fetch(disk_key, str(resolved), kernel=self.__name__, use=use,
+                                                        build=lambda: build(disk_key))
+        return build(None)[0]
+
+    def _build(self, arg_types: dict, constexprs: dict, resolved: Any, options: dict, hints: tuple,
+               params: list, make: Callable, disk_key: str | None) -> tuple[CompiledKernel, Any]:
+        """Compile one specialization: the kernel, and the cache entry to store."""
         # Imported only now: a kernel found in the disk cache needs neither.
         from ..compiler import compile_module
         from ..frontend.codegen import generate_kernel
+        from .cache import global_snapshot
 
         module, _ = generate_kernel(self, arg_types, constexprs)
         # Taken after generation, from the same sources the cache key hashes: every
@@ -531,15 +551,14 @@ class JITFunction:
         metadata = dict(getattr(result, "metadata", None) or {})
         compiled = make(self.__name__, result.module, globals_used, result=result, cache_key=disk_key,
                         binaries=binaries, metadata=metadata)
+        entry = None
         if disk_key is not None:
             from ..ir import print_ir
             from .cache import CacheEntry
 
-            KernelCache(cache_directory()).store(CacheEntry(disk_key, str(resolved), self.__name__,
-                                                            print_ir(result.module, print_locations=True), binaries,
-                                                            {"params": params, "hints": list(hints),
-                                                             "kernel": metadata}))
-        return compiled
+            entry = CacheEntry(disk_key, str(resolved), self.__name__, print_ir(result.module, print_locations=True),
+                               binaries, {"params": params, "hints": list(hints), "kernel": metadata})
+        return compiled, entry
 
     def __repr__(self) -> str:
         return f"JITFunction({self.fn.__module__}:{self.fn.__qualname__})"
