@@ -4,6 +4,8 @@ extension table, and the StageRecorder that ahead-of-time compilation reads."""
 from __future__ import annotations
 
 import io
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -202,3 +204,31 @@ def test_instrumentation_from_config_passes_the_artifacts_to_the_printer():
     with config.override(print_ir_after=["cse"]):
         [printer] = [i for i in instrumentation_from_config() if isinstance(i, IRPrinter)]
     assert printer.artifacts is None
+
+
+@pytest.mark.parametrize("where", ["file", "file-parent"])
+def test_a_dump_dir_that_is_a_file_is_a_config_error_naming_it(tmp_path, where):
+    """POLYTILE_DUMP_IR_DIR at a file raised NotADirectoryError from inside the pass manager."""
+    from polytile.errors import ConfigError
+
+    blocker = tmp_path / "dumps"
+    blocker.write_text("not a directory")
+    directory = blocker if where == "file" else blocker / "deeper"
+    with pytest.raises(ConfigError, match=rf"under dump_ir_dir \({re.escape(str(directory))}, from POLYTILE_DUMP_IR_DIR "
+                                          rf"or the configuration\): {re.escape(str(blocker))} is a file, not a directory"):
+        run(IRPrinter(after=["all"], directory=directory, print_initial=True))
+
+
+def test_a_launch_with_a_dump_dir_that_is_a_file_shows_no_compiler_frames(tmp_path):
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "dumps"
+    blocker.write_text("x")
+    example = Path(__file__).resolve().parents[2] / "examples" / "vector_add.py"
+    env = {**os.environ, "POLYTILE_DUMP_IR": "1", "POLYTILE_DUMP_IR_DIR": str(blocker), "POLYTILE_CACHE": "0",
+           "POLYTILE_TARGET": "interp"}
+    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 1
+    assert f"ConfigError: cannot write the IR dump {blocker}/add_kernel under dump_ir_dir" in done.stderr
+    assert "passes/" not in done.stderr and "instrumentation" not in done.stderr

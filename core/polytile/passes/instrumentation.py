@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, ClassVar, Iterable, Mapping, NamedTuple
 
-from ..errors import UnknownNameError, VerificationError
+from ..errors import ConfigError, UnknownNameError, VerificationError
 from .pass_base import Pass
 
 
@@ -176,8 +176,28 @@ class IRPrinter(PassInstrumentation):
     def _folder(self) -> Path:
         assert self.directory is not None
         folder = self.directory / re.sub(r"[^A-Za-z0-9_.-]", "_", self._label)
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise self._dump_error(folder, error) from None
         return folder
+
+    def _dump_error(self, path: Path, error: OSError) -> ConfigError:
+        in_the_way = next((p for p in (self.directory, *self.directory.parents) if p.exists() and not p.is_dir()),
+                          None) if self.directory is not None else None
+        reason = f"{in_the_way} is a file, not a directory" if in_the_way is not None else (error.strerror or error)
+        return ConfigError(f"cannot write the IR dump {path} under dump_ir_dir ({self.directory}, from "
+                           f"POLYTILE_DUMP_IR_DIR or the configuration): {reason}; point dump_ir_dir at a directory "
+                           "(it is created when missing)")
+
+    def _write_file(self, path: Path, value: str | bytes) -> None:
+        try:
+            if isinstance(value, bytes):
+                path.write_bytes(value)
+            else:
+                path.write_text(value, encoding="utf-8")
+        except OSError as error:
+            raise self._dump_error(path, error) from None
 
     def _write(self, module: Any, title: str, slug: str) -> None:
         from ..ir.printer import print_ir
@@ -185,7 +205,7 @@ class IRPrinter(PassInstrumentation):
         text = print_ir(module, print_locations=self.print_locations)
         self._counter += 1
         if self.directory is not None:
-            (self._folder() / f"{self._counter:03d}-{slug}.ir").write_text(f"// {title}\n{text}")
+            self._write_file(self._folder() / f"{self._counter:03d}-{slug}.ir", f"// {title}\n{text}")
             return
         stream = self.stream or sys.stderr
         stream.write(f"// -----// {title} //----- //\n{text}\n")
@@ -194,10 +214,7 @@ class IRPrinter(PassInstrumentation):
         self._counter += 1
         if self.directory is not None:
             path = self._folder() / f"{self._counter:03d}-{slug}-{key}.{artifact_extension(key, value)}"
-            if isinstance(value, bytes):
-                path.write_bytes(value)
-            else:
-                path.write_text(value, encoding="utf-8")
+            self._write_file(path, value)
             return
         stream = self.stream or sys.stderr
         if isinstance(value, bytes):
