@@ -123,6 +123,43 @@ def test_opt_errors_are_clear_and_without_traceback(tmp_path, ir, pipeline, mess
     assert "Traceback" not in run.stderr
 
 
+def _nested_ifs(depth: int) -> str:
+    """A function whose body nests ``depth`` scf.if ops (so depth + 1 regions)."""
+    return ("func.func @f(%c: i1, %x: i32) {\n" + "scf.if %c {\n" * depth + "%y = arith.addi %x, %x : i32\n"
+            + "scf.yield\n} {\nscf.yield\n}\n" + "scf.yield\n} {\nscf.yield\n}\n" * (depth - 1) + "func.return\n}\n")
+
+
+@pytest.mark.parametrize("text, message", [
+    (_nested_ifs(1000), "in.ir:201:11: error: regions are nested more than 200 deep here; polytile's IR allows at "
+                        "most 200"),
+    ("func.func @f() {\n  %0 = arith.constant {value = " + "[" * 5000 + "]" * 5000 + "} : i32\n  func.return\n}\n",
+     "error: the text is nested too deeply to parse here"),
+    ("", "error: IR file '{path}' holds no operation (it is empty)"),
+    ("\n  // a comment\n\n", "error: IR file '{path}' holds no operation (only comments)"),
+])
+def test_opt_refuses_text_too_deep_or_empty_with_a_located_error(tmp_path, text, message):
+    """IR nested 1,000 deep raised RecursionError; an empty file was accepted with exit 0."""
+    source = tmp_path / "in.ir"
+    source.write_text(text)
+    run = run_cli("opt", str(source), "-p", "cse")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert message.format(path=source) in run.stderr
+
+
+def test_opt_runs_passes_at_the_deepest_nesting_allowed(tmp_path):
+    source = tmp_path / "in.ir"
+    source.write_text(_nested_ifs(199))
+    run = run_cli("opt", str(source), "-p", "cse,licm")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.count("scf.if") == 199
+    run = run_cli("opt", str(source), "-p", "inline,canonicalize,cse,licm,dce")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout == "func.func @f(%c: i1, %x: i32) {\n  func.return\n}\n"  # all of it dead
+    empty_module = tmp_path / "empty_module.ir"
+    empty_module.write_text("module {\n}\n")
+    assert run_cli("opt", str(empty_module)).returncode == 0  # an explicit empty module is an input
+
+
 def test_opt_missing_file():
     run = run_cli("opt", "/no/such/file.ir")
     assert run.returncode == 1 and "cannot read IR file '/no/such/file.ir'" in run.stderr

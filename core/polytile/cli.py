@@ -166,6 +166,15 @@ def _cmd_opt(args: argparse.Namespace) -> int:
 
     text, source = _read_input(args.input)
     module = parse_module(text, source, locate=True)
+    if not len(module.body.block) and all(not line.strip() or line.lstrip().startswith("//")
+                                          for line in text.splitlines()):
+        # Nothing at all (an explicit empty 'module {}' is accepted, as mlir-opt does): a
+        # wrong path or a failed generator upstream, not an input to pass through silently.
+        from .errors import PolytileError
+
+        what = "standard input" if args.input == "-" else f"IR file '{args.input}'"
+        raise PolytileError(f"{what} holds no operation ({'it is empty' if not text.strip() else 'only comments'}); "
+                            "give it a module, a function or an op to run the passes on")
     verify(module)
     pipeline = parse_pipeline(args.pipeline or "")
     # The flags add to the settings (POLYTILE_PRINT_IR_AFTER=... works here too), and

@@ -35,6 +35,11 @@ _DIMS = re.compile(r"((?:\d+x)+)")
 _HEX_BITS = re.compile(r"0x[0-9a-fA-F]{1,16}")
 _STRING_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 
+#: The deepest nesting of regions the parser accepts. The verifier, the printer and the
+#: passes walk regions recursively; kernels nest a few levels (a loop in a branch in a
+#: loop), and 200 keeps every walk well inside Python's recursion limit.
+MAX_REGION_DEPTH = 200
+
 
 class Parser:
     def __init__(self, text: str, source_name: str = "<ir>", locate: bool = False):
@@ -51,6 +56,7 @@ class Parser:
         self._isolated: list[bool] = []
         #: The classes of the ops being parsed, innermost last (their regions' owners).
         self._op_stack: list[type[Operation]] = []
+        self._region_depth = 0
 
     # -- low level --------------------------------------------------------------------
     def error(self, message: str, pos: int | None = None) -> None:
@@ -496,6 +502,16 @@ class Parser:
         self.skip_space()
         open_pos = self.pos
         self.expect("{")
+        if self._region_depth >= MAX_REGION_DEPTH:
+            self.error(f"regions are nested more than {MAX_REGION_DEPTH} deep here; polytile's IR allows at most "
+                       f"{MAX_REGION_DEPTH} (its passes walk regions recursively)", open_pos)
+        self._region_depth += 1
+        try:
+            return self._parse_region_body(open_pos, entry_arguments)
+        finally:
+            self._region_depth -= 1
+
+    def _parse_region_body(self, open_pos: int, entry_arguments: list[tuple[str, Type, int]] | None) -> Region:
         region = Region()
         owner = self._op_stack[-1] if self._op_stack else None
         self._push_scope(owner is not None and owner.has_trait(IsolatedFromAbove))
@@ -549,8 +565,12 @@ class Parser:
 
         self._push_scope(True)
         ops: list[Operation] = []
-        while not self.at_end():
-            ops.append(self.parse_op())
+        try:
+            while not self.at_end():
+                ops.append(self.parse_op())
+        except RecursionError:
+            # Regions have their own limit; this is what else nests (attribute lists, types).
+            self.error("the text is nested too deeply to parse here (brackets or types inside one another)")
         self._pop_scope()
         if len(ops) == 1 and isinstance(ops[0], ModuleOp):
             return ops[0]
