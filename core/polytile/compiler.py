@@ -106,7 +106,13 @@ def _add_plugin_metadata(manager: Any, kernel_name: str, target: Target, context
     before = {key: value for key, value in context.artifacts.items()
               if _is_json(value) and artifact_extension(key, value) is None}
     metadata = dict(before)
-    manager.call_hook("polytile_compile_metadata", kernel_name=kernel_name, target=target, metadata=metadata)
+    # Plugin by plugin: one that raises is disabled (PluginManager.call_hook) and what it
+    # added before raising is taken back.
+    kept = dict(metadata)
+    arguments = {"kernel_name": kernel_name, "target": target, "metadata": metadata}
+    for _ in manager.call_each_plugin("polytile_compile_metadata", arguments,
+                                      undo=lambda: (metadata.clear(), metadata.update(kept))):
+        kept = dict(metadata)
     for key, value in before.items():
         if metadata.get(key, _MISSING) != value:
             raise PolytileError(f"kernel '{kernel_name}': a polytile_compile_metadata hook changed or removed the "

@@ -251,3 +251,47 @@ def test_strict_plugins_makes_taking_a_core_pass_name_an_error_naming_both(plugi
     message = str(info.value)
     assert "plugin 'thief' (distribution 'polytile-thief' 1.2)" in message
     assert "pass 'cse', which polytile itself provides (plugin 'core' (distribution 'polytile'" in message
+
+
+def test_a_metadata_hook_that_raises_has_its_additions_taken_back(plugins, caplog):
+    class Broken:
+        @staticmethod
+        @hookimpl
+        def polytile_compile_metadata(kernel_name, target, metadata):
+            metadata["broken.half"] = 1
+            raise RuntimeError("no budget table")
+
+    class Fine:
+        @staticmethod
+        @hookimpl
+        def polytile_compile_metadata(kernel_name, target, metadata):
+            metadata["fine.kernel"] = kernel_name
+
+    plugins.register(Fine, PluginInfo("fine", "polytile-fine", "1.0"))
+    plugins.register(Broken, PluginInfo("broken", "polytile-broken", "1.0"))
+    with caplog.at_level(logging.WARNING, logger="polytile.plugins"):
+        result = compile_module(parse_module(VECTOR_ADD), "interp", label="add_kernel")
+    assert result.metadata.get("fine.kernel") == "add_kernel"
+    assert "broken.half" not in result.metadata
+    messages = [r.getMessage() for r in caplog.records if r.name == "polytile.plugins"]
+    assert len(messages) == 1 and "plugin 'broken' (distribution 'polytile-broken' 1.0) failed in hook " \
+        "'polytile_compile_metadata' and is disabled for this process: RuntimeError: no budget table" in messages[0]
+
+
+# -- the plugins installed with polytile work under strict_plugins ---------------------
+
+
+def test_every_installed_plugin_loads_and_compiles_under_strict_plugins(plugins, caplog):
+    """The suite runs with strict_plugins off, as users do (the tests above need the
+    tolerant default).  This is the CI guard instead: every installed plugin (the
+    backends, polytile-lds, ...) loads, registers and takes part in a compile for every
+    backend without failing, with strict_plugins on and no warning."""
+    from tests.toolchains import ptxas_or_skip
+
+    ptxas_or_skip()
+    with caplog.at_level(logging.WARNING, logger="polytile.plugins"), config.override(strict_plugins=True):
+        assert [r.info.describe() for r in plugins.plugins() if r.status == FAILED] == []
+        pass_registry()
+        for target in ("interp", "nvidia:sm_90a", "amd:gfx942"):
+            compile_module(parse_module(VECTOR_ADD), target)
+    assert [r.getMessage() for r in caplog.records if r.name == "polytile.plugins"] == []

@@ -20,12 +20,20 @@ Rules that hold for every hook:
   first, unless ``@hookimpl(tryfirst=True)`` or ``@hookimpl(trylast=True)`` says otherwise.
   Hook wrappers are not supported.
 * The four ``polytile_register_*`` hooks fill a registry.  Everything an implementation
-  registers is attributed to its plugin.  If the implementation raises, its entries are
-  removed again, the plugin is marked as failed (``polytile info`` shows why), and only
-  asking for something it would have provided raises an error naming it.  Two plugins
-  registering the same name is always an error naming both distributions.
-* An exception from any other hook becomes a :class:`~polytile.errors.PluginError` that
-  names the plugin, its distribution and the hook.
+  registers is attributed to its plugin.  The core's implementations run first, so a
+  name the core registers stays the core's: a plugin registering it fails (below), with
+  an error naming both owners.  Two plugins registering the same name is always an
+  error naming both distributions.
+* A plugin whose hook raises (any hook), or that cannot be imported, is disabled for the
+  process with one warning naming it, its distribution and the error: everything it
+  registered is removed, its hooks are not called again (``polytile info`` shows why),
+  and only asking for something it would have provided raises an error naming it.  With
+  the setting ``strict_plugins`` the failure is raised at once instead, as a
+  :class:`~polytile.errors.PluginError` naming the plugin, its distribution and the
+  hook.  A :class:`~polytile.errors.CompilationError` (a mistake in the user's kernel)
+  passes through unchanged.
+* The IR verifier runs after every pass a plugin registers or inserts: a pass that
+  leaves invalid IR is an internal error naming it, its plugin and its distribution.
 * Import vendor modules (``cuda.bindings``, ``hip``) inside hook bodies, never at the
   plugin's import time: plugins are imported whenever polytile needs its plugin manager.
 * What a plugin's module registers while it is imported (an op class defined with
@@ -194,9 +202,13 @@ def polytile_configure_pipeline(pipeline: Any, target: "Target", options: Any) -
     :param pipeline: the :class:`~polytile.passes.pipeline.Pipeline` the backend built,
         editable in place.  Its stages (``tile``, ``distribute``, ``memory``, ``llvm``,
         ``assemble``) and every pass in them are named anchors: insert before or after a
-        stage or a pass, replace a pass, or remove one.  A pass is named by its pass name
-        (``cse``), qualified by its stage when needed (``tile/cse``), and ``cse#2`` is its
-        second occurrence.  Anchors are by name, never by position, so plugins compose.
+        stage or a pass, replace a pass, or remove one.  Name a pass by its stage and
+        name (``tile/cse``): a GPU backend runs ``cse`` in its ``distribute`` stage too.
+        A bare name (``cse``) means its first occurrence, the tile stage's for a core
+        pass on every target, and ``cse#2`` is its second occurrence.  Anchors are by
+        name, never by position, so plugins compose.  Each pass you insert is attributed
+        to your plugin; if your hook raises, its edits are undone and your plugin is
+        disabled (see the rules above).
         Pipelines hold pass instances (``TMALowering()``, or
         ``pass_registry().create("tma-lowering")``); naming an anchor the pipeline lacks is
         an error that names your plugin.

@@ -63,6 +63,7 @@ from .records import (
     _summary,
 )
 from .registry import CORE_OWNER, ImportScope, PluginInfo, Registry, importing_plugin
+from .settings import _clean_names, _configured_disabled, _core_name_reason, _takes_a_core_name, strict_plugins
 
 if TYPE_CHECKING:
     from .reports import PolytileInfo
@@ -702,54 +703,6 @@ def discover_entry_points() -> list[Any]:
     """Installed entry points of :data:`ENTRY_POINT_GROUPS`, sorted by name within a
     group, each once (:func:`polytile.plugins.distributions.discover_entry_points`)."""
     return distributions.discover_entry_points(ENTRY_POINT_GROUPS)
-
-
-def _clean_names(names: Any) -> tuple[str, ...]:
-    if isinstance(names, str):
-        names = names.split(",")
-    return tuple(n.strip() for n in names if n and n.strip())
-
-
-def _configured_disabled() -> tuple[str, ...]:
-    """The setting ``disabled_plugins``; raises ConfigError for an invalid value."""
-    # Looked up in sys.modules on every call (not imported once) so that tests can put a
-    # stand-in configuration there.
-    config = sys.modules.get("polytile.config")
-    if config is None:
-        try:
-            config = importlib.import_module("polytile.config")
-        except ModuleNotFoundError as exc:
-            if exc.name != "polytile.config":
-                raise
-            return ()
-    # The configuration has checked the names already (no blanks, no commas).
-    return tuple(config.get("disabled_plugins") or ())
-
-
-def strict_plugins() -> bool:
-    """The setting ``strict_plugins``: a failing plugin raises instead of being disabled."""
-    config = sys.modules.get("polytile.config")
-    if config is None:
-        try:
-            config = importlib.import_module("polytile.config")
-        except ModuleNotFoundError as exc:
-            if exc.name != "polytile.config":
-                raise
-            return False
-    return bool(config.get("strict_plugins"))
-
-
-def _takes_a_core_name(exc: BaseException, record: PluginRecord) -> bool:
-    """Whether ``exc`` is ``record``'s plugin registering a name the core registered."""
-    owners = getattr(exc, "owners", None)
-    return (isinstance(exc, PluginConflictError) and owners is not None and owners[0] == CORE_OWNER
-            and record.info != CORE_OWNER)
-
-
-def _core_name_reason(exc: BaseException) -> str:
-    kind, name = getattr(exc, "kind", "name"), getattr(exc, "name", "?")
-    return (f"it registers {kind} '{name}', which polytile itself provides ({CORE_OWNER.describe()}); "
-            f"a plugin's {kind} needs a name of its own (prefix it with the plugin's name)")
 
 
 _manager: PluginManager | None = None
