@@ -170,6 +170,30 @@ def test_every_metadata_field_is_checked_even_under_a_valid_checksum(tmp_path, _
     assert healed.disk_hits == 1
 
 
+def test_an_entry_that_cannot_be_removed_is_compiled_and_not_cached(tmp_path, _private_kernel_cache, monkeypatch):
+    # Another user's unreadable entry in a shared cache (umask 077): the warning says
+    # what happened and does not claim the entry was replaced.
+    import polytile.runtime.cache as cache_module
+
+    path = _write_module(tmp_path)
+    out = np.zeros(16, np.float32)
+    _fresh_kernel(path, "ck_z1")[(1,)](out, 16, BLOCK=16)
+    (entry,) = _entries(_private_kernel_cache)
+    (entry / "kernel.ir").write_text("unreadable for us")
+
+    def refuse(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(cache_module, "remove_path", refuse)
+    kernel = _fresh_kernel(path, "ck_z2")
+    out[:] = 0
+    with pytest.warns(CacheWarning, match=r"cannot be used \(the checksum of kernel.ir does not match .*\) and cannot be "
+                      r"removed \(Permission denied\); the kernel is compiled and not cached"):
+        kernel[(1,)](out, 16, BLOCK=16)
+    assert kernel.compile_count == 1 and (out == np.arange(16) * 2).all()
+    assert (entry / "kernel.ir").read_text() == "unreadable for us"
+
+
 def test_a_missing_metadata_file_is_a_plain_miss(tmp_path, _private_kernel_cache, recwarn):
     # A writer killed before its last file: nothing to report, the entry is written again.
     path = _write_module(tmp_path)

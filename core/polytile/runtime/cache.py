@@ -136,9 +136,16 @@ class KernelCache:
                     warn(f"kernel '{kernel}': the cache directory {self.directory} (setting cache_dir) is not a "
                          "directory; the kernel is compiled and not cached")
                     return build()[0]
-                warn(f"kernel '{kernel}': the on-disk cache entry {self.path(key)} is damaged ({problem}); "
-                     "it was removed and the kernel is compiled again")
-                self.discard(key)
+                failure = self.discard(key)
+                if failure is None:
+                    warn(f"kernel '{kernel}': the on-disk cache entry {self.path(key)} is damaged ({problem}); "
+                         "it was removed and the kernel is compiled again")
+                else:
+                    # Another user's entry that this one may not read or replace (a
+                    # shared cache and a umask of 077, say): compiled, not cached.
+                    warn(f"kernel '{kernel}': the on-disk cache entry {self.path(key)} cannot be used ({problem}) "
+                         f"and cannot be removed ({failure}); the kernel is compiled and not cached")
+                    return build()[0]
             result, new_entry = build()
             if new_entry is not None:
                 self.store(new_entry)
@@ -207,12 +214,19 @@ class KernelCache:
             return False
         return True
 
-    def discard(self, key: str) -> None:
-        """Remove the entry for ``key``, whatever is at its path."""
+    def discard(self, key: str) -> str | None:
+        """Remove the entry for ``key``, whatever is at its path; None, or why it could not."""
+        path = self.path(key)
         try:
-            remove_path(self.path(key))
-        except OSError:
-            pass  # store() removes what it must, or fails and loses the entry
+            for folder in (self.root, path.parent):  # a file where a folder of the cache belongs
+                if os.path.lexists(folder) and not os.path.isdir(folder):
+                    remove_path(folder)
+            remove_path(path)
+        except OSError as error:
+            return error.strerror or str(error)
+        if os.path.lexists(path):
+            return "permission denied"
+        return None
 
     def clear(self) -> None:
         """Remove every entry and lock file (what ``rm -rf <cache_dir>/kernels <cache_dir>/locks`` does)."""
