@@ -7,12 +7,11 @@ ld.lld is found by :func:`.toolchain.find_lld`.
 from __future__ import annotations
 
 import subprocess
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 from polytile.errors import PolytileError
+from polytile.gpu.scratch import scratch_directory
 from polytile.passes.pass_base import Pass, PassContext, PreservedAnalyses
 
 from .codegen import AMDGPU_OBJECT
@@ -26,8 +25,8 @@ CODE_OBJECT_METADATA = "amd_code_object"
 def link_hsaco(obj: bytes, kernel: str = "kernel", arch: str = "") -> bytes:
     """``ld.lld -shared`` of one relocatable AMDGPU object: the HSACO bytes."""
     lld = find_lld()
-    with tempfile.TemporaryDirectory(prefix="polytile-amd-") as scratch:
-        source, output = Path(scratch, f"{kernel}.o"), Path(scratch, f"{kernel}.hsaco")
+    with scratch_directory("polytile-amd-", kernel=kernel, tool="ld.lld", error=LinkError) as scratch:
+        source, output = scratch / f"{kernel}.o", scratch / f"{kernel}.hsaco"
         source.write_bytes(obj)
         try:
             done = subprocess.run([str(lld), "-shared", str(source), "-o", str(output)],

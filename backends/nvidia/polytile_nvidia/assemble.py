@@ -222,12 +222,14 @@ class PtxasAssembler:
 
     def assemble(self, ptx: str, arch: str, flags: AssembleFlags, kernel_name: str) -> bytes:
         import subprocess
-        import tempfile
+
+        from polytile.gpu.scratch import scratch_directory
 
         ptxas = find_ptxas()
-        with tempfile.TemporaryDirectory(prefix="polytile-ptxas-") as scratch:
-            source = Path(scratch, "kernel.ptx")
-            target = Path(scratch, "kernel.cubin")
+        with scratch_directory("polytile-ptxas-", kernel=kernel_name, tool="ptxas",
+                               error=AssemblerUnavailableError) as scratch:
+            source = scratch / "kernel.ptx"
+            target = scratch / "kernel.cubin"
             source.write_text(ptx)
             command = [str(ptxas), *self.flags(arch, flags), "--output-file", str(target), str(source)]
             try:
