@@ -42,7 +42,8 @@ def source_digest(source: Path) -> str:
 
 class BuildLaunchModule(build_ext):
     """build_ext that never fails the install: a module it cannot build leaves a marker
-    saying why, and one it built removes any old marker."""
+    saying why (next to where the module would be, in the build folder and, for an
+    in-place or editable build, in the package), and one it built removes the marker."""
 
     def build_extension(self, ext: Extension) -> None:
         marker = Path(self.get_ext_fullpath(ext.name)).with_name(UNBUILT_MARKER)
@@ -59,16 +60,17 @@ class BuildLaunchModule(build_ext):
         if marker.exists():
             marker.unlink()
 
-    def run(self) -> None:
-        try:
-            super().run()
-        except Exception as exc:  # noqa: BLE001 - no compiler at all is found before build_extension runs
-            for ext in self.extensions:
-                marker = Path(self.get_ext_fullpath(ext.name)).with_name(UNBUILT_MARKER)
-                marker.parent.mkdir(parents=True, exist_ok=True)
-                marker.write_text(f"no C build was possible at install: {' '.join(str(exc).split())}\n")
-            self.warn(f"polytile-nvidia: the native launch module was not built ({exc}); NVIDIA kernels will "
-                      "launch through cuda-bindings.")
+    def copy_extensions_to_source(self) -> None:
+        super().copy_extensions_to_source()  # copies only what was built (the module is optional)
+        build_py = self.get_finalized_command("build_py")
+        for ext in self.extensions:
+            inplace_file, regular_file = (Path(f) for f in self._get_inplace_equivalent(build_py, ext))
+            built_marker, inplace_marker = (f.with_name(UNBUILT_MARKER) for f in (regular_file, inplace_file))
+            if built_marker.exists():
+                inplace_file.unlink(missing_ok=True)  # an older build must not pass for this one
+                inplace_marker.write_text(built_marker.read_text())
+            else:
+                inplace_marker.unlink(missing_ok=True)
 
 
 launch = Extension(
@@ -77,6 +79,7 @@ launch = Extension(
     depends=[os.path.relpath(PACKAGE / "_dispatch.h", HERE)],
     define_macros=[("POLYTILE_LAUNCH_SOURCE_DIGEST", f'"{source_digest(SOURCE)}"')],
     extra_compile_args=["-O2"] if os.name != "nt" else [],
+    optional=True,  # see BuildLaunchModule
 )
 
 setup(ext_modules=[launch], cmdclass={"build_ext": BuildLaunchModule})
