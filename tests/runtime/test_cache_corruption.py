@@ -271,3 +271,19 @@ def test_a_shard_directory_that_became_a_file_is_replaced(probe):
         assert not probe.attempt().from_disk
     assert probe.attempt().from_disk
     assert json.loads((probe.entry / "metadata.json").read_text())["target"] == probe.target
+
+
+@pytest.mark.parametrize("text", [
+    b"[" * 100000 + b"]" * 100000,  # RecursionError in json
+    b'{"format": ' + b"9" * 5000 + b"}",  # beyond int's digit limit
+    b'{"format": 2, "format": 2}',
+    b"\xff\xfe{}",
+    b"[]",
+    b"",
+    b"null",
+])
+def test_hostile_metadata_text_is_detected(probe, text):
+    def replace(entry: Path) -> None:
+        (entry / "metadata.json").write_bytes(text)
+
+    assert probe.check(repr(text[:20]), replace) == "detected"

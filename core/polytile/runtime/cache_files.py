@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import stat
 from pathlib import Path
 from typing import Any
@@ -72,6 +71,8 @@ def parse_metadata(data: bytes, key: str, target: str, version: str) -> dict[str
         raise EntryProblem(f"{METADATA} is not UTF-8 text") from None
     except ValueError as error:
         raise EntryProblem(f"{METADATA} is not valid JSON ({error})") from None
+    except RecursionError:
+        raise EntryProblem(f"{METADATA} nests deeper than any metadata does") from None
     if not isinstance(document, dict):
         raise EntryProblem(f"{METADATA} holds {_json_type(document)}, not an object")
     check_metadata(document, key, target, version)
@@ -79,11 +80,12 @@ def parse_metadata(data: bytes, key: str, target: str, version: str) -> dict[str
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        seen: set[str] = set()
-        duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise ValueError(f"the key {duplicate!r} appears twice")
+    """An object of ``json.loads``; a key given twice is an error (JSON would keep the last)."""
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"the key {key!r} appears twice")
+        result[key] = value
     return result
 
 
@@ -283,6 +285,8 @@ def make_directories(path: Path, owned: Path) -> None:
 
 def remove_path(path: Path) -> None:
     """Remove whatever is at ``path`` (a file, a link, a directory tree); nothing if absent."""
+    import shutil  # only a damaged entry is removed: a launch from the cache never needs it
+
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
         if not os.path.lexists(path):
