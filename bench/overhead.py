@@ -71,18 +71,22 @@ def _check_launch(kernel: Any, grid: Any, args: tuple[Any, ...], out: Any, expec
     return None
 
 
+def warm_up(kernel: Any, grid: Any, args: tuple[Any, ...], launches: int, synchronize: Any) -> None:
+    """A tenth as many launches as are timed (at least 10), untimed."""
+    for _ in range(max(10, launches // 10)):
+        kernel[grid](*args, BLOCK_SIZE=1024)
+    synchronize()
+
+
 def time_launches(kernel: Any, grid: Any, args: tuple[Any, ...], launches: int, synchronize: Any) -> float:
     """Host microseconds per ``kernel[grid](*args, BLOCK_SIZE=1024)``: the median of
-    :data:`LAUNCH_ROUNDS` rounds of ``launches``, after a warm-up of a tenth as many."""
+    :data:`LAUNCH_ROUNDS` rounds of ``launches`` (after :func:`warm_up`)."""
     samples = []
     collecting = gc.isenabled()
     # As timeit does: a garbage collection in one round would be counted as launch time.
     gc.collect()
     gc.disable()
     try:
-        for _ in range(max(10, launches // 10)):
-            kernel[grid](*args, BLOCK_SIZE=1024)
-        synchronize()
         for _ in range(LAUNCH_ROUNDS):
             # _host_time's loop, written out: a lambda per launch would be timed too.
             total, done = 0.0, 0
@@ -117,7 +121,7 @@ _LAUNCH_CHILD = "import sys; from bench.overhead import launch_child; launch_chi
 
 def launch_child(argv: list[str]) -> None:
     """A launch-mode child process: ``compiler module backend launches``; prints one JSON
-    line, per grid: the host µs per launch and, for polytile on NVIDIA, how the kernel's
+    line, per grid: the host µs per launch and, for polytile on NVIDIA, how the timed
     launches went (native dispatcher or Python, and why)."""
     import importlib
 
@@ -136,6 +140,7 @@ def launch_child(argv: list[str]) -> None:
         if failed is not None:
             result[name] = {"error": f"{failed.status}: {failed.detail}"}
             continue
+        warm_up(kernel, grid, (x, y, out, n), launches, device.synchronize)
         before = _launch_counts(compiler, backend, kernel)
         us = time_launches(kernel, grid, (x, y, out, n), launches, device.synchronize)
         entry: dict[str, Any] = {"us": us}

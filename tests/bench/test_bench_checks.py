@@ -187,3 +187,15 @@ def test_processes_must_be_a_positive_number(capsys):
         bench.main(["launch", "--target", "interp", "--processes", "0"])
     assert exit_info.value.code == 2
     assert "must be a whole number of processes, 1 or more, not '0'" in capsys.readouterr().err
+
+
+def test_the_launch_mode_says_whether_every_timed_launch_was_the_native_dispatchers():
+    from bench.overhead import _process_summary
+
+    native = {"us": 4.7, "native": 51000, "python": 0, "why": {}}
+    slow = {"us": 13.4, "native": 0, "python": 51000, "why": {"native launcher pending": 51000}}
+    assert _process_summary([{"us": 400.0}]) == ""  # (the interpreter: no launch counts)
+    assert _process_summary([native, native]) == ("every timed launch of every process went through the native "
+                                                   "dispatcher (2 processes)")
+    assert _process_summary([slow, native]) == ("1 of 2 processes made timed launches through Python: 51000 native "
+                                                "launcher pending")
