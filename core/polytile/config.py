@@ -405,10 +405,11 @@ SETTINGS: dict[str, Setting] = _declare(
     ),
     Setting(
         "nvidia_launch", _Choice("auto", "native", "bindings"), "auto", ("POLYTILE_NVIDIA_LAUNCH",),
-        doc="How NVIDIA kernels are launched: 'native' packs the arguments and calls cuLaunchKernel in a small C "
-        "extension, built with the system C compiler on first use and kept in cache_dir (an error when it cannot be "
-        "built); 'bindings' calls cuLaunchKernel through cuda-bindings (slower per launch, no compiler needed); "
-        "'auto' uses 'native' when it builds, else 'bindings' ('polytile info' says which, and why).",
+        doc="How NVIDIA kernels are launched: 'native' packs the arguments and calls cuLaunchKernel in the C "
+        "extension polytile_nvidia._launch, built when polytile-nvidia is installed (built at run time into cache_dir "
+        "with the system C compiler only where the installed one is missing or older than its source; an error when "
+        "it cannot be used); 'bindings' calls cuLaunchKernel through cuda-bindings (slower per launch); 'auto' uses "
+        "'native' when it can, else 'bindings' ('polytile info' says which, and why).",
     ),
     Setting(
         "rocm_path", PATH, None, ("POLYTILE_ROCM_PATH",), optional=True, fallback_env=("ROCM_PATH",),
