@@ -61,3 +61,41 @@ def test_a_type_error_inside_a_grid_function_is_not_taken_for_a_binding_error():
     with pytest.raises(TypeError, match="unsupported operand") as info:
         fill[lambda meta: (meta["BLOCK"] + "x",)](out, 8, BLOCK=8, target="interp")
     assert not isinstance(info.value, LaunchError)
+
+
+@pytest.fixture
+def cuda_torch():
+    from polytile.plugins.manager import get_plugin_manager
+
+    backend = get_plugin_manager().backends.find("nvidia")
+    if backend is None:
+        pytest.skip("the NVIDIA backend is not installed")
+    probe = get_plugin_manager().backends.probe("nvidia")
+    if not probe.devices:
+        pytest.skip(f"no NVIDIA device: {probe.reason}")
+    return pytest.importorskip("torch")
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_grids_and_arguments_are_judged_as_on_the_interpreter(cuda_torch):
+    """Also once the native dispatcher has plans for the kernel: a float grid and an
+    argument given twice go to the Python path, which refuses them, launching nothing."""
+    torch = cuda_torch
+    out = torch.zeros(64, dtype=torch.float32, device="cuda")
+    for _ in range(3):  # the dispatcher plans these calls
+        fill[(8,)](out, 64, BLOCK=8)
+        fill[lambda meta: (pt_cdiv(64, meta["BLOCK"]),)](out, 64, BLOCK=8)
+    torch.cuda.synchronize()
+    assert bool(out.eq(1).all())
+    out.zero_()
+    for grid in [(8.0,), (True,), lambda meta: (64 / meta["BLOCK"],), (2**31,), (1, 65536)]:
+        with pytest.raises(LaunchError, match="axis"):
+            fill[grid](out, 64, BLOCK=8)
+    with pytest.raises(LaunchError, match="argument 'n' is given twice"):
+        fill[(8,)](out, 64, n=64, BLOCK=8)
+    torch.cuda.synchronize()
+    assert not bool(out.any())
+
+
+def pt_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
