@@ -6,7 +6,9 @@ says.  This measures, for the example kernels on each target:
 
 * ``compile ms``: compile_module, the whole pipeline (median of ``--repeat`` runs);
 * ``codegen ms``: its ``llvm`` and ``assemble`` stages (LLVM IR, PTX/cubin, HSACO);
-* ``verify ms``: the verifications run by default (``n``: how many), in total;
+* ``verify ms``: the verifications run by default (``n``: how many), in total: after
+  each plugin pass, and before one when passes that are not verified ran since the last
+  check (so that the plugin is never blamed for IR it was given broken);
 * ``worst ms``: a plugin pass after *every* pass (a no-op one, verified each time),
   the verifications in total: the most that plugins can cost.
 
@@ -62,14 +64,17 @@ def _measure(module, target: str, repeat: int) -> tuple[float, float, float, int
     from polytile.passes.instrumentation import PassTimer
 
     verified: list[float] = []
-    real = manager_module._verify_after
+    real = {name: getattr(manager_module, name) for name in ("_verify_after", "_verify_before")}
 
-    def timed(module_, pass_, stage):
-        start = time.perf_counter()
-        real(module_, pass_, stage)
-        verified.append(time.perf_counter() - start)
+    def timing(function):
+        def timed(*args):
+            start = time.perf_counter()
+            function(*args)
+            verified.append(time.perf_counter() - start)
+        return timed
 
-    manager_module._verify_after = timed
+    for name, function in real.items():
+        setattr(manager_module, name, timing(function))
     rows = []
     try:
         for _ in range(repeat):
@@ -88,7 +93,8 @@ def _measure(module, target: str, repeat: int) -> tuple[float, float, float, int
             codegen = sum(s for stage, _, s in timer.records if stage in ("llvm", "assemble"))
             rows.append((total, codegen, sum(verified), len(verified)))
     finally:
-        manager_module._verify_after = real
+        for name, function in real.items():
+            setattr(manager_module, name, function)
     median = lambda i: statistics.median(r[i] for r in rows) * 1e3  # noqa: E731
     return median(0), median(1), median(2), rows[-1][3]
 

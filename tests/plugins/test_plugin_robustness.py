@@ -139,6 +139,41 @@ def test_core_passes_are_not_verified_by_default_but_plugin_passes_are(plugins, 
     assert verified == ["nothing-much"]
 
 
+@dataclass
+class Idle(Pass):
+    name: ClassVar[str] = "idle"
+
+    def run(self, module, context):
+        return None
+
+
+@pytest.mark.parametrize("before", [["dangle"], ["idle", "dangle", "idle"]])
+def test_ir_broken_before_a_plugin_pass_is_not_blamed_on_the_plugin(plugins, before):
+    """Passes that are not verified by default (the core's; here unregistered ones) run
+    before a plugin's pass: the IR is checked before the plugin's pass, so the plugin is
+    not blamed for what it was given."""
+    from polytile.passes.manager import PassManager
+    from polytile.passes.pipeline import Pipeline, Stage
+
+    make = {"dangle": Dangle, "idle": Idle}
+    plugin_pass = Idle()
+    pipeline = Pipeline([Stage("tile", [make[name]() for name in before] + [plugin_pass])])
+    pipeline.attribute(plugin_pass, DANGLER)
+    with pytest.raises(InvalidIRError) as info:
+        PassManager(pipeline, []).run(parse_module(VECTOR_ADD))
+    error = info.value
+    assert error.plugin == "" and error.pass_name == before[-1]
+    message = str(error)
+    assert "of plugin 'dangler' (distribution 'polytile-dangler' 0.3), which is not at fault" in message
+    if len(before) == 1:
+        assert message.startswith("internal compiler error: pass 'dangle' (stage 'tile') of code outside any "
+                                  "plugin left invalid IR: 'arith.addi' op: ")
+    else:
+        assert message.startswith("internal compiler error: one of the passes tile/idle, tile/dangle, tile/idle "
+                                  "of code outside any plugin left invalid IR")
+        assert "POLYTILE_VERIFY_EACH=1 verifies after every pass" in message
+
+
 # -- 3. a failing hook ------------------------------------------------------------------
 
 

@@ -42,10 +42,14 @@ class InvalidIRError(PassFailure, VerificationError):
     is not at fault.
     """
 
-    def __init__(self, pass_name: str, stage: str, owner: Any, problem: VerificationError, hint: str = ""):
+    def __init__(self, pass_name: str, stage: str, owner: Any, problem: VerificationError, hint: str = "",
+                 suspects: tuple[str, ...] = ()):
         self.pass_name = pass_name
         self.stage = stage
         self.owner = owner
+        #: When the IR was found invalid before a plugin's pass, after several passes that
+        #: are not verified by default: ``stage/pass`` of each (``pass_name`` is the last).
+        self.suspects = suspects
         self.cause = problem
         self.message = problem.message
         self.op_name = problem.op_name
@@ -57,7 +61,9 @@ class InvalidIRError(PassFailure, VerificationError):
         first, _, more = problem.message.partition("\n")
         made_for = (f"\n(The op was made for the kernel source at {problem.location}; "
                     "the kernel is not at fault.)") if problem.location is not None else ""
-        text = (f"internal compiler error: pass '{pass_name}' (stage '{stage}') of {describe_owner(owner)} "
+        culprit = (f"pass '{pass_name}' (stage '{stage}')" if len(suspects) <= 1 else
+                   f"one of the passes {', '.join(suspects)}")
+        text = (f"internal compiler error: {culprit} of {describe_owner(owner)} "
                 f"left invalid IR: {what}{first}{made_for}\n{_blame(owner)}")
         for extra in (more, hint):
             if extra:
@@ -126,10 +132,17 @@ class PassManager:
         # A Verifier among the instruments (verify_each) checks every pass already.
         verifies_all = any(isinstance(i, Verifier) for i in instruments)
         owners = {id(p): pass_owner(p, self.pipeline) for _, p in self.pipeline.passes()}
+        #: The passes run since the IR was last verified, (stage, pass, owner): the IR is
+        #: checked before a plugin's pass too when they changed it, so that invalid IR is
+        #: blamed on the pass that made it, never on the plugin that found it.
+        unchecked: list[tuple[str, Pass, Any]] = []
         for instrument in instruments:
             instrument.before_pipeline(module, label)
         for stage, pass_ in self.pipeline.passes():
             owner = owners.get(id(pass_)) if id(pass_) in owners else pass_owner(pass_, self.pipeline)
+            checked = verifies_all or is_plugin(owner)
+            if checked and unchecked:
+                _verify_before(module, pass_, stage.name, owner, unchecked)
             for instrument in instruments:
                 instrument.before_pass(pass_, stage.name, module)
             start = time.perf_counter()
@@ -155,6 +168,10 @@ class PassManager:
                 raise
             except VerificationError as exc:
                 raise InvalidIRError(pass_.name, stage.name, owner, exc) from None
+            if checked:
+                unchecked.clear()
+            else:
+                unchecked.append((stage.name, pass_, owner))
         for instrument in instruments:
             call_after_pipeline(instrument, module, label, context.statistics)
         return context
@@ -168,6 +185,26 @@ def _verify_after(module: Any, pass_: Pass, stage: str) -> None:
     except VerificationError as exc:
         raise VerificationError(f"{exc.message}\n{ir_dump_hint(module, pass_.name, stage)}", exc.op_name,
                                 exc.location) from None
+
+
+def _verify_before(module: Any, pass_: Pass, stage: str, owner: Any, unchecked: list[tuple[str, Pass, Any]]) -> None:
+    """Verify the IR before the plugin pass ``pass_``: invalid IR here was made by the
+    passes in ``unchecked`` (run since the last verification), not by the plugin."""
+    from ..ir.verifier import verify
+
+    try:
+        verify(module)
+    except VerificationError as exc:
+        last_stage, last, last_owner = unchecked[-1]
+        owners = {o for _, _, o in unchecked}
+        suspects = tuple(f"{s}/{p.name}" for s, p, _ in unchecked)
+        found = (f"(Found when checking the IR before pass '{pass_.name}' (stage '{stage}') of "
+                 f"{describe_owner(owner)}, which is not at fault.")
+        if len(suspects) > 1:
+            found += (f" POLYTILE_VERIFY_EACH=1 verifies after every pass and names the one of "
+                      f"{', '.join(suspects)} that broke the IR.")
+        raise InvalidIRError(last.name, last_stage, last_owner if len(owners) == 1 else None, exc,
+                             found + ")\n" + ir_dump_hint(module, last.name, last_stage), suspects) from None
 
 
 def _raised_at(exc: BaseException) -> str:
