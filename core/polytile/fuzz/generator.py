@@ -27,7 +27,7 @@ from .program import Array, Kernel, Statement, Value
 
 #: Statement kinds and their weights.
 KINDS: dict[str, int] = {
-    "load": 6, "binary": 14, "unary": 8, "convert": 4, "where": 4, "reduce": 5, "scan": 4, "dot": 4,
+    "load": 6, "binary": 14, "unary": 8, "convert": 4, "where": 4, "reduce": 5, "scan": 4, "dot": 10,
     "if": 3, "for": 3, "while": 2, "noinline": 3, "atomic": 3, "lowp_round": 3, "lowp_load": 2, "broadcast": 3,
 }
 

@@ -229,11 +229,16 @@ def compare_array(array: Array, expected: np.ndarray, got: np.ndarray) -> str:
 
 def check(kernel: Kernel, directory: Path, target: str | None, archs: list[str]) -> Outcome:
     """Run ``kernel`` on the interpreter and ``target`` (or compile it for ``archs``)."""
-    labels = kernel.labels
     try:
         fn = load_kernel(kernel, directory)
     except Exception:
-        return Outcome(CRASH, _short_traceback(), "import", labels)
+        return Outcome(CRASH, _short_traceback(), "import", kernel.labels)
+    return check_function(fn, kernel, target, archs)
+
+
+def check_function(fn: Any, kernel: Kernel, target: str | None, archs: list[str]) -> Outcome:
+    """:func:`check` for a kernel already imported (a saved regression test's)."""
+    labels = kernel.labels
     if archs:
         try:
             results = compile_for(fn, kernel, archs)
