@@ -164,8 +164,13 @@ class Launcher(LauncherBase):
     # -- the native dispatcher (polytile.runtime.dispatch) ----------------------------------
 
     def make_dispatcher(self, slow: Any) -> Any:
-        if self._native is None and self._awaiting_native:
-            self._take_native_when_ready()
+        if self._native is None:
+            if self._awaiting_native:
+                self._take_native_when_ready()
+            else:
+                # Not loaded yet (its first launch failed before loading, say): the native
+                # module is the process's, whether or not this kernel ever ran.
+                self._choose_native()
         native = self._native
         return native.Dispatcher(slow) if native is not None and hasattr(native, "Dispatcher") else None
 
@@ -233,8 +238,7 @@ class Launcher(LauncherBase):
 
     def _load(self, device: int) -> tuple[Any, int, Any]:
         if not self._loaded:
-            self._adopt(driver.native_launcher(wait=False))
-            self._awaiting_native = self._native is None and driver.native_pending()
+            self._choose_native()
         module = driver.load_module(self.image, device=device, name=self.kernel_name)
         function = module.function(self.kernel_name)
         function.check_block_size(self.block)
@@ -243,6 +247,11 @@ class Launcher(LauncherBase):
         context = driver.primary_context(device)
         self._functions[device] = function
         return context, int(context), function.handle
+
+    def _choose_native(self) -> None:
+        """Take the process's native module, or wait for it if it is being built."""
+        self._adopt(driver.native_launcher(wait=False))
+        self._awaiting_native = self._native is None and driver.native_pending()
 
     def _adopt(self, native: Any) -> None:
         self._native = native

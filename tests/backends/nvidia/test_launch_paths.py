@@ -168,3 +168,15 @@ def test_launch_counts_takes_a_kernel_or_a_launcher(fresh_process):
     assert launch_counts(compiled) == launch_counts(compiled.backend_launcher) == launch_counts(scale_add)
     with pytest.raises(TypeError, match="launch_counts takes a @jit function"):
         launch_counts(42)
+
+
+def test_a_kernel_whose_first_launch_failed_before_loading_still_adopts_the_dispatcher(fresh_process):
+    from polytile.runtime.jit import LaunchError
+
+    x, y, out, n = _args()
+    with pytest.raises(LaunchError, match="on cuda:1, but argument 'x' is on cuda:0"):
+        scale_add[(4,)](x, _args(device=1)[1], out, n, target=TARGET)  # compiled, never loaded
+    for _ in range(10):
+        scale_add[(4,)](*_args(), target=TARGET)
+    counts = launch_counts(scale_add)
+    assert counts.native == 8 and counts.why == {"no dispatcher": 1, "no plan matched": 1}, counts
