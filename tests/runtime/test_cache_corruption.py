@@ -6,10 +6,10 @@ provably harmless (the entry reads back equal to what was written, and is used).
 exception may escape.  Two entries are probed: an interpreter kernel, launched, and an
 NVIDIA kernel compiled for sm_90a without a GPU (it needs ptxas, as CI has).
 
-Each file's every byte (one bit each) goes through the cache's reader, which is fast;
-a deterministic sample of positions, and every position the issue names (the digits of
-num_warps and shared_bytes, the binaries' list, the target), goes through a whole launch
-or compile, which recompiles.
+Every byte of metadata.json and every 5th byte of the IR and the cubin (one bit each)
+go through the cache's reader, which is fast; a deterministic sample of positions, and
+every position the issue names (the digits of num_warps and shared_bytes, the binaries'
+list, the target), go through a whole launch or compile, which recompiles.
 """
 
 from __future__ import annotations
