@@ -286,3 +286,16 @@ def test_the_backend_reports_its_launch_path_for_polytile_info(fake_driver):
 
     assert NvidiaBackend().launch_path() == driver.launch_path()
     assert NvidiaBackend().launch_path().startswith("cuda-bindings cuLaunchKernel: ")
+
+
+def test_the_run_time_fallback_builds_the_same_module_with_its_source_digest(tmp_path):
+    from polytile import config
+    from polytile.runtime.launcher import c_compiler
+
+    if c_compiler() is None:
+        pytest.skip("no C compiler on this machine")
+    with config.override(cache_dir=str(tmp_path)):
+        module = driver._build_at_run_time("the test removed the installed one")
+    assert module.__name__ == driver.NATIVE_MODULE and hasattr(module, "Dispatcher")
+    assert Path(module.__file__).parent == tmp_path / "native"
+    assert module.source_digest == driver.source_digest()  # so it passes the staleness check too
