@@ -206,3 +206,10 @@ def test_the_lock_names_its_holder_and_is_shared_between_threads_and_processes(t
             assert not second.held  # a second open file in one process is a second holder
     with cache_lock.KeyLock(path, 0.1) as third:
         assert third.held
+
+
+def test_a_directory_where_the_lock_file_belongs_is_replaced(tmp_path):
+    path = tmp_path / "locks" / "ef" / "key.lock"
+    (path / "stray").mkdir(parents=True)
+    with cache_lock.KeyLock(path, 1.0) as lock:
+        assert lock.held and path.is_file()

@@ -112,6 +112,10 @@ class KeyLock:
         flags = getattr(os, "O_CLOEXEC", 0)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if os.path.isdir(self.path) and not os.path.islink(self.path):
+                from .cache_files import remove_path
+
+                remove_path(self.path)  # a directory where the lock file belongs: replaced, once
             try:
                 # 0o666 less the umask: a lock file made by one member of a team is
                 # writable by the others where the umask allows.
