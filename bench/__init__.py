@@ -1,8 +1,8 @@
 """The benchmark harness: ``python -m bench [memory|matmul|launch|compile|all] ...``.
 
-It times polytile and, when it is installed, Triton on the same kernels and sizes in one
-process, checks every result before timing it, prints a table, and writes JSON and a plot
-on request.  ``python -m bench --help`` lists the options; ``bench/RESULTS.md`` holds the
+It times polytile and, when it is installed, Triton on the same kernels and sizes (the
+launch and compile modes in fresh child processes), checks every result before timing
+it, prints a table, and writes JSON and a plot on request.  ``python -m bench --help`` lists the options; ``bench/RESULTS.md`` holds the
 latest results from a GPU and says how they were produced.
 
 Importing this package imports nothing heavy: the compile mode's child processes import

@@ -234,9 +234,15 @@ def _build_in_background() -> bool:
     if installed_module()[0] is not None:
         return False
     try:
-        return not native_module_path(NATIVE_MODULE, _NATIVE_SOURCE, cache_directory() / "native")[2].is_file()
-    except NativeBuildError:
+        built = native_module_path(NATIVE_MODULE, _NATIVE_SOURCE, cache_directory() / "native", _run_time_defines())
+    except (NativeBuildError, OSError):
         return False  # choosing is quick then: the reason why not is all there is to find
+    return not built[2].is_file()
+
+
+def _run_time_defines() -> dict[str, str]:
+    """The C macros of a run-time build: the digest of its sources, as setup.py defines it."""
+    return {"POLYTILE_LAUNCH_SOURCE_DIGEST": f'"{source_digest()}"'}
 
 
 def source_digest(source: Path | None = None) -> str:
@@ -342,8 +348,7 @@ def _build_at_run_time(unusable: str) -> Any:
     from polytile.runtime.launcher import NativeBuildError, build_native_module
 
     try:
-        return build_native_module(NATIVE_MODULE, _NATIVE_SOURCE, cache_directory() / "native",
-                                   defines={"POLYTILE_LAUNCH_SOURCE_DIGEST": f'"{source_digest()}"'})
+        return build_native_module(NATIVE_MODULE, _NATIVE_SOURCE, cache_directory() / "native", _run_time_defines())
     except (NativeBuildError, OSError) as exc:
         raise NativeBuildError(f"{unusable}; and it cannot be built at run time: {exc}") from None
 

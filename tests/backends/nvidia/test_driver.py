@@ -235,7 +235,8 @@ def test_only_a_module_neither_installed_nor_cached_is_built_in_the_background(r
             assert not driver._build_in_background()  # the installed module: nothing to build
         monkeypatch.setattr(driver, "installed_module", lambda: (None, "the test removed it"))
         try:
-            _, _, built = native_module_path(driver.NATIVE_MODULE, driver._NATIVE_SOURCE, tmp_path / "native")
+            _, _, built = native_module_path(driver.NATIVE_MODULE, driver._NATIVE_SOURCE, tmp_path / "native",
+                                             driver._run_time_defines())
         except NativeBuildError as exc:
             pytest.skip(f"the native launcher cannot be built here: {exc}")
         assert driver._build_in_background()
@@ -288,7 +289,9 @@ def test_the_backend_reports_its_launch_path_for_polytile_info(fake_driver):
     assert NvidiaBackend().launch_path().startswith("cuda-bindings cuLaunchKernel: ")
 
 
-def test_the_run_time_fallback_builds_the_same_module_with_its_source_digest(tmp_path):
+def test_the_run_time_fallback_builds_the_same_module_with_its_source_digest(tmp_path, monkeypatch):
+    import types
+
     from polytile import config
     from polytile.runtime.launcher import c_compiler
 
@@ -299,3 +302,8 @@ def test_the_run_time_fallback_builds_the_same_module_with_its_source_digest(tmp
     assert module.__name__ == driver.NATIVE_MODULE and hasattr(module, "Dispatcher")
     assert Path(module.__file__).parent == tmp_path / "native"
     assert module.source_digest == driver.source_digest()  # so it passes the staleness check too
+    with config.override(cache_dir=str(tmp_path)):
+        monkeypatch.setattr(driver, "_state", driver._State(types.ModuleType("cuda.bindings.driver")))
+        monkeypatch.setattr(driver, "installed_module", lambda: (None, "the test removed the installed one"))
+        with config.override(nvidia_launch="auto"):
+            assert not driver._build_in_background()  # the one just built is found: nothing to wait for
