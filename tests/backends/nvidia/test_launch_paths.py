@@ -180,3 +180,14 @@ def test_a_kernel_whose_first_launch_failed_before_loading_still_adopts_the_disp
         scale_add[(4,)](*_args(), target=TARGET)
     counts = launch_counts(scale_add)
     assert counts.native == 8 and counts.why == {"no dispatcher": 1, "no plan matched": 1}, counts
+
+
+def test_a_plan_needs_room_for_every_launch_counter(native_module):
+    def plan(counts):
+        return native_module.Plan(0, None, b"", (), b"", b"", 128, 0, None, None, None, (), None, counts)
+
+    assert plan(bytearray(64)) is not None
+    with pytest.raises(ValueError, match="counts must hold the launch counters"):
+        plan(bytearray(8))
+    with pytest.raises(TypeError):
+        plan(b"\0" * 64)  # the counters are written in place: immutable bytes cannot hold them
