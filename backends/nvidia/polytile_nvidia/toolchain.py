@@ -106,14 +106,12 @@ def _read_memo(path: Path) -> dict[str, str] | None:
 def _write_memo(path: Path, versions: dict[str, str]) -> None:
     """Written atomically; a cache directory we cannot write only costs the next process the probe."""
     import json
-    import tempfile
+
+    from polytile.runtime.cache_files import write_atomic  # created as the umask says, like the kernels
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(versions, handle)
-        os.replace(temporary, path)
+        write_atomic(path, json.dumps(versions).encode("utf-8"))
     except OSError:
         pass
 

@@ -218,6 +218,21 @@ def test_toolchain_versions_are_remembered_in_the_cache_directory(monkeypatch):
     assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0"}
 
 
+def test_the_toolchain_memo_follows_the_umask(monkeypatch):
+    """It was created 0600 (mkstemp): a cache directory shared by a team probed again for everyone else."""
+    import os
+
+    module, _ = fake_nvjitlink()
+    monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: module)
+    old = os.umask(0o002)
+    try:
+        assemble.toolchain_versions()
+    finally:
+        os.umask(old)
+    (memo,) = (Path(config.get("cache_dir")) / "toolchains").glob("nvidia-*.json")
+    assert memo.stat().st_mode & 0o777 == 0o664
+
+
 def test_a_changed_toolchain_is_probed_again(monkeypatch, tmp_path):
     module, _ = fake_nvjitlink()
     monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: module)
