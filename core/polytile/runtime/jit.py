@@ -262,6 +262,9 @@ class JITFunction:
         source = self._dispatch_source
         if source is not None:
             self._adopt_dispatcher(source)
+            dispatcher = self._dispatcher
+            if dispatcher is not None:  # this call already: it is planned, and the next one native
+                return dispatcher.bind(grid)
         entry = self._entry_fn
         return functools.partial(self._launch, entry if entry is not None else self._entry(), grid)
 
