@@ -210,6 +210,8 @@ class Generator:
             elif op == "/":
                 # |divisor| >= 1: no division by zero or by a tiny number.
                 text, magnitude = f"{x} / (pl.abs({y}) + 1.0)", ma
+                if dtype == F16:  # f16 / f16 is f32, as in Triton
+                    text = f"({text}).to(pl.float16)"
                 error = ea + eb * ma + 8 * eps * ma
             else:
                 function = "pl.minimum" if op == "min" else "pl.maximum"

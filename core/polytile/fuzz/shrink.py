@@ -10,6 +10,7 @@ say, or ``mismatch``).
 from __future__ import annotations
 
 import time
+from dataclasses import astuple
 from pathlib import Path
 from typing import Callable
 
@@ -77,18 +78,19 @@ def regression_source(kernel: Kernel, outcome: Outcome, target: str, archs: list
     was a compile crash."""
     module = kernel.source()
     body = module.split("\n", 3)[3]  # the generated imports are written below
-    arrays = ",\n    ".join(repr(tuple(a)) for a in kernel.arrays)
+    arrays = ",\n    ".join(repr(astuple(a)) for a in kernel.arrays)
     detail = " ".join(outcome.detail.split())[:300].replace('"""', "'''")
     compile_archs = [outcome.where.split(":", 1)[1]] if outcome.where.startswith("compile:") else []
     params = ['"interp"']
     gpu_marks = "pytest.mark.gpu"
     if xfail_reason:
         gpu_marks = f"pytest.mark.gpu, pytest.mark.xfail(strict=True, reason={xfail_reason!r})"
-    if target not in ("interp", None) and not compile_archs:
-        params.append(f'pytest.param("{target}", marks=[{gpu_marks}])')
     if compile_archs:
         marks = "" if not xfail_reason else f", marks=pytest.mark.xfail(strict=True, reason={xfail_reason!r})"
         params.append(f'pytest.param("compile:{compile_archs[0]}"{marks})')
+        gpu_marks = "pytest.mark.gpu"  # the GPU run is not what failed
+    gpu_target = target if target not in ("interp", None) else "nvidia"
+    params.append(f'pytest.param("{gpu_target}", marks=[{gpu_marks}])')
     return f'''"""Fuzz regression {kernel.name}: {outcome.status} in {outcome.where}.
 
 Found by ``python -m polytile.fuzz --seed {kernel.seed} --start {kernel.index} --count 1`` and shrunk

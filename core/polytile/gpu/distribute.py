@@ -211,7 +211,10 @@ def _assign(function: Any, infos: Any, num_warps: int, target: Any) -> None:
     from .lowering.dot import select_instruction  # the lowering package imports this module's rules
 
     instructions = {op: select_instruction(op, target, num_warps) for op in groups.dots}
-    if _cut_memory_from_dot_results(groups, [op for op, found in instructions.items() if found is not None]):
+    matrix_dots = [op for op, found in instructions.items() if found is not None]
+    cut = _cut_fma_dots_from_matrix_groups(groups, matrix_dots, [op for op, found in instructions.items()
+                                                                  if found is None])
+    if _cut_memory_from_dot_results(groups, matrix_dots) or cut:
         groups = _collect_groups(function)
     members = groups.members()
     shape_of_group = {root: _widest(values) for root, values in members.items()}
@@ -269,19 +272,32 @@ def _collect_groups(function: Any) -> _Groups:
     return groups
 
 
+def _cut_fma_dots_from_matrix_groups(groups: _Groups, matrix_dots: list, fma_dots: list) -> bool:
+    """Give each of ``fma_dots`` (no matrix instruction: lowered to FMAs on a blocked
+    layout) whose accumulator shares a group with a matrix-instruction dot's result its
+    own group, with conversions on its accumulator and result: otherwise it would get
+    the matrix instruction's layout, which its lowering cannot take."""
+    matrix_groups = {groups.find(op.result) for op in matrix_dots}
+    cut = [op for op in fma_dots if groups.find(op.result) in matrix_groups]
+    for op in cut:
+        _convert_operand(op, 2, None)
+        _convert_result(op, op.result, None)
+    return bool(cut)
+
+
 def _cut_memory_from_dot_results(groups: _Groups, dots: list) -> bool:
     """Give loads and stores of values that share the group of one of ``dots``' results
     their own group: a layout conversion between the data and the dot's group."""
     dot_groups = {groups.find(op.result) for op in dots}
-    cut = False
-    for op, _ in groups.accesses:
-        if type(op) is tile.LoadOp and groups.find(op.result) in dot_groups:
-            _convert_result(op, op.result, None)
-            cut = True
-        elif type(op) is tile.StoreOp and groups.find(op.value) in dot_groups:
-            _convert_operand(op, 1, None)
-            cut = True
-    return cut
+    # Decide before changing anything: cutting a load gives its users (a store of the
+    # loaded value, say) a new value the groups have never seen.
+    loads = [op for op, _ in groups.accesses if type(op) is tile.LoadOp and groups.find(op.result) in dot_groups]
+    stores = [op for op, _ in groups.accesses if type(op) is tile.StoreOp and groups.find(op.value) in dot_groups]
+    for op in loads:
+        _convert_result(op, op.result, None)
+    for op in stores:
+        _convert_operand(op, 1, None)
+    return bool(loads or stores)
 
 
 def _coalesced(accesses: list, shape: tuple[int, ...], infos: Any, num_warps: int, warp_size: int,
