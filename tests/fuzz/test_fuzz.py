@@ -1,0 +1,192 @@
+"""The differential fuzzer (polytile.fuzz) in CI.
+
+A fixed-seed batch, chosen from the first kernels of :data:`SEED` so that together they
+use every statement kind the generator has, is compiled for every GPU arch of CI
+(``PT_TEST_ARCHS`` chooses others, as in tests/language) with the verifier after every
+pass: no crash, every artifact present.  The whole batch also runs on the interpreter.
+The fuzzer's own parts (comparison, shrinking, saved regressions, the command line) are
+tested on small cases.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from polytile import config
+from polytile.fuzz import cli
+from polytile.fuzz.generator import KINDS, generate
+from polytile.fuzz.program import Array
+from polytile.fuzz.runner import CRASH, MISMATCH, OK, Outcome, check, compare_array
+from polytile.fuzz.shrink import regression_source, shrink
+
+SEED = 2026
+POOL = 300
+
+
+def _covering_batch() -> list[int]:
+    """Indices among the first :data:`POOL` kernels that cover every statement label,
+    picked greedily (each pick adds the most labels not yet covered)."""
+    labels = {i: set(generate(SEED, i).labels) for i in range(POOL)}
+    wanted = set().union(*labels.values())
+    chosen: list[int] = []
+    covered: set[str] = set()
+    while covered != wanted:
+        best = max(labels, key=lambda i: (len(labels[i] - covered), -i))
+        chosen.append(best)
+        covered |= labels[best]
+    return sorted(chosen)
+
+
+BATCH = _covering_batch()
+
+
+def _archs() -> list[str]:
+    text = os.environ.get("PT_TEST_ARCHS", "").strip()
+    return cli.parse_archs(text) if text and text != "all" else list(cli.ALL_ARCHS)
+
+
+@pytest.fixture
+def verify_each(monkeypatch):
+    monkeypatch.setenv("POLYTILE_VERIFY_EACH", "1")
+    monkeypatch.setenv("POLYTILE_CACHE", "0")
+    config.reload()
+    assert config.get("verify_each") is True
+
+
+def test_the_batch_covers_every_statement_kind():
+    labels = {label.split("-")[0] for i in BATCH for label in generate(SEED, i).labels}
+    kinds = {kind.split("_")[0] for kind in KINDS} - {"lowp"} | {"lowp", "store", "noinline"}
+    assert kinds <= labels, f"not covered: {kinds - labels}"
+    assert len(BATCH) <= 30, "the CI batch grew: keep it under a minute on two cores"
+
+
+@pytest.mark.compile_all
+@pytest.mark.parametrize("index", BATCH)
+def test_batch_compiles_for_every_arch(index, tmp_path, verify_each):
+    outcome = check(generate(SEED, index), tmp_path, "interp", _archs())
+    assert outcome.status == OK, f"kernel {index} ({', '.join(outcome.labels)}): {outcome.where}: {outcome.detail}"
+
+
+def test_batch_runs_on_the_interpreter(tmp_path):
+    failures = []
+    for index in BATCH:
+        outcome = check(generate(SEED, index), tmp_path, "interp", [])
+        if outcome.status != OK:
+            failures.append(f"kernel {index}: {outcome.where}: {outcome.detail}")
+    assert not failures, "\n".join(failures)
+
+
+def test_generation_is_deterministic():
+    assert generate(5, 17).source() == generate(5, 17).source()
+    assert generate(5, 17).source() != generate(5, 18).source()
+
+
+# --------------------------------------------------------------------------------------
+# Comparing
+
+
+def test_integers_and_exact_floats_must_agree_bit_for_bit():
+    ints = Array("o", "i32", "out", "V")
+    assert compare_array(ints, np.array([1, 2, 3], np.int32), np.array([1, 2, 3], np.int32)) == ""
+    assert "1 of 3 elements differ; first at (2,)" in compare_array(ints, np.array([1, 2, 3], np.int32),
+                                                                    np.array([1, 2, 4], np.int32))
+    exact = Array("o", "f32", "out", "V", error=0.0)
+    one_ulp = np.nextafter(np.float32(1), np.float32(2))
+    assert compare_array(exact, np.array([1.0], np.float32), np.array([one_ulp], np.float32))
+    assert compare_array(exact, np.array([np.nan], np.float32), np.array([np.nan], np.float32)) == ""
+
+
+def test_inexact_floats_are_compared_with_their_bound():
+    sum_ = Array("o", "f32", "out", "S", error=1e-3)
+    assert compare_array(sum_, np.array([10.0], np.float32), np.array([10.0015], np.float32)) == ""
+    assert compare_array(sum_, np.array([10.0], np.float32), np.array([10.01], np.float32))
+
+
+def test_low_precision_outputs_are_compared_as_numbers():
+    bf16 = Array("o", "bf16", "out", "V", error=0.0)
+    one, two = np.array([0x3F80], np.uint16), np.array([0x4000], np.uint16)
+    assert compare_array(bf16, one, one) == ""
+    assert "interp" in compare_array(bf16, one, two)
+
+
+# --------------------------------------------------------------------------------------
+# Shrinking and saved regressions
+
+
+def test_shrink_keeps_only_what_the_failure_needs(tmp_path):
+    kernel = generate(SEED, next(i for i in range(POOL) if "where" in generate(SEED, i).labels
+                                 and len(generate(SEED, i).statements) >= 6))
+
+    def fake_check(candidate):
+        # "Fails" while a where statement is left: the shrinker must keep it (and what
+        # it reads) and drop everything else it can.
+        if any(s.label == "where" for s in candidate.statements):
+            return Outcome(MISMATCH, "fake", "compare")
+        return Outcome(OK)
+
+    small, outcome, tries = shrink(kernel, fake_check, Outcome(MISMATCH, "fake", "compare"))
+    assert outcome.status == MISMATCH and tries > 0
+    assert len(small.statements) < len(kernel.statements)
+    assert [s.label for s in small.statements].count("where") == 1
+    defined = set()
+    for statement in small.statements:  # still a valid kernel: nothing reads a dropped value
+        assert set(statement.uses) <= defined, statement.lines
+        if statement.defines is not None:
+            defined.add(statement.defines.name)
+    assert min(small.sizes.get("n", 1), small.sizes.get("M", 1)) == 1
+
+
+def _import(path: Path):
+    spec = importlib.util.spec_from_file_location(f"fuzz_regression_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("xfail", [None, "a known bug"])
+def test_a_saved_regression_is_a_runnable_test(tmp_path, xfail):
+    kernel = generate(SEED, BATCH[0])
+    failure = Outcome(MISMATCH, "out3 differs", "compare", kernel.labels)
+    path = tmp_path / f"test_{kernel.name}.py"
+    path.write_text(regression_source(kernel, failure, "nvidia", [], xfail))
+    module = _import(path)
+    test = getattr(module, f"test_{kernel.name}")
+    marks = {p.values[0]: [m.name for m in p.marks] for p in test.pytestmark[0].args[1] if hasattr(p, "marks")}
+    assert "gpu" in marks["nvidia"]
+    assert ("xfail" in marks["nvidia"]) == bool(xfail)
+    test("interp")  # runs the kernel on the interpreter; raises on a crash
+
+
+def test_a_compile_crash_is_saved_with_its_arch(tmp_path):
+    kernel = generate(SEED, BATCH[0])
+    source = regression_source(kernel, Outcome(CRASH, "boom", "compile:amd:gfx942"), "interp", ["amd:gfx942"])
+    assert '"compile:amd:gfx942"' in source
+
+
+# --------------------------------------------------------------------------------------
+# The command line
+
+
+def test_the_command_line_runs_a_batch_and_summarizes(capsys, tmp_path):
+    status = cli.main(["--seed", str(SEED), "--count", "3", "--quiet", "--keep", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "polytile.fuzz summary" in out
+    for row, value in (("kernels", 3), ("ok", 3), ("mismatches", 0), ("crashes", 0)):
+        assert re.search(rf"^  {row} +{value}$", out, re.MULTILINE), (row, out)
+    assert len(list(tmp_path.glob("fuzz_*.py"))) == 3
+
+
+def test_archs_are_spelled_as_short_names_or_targets():
+    assert cli.parse_archs("sm_90a, gfx942,amd:gfx950") == ["nvidia:sm_90a", "amd:gfx942", "amd:gfx950"]
+    assert cli.parse_archs("all") == list(cli.ALL_ARCHS)
+    with pytest.raises(SystemExit, match="not an arch"):
+        cli.parse_archs("h100")
