@@ -30,6 +30,9 @@ class CompileResult:
     #: With ``compile_module(record_stages=True)``: the IR before the pipeline (stage
     #: ``"input"``) and after each stage, with the artifacts each made (``StageOutput``).
     stages: list[Any] = field(default_factory=list, repr=False)
+    #: Plugins that failed during this compile (disabled, one warning each): the result
+    #: was made without them, so a cache key naming them must not be stored with it.
+    plugins_failed: list[str] = field(default_factory=list)
 
     @property
     def artifacts(self) -> dict[str, Any]:
@@ -79,6 +82,7 @@ def compile_module(module: Any, target: "str | Target | None" = None, label: str
     from .plugins.manager import get_plugin_manager
 
     manager = get_plugin_manager()
+    failed_before = _failed_plugins(manager)
     choice = manager.choose_target(target, source=target_source)
     backend, resolved = manager.backends.resolve(choice.target)
     parsed = backend.parse_options(options)
@@ -92,8 +96,13 @@ def compile_module(module: Any, target: "str | Target | None" = None, label: str
     PassManager(pipeline, instruments).run(module, context, label=label)
     _add_plugin_metadata(manager, label, resolved, context)
     key = manager.cache_key_components(resolved, parsed) + [f"{k}=={v}" for k, v in sorted(backend.versions().items())]
+    failed = [name for name in _failed_plugins(manager) if name not in failed_before]
     return CompileResult(module, resolved, str(choice.reason), backend, parsed, pipeline, context, key,
-                         recorder.stages if recorder is not None else [])
+                         recorder.stages if recorder is not None else [], failed)
+
+
+def _failed_plugins(manager: Any) -> list[str]:
+    return [record.info.describe() for record in manager.plugins() if record.status == "failed"]
 
 
 def _add_plugin_metadata(manager: Any, kernel_name: str, target: Target, context: PassContext) -> None:

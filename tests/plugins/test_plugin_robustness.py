@@ -330,3 +330,33 @@ def test_every_installed_plugin_loads_and_compiles_under_strict_plugins(plugins,
         for target in ("interp", "nvidia:sm_90a", "amd:gfx942"):
             compile_module(parse_module(VECTOR_ADD), target)
     assert [r.getMessage() for r in caplog.records if r.name == "polytile.plugins"] == []
+
+
+def test_a_kernel_compiled_while_a_plugin_failed_is_not_stored_in_the_disk_cache(plugins, tmp_path, caplog):
+    """The on-disk cache key names every loaded plugin, and is taken before the compile:
+    a kernel made without a plugin that failed during its compile must not be stored
+    under it (a later process, where the plugin works, would load code made without it)."""
+
+    def make_kernel():
+        @pt.jit
+        def scale(x, out, n, BLOCK: pl.constexpr):
+            offsets = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+            mask = offsets < n
+            pl.store(out + offsets, pl.load(x + offsets, mask=mask) * 2, mask=mask)
+
+        return scale
+
+    x = np.arange(8, dtype=np.int32)
+    # The entries (a compile's lock files aside).
+    stored = lambda folder: [p for p in (folder / "kernels").rglob("*") if p.is_file()]  # noqa: E731
+    plugins.register(half_done_plugin([]), PluginInfo("halfway", "polytile-halfway", "2.0"))
+    out = np.zeros(8, dtype=np.int32)
+    with config.override(cache_dir=str(tmp_path / "failed")), caplog.at_level(logging.WARNING):
+        make_kernel()[(1,)](x, out, 8, BLOCK=8, target="interp")
+    assert (out == 2 * x).all()  # the compile went on without the plugin
+    assert stored(tmp_path / "failed") == []
+    # The same kernel, the plugin now disabled from the start: stored as usual.
+    out[:] = 0
+    with config.override(cache_dir=str(tmp_path / "after")):
+        make_kernel()[(1,)](x, out, 8, BLOCK=8, target="interp")
+    assert (out == 2 * x).all() and stored(tmp_path / "after")

@@ -555,7 +555,9 @@ class JITFunction:
         compiled = make(self.__name__, result.module, globals_used, result=result, cache_key=disk_key,
                         binaries=binaries, metadata=metadata)
         entry = None
-        if disk_key is not None:
+        # A plugin that failed during the compile is missing from the code but named by
+        # the key (computed before): such a kernel is not stored.
+        if disk_key is not None and not getattr(result, "plugins_failed", None):
             from ..ir import print_ir
             from .cache import CacheEntry
 
