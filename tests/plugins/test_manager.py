@@ -552,8 +552,27 @@ def test_cache_key_components_name_every_loaded_plugin_and_its_strings():
         "polytile==0.1.0",
     ]
 
+
+
+def test_a_cache_key_hook_that_fails_leaves_its_plugin_out_of_the_key(caplog):
+    def failing(target, options):
+        raise OSError("table missing")
+
+    broken = manager(FakeEntryPoint("broken", make_plugin("broken", polytile_cache_key=failing), "broken-d"),
+                     FakeEntryPoint("bad", make_plugin("bad", polytile_cache_key=lambda target, options: 3), "bad-d"))
+    with caplog.at_level(logging.WARNING, logger="polytile.plugins"):
+        # Disabled: neither is in the key, so no kernel made without them is keyed as made with them.
+        assert broken.cache_key_components(Target("interp"), None) == ["polytile==0.1.0"]
+    text = caplog.text
+    assert "plugin 'broken' (distribution 'broken-d' 1.2) failed in hook 'polytile_cache_key'" in text
+    assert "OSError: table missing" in text
+    assert "TypeError: it returned int from hook 'polytile_cache_key'; it must return a string or None" in text
+
+    from polytile import config
+
     bad = manager(FakeEntryPoint("bad", make_plugin("bad", polytile_cache_key=lambda target, options: 3), "bad-d"))
-    with pytest.raises(PluginError, match="returned int from hook 'polytile_cache_key'; it must return a string"):
+    with config.override(strict_plugins=True), pytest.raises(
+            PluginError, match="returned int from hook 'polytile_cache_key'; it must return a string"):
         bad.cache_key_components(Target("interp"), None)
 
 

@@ -622,19 +622,21 @@ class PluginManager:
         plugin (the core as ``polytile==<version>``), and ``"name: <string>"`` for each
         string a plugin returned from ``polytile_cache_key``."""
         self._ensure_loaded()
-        parts = {f"{r.cache_name}=={r.version}" for r in self._records if r.status == LOADED}
+        parts: set[str] = set()
         kwargs = {"target": target, "options": options}
         self._caller("polytile_cache_key", kwargs)
         for record, result in self._call_each("polytile_cache_key", kwargs):
             if result is None:
                 continue
-            if not isinstance(result, str):
-                raise PluginError(
-                    f"{record.info.describe()} returned {type(result).__name__} from hook 'polytile_cache_key'; "
-                    "it must return a string or None",
-                    plugin=record.info.name, distribution=record.info.distribution, hook="polytile_cache_key",
-                )
+            if not isinstance(result, str):  # the plugin's bug: it fails, as if its hook raised
+                self._hook_failed(record, "polytile_cache_key", TypeError(
+                    f"it returned {type(result).__name__} from hook 'polytile_cache_key'; it must return a string "
+                    "or None"), None)
+                continue
             parts.add(f"{record.cache_name}: {result}")
+        # Named after the hooks ran: a plugin whose hook failed is disabled, and the code
+        # compiled under this key is made without it.
+        parts.update(f"{r.cache_name}=={r.version}" for r in self._records if r.status == LOADED)
         return sorted(parts)
 
     def choose_target(self, explicit: "str | Target | None" = None, source: str = "target= argument") -> Any:
