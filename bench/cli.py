@@ -46,10 +46,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON to FILE")
     parser.add_argument("--plot", type=Path, metavar="FILE", help="also draw the rates to FILE (needs matplotlib)")
     parser.add_argument("--no-triton", action="store_true", help="time polytile only, even if Triton is installed")
+    parser.add_argument("--cpu", type=_cpu, metavar="N", default=None,
+                        help="the launch mode pins each timed process to CPU N (Linux), so that the spread between "
+                             "processes is not the scheduler's; both compilers alike (default: not pinned)")
     parser.add_argument("--processes", type=_positive, metavar="N", default=None,
                         help="the launch mode times each compiler in N fresh processes, each with an empty cache "
                         "(default: 10; 2 at the tiny sizes)")
     return parser
+
+
+def _cpu(text: str) -> int:
+    """A CPU this process may run on (Linux: ``os.sched_getaffinity``)."""
+    import os
+
+    if not hasattr(os, "sched_setaffinity"):
+        raise argparse.ArgumentTypeError("pinning to a CPU needs Linux (os.sched_setaffinity)")
+    allowed = sorted(os.sched_getaffinity(0))
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value not in allowed:
+        raise argparse.ArgumentTypeError(f"must be a CPU this process may run on ({allowed[0]}-{allowed[-1]}), "
+                                         f"not {text!r}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -146,12 +166,13 @@ def _versions(device: Device, compilers: dict[str, Any]) -> dict[str, str]:
 
 def run(mode: str = "all", *, target: str = "auto", sizes: str | None = None, kernels: Sequence[str] | None = None,
         triton: bool = True, compilers: dict[str, Any] | None = None, processes: int | None = None,
-        progress: Callable[[str], None] = lambda line: None) -> Report:
+        cpu: int | None = None, progress: Callable[[str], None] = lambda line: None) -> Report:
     """Run ``mode`` and return the report; the API behind ``python -m bench``.
 
     ``compilers`` replaces the kernel modules timed in the memory, matmul and launch
     modes (tests pass a deliberately wrong one); the compile mode always uses the real ones.
-    ``processes``: how many fresh processes the launch mode times each compiler in.
+    ``processes``: how many fresh processes the launch mode times each compiler in;
+    ``cpu``: the CPU they are pinned to (None: not pinned).
     """
     from polytile import config
 
@@ -169,7 +190,7 @@ def run(mode: str = "all", *, target: str = "auto", sizes: str | None = None, ke
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "device": device.name(), "target": chosen, "sizes": size_class, "modes": list(modes),
             "triton": triton_status, "versions": _versions(device, compilers), "platform": platform.platform(),
-            "commit": _commit(), "copy_bandwidth_gbs": None,
+            "commit": _commit(), "copy_bandwidth_gbs": None, "launch_cpu": cpu,
         }
         report = Report(meta)
         if "memory" in modes:
@@ -181,7 +202,7 @@ def run(mode: str = "all", *, target: str = "auto", sizes: str | None = None, ke
                 report.rows += run_cases(cases[m], size_class, device, compilers, plan, progress)
         if "launch" in modes:
             progress("launch overhead (fresh child processes)")
-            report.rows += run_launch(device, compilers, size_class, chosen, processes)
+            report.rows += run_launch(device, compilers, size_class, chosen, processes, cpu)
         if "compile" in modes:
             progress("compile and import time (child processes)")
             report.rows += run_compile(device, compilers, size_class, chosen)
@@ -197,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         report = run(args.mode, target=args.target, sizes=args.sizes, kernels=args.kernels,
-                     triton=not args.no_triton, processes=args.processes, progress=progress)
+                     triton=not args.no_triton, processes=args.processes, cpu=args.cpu, progress=progress)
     except UsageError as exc:
         parser.error(str(exc))
     except RuntimeError as exc:  # no torch, no GPU: the device cannot be opened

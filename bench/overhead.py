@@ -196,9 +196,11 @@ def _host_time(launch: Any, launches: int, synchronize: Any) -> float:
 
 
 def run_launch(device: Device, compilers: dict[str, Any], size_class: str, target: str | None = None,
-               processes: int | None = None) -> list[Row]:
+               processes: int | None = None, cpu: int | None = None) -> list[Row]:
     """The launch rows: each compiler's kernel checked here, then timed in ``processes``
-    fresh processes (default :data:`LAUNCH_PROCESSES`), each with an empty cache."""
+    fresh processes (default :data:`LAUNCH_PROCESSES`), each with an empty cache, and each
+    pinned to CPU ``cpu`` when one is given (so that the spread between processes is the
+    launch path's, not the scheduler's moving them between cores)."""
     import types
 
     n = 1024
@@ -220,20 +222,21 @@ def run_launch(device: Device, compilers: dict[str, Any], size_class: str, targe
                 rows[name].results[compiler] = failed[name]
             continue
         timed = _launch_processes(compiler, lib.__name__, device.backend, target or device.backend, launches,
-                                  processes)
+                                  processes, cpu)
         for name in LAUNCH_GRIDS:
             rows[name].results[compiler] = failed[name] or timed[name]
     return list(rows.values())
 
 
 def _launch_processes(compiler: str, module: str, backend: str, target: str, launches: int,
-                      processes: int) -> dict[str, Measurement]:
+                      processes: int, cpu: int | None = None) -> dict[str, Measurement]:
     per_grid: dict[str, list[dict[str, Any]]] = {name: [] for name in LAUNCH_GRIDS}
     with tempfile.TemporaryDirectory(prefix="polytile-bench-launch-") as scratch:
         try:
             for i in range(processes):
                 env = child_environment(compiler, target, os.path.join(scratch, f"cache{i}"))
-                result = json.loads(_run_child(["-c", _LAUNCH_CHILD, compiler, module, backend, str(launches)], env))
+                result = json.loads(_run_child(["-c", _LAUNCH_CHILD, compiler, module, backend, str(launches)], env,
+                                               cpu=cpu))
                 for name in LAUNCH_GRIDS:
                     if "error" in result[name]:
                         status, _, detail = result[name]["error"].partition(": ")
@@ -318,10 +321,11 @@ def child_environment(compiler: str, target: str, cache_dir: str | None) -> dict
     return env
 
 
-def _run_child(args: list[str], env: dict[str, str]) -> str:
+def _run_child(args: list[str], env: dict[str, str], cpu: int | None = None) -> str:
+    pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
     try:
         done = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True,
-                              timeout=CHILD_TIMEOUT_S, check=False)
+                              timeout=CHILD_TIMEOUT_S, check=False, preexec_fn=pin)
     except subprocess.TimeoutExpired:
         raise ChildFailed(f"the child process did not finish in {CHILD_TIMEOUT_S} s") from None
     if done.returncode != 0:

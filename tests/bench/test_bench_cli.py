@@ -106,3 +106,26 @@ def test_a_target_the_harness_cannot_run_on_is_a_usage_error(capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "--target amd:gfx942: the harness runs on 'nvidia' (torch arrays) or 'interp' (NumPy)" in err
+
+
+def test_the_launch_processes_can_be_pinned_to_a_cpu(tmp_path, monkeypatch):
+    """--cpu N pins each timed child to CPU N; the children report where they ran."""
+    import os
+
+    from bench import overhead
+
+    seen = []
+    real_run = overhead.subprocess.run
+
+    def run(args, **kwargs):
+        if kwargs.get("preexec_fn") is not None:
+            seen.append(kwargs["preexec_fn"])
+        return real_run(args, **kwargs)
+
+    monkeypatch.setattr(overhead.subprocess, "run", run)
+    cpu = min(os.sched_getaffinity(0))
+    report = bench.run("launch", target="interp", sizes="tiny", triton=False, processes=2, cpu=cpu)
+    assert report.meta["launch_cpu"] == cpu and len(seen) == 2
+    assert all(r.results["polytile"].status == "ok" for r in report.rows)
+    with pytest.raises(SystemExit):
+        bench.main(["launch", "--target", "interp", "--cpu", "100000"])
