@@ -282,6 +282,8 @@ class Generator:
             text, magnitude, error = f"pl.{op}({x})", 1.0, ea + slack * (ma + 1)
         if not self.fits(dtype, magnitude):
             return None
+        if dtype == F16 and op not in ("neg", "abs"):
+            text = f"({text}).to(pl.float16)"  # sigmoid of f16 is f32 (its division is), as in Triton
         return self.define([f"{name} = {text}"], Value(name, dtype, a.shape, magnitude, error), (a.name,),
                            label="unary")
 
@@ -487,7 +489,7 @@ class Generator:
             return None
         b = self.pick(lambda v: self.join(a.shape, v.shape) == a.shape and v.dtype.is_float == a.dtype.is_float) or a
         name, trips = self.fresh(), self.kernel.sizes["trips"]
-        step = self.cast(b.name, b.dtype, a.dtype)
+        step = self.cast(self.ref(b, a.shape), b.dtype, a.dtype)
         static = kind == "for" and self.rng.random() < 0.25
         count = 3 if static else trips
         index = f"{name}_i"

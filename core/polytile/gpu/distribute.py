@@ -70,6 +70,7 @@ class _Groups:
         #: memory ops as (op, pointer value), by group after `finish`.
         self.accesses: list[tuple[Any, Any]] = []
         self.dots: list[Any] = []
+        self.scans: list[Any] = []
 
     def add(self, value: Any) -> None:
         if isinstance(value.type, t.TileType) and value not in self.parent:
@@ -113,7 +114,13 @@ def _memory(op: Any, groups: _Groups) -> None:
         groups.accesses.append((op, op.ptr))
 
 
-register_layout_rule(tile.BroadcastOp, tile_shape.ScanOp)(_same)
+register_layout_rule(tile.BroadcastOp)(_same)
+
+
+@register_layout_rule(tile_shape.ScanOp)
+def _scan(op: Any, groups: _Groups) -> None:
+    _same(op, groups)
+    groups.scans.append(op)
 
 
 @register_layout_rule(tile.ExpandDimsOp)
@@ -212,9 +219,7 @@ def _assign(function: Any, infos: Any, num_warps: int, target: Any) -> None:
 
     instructions = {op: select_instruction(op, target, num_warps) for op in groups.dots}
     matrix_dots = [op for op, found in instructions.items() if found is not None]
-    cut = _cut_fma_dots_from_matrix_groups(groups, matrix_dots, [op for op, found in instructions.items()
-                                                                  if found is None])
-    if _cut_memory_from_dot_results(groups, matrix_dots) or cut:
+    if _cut_from_matrix_groups(groups, matrix_dots, [op for op, found in instructions.items() if found is None]):
         groups = _collect_groups(function)
     members = groups.members()
     shape_of_group = {root: _widest(values) for root, values in members.items()}
@@ -246,13 +251,19 @@ def _assign(function: Any, infos: Any, num_warps: int, target: Any) -> None:
         for value in values:
             value.type = t.TileType(value.type.shape, value.type.element, chosen[root])
 
-    for child, axis, parent, op in groups.slices:
+    # Whether each op consumes its slice (expand_dims) or makes it (reduce) is decided
+    # before any conversion: converting a reduce's result replaces the same value where
+    # an expand_dims reads it, which must not then be taken for a result of its own.
+    slices = [(child, axis, parent, op, list(op.operands).index(child) if child in op.operands else None)
+              for child, axis, parent, op in groups.slices]
+    for child, axis, parent, op, operand in slices:
         wanted = SliceLayout(axis, parent.type.layout) if parent.type.rank >= 2 else None
-        if wanted is None or child.type.layout == wanted:
+        if wanted is None:
             continue
-        if child in op.operands:  # the op consumes the slice (expand_dims); else it makes it (reduce)
-            _convert_operand(op, list(op.operands).index(child), wanted)
-        else:
+        if operand is not None:
+            if op.operands[operand].type.layout != wanted:
+                _convert_operand(op, operand, wanted)
+        elif child.type.layout != wanted:
             _convert_result(op, child, wanted)
 
     for op, instruction in instructions.items():
@@ -272,32 +283,34 @@ def _collect_groups(function: Any) -> _Groups:
     return groups
 
 
-def _cut_fma_dots_from_matrix_groups(groups: _Groups, matrix_dots: list, fma_dots: list) -> bool:
-    """Give each of ``fma_dots`` (no matrix instruction: lowered to FMAs on a blocked
-    layout) whose accumulator shares a group with a matrix-instruction dot's result its
-    own group, with conversions on its accumulator and result: otherwise it would get
-    the matrix instruction's layout, which its lowering cannot take."""
+def _cut_from_matrix_groups(groups: _Groups, matrix_dots: list, fma_dots: list) -> bool:
+    """Give what cannot share a layout with a matrix-instruction dot's result (MMA, MFMA,
+    WMMA) a group of its own, behind ``gpu.convert_layout`` ops whose layout is decided
+    later: the loads and stores of values in that group, the dots lowered to FMAs (their
+    lowering takes a blocked layout), and the scans (whose registers cannot step along
+    the scanned axis between lanes, as they do in these layouts).  True if anything was
+    cut (the groups must then be collected again)."""
     matrix_groups = {groups.find(op.result) for op in matrix_dots}
-    cut = [op for op in fma_dots if groups.find(op.result) in matrix_groups]
-    for op in cut:
-        _convert_operand(op, 2, None)
-        _convert_result(op, op.result, None)
-    return bool(cut)
-
-
-def _cut_memory_from_dot_results(groups: _Groups, dots: list) -> bool:
-    """Give loads and stores of values that share the group of one of ``dots``' results
-    their own group: a layout conversion between the data and the dot's group."""
-    dot_groups = {groups.find(op.result) for op in dots}
-    # Decide before changing anything: cutting a load gives its users (a store of the
-    # loaded value, say) a new value the groups have never seen.
-    loads = [op for op, _ in groups.accesses if type(op) is tile.LoadOp and groups.find(op.result) in dot_groups]
-    stores = [op for op, _ in groups.accesses if type(op) is tile.StoreOp and groups.find(op.value) in dot_groups]
+    in_matrix_group = lambda value: groups.find(value) in matrix_groups  # noqa: E731
+    # Decide everything before changing anything: a conversion gives the users of the
+    # value it converts (a store of a loaded value, say) a value the groups never saw.
+    loads = [op for op, _ in groups.accesses if type(op) is tile.LoadOp and in_matrix_group(op.result)]
+    stores = [op for op, _ in groups.accesses if type(op) is tile.StoreOp and in_matrix_group(op.value)]
+    fma = [op for op in fma_dots if in_matrix_group(op.result)]
+    scans = [op for op in groups.scans if any(in_matrix_group(v) for v in op.operands)]
     for op in loads:
         _convert_result(op, op.result, None)
     for op in stores:
         _convert_operand(op, 1, None)
-    return bool(loads or stores)
+    for op in fma:
+        _convert_operand(op, 2, None)  # the accumulator
+        _convert_result(op, op.result, None)
+    for op in scans:
+        for index in range(len(op.operands)):
+            _convert_operand(op, index, None)
+        for result in op.results:
+            _convert_result(op, result, None)
+    return bool(loads or stores or fma or scans)
 
 
 def _coalesced(accesses: list, shape: tuple[int, ...], infos: Any, num_warps: int, warp_size: int,
