@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-regressions", type=Path, default=None, metavar="DIR",
                         help="shrink each failing kernel and save it as a pytest module in DIR")
     parser.add_argument("--shrink-limit", type=int, default=5, help="shrink at most this many failures (default 5)")
+    parser.add_argument("--shrink-budget", type=float, default=120.0, metavar="SECONDS",
+                        help="time to shrink one failure, at most (default 120)")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="write the generated kernel modules to DIR (default: a temporary directory)")
     parser.add_argument("--quiet", action="store_true", help="print only failures and the summary")
@@ -124,7 +126,8 @@ def _shrink_and_save(failures: list[tuple], options: argparse.Namespace, directo
         kernel = generate(seed, index, options.max_statements)
         failure = Outcome(status, detail, where, labels)
         compile_archs = [where.split(":", 1)[1]] if where.startswith("compile:") else archs
-        small, outcome, tries = shrink(kernel, lambda k: check(k, directory, target, compile_archs), failure)
+        small, outcome, tries = shrink(kernel, lambda k: check(k, directory, target, compile_archs), failure,
+                                       budget_s=options.shrink_budget)
         path = save_regression(small, outcome, target or "interp", compile_archs, options.save_regressions)
         print(f"shrunk seed {seed} kernel {index} from {len(kernel.statements)} to {len(small.statements)} "
               f"statements in {tries} tries: {path}", flush=True)
