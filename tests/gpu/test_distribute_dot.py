@@ -20,7 +20,8 @@ from polytile_nvidia.codegen import nvidia_gpu_target  # noqa: E402
 
 
 def context(num_warps: int = 4, target=None) -> PassContext:
-    return PassContext(target=target or Target("nvidia", "sm_90a"), options=BackendOptions(num_warps=num_warps))
+    # sm_80: the mma.sync layouts (sm_90a gives these dots wgmma: tests/gpu/test_wgmma_layouts.py).
+    return PassContext(target=target or Target("nvidia", "sm_80"), options=BackendOptions(num_warps=num_warps))
 
 
 def kernel(m: int, n: int, k: int, element: str = "f16", acc: str = "f32", precision: str = "tf32",

@@ -48,6 +48,9 @@ class NvidiaOptions(BackendOptions):
     maxnreg: int | None = None
     #: Let LLVM and ptxas contract a * b + c into fma (changes rounding).
     enable_fp_fusion: bool = True
+    #: On sm_90a, lower the dots that fit a warpgroup to wgmma.mma_async (False: mma.sync
+    #: everywhere, as on sm_80).
+    enable_wgmma: bool = True
 
 
 class NvidiaBackend(Backend):
@@ -130,7 +133,8 @@ class NvidiaBackend(Backend):
         """The target data and hooks of the shared GPU lowering (polytile.gpu.lowering)."""
         from .codegen import nvidia_gpu_target
 
-        return nvidia_gpu_target(self.resolve_target(target).arch)
+        return nvidia_gpu_target(self.resolve_target(target).arch,
+                                 enable_wgmma=bool(getattr(options, "enable_wgmma", True)))
 
     def configure_pipeline(self, *, pipeline: Any, target: Target, options: BackendOptions) -> None:
         """The GPU stages every backend shares (polytile.gpu.pipeline), then assemble(emit-ptx, ptx-to-cubin)."""

@@ -414,8 +414,9 @@ def _float8_convert_hook(arch: str) -> Any:
 
 
 @functools.lru_cache(maxsize=None)
-def nvidia_gpu_target(arch: str) -> GpuTarget:
-    """The lowering's target data for ``arch`` ("sm_90a")."""
+def nvidia_gpu_target(arch: str, enable_wgmma: bool = True) -> GpuTarget:
+    """The lowering's target data for ``arch`` ("sm_90a"); ``enable_wgmma=False``: the
+    matrix unit keeps mma.sync on sm_90a (the backend option of that name)."""
     return GpuTarget(
         backend_name="NVIDIA", arch=arch, triple=TRIPLE, data_layout=DATA_LAYOUT,
         warp_size=ARCHITECTURES[arch].warp_size, kernel_calling_convention="ptx_kernel", read_id=read_id,
@@ -423,7 +424,7 @@ def nvidia_gpu_target(arch: str) -> GpuTarget:
         annotate_kernel=annotate_kernel, math_library_prefix=LIBDEVICE_PREFIX,
         max_shared_bytes=ARCHITECTURES[arch].shared_memory_per_block_optin, float8_convert=_float8_convert_hook(arch),
         atomic_rmw=_atomic_rmw_hook(arch), atomic_cas=atomic_cas, printf=printf, assert_fail=assert_fail,
-        memory_access=memory_access,
+        memory_access=memory_access, matrix_options={} if enable_wgmma else {"wgmma": False},
     )
 
 

@@ -1,5 +1,6 @@
 """NVIDIA tensor cores for ``tile.dot``: which ``mma.sync`` instruction serves which
-operand and accumulator types, the PTX of each, and ``ldmatrix``.
+operand and accumulator types, the PTX of each, and ``ldmatrix``.  On sm_90a, dots that
+fit a warpgroup take ``wgmma.mma_async`` instead (``polytile_nvidia.wgmma``).
 
 Importing this module registers :data:`NVIDIA_MMA` as the matrix unit of the NVIDIA
 backend (see :mod:`polytile.gpu.lowering.dot`).  Every architecture polytile targets is
@@ -44,6 +45,8 @@ from polytile.gpu.lowering.types import bit_width, element_bits, llvm_type
 from polytile.ir import types as t
 
 from . import async_copy  # noqa: F401  (the operands' pipelined loads: cp.async into ring slots)
+from .architectures import ARCHITECTURES
+from .wgmma import select_wgmma
 
 _I32 = ir.IntType(32)
 _F32 = ir.FloatType()
@@ -235,7 +238,14 @@ class NvidiaMma:
     """The NVIDIA matrix unit (``MatrixUnit``): ``mma.sync`` on sm_80 and later."""
 
     def select(self, a: t.Type, acc: t.Type, input_precision: str, shape: tuple[int, int, int], arch: str,
-               num_warps: int) -> MatrixInstruction | None:
+               num_warps: int, wgmma: bool = True) -> MatrixInstruction | None:
+        """wgmma where the architecture has it (sm_90a), ``wgmma`` (the backend option
+        ``enable_wgmma``) allows it and the shape fits (see ``polytile_nvidia.wgmma``);
+        else ``mma.sync``."""
+        if wgmma and getattr(ARCHITECTURES.get(arch), "has_wgmma", False):
+            found = select_wgmma(a, acc, shape, num_warps)
+            if found is not None:
+                return found
         spec = _SPECS.get((a, acc, input_precision)) or _SPECS.get((a, acc, None))
         if spec is None:
             return None

@@ -56,6 +56,10 @@ BUFFER_OFFSET_ATTR = "gpu.buffer_offset"
 SHARED_BYTES_ATTR = "gpu.shared_bytes"
 #: Every piece starts at a multiple of this, so that 16-byte vector accesses stay aligned.
 SCRATCH_ALIGNMENT = 16
+#: Buffers (``gpu.local_alloc``) of at least this many bytes start at a multiple of it:
+#: the swizzled layouts NVIDIA's tensor cores read (wgmma) repeat every 1024 bytes and are
+#: read in place from ring slots.
+BUFFER_ALIGNMENT = 1024
 
 #: Op attribute: in how many rounds (a power of two) the op moves data through its
 #: scratch, which then holds one round's share (absent: 1).
@@ -180,6 +184,8 @@ class Piece:
     start: int
     end: int
     offset: int = -1
+    #: The piece starts at a multiple of this.
+    alignment: int = SCRATCH_ALIGNMENT
 
     def overlaps_in_time(self, other: "Piece") -> bool:
         return self.start <= other.end and other.start <= self.end
@@ -229,8 +235,9 @@ def collect_pieces(function: Any, target: Any, num_warps: int, callee_bytes: dic
             continue
         number = numbering.index[op]
         if isinstance(op, LocalAllocOp):
-            pieces.append(Piece(op, BUFFER_OFFSET_ATTR, _align(buffer_bytes(op.result.type)), number,
-                                _buffer_end(op, numbering, function)))
+            size = _align(buffer_bytes(op.result.type))
+            pieces.append(Piece(op, BUFFER_OFFSET_ATTR, size, number, _buffer_end(op, numbering, function),
+                                alignment=BUFFER_ALIGNMENT if size >= BUFFER_ALIGNMENT else SCRATCH_ALIGNMENT))
             continue
         if isinstance(op, func.CallOp):
             size = callee_bytes.get(op.attributes["callee"].name, 0)
@@ -247,7 +254,8 @@ def place(pieces: list[Piece]) -> int:
     placed: list[Piece] = []
     for piece in sorted(pieces, key=lambda p: (-p.size, p.start)):
         live = [p for p in placed if p.overlaps_in_time(piece)]
-        candidates = sorted({0, *(p.offset + p.size for p in live)})
+        align = piece.alignment
+        candidates = sorted({0, *((p.offset + p.size + align - 1) // align * align for p in live)})
         piece.offset = next(c for c in candidates if not any(p.overlaps_in_memory(c, piece.size) for p in live))
         placed.append(piece)
     return max((p.offset + p.size for p in placed), default=0)

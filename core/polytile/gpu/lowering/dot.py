@@ -27,6 +27,7 @@ from llvmlite import ir
 
 from ...dialects import tile
 from ...ir import types as t
+from ..allocation import register_scratch
 from ..layouts import BlockedLayout, DistributedLayout, DotOperandLayout
 from .context import LoweringContext, layout_of, linear_layout_of, register_lowering
 from .indexing import register_offset
@@ -54,8 +55,19 @@ class MatrixInstruction:
     #: first registers of each layout, in the order ``emit`` takes them.
     fragments: tuple[int, int, int]
     emit: EmitMatrix
+    #: ``lower(op, operands, ctx) -> result registers``: the instruction lowers the whole
+    #: dot itself, its operands in whatever layout they were computed in (no dot operand
+    #: conversion; NVIDIA's wgmma writes them to shared memory and reads them from there).
+    #: ``k`` is then the dot's whole K (one piece: pipeline-loops does not slice it).
+    lower: Callable[[Any, list, Any], list] | None = None
+    #: ``scratch_bytes(op)``: shared memory the dot ``op`` needs while it runs (with
+    #: ``lower``), bytes; None: none.
+    scratch_bytes: Callable[[Any], int] | None = None
 
-    def operand_layout(self, op_idx: int, result_layout: DistributedLayout) -> DotOperandLayout:
+    def operand_layout(self, op_idx: int, result_layout: DistributedLayout) -> DotOperandLayout | None:
+        """The layout operand ``op_idx`` is converted to; None: it stays as it is."""
+        if self.lower is not None:
+            return None
         return DotOperandLayout(op_idx, result_layout, self.k_width)
 
 
@@ -156,6 +168,9 @@ def plan_tiles(result: Any, a: Any, b: Any, instruction: "MatrixInstruction") ->
 def _dot(op: Any, operands: list, ctx: LoweringContext) -> list:
     a_layout, b_layout = layout_of(op.a), layout_of(op.b)
     result_layout = layout_of(op.result)
+    whole = _whole_dot_instruction(op, ctx.target, ctx.num_warps)
+    if whole is not None and whole.result_layout(op.result.type.shape, ctx.num_warps) == result_layout:
+        return [whole.lower(op, operands, ctx)]
     for value, layout, idx in ((op.a, a_layout, 0), (op.b, b_layout, 1)):
         if not isinstance(layout, DotOperandLayout) or layout.op_idx != idx or layout.parent != result_layout:
             raise ctx.error(op, f"internal error: operand {'ab'[idx]} of 'tile.dot' has layout {layout}, not "
@@ -175,6 +190,21 @@ def _dot(op: Any, operands: list, ctx: LoweringContext) -> list:
         raise ctx.unsupported(op, f"'tile.dot' of {t.element_type(op.a.type)} into {t.element_type(op.acc.type)} "
                                   f"with the result in {result_layout}")
     return [_matrix_dot(op, operands, ctx, instruction)]
+
+
+def _whole_dot_instruction(op: Any, target: Any, num_warps: int) -> MatrixInstruction | None:
+    instruction = select_instruction(op, target, num_warps)
+    return instruction if instruction is not None and instruction.lower is not None else None
+
+
+@register_scratch(tile.DotOp, sync="inside")
+def _dot_scratch(op: Any, target: Any, num_warps: int) -> int:
+    """A dot lowered whole (wgmma) writes its operands to shared memory, synchronizes and
+    reads them there: "inside", as a layout conversion."""
+    instruction = _whole_dot_instruction(op, target, num_warps)
+    if instruction is None or instruction.scratch_bytes is None:
+        return 0
+    return instruction.scratch_bytes(op)
 
 
 def _matrix_dot(op: Any, operands: list, ctx: LoweringContext, instruction: MatrixInstruction) -> list:

@@ -1,0 +1,499 @@
+"""Hopper warpgroup MMA (``wgmma.mma_async``, sm_90a) for ``tile.dot``, both operands
+from shared memory.
+
+:func:`select_wgmma` is asked first by the NVIDIA matrix unit (``polytile_nvidia.mma``)
+on architectures with ``has_wgmma`` (sm_90a) unless the backend option
+``enable_wgmma=False`` turns it off.  It applies where a warpgroup (4 consecutive warps)
+can own 64-row slabs of the result:
+
+- ``num_warps`` a multiple of 4; M a multiple of 64 (per warpgroup along M);
+- N a multiple of 8 per warpgroup along N (at most 256 per instruction, repeated beyond);
+- K a multiple of 16; f16 into f32 or f16, bf16 into f32.
+
+Everything else keeps ``mma.sync``.  The result gets ``MmaLayout(version=3)`` (warps
+down M first, four per 64 rows); the operands keep the layout they were computed in (no
+``#gpu.dot_operand`` conversion): the dot itself writes them into its scratch in the
+shared layout wgmma reads, then
+
+1. every thread: ``fence.proxy.async.shared::cta`` (its ordinary stores become visible
+   to the tensor cores' async proxy), then a barrier;
+2. ``wgmma.fence``, one ``wgmma.mma_async`` per (64-row slab, N piece, 16 K) with
+   matrix descriptors for A and B, ``wgmma.commit_group``;
+3. ``wgmma.wait_group 0``, taking the accumulator registers in and out so that no read of
+   them moves above it; only then can the scratch be overwritten (the dot's scratch is
+   registered ``sync="inside"``: ``insert-barriers`` puts a barrier before its next writer).
+
+Shared layout (:class:`OperandPlacement`, the NVMMA layout): the operand's contiguous
+dimension is split into column blocks of one swizzle row (``swizzle`` bytes: 128, 64 or
+32, the most the extent allows), each block stored row after row, and the 16-byte chunks
+of each row XOR-swizzled by the address bits above them, which is what the descriptor's
+swizzle mode tells the hardware: byte ``x`` of a block lives at ``x ^ ((x >> 7) &
+(swizzle / 16 - 1)) << 4``.  The scratch is aligned to 1024 bytes at run time so that
+the pattern starts with the buffer.  K-major operands (A row-major, B column-major) use
+the descriptor's stride byte offset (8 rows) and ignore the leading one; MN-major
+operands (transposed: ``imm-trans``) step between column blocks with the leading byte
+offset.  The descriptor format is the PTX ISA's "Matrix Descriptor Format".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from llvmlite import ir
+
+from polytile.gpu.layouts import MmaLayout
+from polytile.gpu.linear_layout import log2
+from polytile.gpu.lowering.context import linear_layout_of
+from polytile.gpu.lowering.dot import MatrixInstruction
+from polytile.gpu.lowering.indexing import (LLVMOps, contiguous_registers, coordinates, duplicate_register_mask,
+                                            register_offset, thread_offsets)
+from polytile.gpu.lowering.types import element_bits, llvm_type
+from polytile.ir import types as t
+
+_I32 = ir.IntType(32)
+_I64 = ir.IntType(64)
+
+#: Rows (M) of one wgmma and warps of a warpgroup.
+WGMMA_M = 64
+WARPGROUP = 4
+#: K of one instruction for 16-bit operands.
+WGMMA_K = 16
+MAX_N = 256
+#: Swizzle bytes -> the descriptor's 2-bit mode (bits 62-63).
+SWIZZLE_MODES = {0: 0, 128: 1, 64: 2, 32: 3}
+#: The scratch is aligned to this at run time (the 128-byte swizzle repeats every 8 rows).
+SWIZZLE_ALIGNMENT = 1024
+
+#: (operand type, accumulator type) -> (PTX accumulator type, PTX operand type).
+WGMMA_TYPES: dict[tuple[t.Type, t.Type], tuple[str, str]] = {
+    (t.f16, t.f32): ("f32", "f16"),
+    (t.f16, t.f16): ("f16", "f16"),
+    (t.bf16, t.f32): ("f32", "bf16"),
+}
+
+
+# --------------------------------------------------------------------------------------
+# Which dots, and the result layout
+
+
+def wgmma_warps(shape: tuple[int, ...], num_warps: int) -> tuple[int, int] | None:
+    """Warps along (M, N) for a wgmma result of ``shape``: whole warpgroups down M while
+    there are 64-row slabs for them, the rest across N; None where wgmma cannot cover
+    the tile without repeating an element."""
+    m, n = shape[0], shape[1]
+    if num_warps % WARPGROUP or m % WGMMA_M:
+        return None
+    groups_m = min(num_warps // WARPGROUP, m // WGMMA_M)
+    warps_m = WARPGROUP * groups_m
+    warps_n = num_warps // warps_m
+    if m % (warps_m * 16) or n % (8 * warps_n):
+        return None
+    per_group = n // warps_n
+    if per_group > MAX_N and per_group % MAX_N:
+        return None
+    return warps_m, warps_n
+
+
+def instruction_n(shape: tuple[int, ...], num_warps: int) -> int:
+    warps = wgmma_warps(shape, num_warps)
+    assert warps is not None
+    return min(shape[1] // warps[1], MAX_N)
+
+
+def wgmma_result_layout(shape: tuple[int, ...], num_warps: int) -> MmaLayout:
+    warps = wgmma_warps(shape, num_warps)
+    if warps is None:
+        raise ValueError(f"no wgmma layout for a {list(shape)} result with {num_warps} warps")
+    return MmaLayout(3, warps, (16, instruction_n(shape, num_warps), WGMMA_K))
+
+
+def select_wgmma(a: t.Type, acc: t.Type, shape: tuple[int, int, int], num_warps: int) -> MatrixInstruction | None:
+    """The wgmma instruction for a dot of ``shape = (M, N, K)``, or None (mma.sync)."""
+    types = WGMMA_TYPES.get((a, acc))
+    m, n, k = shape
+    if types is None or k % WGMMA_K or wgmma_warps((m, n), num_warps) is None:
+        return None
+    d_type, a_type = types
+    instr_n = instruction_n((m, n), num_warps)
+    fragment = instr_n // 2
+
+    def lower(op: Any, operands: list, ctx: Any) -> list:
+        return lower_wgmma_dot(op, operands, ctx, d_type, a_type)
+
+    return MatrixInstruction(f"wgmma.mma_async.m64n{instr_n}k16.{d_type}.{a_type}", wgmma_result_layout, 1, k,
+                             (0, 0, fragment), _no_tile_emit, lower=lower, scratch_bytes=scratch_bytes)
+
+
+def _no_tile_emit(builder: Any, a: list, b: list, c: list) -> list:
+    raise AssertionError("wgmma lowers the whole dot (MatrixInstruction.lower), never one register tile")
+
+
+def _round_up(n: int, to: int) -> int:
+    return (n + to - 1) // to * to
+
+
+# --------------------------------------------------------------------------------------
+# Shared layout and descriptors
+
+
+def matrix_descriptor(address: int, leading_bytes: int, stride_bytes: int, swizzle: int) -> int:
+    """The 64-bit wgmma matrix descriptor (PTX ISA, "Matrix Descriptor Format"): bits
+    0-13 the start address >> 4, 16-29 the leading dimension byte offset >> 4, 32-45 the
+    stride dimension byte offset >> 4, 49-51 the base offset (0: the pattern starts at a
+    1024-byte boundary), 62-63 the swizzle mode (1: 128 bytes, 2: 64, 3: 32, 0: none)."""
+    return descriptor_high(leading_bytes, stride_bytes, swizzle) | ((address & 0x3FFFF) >> 4)
+
+
+def descriptor_high(leading_bytes: int, stride_bytes: int, swizzle: int) -> int:
+    """The descriptor without its start address."""
+    return (((leading_bytes >> 4) & 0x3FFF) << 16) | (((stride_bytes >> 4) & 0x3FFF) << 32) \
+        | (SWIZZLE_MODES[swizzle] << 62)
+
+
+@dataclass(frozen=True)
+class OperandPlacement:
+    """Where a wgmma operand of ``shape`` ([M, K] for A, [K, N] for B) sits in the dot's
+    scratch, ``offset`` bytes after its 1024-byte aligned start (see the module docstring)."""
+
+    shape: tuple[int, int]
+    #: The dimension stored contiguously (1 for a K-major A, 0 for a K-major B).
+    contiguous: int
+    swizzle: int
+    element_bytes: int
+    offset: int
+    #: The operand's K dimension (1 for A, 0 for B).
+    k_dim: int
+
+    @property
+    def rows(self) -> int:
+        return self.shape[1 - self.contiguous]
+
+    @property
+    def row_elements(self) -> int:
+        return self.swizzle // self.element_bytes
+
+    @property
+    def k_major(self) -> bool:
+        return self.contiguous == self.k_dim
+
+    @property
+    def block_bytes(self) -> int:
+        return self.rows * self.swizzle
+
+    def byte_offset(self, coords: tuple[int, int]) -> int:
+        """The byte (from the aligned scratch start) of the element at ``coords``."""
+        column, row = coords[self.contiguous], coords[1 - self.contiguous]
+        linear = (column // self.row_elements) * self.block_bytes + row * self.swizzle \
+            + (column % self.row_elements) * self.element_bytes
+        return self.offset + (linear ^ (((linear >> 7) & (self.swizzle // 16 - 1)) << 4))
+
+    def llvm_byte_offset(self, b: ir.IRBuilder, coords: list) -> Any:
+        column, row = coords[self.contiguous], coords[1 - self.contiguous]
+        shift = log2(self.row_elements)
+        block = b.lshr(column, ir.Constant(_I32, shift))
+        within = b.and_(column, ir.Constant(_I32, self.row_elements - 1))
+        linear = b.add(b.add(b.mul(block, ir.Constant(_I32, self.block_bytes)),
+                             b.mul(row, ir.Constant(_I32, self.swizzle))),
+                       b.mul(within, ir.Constant(_I32, self.element_bytes)))
+        phase = b.and_(b.lshr(linear, ir.Constant(_I32, 7)), ir.Constant(_I32, self.swizzle // 16 - 1))
+        swizzled = b.xor(linear, b.shl(phase, ir.Constant(_I32, 4)))
+        return b.add(swizzled, ir.Constant(_I32, self.offset)) if self.offset else swizzled
+
+    def leading_bytes(self) -> int:
+        # K-major swizzled layouts ignore it (CUTLASS and Triton put 1 there); MN-major
+        # ones step from one column block to the next with it.
+        return 16 if self.k_major else self.block_bytes
+
+    def stride_bytes(self) -> int:
+        """From one group of 8 rows to the next."""
+        return 8 * self.swizzle
+
+    def start(self, mn: int, k: int) -> int:
+        """The byte (from the aligned scratch start) where the instruction reading rows
+        (or columns) from ``mn`` and K from ``k`` starts; ``mn`` a multiple of 8 (K-major)
+        or of a swizzle row (MN-major), ``k`` of 16."""
+        if self.k_major:
+            return self.offset + (k // self.row_elements) * self.block_bytes + mn * self.swizzle \
+                + (k % self.row_elements) * self.element_bytes
+        return self.offset + (mn // self.row_elements) * self.block_bytes + k * self.swizzle
+
+
+def _swizzle_for(extent_bytes: int) -> int:
+    for swizzle in (128, 64, 32):
+        if extent_bytes >= swizzle:
+            return swizzle
+    return 0
+
+
+def place_operand(shape: tuple[int, int], k_dim: int, source_contiguous: int | None, element_bytes: int,
+                  instruction_extent: int, offset: int) -> OperandPlacement:
+    """The placement of an operand whose registers run along ``source_contiguous``
+    (None: no dimension): the same dimension contiguous where a swizzle row fits both the
+    tile and one instruction's extent along it, else K contiguous (K-major always fits:
+    K is a multiple of 16, 32 bytes)."""
+    contiguous = k_dim
+    if source_contiguous is not None and source_contiguous != k_dim and element_bytes == 2:
+        extent = min(shape[source_contiguous], instruction_extent) * element_bytes
+        if _swizzle_for(extent):
+            contiguous = source_contiguous
+    extent = shape[contiguous] * element_bytes
+    if contiguous != k_dim:
+        extent = min(extent, instruction_extent * element_bytes)
+    return OperandPlacement(tuple(shape), contiguous, _swizzle_for(extent), element_bytes, offset, k_dim)
+
+
+def _fastest_dim(layout: Any) -> int | None:
+    for basis in layout.register:
+        nonzero = [d for d, c in enumerate(basis) if c]
+        if nonzero:
+            return nonzero[0] if len(nonzero) == 1 else None
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# PTX
+
+FENCE_PROXY_ASYNC = "fence.proxy.async.shared::cta;"
+WGMMA_FENCE = "wgmma.fence.sync.aligned;"
+WGMMA_COMMIT = "wgmma.commit_group.sync.aligned;"
+WGMMA_WAIT = "wgmma.wait_group.sync.aligned 0;"
+
+
+def wgmma_ptx(n: int, d_type: str, a_type: str, accumulators: int, trans_a: int, trans_b: int) -> str:
+    """``wgmma.mma_async`` of an m64nNk16 tile: operands ``$0..`` the accumulator
+    registers (outputs, then the same registers tied as inputs), then the A and B
+    descriptors and the scale-d flag."""
+    d = "{" + ", ".join(f"${i}" for i in range(accumulators)) + "}"
+    n_ops = 2 * accumulators
+    return ("{\n.reg .pred p;\n"
+            f"setp.ne.b32 p, ${n_ops + 2}, 0;\n"
+            f"wgmma.mma_async.sync.aligned.m64n{n}k16.{d_type}.{a_type}.{a_type} {d}, ${n_ops}, ${n_ops + 1}, "
+            f"p, 1, 1, {trans_a}, {trans_b};\n}}")
+
+
+def _letter(type_: ir.Type) -> str:
+    return "f" if isinstance(type_, ir.FloatType) else "r"
+
+
+def _asm_void(b: ir.IRBuilder, text: str) -> None:
+    b.asm(ir.FunctionType(ir.VoidType(), []), text, "~{memory}", [], side_effect=True)
+
+
+def _asm_tied(b: ir.IRBuilder, text: str, tied: list, extra: list) -> list:
+    """Inline PTX that reads and writes the registers ``tied`` (operands ``$0...``) and
+    reads ``extra`` after them; kept in program order (side effects, memory clobber)."""
+    types = [v.type for v in tied]
+    constraints = [f"={_letter(ty)}" for ty in types] + [str(i) for i in range(len(tied))]
+    constraints += ["l" if v.type == _I64 else "r" for v in extra]
+    result_type = ir.LiteralStructType(types)
+    value = b.asm(ir.FunctionType(result_type, types + [v.type for v in extra]), text,
+                  ",".join(constraints + ["~{memory}"]), list(tied) + list(extra), side_effect=True)
+    return [b.extract_value(value, i) for i in range(len(tied))]
+
+
+def _pack_f16(b: ir.IRBuilder, values: list) -> list:
+    from .mma import pack32
+
+    return pack32(b, values)
+
+
+def _unpack_f16(b: ir.IRBuilder, words: list, element: ir.Type) -> list:
+    from .mma import unpack32
+
+    return unpack32(b, words, element)
+
+
+# --------------------------------------------------------------------------------------
+# Where each operand is read from
+
+
+@dataclass(frozen=True)
+class OperandSource:
+    """Where wgmma reads one operand: a ring slot that ``pipeline-loops`` filled, already
+    in an NVMMA layout (``slot_read``: the ``gpu.local_load_slot`` whose registers are then
+    unused), or the dot's scratch, which the dot fills from the registers."""
+
+    placement: OperandPlacement
+    slot_read: Any = None
+
+
+def slot_placement(read: Any, k_dim: int, instruction_extent: int) -> OperandPlacement | None:
+    """The placement of the slot that ``read`` (a whole-slot ``gpu.local_load_slot``)
+    reads, where it is exactly an NVMMA layout of one column block (its swizzled rows are
+    one swizzle row long, 32, 64 or 128 bytes); else None."""
+    from polytile.gpu.lowering.async_copy import slot_layout
+
+    if read.offsets is not None:
+        return None
+    ring = read.ring.type
+    shared = slot_layout(ring)
+    shape = tuple(ring.shape[1:])
+    bytes_ = element_bits(ring.element) // 8
+    contiguous = shared.order[0]
+    swizzle = shape[contiguous] * bytes_
+    if swizzle not in (32, 64, 128) or shared.vector * bytes_ != 16 or shared.per_phase != 128 // swizzle \
+            or shared.max_phase != swizzle // 16:
+        return None
+    if contiguous != k_dim and (bytes_ != 2 or shape[contiguous] > instruction_extent):
+        return None
+    return OperandPlacement(shape, contiguous, swizzle, bytes_, 0, k_dim)
+
+
+def operand_sources(op: Any) -> tuple[OperandSource, OperandSource]:
+    """Where the dot ``op`` (result in its wgmma layout) reads A and B."""
+    from polytile.dialects.gpu import LocalLoadSlotOp
+
+    m, k = op.a.type.shape
+    n = op.b.type.shape[1]
+    instr_n = op.result.type.layout.instr_shape[1]
+    bytes_ = element_bits(op.a.type) // 8
+    sources = []
+    scratch_offset = 0
+    for value, k_dim, shape, extent in ((op.a, 1, (m, k), WGMMA_M), (op.b, 0, (k, n), instr_n)):
+        read = value.defining_op
+        if isinstance(read, LocalLoadSlotOp):
+            placement = slot_placement(read, k_dim, extent)
+            if placement is not None:
+                sources.append(OperandSource(placement, read))
+                continue
+        placement = place_operand(shape, k_dim, _fastest_dim(linear_layout_of(value)), bytes_, extent,
+                                  scratch_offset)
+        scratch_offset = _round_up(scratch_offset + shape[0] * shape[1] * bytes_, SWIZZLE_ALIGNMENT)
+        sources.append(OperandSource(placement))
+    return sources[0], sources[1]
+
+
+def scratch_bytes(op: Any) -> int:
+    """The dot's scratch: the operands that do not come from a ring slot, each from a
+    1024-byte boundary, and 1024 bytes to align the start at run time."""
+    sources = operand_sources(op)
+    ends = [s.placement.offset + s.placement.shape[0] * s.placement.shape[1] * s.placement.element_bytes
+            for s in sources if s.slot_read is None]
+    return max(ends) + SWIZZLE_ALIGNMENT if ends else 0
+
+
+def _slot_address(ctx: Any, read: Any) -> Any:
+    """The i32 shared address of the slot ``read`` reads."""
+    from polytile.gpu.allocation import BUFFER_OFFSET_ATTR
+
+    b = ctx.builder
+    ring = read.ring
+    offset = ring.defining_op.attributes.get(BUFFER_OFFSET_ATTR)
+    if offset is None:
+        raise ctx.error(read, f"internal error: the ring of '{read.name}' has no {BUFFER_OFFSET_ATTR}")
+    slot_bytes = ring.type.numel // ring.type.shape[0] * element_bits(ring.type.element) // 8
+    base = b.ptrtoint(ctx.shared_base(), _I32)
+    return b.add(b.add(base, ir.Constant(_I32, offset)), b.mul(ctx.get(read.slot), ir.Constant(_I32, slot_bytes)))
+
+
+# --------------------------------------------------------------------------------------
+# The lowering
+
+
+def _store_operand(ctx: Any, base: Any, placement: OperandPlacement, value: Any, registers: list) -> None:
+    """Every thread writes its registers of ``value`` to ``placement`` in the scratch at
+    the i32 shared address ``base``, in vectors of up to 16 bytes along the contiguous
+    dimension."""
+    b = ctx.builder
+    layout = linear_layout_of(value)
+    element = llvm_type(value.type)
+    bytes_ = placement.element_bytes
+    width = 1
+    if _fastest_dim(layout) == placement.contiguous:
+        width = max(min(contiguous_registers(layout, placement.contiguous), 16 // bytes_), 1)
+    coords = coordinates(LLVMOps(b), layout, ctx.lane_id, ctx.warp_id)
+    duplicates = duplicate_register_mask(layout)
+    vector = ir.VectorType(element, width)
+    pointer = ir.PointerType(vector, addrspace=ctx.target.shared_address_space)
+    for start in range(0, layout.num_registers, width):
+        if start & duplicates:
+            continue
+        address = b.add(base, placement.llvm_byte_offset(b, coords[start]))
+        packed = ir.Constant(vector, None)
+        for i in range(width):
+            packed = b.insert_element(packed, registers[start + i], ctx.i32(i))
+        b.store(packed, b.inttoptr(address, pointer), align=width * bytes_)
+
+
+def _descriptor(b: ir.IRBuilder, base: Any, start: Any, placement: OperandPlacement) -> Any:
+    high = descriptor_high(placement.leading_bytes(), placement.stride_bytes(), placement.swizzle)
+    address = b.and_(b.lshr(b.add(base, start), ir.Constant(_I32, 4)), ir.Constant(_I32, 0x3FFF))
+    return b.or_(b.zext(address, _I64), ir.Constant(_I64, high))
+
+
+def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str) -> list:
+    a, b_regs, acc = operands
+    b = ctx.builder
+    m, k = op.a.type.shape
+    n = op.b.type.shape[1]
+    result = linear_layout_of(op.result)
+    parent = op.result.type.layout
+    instr_n = parent.instr_shape[1]
+    fragment = instr_n // 2
+    if tuple(result.warp[:2]) != ((16, 0), (32, 0)) or duplicate_register_mask(result):
+        raise ctx.error(op, f"internal error: the wgmma result layout {parent} does not give each warpgroup "
+                            "whole 64-row slabs")
+    a_source, b_source = operand_sources(op)
+    bases = []
+    scratch = None
+    for source, value, registers in ((a_source, op.a, a), (b_source, op.b, b_regs)):
+        if source.slot_read is not None:
+            bases.append(_slot_address(ctx, source.slot_read))
+            continue
+        if scratch is None:  # aligned up to where the swizzle pattern starts
+            raw = b.ptrtoint(ctx.scratch(op), _I32)
+            scratch = b.and_(b.add(raw, ir.Constant(_I32, SWIZZLE_ALIGNMENT - 1)),
+                             ir.Constant(_I32, -SWIZZLE_ALIGNMENT))
+        _store_operand(ctx, scratch, source.placement, value, registers)
+        bases.append(scratch)
+    a_base, b_base = bases
+    a_place, b_place = a_source.placement, b_source.placement
+    # Ordinary stores (here, or cp.async into the ring slots, waited for before this) are
+    # made visible to the async proxy by each writing thread, before the barrier.
+    _asm_void(b, FENCE_PROXY_ASYNC)
+    ctx.target.barrier(b)
+
+    # Where this thread's warpgroup starts in the result (warps 0-3 of a group share it).
+    group_warp = b.and_(ctx.warp_id, ir.Constant(_I32, -WARPGROUP))
+    group_m, group_n = thread_offsets(LLVMOps(b), result, ir.Constant(_I32, 0), group_warp)
+
+    f16_acc = d_type == "f16"
+    element = llvm_type(op.acc.type)
+    out = list(acc)
+    _asm_void(b, WGMMA_FENCE)
+    one = ir.Constant(_I32, 1)
+    for start in range(0, result.num_registers, fragment):
+        m0, n0 = register_offset(result, start)
+        regs = out[start:start + fragment]
+        tied = _pack_f16(b, regs) if f16_acc else regs
+        text = wgmma_ptx(instr_n, d_type, a_type, len(tied), int(not a_place.k_major), int(not b_place.k_major))
+        rows = b.add(group_m, ir.Constant(_I32, m0))
+        cols = b.add(group_n, ir.Constant(_I32, n0))
+        for k0 in range(0, k, WGMMA_K):
+            a_start = _start(b, a_place, rows, k0)
+            b_start = _start(b, b_place, cols, k0)
+            tied = _asm_tied(b, text, tied, [_descriptor(b, a_base, a_start, a_place),
+                                             _descriptor(b, b_base, b_start, b_place), one])
+        out[start:start + fragment] = _unpack_f16(b, tied, element) if f16_acc else tied
+    _asm_void(b, WGMMA_COMMIT)
+    words = _pack_f16(b, out) if f16_acc else out
+    words = _asm_tied(b, WGMMA_WAIT, words, [])
+    return _unpack_f16(b, words, element) if f16_acc else words
+
+
+def _start(b: ir.IRBuilder, placement: OperandPlacement, mn: Any, k0: int) -> Any:
+    """``placement.start(mn, k0)`` for a run-time ``mn``."""
+    if placement.k_major:
+        constant = placement.offset + (k0 // placement.row_elements) * placement.block_bytes \
+            + (k0 % placement.row_elements) * placement.element_bytes
+        return b.add(b.mul(mn, ir.Constant(_I32, placement.swizzle)), ir.Constant(_I32, constant))
+    blocks = b.lshr(mn, ir.Constant(_I32, log2(placement.row_elements)))
+    return b.add(b.mul(blocks, ir.Constant(_I32, placement.block_bytes)),
+                 ir.Constant(_I32, placement.offset + k0 * placement.swizzle))
+
+
+__all__ = ["FENCE_PROXY_ASYNC", "OperandPlacement", "OperandSource", "operand_sources", "scratch_bytes",
+           "slot_placement", "SWIZZLE_MODES", "WGMMA_COMMIT", "WGMMA_FENCE", "WGMMA_TYPES",
+           "WGMMA_WAIT", "descriptor_high", "instruction_n", "lower_wgmma_dot", "matrix_descriptor", "place_operand",
+           "select_wgmma", "wgmma_ptx", "wgmma_result_layout", "wgmma_warps"]

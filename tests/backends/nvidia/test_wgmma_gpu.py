@@ -1,0 +1,106 @@
+"""On a Hopper GPU: pl.dot lowered to wgmma.mma_async (both operands in shared memory)
+against NumPy, for f16 and bf16 with f32 and f16 accumulators, one dot and K loops of 1 to
+4 pipeline stages, masked edges, row- and column-major operands (read K-major or
+transposed, from ring slots in place or from the dot's own scratch).  Skipped without an
+sm_90 GPU (and torch with CUDA for the arrays)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polytile as pt
+import polytile.language as pl
+
+from .fake_cuda import nvidia_gpu, torch_cuda  # noqa: F401  (nvidia_gpu is a fixture)
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def hopper(nvidia_gpu):  # noqa: F811
+    if nvidia_gpu.target.arch != "sm_90a":
+        pytest.skip(f"wgmma needs an sm_90a device, the first GPU is {nvidia_gpu.target.arch}")
+    return nvidia_gpu
+
+
+@pt.jit
+def loop_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am: pl.constexpr, stride_ak: pl.constexpr,
+                stride_bk: pl.constexpr, stride_bn: pl.constexpr, BM: pl.constexpr, BN: pl.constexpr, BK: pl.constexpr, ACC16: pl.constexpr):
+    pid_m, pid_n = pl.program_id(0), pl.program_id(1)
+    offs_m = pid_m * BM + pl.arange(0, BM)
+    offs_n = pid_n * BN + pl.arange(0, BN)
+    offs_k = pl.arange(0, BK)
+    a_ptrs = a_ptr + (offs_m[:, None] % M) * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + (offs_n[None, :] % N) * stride_bn
+    if ACC16:
+        acc = pl.zeros((BM, BN), dtype=pl.float16)
+    else:
+        acc = pl.zeros((BM, BN), dtype=pl.float32)
+    for k in range(pl.cdiv(K, BK)):
+        a = pl.load(a_ptrs, mask=offs_k[None, :] < K - k * BK, other=0.0)
+        b = pl.load(b_ptrs, mask=offs_k[:, None] < K - k * BK, other=0.0)
+        acc = pl.dot(a, b, acc)
+        a_ptrs += BK * stride_ak
+        b_ptrs += BK * stride_bk
+    c_ptrs = c_ptr + offs_m[:, None] * N + offs_n[None, :]
+    pl.store(c_ptrs, acc.to(pl.float32), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def _cuda(array, dtype=None):
+    torch = torch_cuda()
+    tensor = torch.from_numpy(np.ascontiguousarray(array)).cuda()
+    return tensor.to(dtype) if dtype is not None else tensor
+
+
+def _run(m, n, k, blocks, num_warps, num_stages, dtype="f16", acc16=False, a_trans=False, b_trans=False,
+         **options):
+    torch = torch_cuda()
+    rng = np.random.default_rng(m * 7 + n * 3 + k + num_stages)
+    a = rng.integers(-4, 5, (m, k)).astype(np.float32)
+    b = rng.integers(-4, 5, (k, n)).astype(np.float32)
+    if acc16:  # keep every partial sum exact in f16
+        a, b = np.clip(a, -1, 1), np.clip(b, -1, 1)
+    torch_type = torch.float16 if dtype == "f16" else torch.bfloat16
+    # A stored column-major (a_trans) or B row-major of its transpose (b_trans): the
+    # operand's contiguous dimension is M or K, and wgmma reads it transposed (or not).
+    a_dev = _cuda(a.T, torch_type).T if a_trans else _cuda(a, torch_type)
+    b_dev = _cuda(b.T, torch_type).T if b_trans else _cuda(b, torch_type)
+    c = _cuda(np.zeros((m, n), np.float32))
+    grid = ((m + blocks[0] - 1) // blocks[0], (n + blocks[1] - 1) // blocks[1])
+    loop_kernel[grid](a_dev, b_dev, c, m, n, k, a_dev.stride(0), a_dev.stride(1), b_dev.stride(0), b_dev.stride(1),
+                      *blocks, ACC16=acc16, num_warps=num_warps, num_stages=num_stages, target="nvidia", **options)
+    np.testing.assert_array_equal(c.cpu().numpy(), a.astype(np.float64) @ b.astype(np.float64))
+
+
+#: (M, N, K, (BM, BN, BK), num_warps)
+SHAPES = [
+    (64, 64, 64, (64, 64, 64), 4),
+    (128, 128, 64, (128, 128, 64), 4),
+    (128, 256, 64, (128, 256, 64), 8),
+    (256, 256, 512, (128, 128, 32), 8),
+    (192, 160, 208, (64, 32, 16), 4),      # masked K tail, partial M and N tiles, 32-byte swizzle of A
+    (200, 136, 100, (128, 64, 32), 4),     # M repeats per warpgroup, 64-byte swizzle
+]
+
+
+@pytest.mark.parametrize("num_stages", [1, 2, 3, 4])
+@pytest.mark.parametrize("m, n, k, blocks, num_warps", SHAPES)
+def test_wgmma_loop_matches_numpy(hopper, m, n, k, blocks, num_warps, num_stages):
+    if blocks == (128, 256, 64) and num_stages == 4:
+        pytest.skip("four stages of 128x256x64 do not fit Hopper's 227 KiB of shared memory")
+    _run(m, n, k, blocks, num_warps, num_stages)
+
+
+@pytest.mark.parametrize("dtype, acc16", [("bf16", False), ("f16", True)])
+@pytest.mark.parametrize("num_stages", [1, 3])
+def test_wgmma_types(hopper, dtype, acc16, num_stages):
+    _run(256, 128, 192, (128, 128, 64), 4, num_stages, dtype=dtype, acc16=acc16)
+
+
+@pytest.mark.parametrize("a_trans, b_trans", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("num_stages", [1, 3])
+def test_wgmma_operand_orders(hopper, a_trans, b_trans, num_stages):
+    _run(128, 128, 128, (128, 128, 64), 4, num_stages, a_trans=a_trans, b_trans=b_trans)
+
+

@@ -1,0 +1,205 @@
+"""wgmma on sm_90a without a GPU: which dots take it, the matrix descriptors and shared
+layouts it reads, and the PTX of dot kernels (the instruction with its shape qualifiers,
+the proxy fence, barrier, wgmma fence, commit and wait in that order), assembled by
+ptxas.  Dots wgmma cannot take, and other architectures, keep mma.sync."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import polytile as pt
+import polytile.language as pl
+from polytile.compiler import compile_module
+from polytile.gpu.layouts import SwizzledSharedLayout
+from polytile.ir import types as t
+
+from tests.gpu.ptx_assembly import assembles
+
+pytest.importorskip("polytile_nvidia")
+
+from polytile_nvidia import wgmma  # noqa: E402
+from polytile_nvidia.wgmma import OperandPlacement, matrix_descriptor, place_operand, wgmma_warps  # noqa: E402
+
+
+# --------------------------------------------------------------------------------------
+# Descriptors and placements
+
+
+def test_descriptor_fields_follow_the_ptx_isa():
+    # Matrix Descriptor Format: start address >> 4 in bits 0-13, leading byte offset >> 4
+    # in 16-29, stride byte offset >> 4 in 32-45, swizzle mode in 62-63 (1: 128B,
+    # 2: 64B, 3: 32B).
+    assert matrix_descriptor(0x400, 16, 1024, 128) == (1 << 62) | (64 << 32) | (1 << 16) | 0x40
+    assert matrix_descriptor(0x8020, 8192, 512, 64) == (2 << 62) | (32 << 32) | (512 << 16) | 0x802
+    assert matrix_descriptor(0x100, 16, 256, 32) == (3 << 62) | (16 << 32) | (1 << 16) | 0x10
+    # Only address bits 4-17 are encoded (matrix-descriptor-encode(x) = (x & 0x3FFFF) >> 4).
+    assert matrix_descriptor(0x40000 + 0x30, 16, 1024, 128) & 0x3FFF == 0x3
+
+
+@pytest.mark.parametrize("swizzle, rows", [(128, 64), (64, 32), (32, 16)])
+def test_one_block_placement_is_the_swizzled_shared_layout(swizzle, rows):
+    # A ring slot of one swizzle row per tile row is read in place: the placement must be
+    # the SwizzledSharedLayout the slot was written in (16-byte vectors, per_phase
+    # 128 / swizzle, max_phase swizzle / 16).
+    cols = swizzle // 2
+    placement = OperandPlacement((rows, cols), 1, swizzle, 2, 0, 1)
+    shared = SwizzledSharedLayout(8, 128 // swizzle, swizzle // 16, (1, 0))
+    for r in range(rows):
+        for c in range(cols):
+            assert placement.byte_offset((r, c)) == 2 * shared.offset((r, c), (rows, cols))
+
+
+@pytest.mark.parametrize("shape, contiguous, swizzle", [((64, 128), 1, 128), ((64, 256), 1, 128), ((32, 64), 0, 64),
+                                                        ((16, 64), 1, 32)])
+def test_placement_is_the_hardware_swizzle_of_column_blocks(shape, contiguous, swizzle):
+    placement = OperandPlacement(shape, contiguous, swizzle, 2, 2048, 1)
+    row_elements = swizzle // 2
+    rows = shape[1 - contiguous]
+    seen = set()
+    for i in range(shape[0]):
+        for j in range(shape[1]):
+            column, row = (i, j)[contiguous], (i, j)[1 - contiguous]
+            linear = (column // row_elements) * rows * swizzle + row * swizzle + (column % row_elements) * 2
+            # The 16-byte chunk index XOR the address bits above the 128-byte row.
+            chunk = (linear >> 4) & (swizzle // 16 - 1)
+            phase = (linear >> 7) & (swizzle // 16 - 1)
+            expected = 2048 + (linear & ~((swizzle // 16 - 1) << 4)) + ((chunk ^ phase) << 4)
+            assert placement.byte_offset((i, j)) == expected
+            seen.add(expected)
+    assert len(seen) == shape[0] * shape[1]
+
+
+def test_operand_placement_choice():
+    # A read K-major (K contiguous, 64 x f16 = 128 bytes): 128-byte swizzle.
+    a = place_operand((128, 64), 1, 1, 2, 64, 0)
+    assert (a.contiguous, a.swizzle, a.k_major) == (1, 128, True)
+    assert a.stride_bytes() == 1024 and a.start(64, 16) == 64 * 128 + 32
+    # B with N contiguous stays N-major (transposed), in 64-column blocks of 128 bytes.
+    b = place_operand((64, 256), 0, 1, 2, 256, 0)
+    assert (b.contiguous, b.swizzle, b.k_major) == (1, 128, False)
+    assert b.leading_bytes() == 64 * 128 and b.start(128, 16) == 2 * 64 * 128 + 16 * 128
+    # Too narrow to swizzle along N (8 columns of 16 bytes): K-major instead.
+    narrow = place_operand((32, 8), 0, 1, 2, 8, 0)
+    assert (narrow.contiguous, narrow.swizzle) == (0, 64)
+    # K = 16: a 32-byte swizzle.
+    assert place_operand((64, 16), 1, 1, 2, 64, 0).swizzle == 32
+
+
+@pytest.mark.parametrize("shape, num_warps, expected", [
+    ((64, 64), 4, (4, 1)), ((128, 128), 4, (4, 1)), ((128, 256), 8, (8, 1)), ((64, 128), 8, (4, 2)),
+    ((256, 64), 4, (4, 1)), ((32, 64), 4, None), ((64, 64), 2, None), ((64, 8), 8, None), ((192, 64), 8, None),
+])
+def test_warps_per_warpgroup(shape, num_warps, expected):
+    assert wgmma_warps(shape, num_warps) == expected
+
+
+@pytest.mark.parametrize("a, acc, shape, num_warps, name", [
+    (t.f16, t.f32, (64, 64, 64), 4, "wgmma.mma_async.m64n64k16.f32.f16"),
+    (t.f16, t.f16, (128, 128, 32), 4, "wgmma.mma_async.m64n128k16.f16.f16"),
+    (t.bf16, t.f32, (128, 256, 64), 8, "wgmma.mma_async.m64n256k16.f32.bf16"),
+    (t.f16, t.f32, (64, 512, 16), 4, "wgmma.mma_async.m64n256k16.f32.f16"),
+    (t.f16, t.f32, (64, 64, 8), 4, None),     # K below 16
+    (t.f32, t.f32, (64, 64, 64), 4, None),    # tf32: mma.sync for now
+    (t.i8, t.i32, (64, 64, 64), 4, None),
+])
+def test_select(a, acc, shape, num_warps, name):
+    found = wgmma.select_wgmma(a, acc, shape, num_warps)
+    assert (found.name if found is not None else None) == name
+
+
+# --------------------------------------------------------------------------------------
+# Kernels
+
+
+@pt.jit
+def loop_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: pl.constexpr, BN: pl.constexpr, BK: pl.constexpr,
+                ACC: pl.constexpr, A_T: pl.constexpr):
+    pid_m, pid_n = pl.program_id(0), pl.program_id(1)
+    offs_m = pid_m * BM + pl.arange(0, BM)
+    offs_n = pid_n * BN + pl.arange(0, BN)
+    offs_k = pl.arange(0, BK)
+    if A_T:  # A stored column-major: M contiguous
+        a_ptrs = a_ptr + offs_m[:, None] + offs_k[None, :] * 4096
+    else:
+        a_ptrs = a_ptr + offs_m[:, None] * 4096 + offs_k[None, :]
+    b_ptrs = b_ptr + offs_k[:, None] * 4096 + offs_n[None, :]
+    acc = pl.zeros((BM, BN), dtype=ACC)
+    for k in range(pl.cdiv(K, BK)):
+        a = pl.load(a_ptrs, mask=offs_k[None, :] < K - k * BK, other=0.0)
+        b = pl.load(b_ptrs, mask=offs_k[:, None] < K - k * BK, other=0.0)
+        acc = pl.dot(a, b, acc)
+        a_ptrs += BK * (4096 if A_T else 1)
+        b_ptrs += BK * 4096
+    pl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(pl.float32),
+             mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def compile_ptx(blocks, num_warps, num_stages=1, dtype=np.float16, acc=pl.float32, a_t=False,
+                target="nvidia:sm_90a", **options) -> tuple[str, str]:
+    bm, bn, bk = blocks
+    a, b, c = np.zeros((4, 4), dtype), np.zeros((4, 4), dtype), np.zeros((4, 4), np.float32)
+    module = loop_kernel.lower(a, b, c, 4096, 4096, 4096, BM=bm, BN=bn, BK=bk, ACC=acc, A_T=a_t)
+    artifacts = compile_module(module, target, num_warps=num_warps, num_stages=num_stages, **options).context.artifacts
+    return artifacts["ptx"], artifacts["kernel_name"]
+
+
+WGMMA_CASES = [
+    # blocks, num_warps, num_stages, operand dtype, accumulator, A transposed, instruction
+    ((64, 64, 64), 4, 1, np.float16, pl.float32, False, "m64n64k16.f32.f16.f16"),
+    ((128, 128, 64), 4, 3, np.float16, pl.float32, False, "m64n128k16.f32.f16.f16"),
+    ((128, 256, 64), 8, 3, np.float16, pl.float32, False, "m64n256k16.f32.f16.f16"),
+    ((64, 128, 32), 8, 2, np.float16, pl.float32, False, "m64n64k16.f32.f16.f16"),
+    ((128, 128, 64), 4, 4, np.float16, pl.float16, False, "m64n128k16.f16.f16.f16"),
+    ((128, 64, 16), 4, 2, np.float16, pl.float32, True, "m64n64k16.f32.f16.f16"),
+]
+
+
+def _positions(ptx: str, *patterns: str) -> list[int]:
+    return [ptx.index(p) for p in patterns]
+
+
+@pytest.mark.parametrize("blocks, num_warps, num_stages, dtype, acc, a_t, instruction", WGMMA_CASES)
+def test_wgmma_ptx(blocks, num_warps, num_stages, dtype, acc, a_t, instruction):
+    ptx, name = compile_ptx(blocks, num_warps, num_stages, dtype, acc, a_t)
+    found = set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.(\S+)", ptx))
+    assert found == {instruction}
+    assert "mma.sync" not in ptx
+    # Per 64-row slab and N piece of a warpgroup, one instruction per 16 of K.
+    bm, bn, bk = blocks
+    n_instr = int(instruction.split("n")[1].split("k")[0])
+    warps_m, warps_n = wgmma_warps((bm, bn), num_warps)
+    assert ptx.count("wgmma.mma_async") == (bm // (16 * warps_m)) * (bn // (n_instr * warps_n)) * (bk // 16)
+    fence, barrier, wg_fence, first, commit, wait = _positions(
+        ptx, "fence.proxy.async.shared::cta", "bar.sync", "wgmma.fence.sync.aligned", "wgmma.mma_async",
+        "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned 0")
+    assert fence < wg_fence < first < commit < wait
+    assert barrier < wg_fence and ptx.index("bar.sync", fence) < wg_fence  # a barrier after the fence
+    assert ptx.rindex("wgmma.mma_async") < commit
+    assembles(ptx, "sm_90a", name)
+
+
+def test_transposed_operands_set_the_trans_flags():
+    # A row-major is read K-major (imm-trans-a 0), B row-major N-major (imm-trans-b 1).
+    ptx, _ = compile_ptx((128, 64, 64), 4, 1)
+    assert set(re.findall(r"p, 1, 1, (\d), (\d);", ptx)) == {("0", "1")}
+    # A column-major: M-major (imm-trans-a 1).
+    ptx, _ = compile_ptx((128, 64, 16), 4, 1, a_t=True)
+    assert {flags[0] for flags in re.findall(r"p, 1, 1, (\d), (\d);", ptx)} == {"1"}
+
+
+@pytest.mark.parametrize("blocks, num_warps, target, options", [
+    ((16, 64, 64), 4, "nvidia:sm_90a", {}),     # M below a warpgroup's 64 rows
+    ((32, 32, 32), 4, "nvidia:sm_90a", {}),
+    ((64, 64, 64), 2, "nvidia:sm_90a", {}),     # fewer warps than a warpgroup
+    ((128, 128, 64), 4, "nvidia:sm_90", {}),    # wgmma needs the arch-specific sm_90a
+    ((128, 128, 64), 4, "nvidia:sm_80", {}),
+    ((128, 128, 64), 4, "nvidia:sm_89", {}),
+    ((128, 128, 64), 4, "nvidia:sm_90a", {"enable_wgmma": False}),
+])
+def test_mma_sync_where_wgmma_does_not_apply(blocks, num_warps, target, options):
+    ptx, name = compile_ptx(blocks, num_warps, 2, target=target, **options)
+    assert "wgmma" not in ptx and "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
+    assembles(ptx, target.split(":")[1], name)
