@@ -79,7 +79,9 @@ def regression_source(kernel: Kernel, outcome: Outcome, target: str, archs: list
     module = kernel.source()
     body = module.split("\n", 3)[3]  # the generated imports are written below
     arrays = ",\n    ".join(repr(astuple(a)) for a in kernel.arrays)
-    detail = " ".join(outcome.detail.split())[:300].replace('"""', "'''")
+    # The end of the report says what went wrong (a traceback's last lines, not its carets).
+    said = [line.strip() for line in outcome.detail.splitlines() if line.strip() and set(line.strip()) != {"^"}]
+    detail = " ".join(" ".join(said[-3:]).split())[-400:].replace('"""', "'''").replace("\\", "/")
     compile_archs = [outcome.where.split(":", 1)[1]] if outcome.where.startswith("compile:") else []
     params = ['"interp"']
     gpu_marks = "pytest.mark.gpu"

@@ -271,24 +271,33 @@ def _assign(function: Any, infos: Any, num_warps: int, target: Any) -> None:
         for index in (0, 1):
             if instruction is not None:
                 wanted = instruction.operand_layout(index, result_layout)
-                if wanted is None:
-                    _read_operand_as_computed(op, index)
-                    continue
             else:
                 wanted = _fma_layouts(result_layout)[index] if isinstance(result_layout, BlockedLayout) else None
             if wanted is not None and op.operands[index].type.layout != wanted:
                 _convert_operand(op, index, wanted)
 
+    for op in groups.scans:
+        _make_scannable(op, num_warps, warp_size)
 
-def _read_operand_as_computed(op: Any, index: int) -> None:
-    """A dot whose instruction takes its operands in any layout (wgmma writes them to
-    shared memory itself) reads operand ``index`` in the layout it was computed in: a
-    conversion in between (a load cut from the dot's group) only moves data twice."""
-    producer = op.operands[index].defining_op
-    if type(producer) is ConvertLayoutOp and isinstance(producer.source.type, t.TileType):
-        op.set_operand(index, producer.source)
-        if not producer.result.has_uses:
-            producer.erase()
+
+def _make_scannable(op: Any, num_warps: int, warp_size: int) -> None:
+    """Run a scan in a blocked layout when the one it was given cannot be scanned along
+    its axis (an MMA/MFMA/WMMA layout, or a slice of one: a cumsum of a dot's result or
+    of its row sums), with conversions around it."""
+    from .lowering.context import linear_layout_of
+    from .lowering.reduce import NotReducible
+    from .lowering.scan import plan_scan
+
+    try:
+        plan_scan(linear_layout_of(op.operands[0]), op.axis, bool(op.reverse))
+        return
+    except NotReducible:
+        pass
+    blocked = default_blocked_layout(op.operands[0].type.shape, num_warps, warp_size)
+    for index in range(len(op.operands)):
+        _convert_operand(op, index, blocked)
+    for result in op.results:
+        _convert_result(op, result, blocked)
 
 
 def _collect_groups(function: Any) -> _Groups:
@@ -300,10 +309,9 @@ def _collect_groups(function: Any) -> _Groups:
 def _cut_from_matrix_groups(groups: _Groups, matrix_dots: list, fma_dots: list) -> bool:
     """Give what cannot share a layout with a matrix-instruction dot's result (MMA, MFMA,
     WMMA) a group of its own, behind ``gpu.convert_layout`` ops whose layout is decided
-    later: the loads and stores of values in that group, the dots lowered to FMAs (their
-    lowering takes a blocked layout), and the scans (whose registers cannot step along
-    the scanned axis between lanes, as they do in these layouts).  True if anything was
-    cut (the groups must then be collected again)."""
+    later: the loads and stores of values in that group, and the dots lowered to FMAs
+    (their lowering takes a blocked layout).  True if anything was cut (the groups must
+    then be collected again)."""
     matrix_groups = {groups.find(op.result) for op in matrix_dots}
     in_matrix_group = lambda value: groups.find(value) in matrix_groups  # noqa: E731
     # Decide everything before changing anything: a conversion gives the users of the
@@ -311,7 +319,6 @@ def _cut_from_matrix_groups(groups: _Groups, matrix_dots: list, fma_dots: list) 
     loads = [op for op, _ in groups.accesses if type(op) is tile.LoadOp and in_matrix_group(op.result)]
     stores = [op for op, _ in groups.accesses if type(op) is tile.StoreOp and in_matrix_group(op.value)]
     fma = [op for op in fma_dots if in_matrix_group(op.result)]
-    scans = [op for op in groups.scans if any(in_matrix_group(v) for v in op.operands)]
     for op in loads:
         _convert_result(op, op.result, None)
     for op in stores:
@@ -319,12 +326,7 @@ def _cut_from_matrix_groups(groups: _Groups, matrix_dots: list, fma_dots: list) 
     for op in fma:
         _convert_operand(op, 2, None)  # the accumulator
         _convert_result(op, op.result, None)
-    for op in scans:
-        for index in range(len(op.operands)):
-            _convert_operand(op, index, None)
-        for result in op.results:
-            _convert_result(op, result, None)
-    return bool(loads or stores or fma or scans)
+    return bool(loads or stores or fma)
 
 
 def _coalesced(accesses: list, shape: tuple[int, ...], infos: Any, num_warps: int, warp_size: int,
