@@ -249,7 +249,9 @@ class Generator:
         if not dtype.is_float:
             op = self.rng.choice(("neg", "abs", "invert"))
             text = {"neg": f"-{x}", "abs": f"pl.abs({x})", "invert": f"~{x}"}[op]
-            magnitude = self.int_magnitude(dtype, ma + 1 if op != "invert" or dtype.kind == "i" else 2.0 ** dtype.bits)
+            # Negating an unsigned value (or inverting it) wraps to a large one.
+            wraps = dtype.kind == "u" and op != "abs"
+            magnitude = self.int_magnitude(dtype, 2.0 ** dtype.bits if wraps else ma + 1)
             return self.define([f"{name} = {text}"], Value(name, dtype, a.shape, magnitude, 0.0), (a.name,),
                                label="unary")
         # Transcendental functions: the interpreter is correctly rounded, a GPU within a
