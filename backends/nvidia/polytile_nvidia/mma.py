@@ -243,7 +243,7 @@ class NvidiaMma:
         ``enable_wgmma``) allows it and the shape fits (see ``polytile_nvidia.wgmma``);
         else ``mma.sync``."""
         if wgmma and getattr(ARCHITECTURES.get(arch), "has_wgmma", False):
-            found = select_wgmma(a, acc, shape, num_warps)
+            found = select_wgmma(a, acc, shape, num_warps, input_precision)
             if found is not None:
                 return found
         spec = _SPECS.get((a, acc, input_precision)) or _SPECS.get((a, acc, None))

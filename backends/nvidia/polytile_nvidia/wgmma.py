@@ -8,7 +8,10 @@ can own 64-row slabs of the result:
 
 - ``num_warps`` a multiple of 4; M a multiple of 64 (per warpgroup along M);
 - N a multiple of 8 per warpgroup along N (at most 256 per instruction, repeated beyond);
-- K a multiple of 16; f16 into f32 or f16, bf16 into f32.
+- K a multiple of one instruction's K (32 bytes: 16 for f16/bf16, 8 for tf32, 32 for
+  fp8); f16 into f32 or f16, bf16 into f32, f32 with ``input_precision="tf32"`` into
+  f32, fp8 (e4m3, e5m2) into f32 or f16.  Only 16-bit operands can be read transposed:
+  tf32 and fp8 ones are stored K-major.
 
 Everything else keeps ``mma.sync``.  The result gets ``MmaLayout(version=3)`` (warps
 down M first, four per 64 rows); the operands keep the layout they were computed in (no
@@ -17,7 +20,7 @@ shared layout wgmma reads, then
 
 1. every thread: ``fence.proxy.async.shared::cta`` (its ordinary stores become visible
    to the tensor cores' async proxy), then a barrier;
-2. ``wgmma.fence``, one ``wgmma.mma_async`` per (64-row slab, N piece, 16 K) with
+2. ``wgmma.fence``, one ``wgmma.mma_async`` per (64-row slab, N piece, K step) with
    matrix descriptors for A and B, ``wgmma.commit_group``;
 3. ``wgmma.wait_group 0``, taking the accumulator registers in and out so that no read of
    them moves above it; only then can the scratch be overwritten (the dot's scratch is
@@ -57,7 +60,7 @@ _I64 = ir.IntType(64)
 #: Rows (M) of one wgmma and warps of a warpgroup.
 WGMMA_M = 64
 WARPGROUP = 4
-#: K of one instruction for 16-bit operands.
+#: K of one instruction for 16-bit operands (32 bytes of K for every type).
 WGMMA_K = 16
 MAX_N = 256
 #: Swizzle bytes -> the descriptor's 2-bit mode (bits 62-63).
@@ -65,12 +68,24 @@ SWIZZLE_MODES = {0: 0, 128: 1, 64: 2, 32: 3}
 #: The scratch is aligned to this at run time (the 128-byte swizzle repeats every 8 rows).
 SWIZZLE_ALIGNMENT = 1024
 
-#: (operand type, accumulator type) -> (PTX accumulator type, PTX operand type).
-WGMMA_TYPES: dict[tuple[t.Type, t.Type], tuple[str, str]] = {
-    (t.f16, t.f32): ("f32", "f16"),
-    (t.f16, t.f16): ("f16", "f16"),
-    (t.bf16, t.f32): ("f32", "bf16"),
+#: (operand type, accumulator type, input precision or None for any) -> (PTX accumulator
+#: type, PTX operand type).  f32 operands only with input_precision "tf32" (the tensor
+#: cores read the top 19 bits; mma.sync rounds first, wgmma reads shared memory as it is).
+WGMMA_TYPES: dict[tuple[t.Type, t.Type, str | None], tuple[str, str]] = {
+    (t.f16, t.f32, None): ("f32", "f16"),
+    (t.f16, t.f16, None): ("f16", "f16"),
+    (t.bf16, t.f32, None): ("f32", "bf16"),
+    (t.f32, t.f32, "tf32"): ("f32", "tf32"),
+    (t.f8e4m3, t.f32, None): ("f32", "e4m3"),
+    (t.f8e4m3, t.f16, None): ("f16", "e4m3"),
+    (t.f8e5m2, t.f32, None): ("f32", "e5m2"),
+    (t.f8e5m2, t.f16, None): ("f16", "e5m2"),
 }
+
+
+def instruction_k(operand: t.Type) -> int:
+    """K of one instruction: 32 bytes of it (16 for f16/bf16, 8 for tf32, 32 for fp8)."""
+    return 256 // operand.width
 
 
 # --------------------------------------------------------------------------------------
@@ -101,18 +116,20 @@ def instruction_n(shape: tuple[int, ...], num_warps: int) -> int:
     return min(shape[1] // warps[1], MAX_N)
 
 
-def wgmma_result_layout(shape: tuple[int, ...], num_warps: int) -> MmaLayout:
+def wgmma_result_layout(shape: tuple[int, ...], num_warps: int, k: int = WGMMA_K) -> MmaLayout:
     warps = wgmma_warps(shape, num_warps)
     if warps is None:
         raise ValueError(f"no wgmma layout for a {list(shape)} result with {num_warps} warps")
-    return MmaLayout(3, warps, (16, instruction_n(shape, num_warps), WGMMA_K))
+    return MmaLayout(3, warps, (16, instruction_n(shape, num_warps), k))
 
 
-def select_wgmma(a: t.Type, acc: t.Type, shape: tuple[int, int, int], num_warps: int) -> MatrixInstruction | None:
+def select_wgmma(a: t.Type, acc: t.Type, shape: tuple[int, int, int], num_warps: int,
+                 input_precision: str | None = None) -> MatrixInstruction | None:
     """The wgmma instruction for a dot of ``shape = (M, N, K)``, or None (mma.sync)."""
-    types = WGMMA_TYPES.get((a, acc))
+    types = WGMMA_TYPES.get((a, acc, input_precision)) or WGMMA_TYPES.get((a, acc, None))
     m, n, k = shape
-    if types is None or k % WGMMA_K or wgmma_warps((m, n), num_warps) is None:
+    k_step = instruction_k(a)
+    if types is None or k % k_step or wgmma_warps((m, n), num_warps) is None:
         return None
     d_type, a_type = types
     instr_n = instruction_n((m, n), num_warps)
@@ -121,7 +138,10 @@ def select_wgmma(a: t.Type, acc: t.Type, shape: tuple[int, int, int], num_warps:
     def lower(op: Any, operands: list, ctx: Any) -> list:
         return lower_wgmma_dot(op, operands, ctx, d_type, a_type)
 
-    return MatrixInstruction(f"wgmma.mma_async.m64n{instr_n}k16.{d_type}.{a_type}", wgmma_result_layout, 1, k,
+    def result_layout(shape: tuple[int, ...], num_warps: int) -> MmaLayout:
+        return wgmma_result_layout(shape, num_warps, k_step)
+
+    return MatrixInstruction(f"wgmma.mma_async.m64n{instr_n}k{k_step}.{d_type}.{a_type}", result_layout, 1, k,
                              (0, 0, fragment), _no_tile_emit, lower=lower, scratch_bytes=scratch_bytes)
 
 
@@ -260,16 +280,17 @@ WGMMA_COMMIT = "wgmma.commit_group.sync.aligned;"
 WGMMA_WAIT = "wgmma.wait_group.sync.aligned 0;"
 
 
-def wgmma_ptx(n: int, d_type: str, a_type: str, accumulators: int, trans_a: int, trans_b: int) -> str:
-    """``wgmma.mma_async`` of an m64nNk16 tile: operands ``$0..`` the accumulator
+def wgmma_ptx(n: int, k: int, d_type: str, a_type: str, accumulators: int, trans_a: int, trans_b: int) -> str:
+    """``wgmma.mma_async`` of an m64nNkK tile: operands ``$0..`` the accumulator
     registers (outputs, then the same registers tied as inputs), then the A and B
-    descriptors and the scale-d flag."""
+    descriptors and the scale-d flag.  Only 16-bit operands take the transpose flags."""
     d = "{" + ", ".join(f"${i}" for i in range(accumulators)) + "}"
     n_ops = 2 * accumulators
+    flags = f", {trans_a}, {trans_b}" if a_type in ("f16", "bf16") else ""
     return ("{\n.reg .pred p;\n"
             f"setp.ne.b32 p, ${n_ops + 2}, 0;\n"
-            f"wgmma.mma_async.sync.aligned.m64n{n}k16.{d_type}.{a_type}.{a_type} {d}, ${n_ops}, ${n_ops + 1}, "
-            f"p, 1, 1, {trans_a}, {trans_b};\n}}")
+            f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{d_type}.{a_type}.{a_type} {d}, ${n_ops}, ${n_ops + 1}, "
+            f"p, 1, 1{flags};\n}}")
 
 
 def _letter(type_: ir.Type) -> str:
@@ -429,7 +450,7 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
     n = op.b.type.shape[1]
     result = linear_layout_of(op.result)
     parent = op.result.type.layout
-    instr_n = parent.instr_shape[1]
+    instr_n, k_step = parent.instr_shape[1], parent.instr_shape[2]
     fragment = instr_n // 2
     if tuple(result.warp[:2]) != ((16, 0), (32, 0)) or duplicate_register_mask(result):
         raise ctx.error(op, f"internal error: the wgmma result layout {parent} does not give each warpgroup "
@@ -467,10 +488,11 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
         m0, n0 = register_offset(result, start)
         regs = out[start:start + fragment]
         tied = _pack_f16(b, regs) if f16_acc else regs
-        text = wgmma_ptx(instr_n, d_type, a_type, len(tied), int(not a_place.k_major), int(not b_place.k_major))
+        text = wgmma_ptx(instr_n, k_step, d_type, a_type, len(tied), int(not a_place.k_major),
+                         int(not b_place.k_major))
         rows = b.add(group_m, ir.Constant(_I32, m0))
         cols = b.add(group_n, ir.Constant(_I32, n0))
-        for k0 in range(0, k, WGMMA_K):
+        for k0 in range(0, k, k_step):
             a_start = _start(b, a_place, rows, k0)
             b_start = _start(b, b_place, cols, k0)
             tied = _asm_tied(b, text, tied, [_descriptor(b, a_base, a_start, a_place),

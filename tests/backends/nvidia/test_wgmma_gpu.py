@@ -104,3 +104,42 @@ def test_wgmma_operand_orders(hopper, a_trans, b_trans, num_stages):
     _run(128, 128, 128, (128, 128, 64), 4, num_stages, a_trans=a_trans, b_trans=b_trans)
 
 
+
+
+@pt.jit
+def converted_loop_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: pl.constexpr, BN: pl.constexpr, BK: pl.constexpr,
+                          TYPE: pl.constexpr, ACC: pl.constexpr):
+    pid_m, pid_n = pl.program_id(0), pl.program_id(1)
+    offs_m = pid_m * BM + pl.arange(0, BM)
+    offs_n = pid_n * BN + pl.arange(0, BN)
+    offs_k = pl.arange(0, BK)
+    a_ptrs = a_ptr + (offs_m[:, None] % M) * K + offs_k[None, :]
+    b_ptrs = b_ptr + offs_k[:, None] * N + (offs_n[None, :] % N)
+    acc = pl.zeros((BM, BN), dtype=ACC)
+    for k in range(pl.cdiv(K, BK)):
+        a = pl.load(a_ptrs, mask=offs_k[None, :] < K - k * BK, other=0.0).to(TYPE)
+        b = pl.load(b_ptrs, mask=offs_k[:, None] < K - k * BK, other=0.0).to(TYPE)
+        acc = pl.dot(a, b, acc, input_precision="tf32")
+        a_ptrs += BK
+        b_ptrs += BK * N
+    pl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(pl.float32),
+             mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@pytest.mark.parametrize("dtype, acc, blocks, num_stages", [
+    (pl.float32, pl.float32, (128, 128, 32), 1),
+    (pl.float32, pl.float32, (128, 64, 32), 3),      # tf32 slots: A read in place
+    (pl.float8e4nv, pl.float32, (128, 128, 64), 1),
+    (pl.float8e5, pl.float32, (64, 64, 32), 2),
+    (pl.float8e4nv, pl.float16, (128, 64, 64), 1),
+])
+def test_wgmma_tf32_and_fp8(hopper, dtype, acc, blocks, num_stages):
+    m, n, k = 200, 160, 224
+    rng = np.random.default_rng(k + num_stages)
+    a = rng.integers(-4, 5, (m, k)).astype(np.float32)   # exact in tf32, e4m3 and e5m2
+    b = rng.integers(-2, 3, (k, n)).astype(np.float32)
+    c = _cuda(np.zeros((m, n), np.float32))
+    grid = ((m + blocks[0] - 1) // blocks[0], (n + blocks[1] - 1) // blocks[1])
+    converted_loop_kernel[grid](_cuda(a), _cuda(b), c, m, n, k, *blocks, TYPE=dtype, ACC=acc, num_warps=4,
+                                num_stages=num_stages, target="nvidia")
+    np.testing.assert_array_equal(c.cpu().numpy(), a.astype(np.float64) @ b.astype(np.float64))

@@ -203,3 +203,39 @@ def test_mma_sync_where_wgmma_does_not_apply(blocks, num_warps, target, options)
     ptx, name = compile_ptx(blocks, num_warps, 2, target=target, **options)
     assert "wgmma" not in ptx and "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
     assembles(ptx, target.split(":")[1], name)
+
+
+@pt.jit
+def converted_dot_kernel(a_ptr, b_ptr, c_ptr, BM: pl.constexpr, BN: pl.constexpr, BK: pl.constexpr,
+                         TYPE: pl.constexpr, ACC: pl.constexpr, PREC: pl.constexpr):
+    rm, rn, rk = pl.arange(0, BM), pl.arange(0, BN), pl.arange(0, BK)
+    a = pl.load(a_ptr + rm[:, None] * BK + rk[None, :]).to(TYPE)
+    b = pl.load(b_ptr + rk[:, None] * BN + rn[None, :]).to(TYPE)
+    c = pl.dot(a, b, input_precision=PREC, out_dtype=ACC)
+    pl.store(c_ptr + rm[:, None] * BN + rn[None, :], c.to(pl.float32))
+
+
+@pytest.mark.parametrize("dtype, acc, precision, blocks, instruction", [
+    (pl.float32, pl.float32, "tf32", (128, 128, 32), "m64n128k8.f32.tf32.tf32"),
+    (pl.float8e4nv, pl.float32, "tf32", (128, 64, 64), "m64n64k32.f32.e4m3.e4m3"),
+    (pl.float8e5, pl.float16, "tf32", (64, 128, 32), "m64n128k32.f16.e5m2.e5m2"),
+    (pl.bfloat16, pl.float32, "tf32", (64, 64, 16), "m64n64k16.f32.bf16.bf16"),
+])
+def test_wgmma_precisions(dtype, acc, precision, blocks, instruction):
+    bm, bn, bk = blocks
+    a = np.zeros((4, 4), np.float32)
+    module = converted_dot_kernel.lower(a, a, a, BM=bm, BN=bn, BK=bk, TYPE=dtype, ACC=acc, PREC=precision)
+    artifacts = compile_module(module, "nvidia:sm_90a", num_warps=4).context.artifacts
+    ptx = artifacts["ptx"]
+    assert set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.(\S+)", ptx)) == {instruction}
+    if dtype in (pl.float32, pl.float8e4nv, pl.float8e5):  # no transpose flags: K-major only
+        assert re.findall(r"p, 1, 1;", ptx) and not re.findall(r"p, 1, 1, \d", ptx)
+    assembles(ptx, "sm_90a", artifacts["kernel_name"])
+
+
+def test_tf32x3_keeps_mma_sync():
+    a = np.zeros((4, 4), np.float32)
+    module = converted_dot_kernel.lower(a, a, a, BM=128, BN=128, BK=32, TYPE=pl.float32, ACC=pl.float32,
+                                        PREC="tf32x3")
+    ptx = compile_module(module, "nvidia:sm_90a", num_warps=4).context.artifacts["ptx"]
+    assert "wgmma" not in ptx and "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx
