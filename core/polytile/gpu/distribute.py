@@ -271,6 +271,9 @@ def _assign(function: Any, infos: Any, num_warps: int, target: Any) -> None:
         for index in (0, 1):
             if instruction is not None:
                 wanted = instruction.operand_layout(index, result_layout)
+                if wanted is None:
+                    _read_operand_as_computed(op, index)
+                    continue
             else:
                 wanted = _fma_layouts(result_layout)[index] if isinstance(result_layout, BlockedLayout) else None
             if wanted is not None and op.operands[index].type.layout != wanted:
@@ -298,6 +301,17 @@ def _make_scannable(op: Any, num_warps: int, warp_size: int) -> None:
         _convert_operand(op, index, blocked)
     for result in op.results:
         _convert_result(op, result, blocked)
+
+
+def _read_operand_as_computed(op: Any, index: int) -> None:
+    """A dot whose instruction takes its operands in any layout (wgmma writes them to
+    shared memory itself) reads operand ``index`` in the layout it was computed in: a
+    conversion in between (a load cut from the dot's group) only moves data twice."""
+    producer = op.operands[index].defining_op
+    if type(producer) is ConvertLayoutOp and isinstance(producer.source.type, t.TileType):
+        op.set_operand(index, producer.source)
+        if not producer.result.has_uses:
+            producer.erase()
 
 
 def _collect_groups(function: Any) -> _Groups:
