@@ -152,10 +152,10 @@ def test_the_launch_mode_times_in_fresh_processes_each_with_an_empty_cache(monke
     caches = []
     real_run_child = overhead._run_child
 
-    def recording(args, env):
+    def recording(args, env, cpu=None):
         cache = env[config.SETTINGS["cache_dir"].env[0]]
         caches.append((cache, os.path.exists(cache)))
-        return real_run_child(args, env)
+        return real_run_child(args, env, cpu=cpu)
 
     monkeypatch.setattr(overhead, "_run_child", recording)
     rows = overhead.run_launch(RecordingDevice(), {"polytile": polytile_kernels}, "tiny", "interp", processes=3)
