@@ -209,3 +209,83 @@ def test_archs_are_spelled_as_short_names_or_targets():
     assert cli.parse_archs("all") == list(cli.ALL_ARCHS)
     with pytest.raises(SystemExit, match="not an arch"):
         cli.parse_archs("h100")
+
+
+# --------------------------------------------------------------------------------------
+# The bf16/fp8 emulation the interpreter runs (a GPU run compares it bit for bit with
+# the hardware's conversions; here it is checked against rounding computed in float64)
+
+
+def _reference_rounding(x: np.ndarray, mantissa_bits: int, min_exponent: int) -> np.ndarray:
+    x = x.astype(np.float64)
+    exponent = np.maximum(np.floor(np.log2(np.where(x == 0, 1.0, np.abs(x)))), min_exponent)
+    quantum = np.exp2(exponent - mantissa_bits)
+    return (np.round(x / quantum) * quantum).astype(np.float32)  # np.round: half to even
+
+
+def test_the_interpreters_bf16_and_fp8_rounding_is_round_to_nearest_even(tmp_path):
+    from polytile.fuzz import lowp
+
+    source = "import polytile as pt\nimport polytile.language as pl\n" + lowp.HELPERS + '''
+
+@pt.jit
+def rounding(x_ptr, bf16_ptr, e4m3_ptr, e5m2_ptr, e5m2_bits_ptr, BLOCK: pl.constexpr):
+    offs = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+    x = pl.load(x_ptr + offs)
+    pl.store(bf16_ptr + offs, round_bf16(x))
+    pl.store(e4m3_ptr + offs, round_fp8(x, -6, 3))
+    pl.store(e5m2_ptr + offs, round_fp8(x, -14, 2))
+    pl.store(e5m2_bits_ptr + offs, f32_to_e5m2_bits(x))
+'''
+    path = tmp_path / "rounding.py"
+    path.write_text(source)
+    module = _import(path)
+    rng = np.random.default_rng(0)
+    # Random magnitudes across the normal and subnormal ranges of fp8, ties included
+    # (multiples of half the spacing), both signs.
+    x = np.concatenate([
+        rng.uniform(-400, 400, 2048), rng.uniform(-1e-2, 1e-2, 1024),
+        np.arange(-64, 64) * 2.0 ** -11, np.arange(-64, 64) * 0.0625, [0.0, -0.0, 1.0, 448.0, 300.0],
+    ]).astype(np.float32)
+    x = np.resize(x, (len(x) + 255) // 256 * 256).astype(np.float32)
+    outputs = [np.zeros_like(x) for _ in range(3)] + [np.zeros(x.shape, np.uint8)]
+    module.rounding[(len(x) // 256,)](x, *outputs, BLOCK=256, target="interp")
+    bf16, e4m3, e5m2, e5m2_bits = outputs
+    bits = x.view(np.uint32)
+    expected_bf16 = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).view(np.float32)
+    assert np.array_equal(bf16, _reference_rounding(x, 7, -126)) and np.array_equal(bf16, expected_bf16)
+    assert np.array_equal(e4m3, _reference_rounding(x, 3, -6))
+    assert np.array_equal(e5m2, _reference_rounding(x, 2, -14))
+    decoded = (e5m2_bits.astype(np.uint16) << 8).view(np.float16).astype(np.float32)
+    assert np.array_equal(decoded, e5m2)
+
+
+def test_the_interpreters_fp8_and_bf16_decoding_covers_every_finite_code(tmp_path):
+    from polytile.fuzz import lowp
+
+    source = "import polytile as pt\nimport polytile.language as pl\n" + lowp.HELPERS + '''
+
+@pt.jit
+def decode(codes_ptr, bf16_ptr, e4m3_ptr, e5m2_ptr):
+    offs = pl.arange(0, 256)
+    codes = pl.load(codes_ptr + offs)
+    pl.store(bf16_ptr + offs, bf16_bits_to_f32((codes.to(pl.uint16) << 8) | 0x5))
+    pl.store(e4m3_ptr + offs, e4m3_bits_to_f32(codes))
+    pl.store(e5m2_ptr + offs, e5m2_bits_to_f32(codes))
+'''
+    path = tmp_path / "decode.py"
+    path.write_text(source)
+    module = _import(path)
+    codes = np.arange(256, dtype=np.uint8)
+    bf16, e4m3, e5m2 = (np.zeros(256, np.float32) for _ in range(3))
+    module.decode[(1,)](codes, bf16, e4m3, e5m2, target="interp")
+    sign = np.where(codes >> 7, -1.0, 1.0)
+    exponent, mantissa = (codes >> 3) & 0xF, codes & 7
+    expected = sign * np.where(exponent == 0, mantissa * 2.0 ** -9, (1 + mantissa / 8) * 2.0 ** (exponent - 7.0))
+    finite = (codes & 0x7F) != 0x7F  # e4m3fn's only NaN codes
+    assert np.array_equal(e4m3[finite], expected[finite].astype(np.float32))
+    halves = ((codes.astype(np.uint16) << 8).view(np.float16)).astype(np.float32)
+    assert np.array_equal(e5m2[np.isfinite(halves)], halves[np.isfinite(halves)])
+    words = ((codes.astype(np.uint32) << 8) | 0x5) << 16
+    finite_bf16 = np.isfinite(words.view(np.float32))
+    assert np.array_equal(bf16[finite_bf16], words.view(np.float32)[finite_bf16])

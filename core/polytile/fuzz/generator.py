@@ -344,8 +344,9 @@ class Generator:
         if self.family == "1d" or a.shape == "S":
             block = "BLOCK" if self.family == "1d" else "BN"
             shape = "V" if self.family == "1d" else "C"
-            text = f"pl.full([{block}], 0, pl.{a.dtype.language}) + {a.name}" if a.shape == "S" else f"{a.name} + 0"
-            if a.shape != "S":
+            if a.shape == "S":
+                text = f"pl.full([{block}], 0, pl.{a.dtype.language}) + {a.name}"
+            else:
                 text = f"pl.reshape(pl.expand_dims({a.name}, 0), [{block}])"
         elif a.shape == "R":
             shape, text = "T", f"pl.broadcast_to(pl.expand_dims({a.name}, 1), [BM, BN])"
@@ -621,7 +622,7 @@ class Generator:
                 error = error + lowp.quantum(fmt, value.magnitude) if error else 0.0
                 lines = ["if EMULATE:", f"    pl.store({address}, {emulated}{masked})", "else:",
                          f"    pl.store({address}, {native}{masked})"]
-            array = Array(name, dtype_tag, "out", _output_shape(self.family, value.shape), error=error, fill="zeros")
+            array = Array(name, dtype_tag, "out", _input_shape(self.family, value.shape), error=error, fill="zeros")
             statements.append(Statement(lines, None, (value.name,), (array,), label="store",
                                         needs_lowp=dtype_tag in lowp.BY_TAG))
         return statements
@@ -638,11 +639,7 @@ def _value_range(dtype: DType) -> float:
 
 
 def _input_shape(family: str, shape: str) -> str:
+    """The array shape (program.array_shape) of an input or output of a value's shape."""
     if family == "1d":
         return {"V": "V", "S": "S"}[shape]
     return {"T": "T", "R": "R", "C": "C", "S": "S"}[shape]
-
-
-def _output_shape(family: str, shape: str) -> str:
-    return _input_shape(family, shape)
-

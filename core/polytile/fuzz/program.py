@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from . import lowp
-from .dtypes import BY_TAG, DType
+from .dtypes import DType
 
 
 @dataclass(frozen=True)
@@ -145,11 +144,6 @@ class Kernel:
         ]
         return "\n".join(lines)
 
-    def describe(self) -> dict[str, Any]:
-        """What the runner needs besides the source: arrays, sizes, grid."""
-        return {"name": self.name, "family": self.family, "sizes": dict(self.sizes), "blocks": dict(self.blocks),
-                "programs": self.programs, "arrays": [a for a in self.arrays], "num_warps": self.num_warps}
-
 
 _PREAMBLE_1D = [
     "pid = pl.program_id(0)",
@@ -181,7 +175,3 @@ def array_shape(kernel: Kernel, array: Array) -> tuple[int, ...]:
         "N": lambda: (s.get("N", 0),),
         "atomic": lambda: (4,),
     }[array.shape]()
-
-
-def dtype_of_array(array: Array) -> DType | lowp.LowPrecision:
-    return BY_TAG.get(array.dtype) or lowp.BY_TAG[array.dtype]

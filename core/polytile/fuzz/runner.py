@@ -9,7 +9,6 @@ generator seeded by the kernel's seed and index: a rerun sees the same numbers.
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from .dtypes import BY_TAG
 from .program import Array, Kernel, array_shape
 
 #: Outcomes of one kernel.
-OK, MISMATCH, CRASH, SKIPPED = "ok", "mismatch", "crash", "skipped"
+OK, MISMATCH, CRASH = "ok", "mismatch", "crash"
 
 
 @dataclass
@@ -32,10 +31,6 @@ class Outcome:
     detail: str = ""
     where: str = ""  # "interp", "nvidia", "compile:<arch>", "compare"
     labels: list[str] = field(default_factory=list)
-
-    @property
-    def bad(self) -> bool:
-        return self.status in (MISMATCH, CRASH)
 
 
 def load_kernel(kernel: Kernel, directory: Path) -> Any:
@@ -277,12 +272,3 @@ def _short_traceback(limit: int = 6) -> str:
     text = traceback.format_exc(limit=-limit)
     lines = [line for line in text.splitlines() if line.strip()]
     return "\n".join(lines[-12:])
-
-
-def default_directory() -> Path:
-    import tempfile
-
-    path = Path(tempfile.gettempdir()) / f"polytile-fuzz-{os.getpid()}"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
