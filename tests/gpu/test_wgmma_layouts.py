@@ -56,3 +56,16 @@ def test_mma_sync_layouts_elsewhere(shape, num_warps, arch):
     out = apply_passes(kernel(*shape), AssignLayouts(), RemoveRedundantConverts(), context=context(num_warps, arch))
     assert "#gpu.mma<version = 2" in out and "version = 3" not in out
     assert "#gpu.dot_operand<op_idx = 0, parent = #gpu.mma<version = 2" in out
+
+
+def test_an_accumulator_becomes_the_next_dots_a_in_registers():
+    from .test_distribute_dot import CHAINED
+
+    out = apply_passes(CHAINED, AssignLayouts(), RemoveRedundantConverts(), context=context())
+    first, second = MmaLayout(3, (4, 1), (16, 64, 16)), MmaLayout(3, (4, 1), (16, 32, 16))
+    # The first dot's result (P, truncated to f16) is converted to the second dot's A
+    # operand layout of the same warps: in registers, not through shared memory.
+    assert f"%p = arith.truncf %s : tile<64x64xf16, {first}>" in out
+    assert f"gpu.convert_layout %p : tile<64x64xf16, #gpu.dot_operand<op_idx = 0, parent = {second}, k_width = 2>>" \
+        in out
+    assert "#gpu.dot_operand<op_idx = 1" not in out

@@ -45,7 +45,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from polytile.gpu.layouts import MmaLayout
+from polytile.gpu.layouts import DotOperandLayout, MmaLayout
 from polytile.gpu.linear_layout import log2
 from polytile.gpu.lowering.context import linear_layout_of
 from polytile.gpu.lowering.dot import MatrixInstruction
@@ -141,8 +141,10 @@ def select_wgmma(a: t.Type, acc: t.Type, shape: tuple[int, int, int], num_warps:
     def result_layout(shape: tuple[int, ...], num_warps: int) -> MmaLayout:
         return wgmma_result_layout(shape, num_warps, k_step)
 
-    return MatrixInstruction(f"wgmma.mma_async.m64n{instr_n}k{k_step}.{d_type}.{a_type}", result_layout, 1, k,
-                             (0, 0, fragment), _no_tile_emit, lower=lower, scratch_bytes=scratch_bytes)
+    sixteen_bit = a.width == 16  # A from registers: f16 and bf16 (k_width 2, mma.sync's A fragment)
+    return MatrixInstruction(f"wgmma.mma_async.m64n{instr_n}k{k_step}.{d_type}.{a_type}", result_layout,
+                             2 if sixteen_bit else 1, k, (0, 0, fragment), _no_tile_emit, lower=lower,
+                             scratch_bytes=scratch_bytes, register_a=sixteen_bit)
 
 
 def _no_tile_emit(builder: Any, a: list, b: list, c: list) -> list:
@@ -280,16 +282,24 @@ WGMMA_COMMIT = "wgmma.commit_group.sync.aligned;"
 WGMMA_WAIT = "wgmma.wait_group.sync.aligned 0;"
 
 
-def wgmma_ptx(n: int, k: int, d_type: str, a_type: str, accumulators: int, trans_a: int, trans_b: int) -> str:
+def wgmma_ptx(n: int, k: int, d_type: str, a_type: str, accumulators: int, trans_a: int, trans_b: int,
+              a_registers: bool = False) -> str:
     """``wgmma.mma_async`` of an m64nNkK tile: operands ``$0..`` the accumulator
-    registers (outputs, then the same registers tied as inputs), then the A and B
-    descriptors and the scale-d flag.  Only 16-bit operands take the transpose flags."""
+    registers (outputs, then the same registers tied as inputs), then A (its descriptor,
+    or with ``a_registers`` its four 32-bit words), B's descriptor and the scale-d flag.
+    Only 16-bit operands take the transpose flags (A in registers has none)."""
     d = "{" + ", ".join(f"${i}" for i in range(accumulators)) + "}"
     n_ops = 2 * accumulators
-    flags = f", {trans_a}, {trans_b}" if a_type in ("f16", "bf16") else ""
+    if a_registers:
+        a = "{" + ", ".join(f"${n_ops + i}" for i in range(4)) + "}"
+        n_ops += 3
+    else:
+        a = f"${n_ops}"
+    sixteen_bit = a_type in ("f16", "bf16")
+    flags = (f", {trans_b}" if a_registers else f", {trans_a}, {trans_b}") if sixteen_bit else ""
     return ("{\n.reg .pred p;\n"
             f"setp.ne.b32 p, ${n_ops + 2}, 0;\n"
-            f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{d_type}.{a_type}.{a_type} {d}, ${n_ops}, ${n_ops + 1}, "
+            f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{d_type}.{a_type}.{a_type} {d}, {a}, ${n_ops + 1}, "
             f"p, 1, 1{flags};\n}}")
 
 
@@ -333,10 +343,15 @@ def _unpack_f16(b: ir.IRBuilder, words: list, element: ir.Type) -> list:
 class OperandSource:
     """Where wgmma reads one operand: a ring slot that ``pipeline-loops`` filled, already
     in an NVMMA layout (``slot_read``: the ``gpu.local_load_slot`` whose registers are then
-    unused), or the dot's scratch, which the dot fills from the registers."""
+    unused), the dot's scratch, which the dot fills from the registers, or (A only, no
+    ``placement``) registers in ``DotOperandLayout(0, result, 2)``."""
 
-    placement: OperandPlacement
+    placement: OperandPlacement | None
     slot_read: Any = None
+
+    @property
+    def in_registers(self) -> bool:
+        return self.placement is None
 
 
 def slot_placement(read: Any, k_dim: int, instruction_extent: int) -> OperandPlacement | None:
@@ -372,6 +387,9 @@ def operand_sources(op: Any) -> tuple[OperandSource, OperandSource]:
     sources = []
     scratch_offset = 0
     for value, k_dim, shape, extent in ((op.a, 1, (m, k), WGMMA_M), (op.b, 0, (k, n), instr_n)):
+        if k_dim == 1 and isinstance(value.type.layout, DotOperandLayout):
+            sources.append(OperandSource(None))
+            continue
         read = value.defining_op
         if isinstance(read, LocalLoadSlotOp):
             placement = slot_placement(read, k_dim, extent)
@@ -390,7 +408,7 @@ def scratch_bytes(op: Any) -> int:
     1024-byte boundary, and 1024 bytes to align the start at run time."""
     sources = operand_sources(op)
     ends = [s.placement.offset + s.placement.shape[0] * s.placement.shape[1] * s.placement.element_bytes
-            for s in sources if s.slot_read is None]
+            for s in sources if s.slot_read is None and not s.in_registers]
     return max(ends) + SWIZZLE_ALIGNMENT if ends else 0
 
 
@@ -459,6 +477,9 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
     bases = []
     scratch = None
     for source, value, registers in ((a_source, op.a, a), (b_source, op.b, b_regs)):
+        if source.in_registers:
+            bases.append(None)
+            continue
         if source.slot_read is not None:
             bases.append(_slot_address(ctx, source.slot_read))
             continue
@@ -484,24 +505,47 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
     out = list(acc)
     _asm_void(b, WGMMA_FENCE)
     one = ir.Constant(_I32, 1)
+    a_fragments = _a_fragments(b, op, a) if a_source.in_registers else None
     for start in range(0, result.num_registers, fragment):
         m0, n0 = register_offset(result, start)
         regs = out[start:start + fragment]
         tied = _pack_f16(b, regs) if f16_acc else regs
-        text = wgmma_ptx(instr_n, k_step, d_type, a_type, len(tied), int(not a_place.k_major),
-                         int(not b_place.k_major))
+        trans_a = 0 if a_place is None else int(not a_place.k_major)
+        text = wgmma_ptx(instr_n, k_step, d_type, a_type, len(tied), trans_a, int(not b_place.k_major),
+                         a_registers=a_source.in_registers)
         rows = b.add(group_m, ir.Constant(_I32, m0))
         cols = b.add(group_n, ir.Constant(_I32, n0))
         for k0 in range(0, k, k_step):
-            a_start = _start(b, a_place, rows, k0)
             b_start = _start(b, b_place, cols, k0)
-            tied = _asm_tied(b, text, tied, [_descriptor(b, a_base, a_start, a_place),
-                                             _descriptor(b, b_base, b_start, b_place), one])
+            if a_fragments is not None:
+                a_inputs = a_fragments(m0, k0)
+            else:
+                a_inputs = [_descriptor(b, a_base, _start(b, a_place, rows, k0), a_place)]
+            tied = _asm_tied(b, text, tied, a_inputs + [_descriptor(b, b_base, b_start, b_place), one])
         out[start:start + fragment] = _unpack_f16(b, tied, element) if f16_acc else tied
     _asm_void(b, WGMMA_COMMIT)
     words = _pack_f16(b, out) if f16_acc else out
     words = _asm_tied(b, WGMMA_WAIT, words, [])
     return _unpack_f16(b, words, element) if f16_acc else words
+
+
+def _a_fragments(b: ir.IRBuilder, op: Any, registers: list) -> Any:
+    """``fragment(m0, k0)``: the four 32-bit words of A (rows ``m0 ..`` of the warpgroup,
+    K ``k0 .. k0 + 15``) a thread gives wgmma, from its registers in
+    ``DotOperandLayout(0, result, 2)``: the first 8 registers of that layout are one
+    fragment (mma.sync's m16k16 A: rows g and g + 8, K 2t, 2t + 1 and 2t + 8, 2t + 9),
+    the others repeat it along K and M."""
+    from .mma import pack32
+
+    layout = linear_layout_of(op.a)
+    where: dict[tuple[int, ...], int] = {}
+    for r in range(layout.num_registers):
+        where.setdefault(register_offset(layout, r), r)
+    offsets = [register_offset(layout, r) for r in range(8)]
+
+    def fragment(m0: int, k0: int) -> list:
+        return pack32(b, [registers[where[(m0 ^ dm, k0 ^ dk)]] for dm, dk in offsets])
+    return fragment
 
 
 def _start(b: ir.IRBuilder, placement: OperandPlacement, mn: Any, k0: int) -> Any:

@@ -47,7 +47,7 @@ from ..ir import types as t
 from ..ir.opdef import Elementwise
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 from .coalesce import coalesced_layout
-from .layouts import BlockedLayout, DistributedLayout, SliceLayout, default_blocked_layout
+from .layouts import BlockedLayout, DistributedLayout, DotOperandLayout, SliceLayout, default_blocked_layout
 from .layout_rules import LAYOUT_RULES, LayoutRule, register_layout_rule  # noqa: F401  (re-exported)
 from .lowering.target import NUM_WARPS_ATTR, WARP_SIZE_ATTR, gpu_target_of, num_warps_of
 
@@ -273,6 +273,8 @@ def _assign(function: Any, infos: Any, num_warps: int, target: Any) -> None:
                 wanted = instruction.operand_layout(index, result_layout)
                 if wanted is None:
                     _read_operand_as_computed(op, index)
+                    if index == 0 and instruction.register_a and _accumulator_of_same_warps(op.a, result_layout):
+                        _convert_operand(op, 0, DotOperandLayout(0, result_layout, instruction.k_width))
                     continue
             else:
                 wanted = _fma_layouts(result_layout)[index] if isinstance(result_layout, BlockedLayout) else None
@@ -312,6 +314,14 @@ def _read_operand_as_computed(op: Any, index: int) -> None:
         op.set_operand(index, producer.source)
         if not producer.result.has_uses:
             producer.erase()
+
+
+def _accumulator_of_same_warps(value: Any, result_layout: Any) -> bool:
+    """``value`` is in the accumulator layout of a dot whose warps are those of
+    ``result_layout``: into its A operand layout, the elements stay in their threads."""
+    layout = value.type.layout
+    return type(layout) is type(result_layout) and getattr(layout, "version", None) == \
+        getattr(result_layout, "version", None) and layout.warps_per_cta == result_layout.warps_per_cta
 
 
 def _collect_groups(function: Any) -> _Groups:

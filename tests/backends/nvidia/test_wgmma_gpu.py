@@ -143,3 +143,26 @@ def test_wgmma_tf32_and_fp8(hopper, dtype, acc, blocks, num_stages):
     converted_loop_kernel[grid](_cuda(a), _cuda(b), c, m, n, k, *blocks, TYPE=dtype, ACC=acc, num_warps=4,
                                 num_stages=num_stages, target="nvidia")
     np.testing.assert_array_equal(c.cpu().numpy(), a.astype(np.float64) @ b.astype(np.float64))
+
+
+@pt.jit
+def chained_kernel(q_ptr, k_ptr, v_ptr, o_ptr, BM: pl.constexpr, BN: pl.constexpr, D: pl.constexpr):
+    rm, rn, rd = pl.arange(0, BM), pl.arange(0, BN), pl.arange(0, D)
+    q = pl.load(q_ptr + rm[:, None] * D + rd[None, :])
+    k = pl.load(k_ptr + rd[:, None] * BN + rn[None, :])
+    v = pl.load(v_ptr + rn[:, None] * D + rd[None, :])
+    p = pl.dot(q, k).to(pl.float16)
+    pl.store(o_ptr + rm[:, None] * D + rd[None, :], pl.dot(p, v))
+
+
+@pytest.mark.parametrize("bm, bn, d, num_warps", [(64, 64, 64, 4), (128, 64, 128, 8), (128, 128, 64, 4)])
+def test_wgmma_a_from_registers(hopper, bm, bn, d, num_warps):
+    # p = q @ k stays in registers and is the A of p @ v (attention's second dot).
+    rng = np.random.default_rng(bm + bn + d)
+    q = rng.integers(-2, 3, (bm, d)).astype(np.float16)
+    k = rng.integers(-2, 3, (d, bn)).astype(np.float16)
+    v = rng.integers(-2, 3, (bn, d)).astype(np.float16)
+    o = _cuda(np.zeros((bm, d), np.float32))
+    chained_kernel[(1,)](_cuda(q), _cuda(k), _cuda(v), o, BM=bm, BN=bn, D=d, num_warps=num_warps, target="nvidia")
+    p = q.astype(np.float64) @ k.astype(np.float64)
+    np.testing.assert_array_equal(o.cpu().numpy(), p @ v.astype(np.float64))

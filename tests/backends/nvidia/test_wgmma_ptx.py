@@ -239,3 +239,33 @@ def test_tf32x3_keeps_mma_sync():
                                         PREC="tf32x3")
     ptx = compile_module(module, "nvidia:sm_90a", num_warps=4).context.artifacts["ptx"]
     assert "wgmma" not in ptx and "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx
+
+
+@pt.jit
+def chained_kernel(q_ptr, k_ptr, v_ptr, o_ptr, BM: pl.constexpr, BN: pl.constexpr, D: pl.constexpr):
+    # o = (q @ k) @ v, the second dot's A the first one's accumulator (attention's P @ V).
+    rm, rn, rd = pl.arange(0, BM), pl.arange(0, BN), pl.arange(0, D)
+    q = pl.load(q_ptr + rm[:, None] * D + rd[None, :])
+    k = pl.load(k_ptr + rd[:, None] * BN + rn[None, :])
+    v = pl.load(v_ptr + rn[:, None] * D + rd[None, :])
+    p = pl.dot(q, k).to(pl.float16)
+    pl.store(o_ptr + rm[:, None] * D + rd[None, :], pl.dot(p, v))
+
+
+def chained_ptx(bm, bn, d, num_warps):
+    x = np.zeros((4, 4), np.float16)
+    module = chained_kernel.lower(x, x, x, np.zeros((4, 4), np.float32), BM=bm, BN=bn, D=d)
+    artifacts = compile_module(module, "nvidia:sm_90a", num_warps=num_warps).context.artifacts
+    return artifacts["ptx"], artifacts["kernel_name"]
+
+
+@pytest.mark.parametrize("bm, bn, d, num_warps", [(64, 64, 64, 4), (128, 64, 128, 8), (128, 128, 64, 4)])
+def test_an_accumulator_feeds_the_next_dot_from_registers(bm, bn, d, num_warps):
+    ptx, name = chained_ptx(bm, bn, d, num_warps)
+    shared_a = re.findall(r"wgmma\.mma_async\.sync\.aligned\.\S+ \{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1, \d, \d;", ptx)
+    register_a = re.findall(r"wgmma\.mma_async\.sync\.aligned\.\S+ \{[^}]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, "
+                            r"%rd\d+, p, 1, 1, \d;", ptx)
+    warps_m = wgmma_warps((bm, d), num_warps)[0]
+    assert len(shared_a) == (bm // (16 * warps_m)) * (d // 16)          # q @ k: both from shared memory
+    assert len(register_a) == (bm // (16 * warps_m)) * (bn // 16)       # p @ v: p from registers
+    assembles(ptx, "sm_90a", name)

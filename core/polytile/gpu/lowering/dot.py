@@ -63,6 +63,10 @@ class MatrixInstruction:
     #: ``scratch_bytes(op)``: shared memory the dot ``op`` needs while it runs (with
     #: ``lower``), bytes; None: none.
     scratch_bytes: Callable[[Any], int] | None = None
+    #: With ``lower``: A may come in registers, ``DotOperandLayout(0, result, k_width)``;
+    #: assign-layouts gives it that layout where A is the accumulator of a dot with the
+    #: same warps (attention's ``P @ V``), a conversion that stays in registers.
+    register_a: bool = False
 
     def operand_layout(self, op_idx: int, result_layout: DistributedLayout) -> DotOperandLayout | None:
         """The layout operand ``op_idx`` is converted to; None: it stays as it is."""
