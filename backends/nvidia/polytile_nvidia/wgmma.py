@@ -360,9 +360,13 @@ def slot_placement(read: Any, k_dim: int, instruction_extent: int) -> OperandPla
     one swizzle row long, 32, 64 or 128 bytes); else None."""
     from polytile.gpu.lowering.async_copy import slot_layout
 
+    from polytile.gpu.allocation import BUFFER_ALIGNMENT, buffer_bytes
+
     if read.offsets is not None:
         return None
     ring = read.ring.type
+    if buffer_bytes(ring) < BUFFER_ALIGNMENT:  # smaller rings are not aligned for the swizzle
+        return None
     shared = slot_layout(ring)
     shape = tuple(ring.shape[1:])
     bytes_ = element_bits(ring.element) // 8
@@ -419,8 +423,9 @@ def _slot_address(ctx: Any, read: Any) -> Any:
     b = ctx.builder
     ring = read.ring
     offset = ring.defining_op.attributes.get(BUFFER_OFFSET_ATTR)
-    if offset is None:
-        raise ctx.error(read, f"internal error: the ring of '{read.name}' has no {BUFFER_OFFSET_ATTR}")
+    if offset is None or offset % SWIZZLE_ALIGNMENT:
+        raise ctx.error(read, f"internal error: the ring of '{read.name}' is at {offset}, not at a multiple of "
+                              f"{SWIZZLE_ALIGNMENT} bytes, so wgmma cannot read its swizzled slots in place")
     slot_bytes = ring.type.numel // ring.type.shape[0] * element_bits(ring.type.element) // 8
     base = b.ptrtoint(ctx.shared_base(), _I32)
     return b.add(b.add(base, ir.Constant(_I32, offset)), b.mul(ctx.get(read.slot), ir.Constant(_I32, slot_bytes)))
@@ -490,6 +495,8 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
         _store_operand(ctx, scratch, source.placement, value, registers)
         bases.append(scratch)
     a_base, b_base = bases
+    if a_source.slot_read is not None or b_source.slot_read is not None:
+        _check_shared_alignment(ctx)
     a_place, b_place = a_source.placement, b_source.placement
     # Ordinary stores (here, or cp.async into the ring slots, waited for before this) are
     # made visible to the async proxy by each writing thread, before the barrier.
@@ -527,6 +534,18 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
     words = _pack_f16(b, out) if f16_acc else out
     words = _asm_tied(b, WGMMA_WAIT, words, [])
     return _unpack_f16(b, words, element) if f16_acc else words
+
+
+def _check_shared_alignment(ctx: Any) -> None:
+    """Ring slots are swizzled from the ring's start, and wgmma swizzles by address bits:
+    they agree only where shared memory starts on a 1024-byte boundary (it does: polytile
+    has no static shared memory).  A kernel where it did not would stop with a trap
+    rather than compute with scrambled operands."""
+    b = ctx.builder
+    start = b.ptrtoint(ctx.shared_base(), _I32)
+    misaligned = b.icmp_unsigned("!=", b.and_(start, ir.Constant(_I32, SWIZZLE_ALIGNMENT - 1)), ir.Constant(_I32, 0))
+    with b.if_then(misaligned, likely=False):
+        ctx.call("llvm.trap", ir.VoidType(), [])
 
 
 def _a_fragments(b: ir.IRBuilder, op: Any, registers: list) -> Any:

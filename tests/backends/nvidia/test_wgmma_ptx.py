@@ -269,3 +269,12 @@ def test_an_accumulator_feeds_the_next_dot_from_registers(bm, bn, d, num_warps):
     assert len(shared_a) == (bm // (16 * warps_m)) * (d // 16)          # q @ k: both from shared memory
     assert len(register_a) == (bm // (16 * warps_m)) * (bn // 16)       # p @ v: p from registers
     assembles(ptx, "sm_90a", name)
+
+
+def test_slots_read_in_place_are_guarded_by_the_shared_memory_alignment():
+    # Pipelined (A's ring slot read in place): a trap if shared memory did not start on a
+    # 1024-byte boundary; unpipelined (the dot's own scratch, aligned at run time): none.
+    pipelined, _ = compile_ptx((128, 128, 64), 4, 3)
+    assert "trap;" in pipelined
+    unpipelined, _ = compile_ptx((128, 128, 64), 4, 1)
+    assert "trap;" not in unpipelined
