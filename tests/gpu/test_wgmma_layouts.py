@@ -69,3 +69,13 @@ def test_an_accumulator_becomes_the_next_dots_a_in_registers():
     assert f"gpu.convert_layout %p : tile<64x64xf16, #gpu.dot_operand<op_idx = 0, parent = {second}, k_width = 2>>" \
         in out
     assert "#gpu.dot_operand<op_idx = 1" not in out
+
+
+def test_buffers_of_a_kilobyte_or_more_start_on_1024_byte_boundaries():
+    from polytile.gpu.allocation import BUFFER_ALIGNMENT, Piece, place
+
+    # The larger scratch is placed first and leaves the next free byte at 4144.
+    scratch = Piece(None, "gpu.scratch_offset", 4096 + 48, 0, 10)
+    ring = Piece(None, "gpu.buffer_offset", 2048, 0, 10, alignment=BUFFER_ALIGNMENT)
+    assert place([scratch, ring]) == 5120 + 2048
+    assert (scratch.offset, ring.offset) == (0, 5120)
