@@ -15,8 +15,11 @@ can own 64-row slabs of the result:
 
 Everything else keeps ``mma.sync``.  The result gets ``MmaLayout(version=3)`` (warps
 down M first, four per 64 rows); the operands keep the layout they were computed in (no
-``#gpu.dot_operand`` conversion): the dot itself writes them into its scratch in the
-shared layout wgmma reads, then
+``#gpu.dot_operand`` conversion).  wgmma reads each from shared memory
+(:func:`operand_sources`): the ring slot ``pipeline-loops`` copied it into, in place,
+where that slot's swizzle is the NVMMA layout; else the dot's own scratch, which every
+thread fills from its registers.  A 16-bit A that is the accumulator of a dot with the
+same warps comes from registers instead (``DotOperandLayout(0, result, 2)``).  Then
 
 1. every thread: ``fence.proxy.async.shared::cta`` (its ordinary stores become visible
    to the tensor cores' async proxy), then a barrier;
