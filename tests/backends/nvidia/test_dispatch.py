@@ -197,6 +197,28 @@ def test_an_empty_or_oversized_grid_takes_the_python_path(gpu):
         scale_add[(1, 70000)](*_args(), target=TARGET)
 
 
+@pytest.mark.parametrize("grid", [(4.0,), (2.5, 1), (True,), ("4",), (1, 1, 65536), (2**31,),
+                                  lambda meta: (1000 / meta["BLOCK"],)])
+def test_a_grid_that_is_not_an_integer_or_too_large_launches_nothing_once_planned(gpu, grid):
+    """A float grid was truncated (n / BLOCK programs, silently): the dispatcher leaves
+    what is not an int in range to the Python path, which refuses it."""
+    _warm(*_args())
+    scale_add[lambda meta: (4,)](*_args(), target=TARGET)  # a plan for callable grids too
+    scale_add[lambda meta: (4,)](*_args(), target=TARGET)
+    launches = len(gpu.launches)
+    with pytest.raises(LaunchError, match=r"axis \d (must be an integer|has \d+ programs, more than)"):
+        scale_add[grid](*_args(), target=TARGET)
+    assert len(gpu.launches) == launches
+
+
+def test_an_argument_given_twice_is_a_launch_error_once_planned(gpu):
+    _warm(*_args())
+    launches = len(gpu.launches)
+    with pytest.raises(LaunchError, match="argument 'n' is given twice"):
+        scale_add[(4,)](*_args(), n=1000, target=TARGET)
+    assert len(gpu.launches) == launches
+
+
 def test_a_callable_grid_sees_what_it_sees_on_the_python_path(gpu, monkeypatch):
     seen = []
 
