@@ -373,6 +373,9 @@ class Generator:
             options += ["argmax", "argmin"]
         op = self.rng.choice(options)
         text = f"pl.{op}({a.name}, axis={axis})"
+        if a.shape == "T" and op in ("sum", "max", "min") and self.rng.random() < 0.25:
+            # keep_dims, broadcast back to the tile.
+            text, shape = f"pl.broadcast_to(pl.{op}({a.name}, axis={axis}, keep_dims=True), [BM, BN])", "T"
         magnitude, error = a.magnitude, a.error
         if op == "sum":
             magnitude = count * a.magnitude
@@ -429,32 +432,46 @@ class Generator:
         if self.family != "2d" or not self.with_dot:
             return None
         k = self.fresh("d")
-        choice = self.rng.choice(("f16", "f32-ieee", "f32-tf32", "i8"))
-        operand = {"f16": F16, "f32-ieee": F32, "f32-tf32": F32, "i8": I8}[choice]
-        accumulator = I32 if operand is I8 else F32
+        choice = self.rng.choice(("f16", "f16-acc16", "f32-ieee", "f32-tf32", "i8"))
+        operand = {"f16": F16, "f16-acc16": F16, "f32-ieee": F32, "f32-tf32": F32, "i8": I8}[choice]
+        accumulator = I32 if operand is I8 else F16 if choice == "f16-acc16" else F32
         precision = {"f32-ieee": ', input_precision="ieee"', "f32-tf32": ', input_precision="tf32"'}.get(choice, "")
         bk = self.kernel.blocks["BK"]
         # K is bounded by 2 * BK (the generator's sizes): the bound uses it.
         count = 2 * bk
         m = _FLOAT_INPUT_RANGE if operand.is_float else _INT_INPUT_RANGE
-        magnitude = count * m * m
-        if accumulator is F32:
+        # Operands computed from the loads (scaled by 2: exact), not only loaded: their
+        # layout conversion into the dot's operand layout starts from another op.
+        scaled = self.rng.random() < 0.3
+        a_scale = 2 if scaled else 1
+        magnitude = count * m * m * a_scale
+        if accumulator.is_float:
             rounding = 2.0 ** -10 if choice == "f32-tf32" else 0.0
-            error = count * m * m * (2 * rounding + 2 * count * F32.eps)
+            error = magnitude * (2 * rounding + 2 * count * accumulator.eps) + accumulator.eps * magnitude
         else:
             error = 0.0
         a_array, b_array = Array(f"{k}a", operand.tag, "in", "A"), Array(f"{k}b", operand.tag, "in", "B")
-        zero = "pl.int32" if accumulator is I32 else "pl.float32"
-        lines = [
-            f"{k} = pl.zeros((BM, BN), dtype={zero})",
-            f"for {k}_kb in range(0, pl.cdiv(K, BK)):",
-            f"    {k}_ks = {k}_kb * BK + pl.arange(0, BK)",
-            f"    {k}_a = pl.load({k}a_ptr + rows[:, None] * K + {k}_ks[None, :], "
-            f"mask=rmask[:, None] & ({k}_ks[None, :] < K), other=0)",
-            f"    {k}_b = pl.load({k}b_ptr + {k}_ks[:, None] * N + cols[None, :], "
-            f"mask=({k}_ks[:, None] < K) & cmask[None, :], other=0)",
-            f"    {k} = pl.dot({k}_a, {k}_b, {k}{precision})",
-        ]
+        load_a = (f"pl.load({k}a_ptr + rows[:, None] * K + {k}_ks[None, :], "
+                  f"mask=rmask[:, None] & ({k}_ks[None, :] < K), other=0)")
+        load_b = (f"pl.load({k}b_ptr + {k}_ks[:, None] * N + cols[None, :], "
+                  f"mask=({k}_ks[:, None] < K) & cmask[None, :], other=0)")
+        scale = " * 2" if scaled else ""
+        if self.rng.random() < 0.25:
+            # One dot, no loop and no accumulator: K beyond BK is left out (on every target).
+            lines = [f"{k}_ks = pl.arange(0, BK)", f"{k}_a = {load_a}{scale}", f"{k}_b = {load_b}"]
+            if accumulator is F16:
+                lines.append(f"{k} = pl.dot({k}_a, {k}_b, out_dtype=pl.float16)")
+            else:
+                lines.append(f"{k} = pl.dot({k}_a, {k}_b{precision})")
+        else:
+            lines = [
+                f"{k} = pl.zeros((BM, BN), dtype=pl.{accumulator.language})",
+                f"for {k}_kb in range(0, pl.cdiv(K, BK)):",
+                f"    {k}_ks = {k}_kb * BK + pl.arange(0, BK)",
+                f"    {k}_a = {load_a}{scale}",
+                f"    {k}_b = {load_b}",
+                f"    {k} = pl.dot({k}_a, {k}_b, {k}{precision})",
+            ]
         return self.define(lines, Value(k, accumulator, "T", magnitude, error), (), label=f"dot-{choice}",
                            arrays=(a_array, b_array))
 
