@@ -289,3 +289,10 @@ def decode(codes_ptr, bf16_ptr, e4m3_ptr, e5m2_ptr):
     words = ((codes.astype(np.uint32) << 8) | 0x5) << 16
     finite_bf16 = np.isfinite(words.view(np.float32))
     assert np.array_equal(bf16[finite_bf16], words.view(np.float32)[finite_bf16])
+
+
+def test_the_command_line_leaves_the_environment_as_it_found_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("POLYTILE_VERIFY_EACH", raising=False)
+    monkeypatch.delenv("POLYTILE_CACHE", raising=False)
+    assert cli.main(["--seed", str(SEED), "--count", "1", "--quiet", "--keep", str(tmp_path)]) == 0
+    assert "POLYTILE_VERIFY_EACH" not in os.environ and "POLYTILE_CACHE" not in os.environ

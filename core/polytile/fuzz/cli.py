@@ -61,10 +61,27 @@ def main(argv: list[str] | None = None) -> int:
 
     archs = parse_archs(options.archs) if options.compile_only else []
     target = None if options.compile_only else options.target
-    # Set before any worker imports polytile: the verifier after every pass, and no
-    # on-disk cache (ten thousand kernels, each compiled once).
-    os.environ.setdefault("POLYTILE_VERIFY_EACH", "1")
-    os.environ.setdefault("POLYTILE_CACHE", "0")
+    # The verifier after every pass, and no on-disk cache (ten thousand kernels, each
+    # compiled once), unless the environment says otherwise; set while the run lasts
+    # (workers inherit them when they start) and taken back after it.
+    from .. import config
+
+    added = {name: value for name, value in _DEFAULT_ENVIRONMENT.items() if name not in os.environ}
+    os.environ.update(added)
+    config.reload()
+    try:
+        return _run(options, target, archs)
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+        config.reload()
+
+
+#: Settings a fuzz run uses unless the environment sets them.
+_DEFAULT_ENVIRONMENT = {"POLYTILE_VERIFY_EACH": "1", "POLYTILE_CACHE": "0"}
+
+
+def _run(options: argparse.Namespace, target: str | None, archs: list[str]) -> int:
     directory = options.keep or _temporary_directory()
     directory.mkdir(parents=True, exist_ok=True)
 
