@@ -26,16 +26,11 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .backend import ArgumentSlot, LaunchParam, natural_argument_layout
-from .errors import PolytileError, did_you_mean
+from .errors import AotError, PolytileError, did_you_mean
 from .ir import types as t
 
 __all__ = ["AotError", "AotResult", "ArgumentSlot", "SignatureEntry", "argument_layout", "compile_kernel",
            "load_kernel", "parse_assignments", "parse_constexpr_value", "parse_signature"]
-
-
-class AotError(PolytileError, ValueError):
-    """A mistake in what an ahead-of-time compile was asked: the kernel spec, the
-    signature, a constexpr or an output to emit."""
 
 
 # -- signatures ---------------------------------------------------------------------------

@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
-from .errors import ConfigError, UnknownNameError, did_you_mean
+from .errors import ConfigError, UnknownSettingError, did_you_mean
 from .target import Target, TargetError
 
 __all__ = [
@@ -39,14 +39,6 @@ __all__ = [
     "describe", "get", "override", "problems", "project_file", "reload", "reset", "resolve_target", "set",
     "settings", "source_of", "watch",
 ]
-
-
-class UnknownSettingError(UnknownNameError, ConfigError):
-    """A setting name that polytile does not have (in a call or in a project file).
-
-    Both an :class:`UnknownNameError` (lookups behave like a dict) and a
-    :class:`ConfigError` (``except ConfigError`` catches every configuration mistake).
-    """
 
 
 class _Invalid(Exception):

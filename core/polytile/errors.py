@@ -70,6 +70,14 @@ class UnknownNameError(PolytileError, KeyError):
         return str(self.args[0])
 
 
+class UnknownSettingError(UnknownNameError, ConfigError):
+    """A setting name that polytile does not have (in a call or in a project file).
+
+    Both an :class:`UnknownNameError` (lookups behave like a dict) and a
+    :class:`ConfigError` (``except ConfigError`` catches every configuration mistake).
+    """
+
+
 class IRParseError(PolytileError):
     """Malformed IR text: carries the line and column of the offending token."""
 
@@ -139,6 +147,86 @@ class OutOfResourcesError(CompilationError):
     def required(self) -> int:
         """``need``, under the name the AMD backend's error used."""
         return self.need
+
+
+class LaunchError(PolytileError, TypeError):
+    """A kernel was launched with arguments or a grid that do not fit; names the kernel and argument."""
+
+
+class LaunchOutOfResourcesError(OutOfResourcesError, LaunchError):
+    """The device would not launch a compiled kernel for want of a per-block resource
+    (threads, registers, shared memory): both an :class:`OutOfResourcesError`, so the
+    autotuner drops the config, and a :class:`LaunchError`.
+
+    Backends raise it (or a subclass) from their launchers; ``need`` and ``limit`` are 0
+    where the device did not say (a driver's out-of-resources status).
+    """
+
+    def __init__(self, message: str, *, kernel: str, resource: str, need: int = 0, limit: int = 0,
+                 target: str = ""):
+        self.kernel = kernel
+        self.resource = resource
+        self.need = need
+        self.limit = limit
+        self.target = target
+        self.remedies_tried = ()
+        self.message = message
+        self.location = None
+        self.source_line = None
+        # The launcher's message is whole: no "error:" prefix, as no source line is at fault.
+        Exception.__init__(self, message)
+
+
+class NoConfigFitsError(LaunchError):
+    """Every config of an autotuned kernel needs more than the target has.
+
+    ``failures``: each config and the :class:`OutOfResourcesError` that dropped it."""
+
+    def __init__(self, kernel: str, failures: dict):
+        self.kernel = kernel
+        self.failures = dict(failures)
+        lines = "\n".join(f"  {config}: {error.message}" for config, error in self.failures.items())
+        super().__init__(f"'{kernel}': none of its {len(self.failures)} autotuning configs fits the target:\n{lines}\n"
+                         "add configs with smaller blocks, fewer stages or fewer warps")
+
+
+class InterpreterError(PolytileError):
+    """A kernel did something wrong while the interpreter ran it (an access out of
+    bounds, a division by zero, ...), or cannot be interpreted.
+
+    ``kernel``, ``op_name``, ``location`` (a SourceLocation, or None) and ``program_id``
+    say where; each may be None when it does not apply.
+    """
+
+    def __init__(self, message: str, *, kernel: str | None = None, op_name: str | None = None,
+                 location: object = None, program_id: tuple[int, ...] | None = None):
+        self.message = message
+        self.kernel = kernel
+        self.op_name = op_name
+        self.location = location
+        self.program_id = program_id
+        parts = []
+        if kernel is not None:
+            parts.append(f"kernel '{kernel}'")
+        if program_id is not None:
+            parts.append(f"program {tuple(program_id)}")
+        where = f"{location}: " if location is not None else ""
+        context = f"{', '.join(parts)}: " if parts else ""
+        what = f"'{op_name}' " if op_name else ""
+        super().__init__(f"{where}error: {context}{what}{message}")
+
+
+class InterpreterArgumentError(InterpreterError, TypeError):
+    """A launch argument does not fit its kernel parameter, or the grid is malformed."""
+
+
+class InterpreterUnsupportedError(InterpreterError, NotImplementedError):
+    """The kernel uses an op or a type the interpreter does not support (yet)."""
+
+
+class AotError(PolytileError, ValueError):
+    """A mistake in what an ahead-of-time compile was asked: the kernel spec, the
+    signature, a constexpr or an output to emit."""
 
 
 class PassFailure(PolytileError):

@@ -16,8 +16,7 @@ import types
 from typing import Any, NamedTuple
 
 from polytile.backend import BackendUnavailable, import_vendor_module
-from polytile.errors import PolytileError
-from polytile.runtime.jit import LaunchError
+from polytile.errors import LaunchError, LaunchOutOfResourcesError, PolytileError
 
 _INSTALL_HINT = "pip install 'polytile-amd[rocm]'"
 
@@ -40,6 +39,10 @@ class HipError(PolytileError):
         self.error = error
         self.kernel = kernel
         self.device = device
+        super().__init__(self.describe(call, error, description, kernel, device))
+
+    @staticmethod
+    def describe(call: str, error: str, description: str, kernel: str | None, device: int | None) -> str:
         where = f"kernel '{kernel}': " if kernel else ""
         on = f" on device {device}" if device is not None else ""
         text = f"{where}HIP call {call} failed{on} with {error}"
@@ -48,7 +51,27 @@ class HipError(PolytileError):
         hint = _HINTS.get(error)
         if hint:
             text += f": {hint}"
-        super().__init__(text)
+        return text
+
+
+class LaunchOutOfResourcesHipError(HipError, LaunchOutOfResourcesError):
+    """hipModuleLaunchKernel failed with hipErrorLaunchOutOfResources: the workgroup asks
+    for more registers, LDS or threads than the device has.  A :class:`HipError` and a
+    :class:`polytile.errors.OutOfResourcesError` (``need`` and ``limit`` are 0: HIP does
+    not say them), so the autotuner drops the configuration."""
+
+    def __init__(self, call: str, error: str, description: str = "", kernel: str | None = None,
+                 device: int | None = None):
+        self.call = call
+        self.error = error
+        self.device = device
+        LaunchOutOfResourcesError.__init__(self, self.describe(call, error, description, kernel, device),
+                                           kernel=kernel or "", resource="registers, LDS or threads")
+
+
+#: HIP statuses that mean "this configuration does not fit the device", not "the device
+#: or the program is broken".
+_OUT_OF_RESOURCES = {"hipErrorLaunchOutOfResources": LaunchOutOfResourcesHipError}
 
 
 class DeviceProperties(NamedTuple):
@@ -128,7 +151,8 @@ def raise_error(err: Any, call: str, kernel: str | None = None, device: int | No
         description = text.decode(errors="replace") if isinstance(text, bytes) else str(text or "")
     except Exception:  # an explanation is a nicety; the error itself must still be raised
         pass
-    raise HipError(call, error_name(err), description, kernel, device)
+    name = error_name(err)
+    raise _OUT_OF_RESOURCES.get(name, HipError)(call, name, description, kernel, device)
 
 
 def check(result: Any, call: str, kernel: str | None = None, device: int | None = None) -> Any:

@@ -19,9 +19,9 @@ import ctypes
 import struct
 from typing import Any, Callable, Sequence
 
+from polytile.errors import LaunchError
 from polytile.ir.types import FloatType, IntType, PointerType, Type
 from polytile.runtime.args import bf16_bits
-from polytile.runtime.jit import LaunchError
 from polytile.runtime.launcher import LauncherBase, argument_count_error, mixed_devices_error
 
 from . import driver

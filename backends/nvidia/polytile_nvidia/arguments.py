@@ -30,9 +30,9 @@ import operator
 import struct
 from typing import Any, Callable, NamedTuple, Sequence
 
+from polytile.errors import LaunchError
 from polytile.ir.types import FloatType, IntType, PointerType, Type
 from polytile.runtime.args import bf16_bits
-from polytile.runtime.jit import LaunchError
 from polytile.runtime.launcher import argument_count_error, mixed_devices_error
 
 #: Where a pointer argument lives, besides a device index: nowhere (a null pointer) ...

@@ -116,7 +116,7 @@ class NvidiaBackend(Backend):
     def make_launcher(self, *, compiled: Any, kernel_name: str, params: Any, options: BackendOptions) -> Any:
         """A :class:`~.launcher.Launcher` of the compiled cubin (loaded on a device at its
         first launch there)."""
-        from polytile.runtime.jit import LaunchError
+        from polytile.errors import LaunchError
 
         from .launcher import Launcher
 

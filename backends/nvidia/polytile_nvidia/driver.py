@@ -28,8 +28,7 @@ import threading
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from polytile.errors import PolytileError
-from polytile.runtime.jit import LaunchError
+from polytile.errors import LaunchError, LaunchOutOfResourcesError, PolytileError
 
 log = logging.getLogger("polytile.nvidia.driver")
 _NATIVE_SOURCE = Path(__file__).with_name("_launch.c")
@@ -64,6 +63,10 @@ class CudaDriverError(PolytileError):
         self.error = error
         self.kernel = kernel
         self.device = device
+        super().__init__(self.describe(call, error, description, kernel, device))
+
+    @staticmethod
+    def describe(call: str, error: str, description: str, kernel: str | None, device: int | None) -> str:
         where = f"kernel '{kernel}': " if kernel else ""
         on = f" on device {device}" if device is not None else ""
         text = f"{where}CUDA driver call {call} failed{on} with {error}"
@@ -72,22 +75,39 @@ class CudaDriverError(PolytileError):
         hint = _HINTS.get(error)
         if hint:
             text += f": {hint}"
-        super().__init__(text)
+        return text
 
 
-class OutOfResourcesError(LaunchError):
+class OutOfResourcesError(LaunchOutOfResourcesError):
     """A kernel needs more of a per-block resource than the device gives.
 
     ``resource`` is ``"shared memory"`` or ``"threads"``; ``required`` and ``limit`` are
-    in bytes or threads.  The autotuner can skip configurations that raise it.
+    in bytes or threads.  A :class:`polytile.errors.OutOfResourcesError` (the autotuner
+    drops configurations that raise it) and a :class:`~polytile.errors.LaunchError`.
     """
 
     def __init__(self, message: str, *, kernel: str, resource: str, required: int, limit: int):
-        self.kernel = kernel
-        self.resource = resource
-        self.required = required
-        self.limit = limit
-        super().__init__(message)
+        super().__init__(message, kernel=kernel, resource=resource, need=required, limit=limit)
+
+
+class LaunchOutOfResourcesDriverError(CudaDriverError, OutOfResourcesError):
+    """cuLaunchKernel failed with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: the block asks for
+    more registers or threads than the device has.  A :class:`CudaDriverError` and an
+    :class:`OutOfResourcesError` (``required`` and ``limit`` are 0: the driver does not
+    say them), so the autotuner drops the configuration."""
+
+    def __init__(self, call: str, error: str, description: str = "", kernel: str | None = None,
+                 device: int | None = None):
+        self.call = call
+        self.error = error
+        self.device = device
+        OutOfResourcesError.__init__(self, self.describe(call, error, description, kernel, device), kernel=kernel or "",
+                                     resource="registers or threads", required=0, limit=0)
+
+
+#: Driver statuses that mean "this configuration does not fit the device", not "the
+#: device or the program is broken".
+_OUT_OF_RESOURCES = {"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": LaunchOutOfResourcesDriverError}
 
 
 class DeviceProperties(NamedTuple):
@@ -158,7 +178,8 @@ def raise_error(err: Any, call: str, kernel: str | None = None, device: int | No
             description = text.decode(errors="replace") if isinstance(text, bytes) else str(text)
     except Exception:  # an explanation is a nicety; the error itself must still be raised
         pass
-    raise CudaDriverError(call, error_name(err), description, kernel, device)
+    name = error_name(err)
+    raise _OUT_OF_RESOURCES.get(name, CudaDriverError)(call, name, description, kernel, device)
 
 
 def check(result: tuple, call: str, kernel: str | None = None, device: int | None = None) -> Any:

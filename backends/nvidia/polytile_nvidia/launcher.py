@@ -33,9 +33,9 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple, Sequence
 
+from polytile.errors import LaunchError
 from polytile.ir.types import Type
 from polytile.runtime.args import torch_stream_function
-from polytile.runtime.jit import LaunchError
 from polytile.runtime.launcher import LauncherBase
 
 from . import driver

@@ -46,49 +46,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..dialects import semantics as sem
-from ..errors import PolytileError
+from ..errors import InterpreterArgumentError, InterpreterError, InterpreterUnsupportedError
 from ..ir import types as t
 from ..ir.opdef import Elementwise
 from ..ir.operation import Block, Operation
 from .memory import Memory
-
-
-# --------------------------------------------------------------------------------------
-# Errors
-
-
-class InterpreterError(PolytileError):
-    """A kernel did something wrong while the interpreter ran it (an access out of
-    bounds, a division by zero, ...), or cannot be interpreted.
-
-    ``kernel``, ``op_name``, ``location`` (a SourceLocation, or None) and ``program_id``
-    say where; each may be None when it does not apply.
-    """
-
-    def __init__(self, message: str, *, kernel: str | None = None, op_name: str | None = None,
-                 location: Any = None, program_id: tuple[int, ...] | None = None):
-        self.message = message
-        self.kernel = kernel
-        self.op_name = op_name
-        self.location = location
-        self.program_id = program_id
-        parts = []
-        if kernel is not None:
-            parts.append(f"kernel '{kernel}'")
-        if program_id is not None:
-            parts.append(f"program {tuple(program_id)}")
-        where = f"{location}: " if location is not None else ""
-        context = f"{', '.join(parts)}: " if parts else ""
-        what = f"'{op_name}' " if op_name else ""
-        super().__init__(f"{where}error: {context}{what}{message}")
-
-
-class InterpreterArgumentError(InterpreterError, TypeError):
-    """A launch argument does not fit its kernel parameter, or the grid is malformed."""
-
-
-class InterpreterUnsupportedError(InterpreterError, NotImplementedError):
-    """The kernel uses an op or a type the interpreter does not support (yet)."""
 
 
 # --------------------------------------------------------------------------------------

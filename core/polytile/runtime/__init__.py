@@ -11,8 +11,9 @@
 
 from __future__ import annotations
 
+from ..errors import LaunchError
 from .autotune import Autotuner, Config, Heuristics, autotune, heuristics
-from .jit import CompiledKernel, JITFunction, LaunchError, jit
+from .jit import CompiledKernel, JITFunction, jit
 
 
 def cdiv(x: int, div: int) -> int:

@@ -31,24 +31,10 @@ import logging
 import time
 from typing import Any, Callable, Iterable
 
-from ..errors import OutOfResourcesError
-from .jit import JITFunction, LaunchError
+from ..errors import LaunchError, NoConfigFitsError, OutOfResourcesError
+from .jit import JITFunction
 
 log = logging.getLogger("polytile.autotune")
-
-
-class NoConfigFitsError(LaunchError):
-    """Every config of an autotuned kernel needs more than the target has.
-
-    ``failures``: each config and the :class:`~polytile.errors.OutOfResourcesError` that
-    dropped it."""
-
-    def __init__(self, kernel: str, failures: dict):
-        self.kernel = kernel
-        self.failures = dict(failures)
-        lines = "\n".join(f"  {config}: {error.message}" for config, error in self.failures.items())
-        super().__init__(f"'{kernel}': none of its {len(self.failures)} autotuning configs fits the target:\n{lines}\n"
-                         "add configs with smaller blocks, fewer stages or fewer warps")
 
 
 class _NotGiven:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Hashable
 
 import numpy as np
 
+from ..errors import LaunchError
 from ..ir import types as t
 from ..language import core as lc
 from .args import as_writable_array, dlpack_element_and_address, is_torch_tensor, numpy_address
@@ -354,8 +355,6 @@ def constexpr_piece(value: Any) -> Hashable:
 
 
 def _launch_error(message: str) -> Exception:
-    from .jit import LaunchError
-
     return LaunchError(message)
 
 

@@ -33,7 +33,7 @@ from typing import Any, Callable, NamedTuple
 
 from .. import config as _config
 from ..backend import LaunchParam
-from ..errors import CompilationError, ConfigError, PolytileError
+from ..errors import CompilationError, ConfigError, LaunchError, PolytileError
 from ..ir import types as t
 from ..language import core as lc
 from .binder import MISSING, Unkeyed, constexpr_piece, describe_argument, make_entry, make_grid3, make_namer
@@ -43,10 +43,6 @@ from .cache import globals_guard
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "debug")
 #: How many calls of one @jit function may make a dispatcher plan (:mod:`.dispatch`).
 _PLAN_BUDGET = 64
-
-
-class LaunchError(PolytileError, TypeError):
-    """A kernel was launched with arguments or a grid that do not fit; names the kernel and argument."""
 
 
 class CompiledKernel:

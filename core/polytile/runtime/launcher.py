@@ -39,8 +39,8 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..errors import LaunchError
 from .args import torch_current_stream
-from .jit import LaunchError
 
 log = logging.getLogger("polytile.runtime.launcher")
 

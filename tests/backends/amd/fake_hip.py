@@ -23,6 +23,7 @@ class hipError_t(enum.IntEnum):
     hipErrorNoDevice = 100
     hipErrorInvalidImage = 200
     hipErrorNotFound = 500
+    hipErrorLaunchOutOfResources = 701
 
 
 class hipMemoryType(enum.IntEnum):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -243,15 +244,24 @@ def native_module(tmp_path_factory):
 
     directory = tmp_path_factory.mktemp("native")
     installed, _ = driver.installed_module()
-    if installed is not None:
-        copy = directory / Path(installed.__file__).name
-        shutil.copyfile(installed.__file__, copy)
-        return load_native_module(driver.NATIVE_MODULE, copy)
+    # Python enters a single-phase extension in sys.modules under its name when it loads
+    # it: the copy must not stand in for the installed module in later tests.
+    before = sys.modules.get(driver.NATIVE_MODULE)
     try:
-        return build_native_module(driver.NATIVE_MODULE, driver._NATIVE_SOURCE, directory,
-                                   defines={"POLYTILE_LAUNCH_SOURCE_DIGEST": f'"{driver.source_digest()}"'})
-    except NativeBuildError as exc:
-        pytest.skip(f"the native launcher cannot be built here: {exc}")
+        if installed is not None:
+            copy = directory / Path(installed.__file__).name
+            shutil.copyfile(installed.__file__, copy)
+            return load_native_module(driver.NATIVE_MODULE, copy)
+        try:
+            return build_native_module(driver.NATIVE_MODULE, driver._NATIVE_SOURCE, directory,
+                                       defines={"POLYTILE_LAUNCH_SOURCE_DIGEST": f'"{driver.source_digest()}"'})
+        except NativeBuildError as exc:
+            pytest.skip(f"the native launcher cannot be built here: {exc}")
+    finally:
+        if before is None:
+            sys.modules.pop(driver.NATIVE_MODULE, None)
+        else:
+            sys.modules[driver.NATIVE_MODULE] = before
 
 
 def use_native_launcher(fake: FakeDriver, module, monkeypatch) -> None:
