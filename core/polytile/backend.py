@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar, Mapping, NamedTuple, Protocol, Sequence
 
-from .errors import ConfigError, TargetError, UnknownNameError
+from .errors import ConfigError, LaunchError, TargetError, UnknownNameError
 from .target import Target
 
 
@@ -211,7 +211,7 @@ class Backend:
     def can_launch(self) -> bool:
         """Whether this backend runs kernels (else the runtime falls back to the
         interpreter when no target was asked for, and says so when one was)."""
-        return type(self).make_launcher is not Backend.make_launcher or callable(getattr(self, "launch", None))
+        return type(self).make_launcher is not Backend.make_launcher
 
     def make_launcher(self, *, compiled: Any, kernel_name: str, params: Sequence[LaunchParam],
                       options: BackendOptions) -> Launcher:
@@ -233,55 +233,16 @@ class Backend:
             for a pointer; a Python or NumPy scalar otherwise; ``pl.constexpr`` wrappers
             removed).  Their types match ``params`` (the runtime checked them when it
             specialized); the launcher reads the addresses, packs the values by IR type,
-            launches, and raises the runtime's ``LaunchError`` naming the kernel and the
+            launches, and raises :class:`~polytile.errors.LaunchError` naming the kernel and the
             argument for one it cannot pass (a tensor on another device, say).  It must
             not keep ``args`` after it returns.
 
-        The default wraps ``self.launch(module, kernel_name, grid, args)`` (the
-        interpreter's), viewing each pointer argument as a NumPy array of the caller's
-        memory first: ``launch`` receives NumPy arrays for pointers, scalars otherwise.
+        The default raises :class:`~polytile.errors.LaunchError`: the backend compiles
+        but cannot launch (see :meth:`can_launch`).  The interpreter's launcher, which
+        views pointer arguments as NumPy arrays of the caller's memory, is in
+        :mod:`polytile.interpreter.plugin`.
         """
-        import numpy as np
-
-        from .ir import types as t
-        from .runtime.args import as_writable_array
-        from .runtime.jit import LaunchError
-
-        launch = getattr(self, "launch", None)
-        if launch is None:
-            raise LaunchError(f"kernel '{kernel_name}': backend '{self.name}' compiles but cannot launch kernels")
-        module = compiled.module
-        ndarray = np.ndarray
-
-        def host_array(name: str) -> Any:
-            def convert(value: Any) -> Any:
-                if type(value) is ndarray or value is None:
-                    return value
-                array = as_writable_array(kernel_name, name, value, LaunchError)
-                if array is None:
-                    raise LaunchError(f"kernel '{kernel_name}': argument '{name}' ({type(value).__name__}) is not in "
-                                      f"host memory; backend '{self.name}' reads arguments on the host")
-                return array
-            return convert
-
-        converters = [(index, host_array(param.name)) for index, param in enumerate(params)
-                      if isinstance(param.type, t.PointerType)]
-        converters += [(index, bool) for index, param in enumerate(params) if param.type == t.i1]
-
-        def launcher(grid: tuple[int, int, int], args: Sequence[Any]) -> None:
-            # NumPy arrays and Python bools convert to themselves: such a launch passes
-            # the caller's tuple through without copying it.
-            converted = None
-            for index, convert in converters:
-                value = args[index]
-                new = convert(value)
-                if new is not value:
-                    if converted is None:
-                        converted = list(args)
-                    converted[index] = new
-            launch(module, kernel_name, grid, args if converted is None else converted)
-
-        return launcher
+        raise LaunchError(f"kernel '{kernel_name}': backend '{self.name}' compiles but cannot launch kernels")
 
 
 # --------------------------------------------------------------------------------------

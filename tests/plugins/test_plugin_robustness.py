@@ -21,6 +21,7 @@ from polytile.dialects.arith import BINARY_OPS
 from polytile.errors import PassFailure, PluginError, VerificationError
 from polytile.ir import Builder, parse_module
 from polytile.passes import Pass
+from polytile.gpu.plugin import gpu_pass_classes
 from polytile.passes.builtin import core_pass_classes
 from polytile.passes.manager import InvalidIRError
 from polytile.passes.registry import pass_registry, reset_pass_registry
@@ -241,7 +242,7 @@ def test_a_plugin_registering_a_core_pass_name_is_disabled_and_the_core_passes_s
     with caplog.at_level(logging.WARNING, logger="polytile.plugins"):
         registry = pass_registry()
         assert main(["passes"]) == 0
-    core_names = sorted(cls.name for cls in core_pass_classes())
+    core_names = sorted(cls.name for cls in core_pass_classes() + gpu_pass_classes())
     assert all(registry.owner_of(name) == CORE_OWNER for name in core_names)
     assert registry.get("cse") is not FakeCSE
     lines = capsys.readouterr().out.splitlines()
@@ -268,7 +269,7 @@ def test_a_plugin_registering_a_core_pass_name_fails_when_the_registry_is_built_
     reset_pass_registry()
     registry = pass_registry()
     assert registry.owner_of("cse") == CORE_OWNER and registry.get("cse") is not FakeCSE
-    assert set(registry.names()) == {cls.name for cls in core_pass_classes()}  # no backend installed here
+    assert set(registry.names()) == {cls.name for cls in core_pass_classes() + gpu_pass_classes()}  # no backend here
     record = next(r for r in manager.plugins() if r.name == "thief")
     assert record.status == FAILED and "pass 'cse', which polytile itself provides" in record.reason
 

@@ -18,7 +18,7 @@ class Recorder:
     def __init__(self, monkeypatch):
         self.made = []
         self.launches = []
-        original = Backend.make_launcher
+        original = InterpreterBackend.make_launcher
 
         def make_launcher(backend, **kwargs):
             self.made.append(kwargs)
@@ -131,11 +131,15 @@ def test_a_backend_that_cannot_launch():
         name = "compile-only"
 
     class WithLaunch(CompileOnly):
-        def launch(self, module, kernel_name, grid, args):
+        def launch(self, module, kernel_name, grid, args):  # not the contract: make_launcher is
             pass
 
-    assert not CompileOnly().can_launch()
-    assert WithLaunch().can_launch() and InterpreterBackend().can_launch()
+    class WithLauncher(CompileOnly):
+        def make_launcher(self, **kwargs):
+            return lambda grid, args: None
+
+    assert not CompileOnly().can_launch() and not WithLaunch().can_launch()
+    assert WithLauncher().can_launch() and InterpreterBackend().can_launch()
     with pytest.raises(LaunchError, match="backend 'compile-only' compiles but cannot launch"):
         CompileOnly().make_launcher(compiled=None, kernel_name="k", params=(), options=None)
 

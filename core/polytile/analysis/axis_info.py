@@ -26,7 +26,8 @@ Values of contiguous ranges are assumed not to wrap around the integer width, as
 
 Rules are a table keyed by op class (:data:`AXIS_INFO_RULES`); a plugin that adds ops adds
 rules with :func:`register_axis_info_rule`.  Ops without a rule get no facts, except what a
-hint on them says.  For tests, :class:`TestPrintAxisInfo` writes the result onto the IR
+hint on them says.  For tests, the pass ``test-print-axis-info``
+(:class:`polytile.passes.print_axis_info.TestPrintAxisInfo`) writes the result onto the IR
 (``pt.axis_info`` on ops, ``pt.arg_axis_info`` on functions and loops).
 """
 
@@ -41,7 +42,7 @@ from ..errors import VerificationError
 from ..ir import types as t
 from ..ir.attributes import DialectAttribute, format_attribute
 from ..ir.registry import IR_REGISTRY
-from ..passes.pass_base import Analysis, AnalysisManager, Pass, PassContext, PreservedAnalyses
+from .manager import Analysis, AnalysisManager
 
 #: Stands for "a multiple of everything" (the divisibility of 0), as Triton's
 #: ``highestPowOf2Divisor(0)`` for 32-bit values.  Any larger divisibility is capped to it,
@@ -772,19 +773,14 @@ def annotate_axis_info(module: Any, analysis: AxisInfoAnalysis) -> None:
             op.set_attr("pt.axis_info", infos[0] if len(infos) == 1 else infos)
 
 
-@dataclass
-class TestPrintAxisInfo(Pass):
-    """Annotate every value with its axis info (for tests and debugging)."""
-
-    __test__ = False  # not a pytest test class, despite its name
-    name: ClassVar[str] = "test-print-axis-info"
-    summary: ClassVar[str] = "annotate ops with the axis info of their results"
-
-    def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
-        annotate_axis_info(module, context.analyses.get(AxisInfoAnalysis, module))
-        # Only discardable attributes were added; no analysis reads them.
-        return PreservedAnalyses.all()
-
-
 if AxisInfo.attribute_name not in IR_REGISTRY.attributes:
     IR_REGISTRY.attributes.add(AxisInfo.attribute_name, AxisInfo)
+
+
+def __getattr__(name: str) -> Any:
+    # The test pass is a pass: it lives with the passes, which sit above the analyses.
+    if name == "TestPrintAxisInfo":
+        from ..passes.print_axis_info import TestPrintAxisInfo
+
+        return TestPrintAxisInfo
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Union
 
 from ..errors import VerificationError
-from ..passes.pass_base import Analysis, AnalysisManager
+from .manager import Analysis, AnalysisManager
 
 #: A function given by its op or its symbol name.
 FuncRef = Union[str, Any]

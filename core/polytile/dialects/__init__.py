@@ -24,9 +24,9 @@ from .tile_shape import TILE_SHAPE_OPS
 TILE_DIALECT = _dataclasses.replace(_TILE_CORE, ops=_TILE_CORE.ops + TILE_SHAPE_OPS + TILE_DEBUG_OPS
                                   + TILE_BLOCK_OPS)
 
-_TILE_LEVEL_DIALECTS = (BUILTIN_DIALECT, FUNC_DIALECT, ARITH_DIALECT, MATH_DIALECT, SCF_DIALECT, TILE_DIALECT)
+TILE_LEVEL_DIALECTS = (BUILTIN_DIALECT, FUNC_DIALECT, ARITH_DIALECT, MATH_DIALECT, SCF_DIALECT, TILE_DIALECT)
 
-for _dialect in _TILE_LEVEL_DIALECTS:
+for _dialect in TILE_LEVEL_DIALECTS:
     if _dialect.name not in IR_REGISTRY.dialects:
         IR_REGISTRY.register(_dialect)
 
@@ -36,6 +36,6 @@ def __getattr__(name: str):
         from .gpu import GPU_DIALECT  # registers itself
 
         globals()["GPU_DIALECT"] = GPU_DIALECT
-        globals()["CORE_DIALECTS"] = (*_TILE_LEVEL_DIALECTS, GPU_DIALECT)
+        globals()["CORE_DIALECTS"] = (*TILE_LEVEL_DIALECTS, GPU_DIALECT)
         return globals()[name]
     raise AttributeError(f"module 'polytile.dialects' has no attribute '{name}'")

@@ -35,7 +35,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..gpu.layouts import LAYOUT_ATTRIBUTES, SharedLayout
 from ..ir import types as t
 from ..ir.constraints import IntScalar, Tile, TypeConstraint
 from ..ir.opdef import Attr, Operand, Pure, Result, define_op, op_error
@@ -56,6 +55,8 @@ class BufferType(t.DialectType):
     def __post_init__(self) -> None:
         if not self.shape or any(not isinstance(d, int) or d <= 0 for d in self.shape):
             raise ValueError(f"a buffer's shape must be positive integers, got {self.shape!r}")
+        from ..gpu.layouts import SharedLayout  # the GPU toolkit sits above the dialects
+
         if not isinstance(self.layout, SharedLayout):
             raise ValueError(f"a buffer's layout must be a shared layout (#gpu.shared, #gpu.nvmma_shared), "
                              f"got {self.layout!r}")
@@ -252,12 +253,14 @@ class LocalLoadSlotOp(Operation):
             raise op_error(self, f"{tile} at offsets {list(self.offsets)} is not inside a slot of {ring}")
 
 
-# The layouts are attributes of this dialect, so GPU IR text parses wherever the core
-# dialects are registered.  (#axis_info registers itself with its analysis: only its test
-# printer writes it.)
+# The layouts (#gpu.blocked, #gpu.shared, ...) are this dialect's attributes, but they are
+# defined by the GPU toolkit (polytile.gpu.layouts), which sits above the dialects: they
+# register themselves when it is imported, and polytile.gpu.plugin registers them with
+# this dialect, so GPU IR text parses wherever plugin dialects are loaded.  (#axis_info
+# registers itself with its analysis: only its test printer writes it.)
 GPU_DIALECT = Dialect("gpu", ops=(ConvertLayoutOp, LocalAllocOp, LocalStoreOp, LocalLoadOp, BarrierOp, AsyncCopyOp,
                                   AsyncCommitGroupOp, AsyncWaitOp, LocalLoadSlotOp),
-                      types=(BufferType,), attributes=tuple(LAYOUT_ATTRIBUTES),
+                      types=(BufferType,),
                       doc="Layouts of distributed tiles, shared-memory buffers, and the conversions between them.")
 
 if GPU_DIALECT.name not in IR_REGISTRY.dialects:  # imported on first need (see dialects/__init__)

@@ -1,5 +1,6 @@
-"""The core's own plugin: registers the generic passes and the core dialects through the
-same hooks any third-party plugin uses."""
+"""The core's own plugin: registers the generic passes and the tile-level dialects through
+the same hooks any third-party plugin uses (the GPU toolkit's passes and the gpu dialect:
+:mod:`polytile.gpu.plugin`)."""
 
 from __future__ import annotations
 
@@ -9,22 +10,17 @@ from ..plugins import hookimpl
 
 
 def core_pass_classes() -> list[type]:
-    from ..analysis.axis_info import TestPrintAxisInfo
-    from ..gpu.allocation import AllocateShared
-    from ..gpu.distribute import AssignLayouts, RemoveRedundantConverts
-    from ..gpu.membar import InsertBarriers
-    from ..gpu.pipelining import PipelineLoops
-    from ..gpu.lowering import LowerToLLVM
+    """The hardware-neutral passes (the GPU ones are registered by :mod:`polytile.gpu.plugin`)."""
     from .canonicalize import Canonicalize
     from .cse import CommonSubexpressionElimination
     from .dce import DeadCodeElimination
     from .inline import Inliner
     from .licm import LoopInvariantCodeMotion
     from .lower_block_pointers import LowerBlockPointers
+    from .print_axis_info import TestPrintAxisInfo
 
     return [Canonicalize, CommonSubexpressionElimination, DeadCodeElimination, Inliner, LoopInvariantCodeMotion,
-            LowerBlockPointers, AssignLayouts, RemoveRedundantConverts, PipelineLoops, AllocateShared, InsertBarriers,
-            LowerToLLVM, TestPrintAxisInfo]
+            LowerBlockPointers, TestPrintAxisInfo]
 
 
 @hookimpl
@@ -35,8 +31,8 @@ def polytile_register_passes(registry: Any) -> None:
 
 @hookimpl
 def polytile_register_dialects(registry: Any) -> None:
-    from ..dialects import CORE_DIALECTS
+    from ..dialects import TILE_LEVEL_DIALECTS  # the gpu dialect: polytile.gpu.plugin
 
-    for dialect in CORE_DIALECTS:
+    for dialect in TILE_LEVEL_DIALECTS:
         if dialect.name not in registry.dialects:
             registry.register(dialect)

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
 BUILTIN_PLUGINS: list[str] = [
     "polytile.interpreter.plugin",
     "polytile.passes.builtin",
+    "polytile.gpu.plugin",
 ]
 
 REGISTRATION_HOOKS = tuple(hookspecs.REGISTRATION_HOOKS)
