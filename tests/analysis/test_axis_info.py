@@ -14,7 +14,6 @@ from polytile.analysis.axis_info import (
     MAX_DIVISIBILITY,
     AxisInfo,
     AxisInfoAnalysis,
-    TestPrintAxisInfo,
     divisibility_at,
     pow2_divisor,
 )
@@ -22,6 +21,7 @@ from polytile.errors import VerificationError
 from polytile.gpu.coalesce import contiguity_order, mask_vector_width, pointer_vector_width
 from polytile.ir import parse_module, print_ir
 from polytile.passes.pass_base import AnalysisManager, PassContext
+from polytile.passes.print_axis_info import TestPrintAxisInfo
 from polytile.runtime import jit
 from polytile.testing import apply_passes, dedent
 

@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import polytile.gpu.layouts  # noqa: F401  (registers the layout attributes)
-from polytile.analysis.axis_info import TestPrintAxisInfo
 from polytile.gpu.layouts import MmaLayout
 from polytile.ir import parse_module, print_ir
+from polytile.passes.print_axis_info import TestPrintAxisInfo
 from polytile.testing import apply_passes
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "gpu-lowering.md"

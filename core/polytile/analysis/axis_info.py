@@ -776,11 +776,3 @@ def annotate_axis_info(module: Any, analysis: AxisInfoAnalysis) -> None:
 if AxisInfo.attribute_name not in IR_REGISTRY.attributes:
     IR_REGISTRY.attributes.add(AxisInfo.attribute_name, AxisInfo)
 
-
-def __getattr__(name: str) -> Any:
-    # The test pass is a pass: it lives with the passes, which sit above the analyses.
-    if name == "TestPrintAxisInfo":
-        from ..passes.print_axis_info import TestPrintAxisInfo
-
-        return TestPrintAxisInfo
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
