@@ -15,7 +15,7 @@ from polytile.config import SETTINGS, Config, Setting, TargetChoice, UnknownSett
 from polytile.errors import ConfigError, TargetError, UnknownNameError
 from polytile.target import Target
 
-ALL_ENV_VARS = sorted({v for s in SETTINGS.values() for v in (*s.env, *s.fallback_env)} | {"XDG_CACHE_HOME"})
+ALL_ENV_VARS = sorted({v for s in config.settings() for v in (*s.env, *s.fallback_env)} | {"XDG_CACHE_HOME"})
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -649,31 +649,77 @@ def test_every_setting_is_declared_well():
 
 def test_describe_drives_docs_and_matches_the_table():
     rows = config.describe()
-    assert [r.name for r in rows] == list(SETTINGS)
+    assert [r.name for r in rows][:len(SETTINGS)] == list(SETTINGS)
+    assert [r.name for r in rows] == [s.name for s in config.settings()]
     by_name = {r.name: r for r in rows}
-    assert by_name["cuda_home"] == (
-        "cuda_home", "path or unset", "unset", "POLYTILE_CUDA_HOME (after the project file: CUDA_HOME, then CUDA_PATH)",
-        SETTINGS["cuda_home"].doc
-    )
-    assert by_name["nvidia_assembler"].type == "one of auto, nvjitlink, ptxas"
-    assert by_name["nvidia_assembler"].default == "auto"
-    assert by_name["cache"].default == "true"
+    assert by_name["cache"] == ("cache", "bool", "true", "POLYTILE_CACHE", SETTINGS["cache"].doc, "polytile")
     assert by_name["disabled_plugins"].env == "POLYTILE_DISABLE_PLUGINS"
     assert by_name["interpreter_bounds_check"].env == "POLYTILE_INTERP_BOUNDS_CHECK"
 
 
-def test_docs_page_lists_every_setting_as_declared():
-    text = (REPO / "docs" / "configuration.md").read_text()
-    rows = {}
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("| `") and len(cells) >= 4:
-            rows[cells[0].strip("`")] = [c.replace("`", "") for c in cells[1:4]]
-    assert list(rows) == list(SETTINGS)
+def settings_reference() -> str:
+    """The page's section "## Settings", made from the registry: every setting of the core
+    and of each installed backend or plugin, grouped by owner.  ``python -m
+    tests.test_config`` writes it into docs/configuration.md."""
+    groups: dict[str, list] = {}
     for info in config.describe():
-        assert rows[info.name] == [info.type, info.default, info.env], info.name
-        # Each setting's full doc paragraph appears on the page word for word.
-        assert info.doc in " ".join(text.split()), info.name
+        groups.setdefault(info.owner, []).append(info)
+    lines = ["## Settings", "", SETTINGS_INTRO, ""]
+    for owner, infos in groups.items():
+        lines += [f"### Settings of `{owner}`" + (" (the core)" if owner == "polytile" else ""), "",
+                  "| Setting | Type | Default | Environment variable |", "|---|---|---|---|"]
+        for info in infos:
+            default = info.default if info.default in ("unset", "empty") or info.default.startswith("$") \
+                else f"`{info.default.strip(chr(39))}`"
+            env = re.sub(r"(POLYTILE_\w+|CUDA_\w+|ROCM_\w+)", r"`\1`", info.env)
+            lines.append(f"| `{info.name}` | {info.type} | {default} | {env} |")
+        lines.append("")
+        for info in infos:
+            lines += [f"#### `{info.name}`", "", info.doc, "",
+                      f"*{info.type}; default {info.default}; environment: {info.env}.*", ""]
+    return "\n".join(lines)
+
+
+SETTINGS_INTRO = (
+    "Each setting is declared by its owner: the core (`polytile`), or a backend or plugin through the hook\n"
+    "`polytile_register_settings` (see [plugins.md](plugins.md#declaring-settings)). A backend's settings exist\n"
+    "while it is installed and enabled: with the backend disabled (`disabled_plugins`), `polytile config`\n"
+    "leaves them out and `polytile.config.get()` of one says which backend it belongs to and why that one is\n"
+    "not loaded. `polytile config` lists every setting, grouped by owner, with its value and its source."
+)
+
+
+def owner_blocks(text: str) -> dict[str, str]:
+    section = text.split("\n## Settings\n", 1)[-1]
+    blocks = re.split(r"\n(?=### Settings of `)", section)
+    return {re.match(r"### Settings of `([^`]+)`", b).group(1): b.strip() for b in blocks[1:]}
+
+
+def test_docs_page_lists_every_setting_as_declared_grouped_by_owner():
+    page = (REPO / "docs" / "configuration.md").read_text()
+    generated = settings_reference()
+    assert generated.split("\n### ", 1)[0] in page
+    documented, declared = owner_blocks(page), owner_blocks("\n" + generated)
+    # Every installed owner's block word for word; no block of an owner that is neither
+    # installed nor one of this repository's distributions (uninstalled in this checkout).
+    for owner, block in declared.items():
+        assert documented.get(owner) == block, f"docs/configuration.md is out of date for {owner}: " \
+                                                "run python -m tests.test_config"
+    ours = {re.search(r'name = "([^"]+)"', p.read_text()).group(1) for p in REPO.glob("*/*/pyproject.toml")}
+    assert set(documented) <= set(declared) | ours, set(documented) - set(declared) - ours
+    assert list(documented)[0] == "polytile"
+
+
+def test_no_core_setting_belongs_to_a_vendor():
+    # The core is neutral: a vendor's settings are declared by its backend.
+    vendors = re.compile(r"cuda|ptx|nvidia|libdevice|rocm|amd|hip|lld", re.IGNORECASE)
+    for name, setting in SETTINGS.items():
+        assert not vendors.search(name) and not any(vendors.search(v) for v in (*setting.env, *setting.fallback_env))
+        assert config.owner_of(name) == "polytile", name
+    source = (REPO / "core" / "polytile" / "config.py").read_text()
+    for name in ("cuda_home", "ptxas_path", "nvidia_assembler", "nvidia_launch", "libdevice_path", "rocm_path",
+                 "amd_lld", "amd_device_libs"):
+        assert f'"{name}"' not in source, name
 
 
 def test_no_setting_claims_to_be_unread():
@@ -778,3 +824,9 @@ def test_import_does_not_read_toml():
         env={**os.environ, "PYTHONPATH": str(REPO / "core")},
     ).stdout
     assert out.strip() == "[]"
+
+
+if __name__ == "__main__":  # python -m tests.test_config: rewrite the page's settings section
+    page = REPO / "docs" / "configuration.md"
+    text = page.read_text()
+    page.write_text(text.split("\n## Settings\n", 1)[0] + "\n" + settings_reference())

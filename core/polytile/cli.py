@@ -200,7 +200,11 @@ def _cmd_config(args: argparse.Namespace) -> int:
     from . import config
 
     invalid = 0
+    owner = None
     for setting in config.describe():
+        if setting.owner != owner:  # the core's settings, then each backend's or plugin's
+            owner = setting.owner
+            print(f"# settings of {owner}{' (the core)' if owner == 'polytile' else ''}")
         source = config.source_of(setting.name)
         try:
             value = config.get(setting.name)
@@ -212,6 +216,8 @@ def _cmd_config(args: argparse.Namespace) -> int:
         print(f"{setting.name} = {shown}   ({source}){env}")
     for warning in config.check_environment():
         print(f"warning: {warning}")
+    for note in config.notes():
+        print(f"note: {note}")
     if invalid:
         print(f"polytile: error: {invalid} setting{'s have' if invalid > 1 else ' has'} an invalid value (above)",
               file=sys.stderr)

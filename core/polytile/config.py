@@ -1,15 +1,21 @@
-"""Every setting and environment variable of polytile, in one place.
+"""Every setting and environment variable of polytile, in one registry.
 
-Each setting is declared once in :data:`SETTINGS` with its type, default, environment
-variable and documentation; the docs page and the CLI are generated from that table
-through :func:`describe`.  A value is looked up, first match wins, in:
+Each setting is declared once, with its type, default, environment variable and
+documentation: the core's in :data:`SETTINGS`, a backend's or plugin's through the hook
+``polytile_register_settings`` (the NVIDIA backend's ``nvidia_assembler``, say).  Both
+land in one registry that knows each setting's owner; the docs page and ``polytile
+config`` are generated from it through :func:`describe`.  A plugin's settings are read
+exactly like the core's.  They are declared the first time a name that the core does not
+declare is met, so ``import polytile`` and reading a core setting load no plugin.  A
+value is looked up, first match wins, in:
 
 1. ``polytile.config.set(...)`` (or an :func:`override` block),
 2. the setting's environment variable (``POLYTILE_*``),
 3. the project file: ``[tool.polytile]`` in the nearest ``pyproject.toml`` or the
    top-level keys of the nearest ``polytile.toml``, searching from the current directory
    upwards,
-4. for a few settings, standard variables of other tools (``CUDA_HOME``, ``ROCM_PATH``):
+4. for a few settings, standard variables of other tools (the NVIDIA backend's
+   ``cuda_home`` reads ``CUDA_HOME``):
    they are set machine-wide, so a project that names its toolkit must win over them,
 5. the default.
 
@@ -19,7 +25,7 @@ it; ``reset(name)`` goes back to them.
 The target has one more source in front, the ``target=`` argument of a call, and two
 behind, the first active device and then the interpreter: see :func:`resolve_target`.
 
-Paths are checked for syntax only.  Whether ``ptxas_path`` exists is checked by the code
+Paths are checked for syntax only.  Whether a tool's path exists is checked by the code
 that runs it, which can name the setting and :func:`source_of` in its error; checking here
 would make every ``get`` fail on a machine where a stale ``CUDA_HOME`` points nowhere even
 when nothing there needs CUDA.
@@ -35,9 +41,9 @@ from .errors import ConfigError, UnknownSettingError, did_you_mean
 from .target import Target, TargetError
 
 __all__ = [
-    "Config", "Setting", "SettingInfo", "SETTINGS", "TargetChoice", "UnknownSettingError", "check_environment",
-    "describe", "get", "override", "problems", "project_file", "reload", "reset", "resolve_target", "set",
-    "settings", "source_of", "watch",
+    "BOOL", "Choice", "Config", "INT", "PATH", "STR", "STR_LIST", "Setting", "SettingInfo", "SETTINGS", "TARGET",
+    "TargetChoice", "UnknownSettingError", "check_environment", "describe", "get", "notes", "override", "owner_of",
+    "problems", "project_file", "reload", "reset", "resolve_target", "set", "settings", "source_of", "watch",
 ]
 
 
@@ -191,6 +197,8 @@ class _TargetKind(_Kind):
 
 
 BOOL, INT, STR, PATH, STR_LIST, TARGET = _Bool(), _Int(), _Str(), _Path(), _StrList(), _TargetKind()
+#: A setting whose value is one of a few words: ``Choice("auto", "native", "bindings")``.
+Choice = _Choice
 
 
 def _positive(value: int) -> None:
@@ -265,13 +273,15 @@ class Setting(NamedTuple):
 
 
 class SettingInfo(NamedTuple):
-    """One row of :func:`describe`: every field is display text."""
+    """One row of :func:`describe`: every field is display text; ``owner`` is the
+    distribution that declares the setting (``polytile`` for the core's)."""
 
     name: str
     type: str
     default: str
     env: str
     doc: str
+    owner: str = "polytile"
 
 
 def _default_cache_dir() -> Path:
@@ -286,6 +296,8 @@ def _declare(*settings: Setting) -> dict[str, Setting]:
     return {s.name: s for s in settings}
 
 
+#: The core's settings.  A backend or plugin declares its own through the hook
+#: ``polytile_register_settings``; :func:`settings` lists both.
 SETTINGS: dict[str, Setting] = _declare(
     Setting(
         "target", TARGET, None, ("POLYTILE_TARGET",), optional=True,
@@ -373,54 +385,6 @@ SETTINGS: dict[str, Setting] = _declare(
         "batch takes this number divided by the size of the kernel's largest tile programs (at least one), so "
         "memory stays bounded on large grids. Larger is faster until memory runs short.",
     ),
-    Setting(
-        "cuda_home", PATH, None, ("POLYTILE_CUDA_HOME",), optional=True, fallback_env=("CUDA_HOME", "CUDA_PATH"),
-        doc="Root of the CUDA toolkit, where ptxas (bin/) and libdevice (nvvm/libdevice/) are looked for. When "
-        "unset, the NVIDIA backend looks in the nvidia-cuda-nvcc wheel and on PATH. CUDA_HOME and CUDA_PATH are read "
-        "only after the project file, so a project's cuda_home wins over a machine-wide toolkit.",
-    ),
-    Setting(
-        "libdevice_path", PATH, None, ("POLYTILE_LIBDEVICE",), optional=True,
-        doc="The libdevice bitcode file (libdevice.10.bc) to link math functions from, when the one under cuda_home "
-        "is not the one wanted.",
-    ),
-    Setting(
-        "ptxas_path", PATH, None, ("POLYTILE_PTXAS",), optional=True,
-        doc="The ptxas executable used when nvidia_assembler is 'ptxas' (or 'auto' without nvJitLink). When unset, it "
-        "is looked for under cuda_home, in the nvidia-cuda-nvcc wheel, on PATH, then under /usr/local/cuda*.",
-    ),
-    Setting(
-        "nvidia_assembler", _Choice("auto", "nvjitlink", "ptxas"), "auto", ("POLYTILE_NVIDIA_ASSEMBLER",),
-        doc="How PTX becomes a cubin: 'auto' links in process with nvJitLink when libnvJitLink loads, else runs "
-        "ptxas; 'nvjitlink' requires nvJitLink (an error when it cannot load); 'ptxas' runs the ptxas executable "
-        "(see ptxas_path).",
-    ),
-    Setting(
-        "nvidia_launch", _Choice("auto", "native", "bindings"), "auto", ("POLYTILE_NVIDIA_LAUNCH",),
-        doc="How NVIDIA kernels are launched: 'native' packs the arguments and calls cuLaunchKernel in the C "
-        "extension polytile_nvidia._launch, built when polytile-nvidia is installed (built at run time into cache_dir "
-        "with the system C compiler only where the installed one is missing or older than its source; an error when "
-        "it cannot be used); 'bindings' calls cuLaunchKernel through cuda-bindings (slower per launch); 'auto' uses "
-        "'native' when it can, else 'bindings' ('polytile info' says which, and why).",
-    ),
-    Setting(
-        "rocm_path", PATH, None, ("POLYTILE_ROCM_PATH",), optional=True, fallback_env=("ROCM_PATH",),
-        doc="Root of the ROCm installation, where ld.lld (llvm/bin/) and the device libraries (amdgcn/bitcode/) are "
-        "looked for. ROCM_PATH is read only after the project file, so a project's rocm_path wins over a "
-        "machine-wide installation.",
-    ),
-    Setting(
-        "amd_lld", PATH, None, ("POLYTILE_AMD_LLD",), optional=True,
-        doc="The ld.lld executable that links AMDGPU objects into HSACO code objects. When unset, it is looked for "
-        "under rocm_path (llvm/bin, lib/llvm/bin), /opt/rocm, then on PATH (ld.lld, then the highest ld.lld-NN or "
-        "/usr/lib/llvm-NN/bin/ld.lld).",
-    ),
-    Setting(
-        "amd_device_libs", PATH, None, ("POLYTILE_AMD_DEVICE_LIBS",), optional=True,
-        doc="Directory holding the ROCm device library bitcode (ocml.bc, ockl.bc) to link math functions from. When "
-        "unset: rocm_path/amdgcn/bitcode, ROCm's clang directory, /opt/rocm*, then Debian's "
-        "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode. Without it, math uses LLVM intrinsics where they exist.",
-    ),
 )
 
 
@@ -435,6 +399,9 @@ class TargetChoice(NamedTuple):
 
 
 _SET_SOURCE = "polytile.config.set()"
+_CORE_DISTRIBUTION = "polytile"
+#: How :func:`polytile.plugins.settings.why_missing` starts when it knows the owner.
+_OWNED_HINT = "; it is a setting of "
 _DEFAULT_SOURCE = "default"
 _NOT_FOUND = object()
 
@@ -450,11 +417,17 @@ def _encode_env_key(variable: str) -> Any:
 
 
 class _ProjectFile(NamedTuple):
-    """A project file that was found: where, and its values already checked."""
+    """A project file that was found: where, and its values already checked.
+
+    ``pending`` holds the keys the core does not declare until the plugins' settings are
+    known (:meth:`Config._settle`); ``notes`` says which keys were ignored and why.
+    """
 
     path: Path
     source: str
     values: dict[str, Any]
+    pending: dict[str, Any]
+    notes: list[str]
 
 
 def _load_toml(path: Path) -> dict[str, Any]:
@@ -499,20 +472,26 @@ def _may_configure_polytile(text: bytes) -> bool:
 class Config:
     """Programmatic values, caches of parsed environment values and project files.
 
-    The module-level functions act on one global instance.  Another instance over its own
-    table of settings is only useful in tests.
+    The module-level functions act on one global instance, which has the core's settings
+    and those the plugins declare.  Another instance over its own table of settings (and
+    no plugin's) is only useful in tests.
     """
 
     def __init__(self, table: Mapping[str, Setting] | None = None):
         self._table: Mapping[str, Setting] = SETTINGS if table is None else dict(table)
+        self._with_plugins = table is None
+        #: The SettingRegistry (core and plugin settings), made when a name that the core
+        #: does not declare is first met; and the plugin manager that last filled it.
+        self._registry: Any = None
+        self._registry_manager: Any = None
         self._set: dict[str, Any] = {}
         # name -> (variable, raw value, parsed value).  The raw value is compared on every
         # read, so a change to os.environ is seen without re-parsing unchanged values.
         self._env_cache: dict[str, tuple[str, str, Any]] = {}
         self._project_cache: dict[str, _ProjectFile | None] = {}
-        self._env_keys = {name: tuple((v, _encode_env_key(v)) for v in s.env) for name, s in self._table.items()}
-        self._fallback_keys = {name: tuple((v, _encode_env_key(v)) for v in s.fallback_env)
-                               for name, s in self._table.items()}
+        # name -> (setting, ((variable, encoded key), ...)), filled on first use.
+        self._env_keys: dict[str, tuple[Setting, tuple[tuple[str, Any], ...]]] = {}
+        self._fallback_keys: dict[str, tuple[Setting, tuple[tuple[str, Any], ...]]] = {}
         self._watchers: dict[str, list[Callable[[], None]]] = {}
 
     # -- reading ---------------------------------------------------------------------
@@ -522,12 +501,12 @@ class Config:
         value = self._set.get(name, _NOT_FOUND)
         if value is _NOT_FOUND:
             setting = self._setting(name)
-            value = self._env_value(setting, self._env_keys)
+            value = self._env_value(setting, False)
             if value is _NOT_FOUND:
                 value = self._project_value(name)
                 if value is _NOT_FOUND:
                     if setting.fallback_env:
-                        value = self._env_value(setting, self._fallback_keys)
+                        value = self._env_value(setting, True)
                     if value is _NOT_FOUND:
                         value = setting.default_value()
         # Tuples are stored so that a caller cannot change a cached list in place.
@@ -535,17 +514,17 @@ class Config:
 
     def source_of(self, name: str) -> str:
         """Where the current value of ``name`` comes from, in words."""
-        self._setting(name)
+        setting = self._setting(name)
         if name in self._set:
             return _SET_SOURCE
         # The environment is not parsed here, so that a bad value can still be explained.
-        variable, _ = self._env_raw(name, self._env_keys)
+        variable, _ = self._env_raw(setting, False)
         if variable is not None:
             return f"environment variable {variable}"
         project = self._project()
         if project is not None and name in project.values:
             return project.source
-        variable, _ = self._env_raw(name, self._fallback_keys)
+        variable, _ = self._env_raw(setting, True)
         if variable is not None:
             return f"environment variable {variable}"
         return _DEFAULT_SOURCE
@@ -554,6 +533,36 @@ class Config:
         """The project file that applies in the current directory, if any."""
         project = self._project()
         return project.path if project is not None else None
+
+    def notes(self) -> list[str]:
+        """Keys of the project file that are ignored, and why: a setting of a backend or
+        plugin that is not installed or is disabled.  Each is also logged once as a warning
+        (logger ``polytile.config``) when the file is read."""
+        try:
+            project = self._project()
+        except ConfigError:
+            return []
+        return list(project.notes) if project is not None else []
+
+    def owner_of(self, name: str) -> str:
+        """The distribution that declares the setting ``name``: ``polytile`` for the
+        core's, else the backend's or plugin's (``polytile-nvidia``)."""
+        self._setting(name)
+        if name in self._table or self._registry is None:
+            return _CORE_DISTRIBUTION
+        return str(self._registry.owner_of(name).distribution)
+
+    def all_settings(self) -> list[Setting]:
+        """Every setting: the core's in table order, then each plugin's, grouped by
+        owner (owners sorted by distribution name), each in the order declared."""
+        if not self._with_plugins:
+            return list(self._table.values())
+        registry = self._plugin_registry()
+        by_owner: dict[str, list[Setting]] = {}
+        for name, setting, owner in registry.items():
+            if name not in self._table:
+                by_owner.setdefault(str(owner.distribution), []).append(setting)
+        return [*self._table.values(), *(s for owner in sorted(by_owner) for s in by_owner[owner])]
 
     # -- writing ---------------------------------------------------------------------
 
@@ -618,16 +627,22 @@ class Config:
         ``polytile info`` and ``polytile config``.  Empty when every value is fine.
         """
         found: list[str] = []
-        for name, setting in self._table.items():
-            for keys in (self._env_keys, self._fallback_keys):
-                variable, _ = self._env_raw(name, keys)
+        try:
+            declared = self.all_settings()
+        except ConfigError:  # the plugins load after disabled_plugins, which a bad value hides: listed below
+            declared = list(self._table.values())
+        for setting in declared:
+            for fallback in (False, True):
+                variable, _ = self._env_raw(setting, fallback)
                 if variable is not None:
                     try:
                         self._convert(setting, os.environ.get(variable, ""), _ENV, f"environment variable {variable}")
                     except ConfigError as e:
                         found.append(str(e))
         try:
-            self._find_project(Path(os.getcwd()), found)
+            project = self._find_project(Path(os.getcwd()), found)
+            if project is not None:
+                self._settle(project, found)
         except ConfigError as e:
             found.append(str(e))
         except OSError:  # the working directory was deleted: there is no project file
@@ -666,7 +681,7 @@ class Config:
 
     def _target_none_note(self) -> str:
         hidden = []
-        variable, _ = self._env_raw("target", self._env_keys)
+        variable, _ = self._env_raw(self._table["target"], False)
         if variable is not None:
             hidden.append(f"environment variable {variable}")
         try:
@@ -684,7 +699,48 @@ class Config:
         try:
             return self._table[name]
         except (KeyError, TypeError):
-            raise UnknownSettingError("setting", str(name), self._table, where=where) from None
+            pass
+        if self._with_plugins and isinstance(name, str):
+            setting = self._plugin_registry().find(name)
+            if setting is not None:
+                return setting
+        raise self._unknown(name, where)
+
+    def _plugin_registry(self) -> Any:
+        """The registry of every setting, with the settings of the plugins now loaded.
+
+        Imported and filled only here, on the first name the core does not declare: the
+        plugin system (pluggy, the plugins' modules) costs nothing to a program that reads
+        only the core's settings.
+        """
+        from .plugins.manager import get_plugin_manager
+        from .plugins.settings import SettingRegistry
+
+        if self._registry is None:
+            self._registry = SettingRegistry(self._table)
+        manager = get_plugin_manager()
+        if manager is not self._registry_manager:
+            # Once per manager: a manager that replaces another (disabled_plugins changed)
+            # updates this same registry, removing the settings of plugins now disabled.
+            manager.run_registration("polytile_register_settings", self._registry)
+            if self._registry_manager is not None:
+                # Other plugins now: the project file's keys are checked against them anew.
+                self._project_cache.clear()
+            self._registry_manager = manager
+        return self._registry
+
+    def _unknown(self, name: Any, where: str) -> UnknownSettingError:
+        """The error for a name no setting has; it names the plugin a setting of a disabled
+        or failed plugin belongs to."""
+        known = self._registry.names() if self._registry is not None else self._table
+        error = UnknownSettingError("setting", str(name), known, where=where)
+        if self._with_plugins and isinstance(name, str):
+            from .plugins.settings import why_missing
+
+            note = why_missing(name)
+            if note:
+                error.args = (error.args[0] + note,)
+        return error
 
     def _check_programmatic(self, values: Mapping[str, Any]) -> dict[str, Any]:
         checked = {}
@@ -700,25 +756,38 @@ class Config:
         except _Invalid as e:
             raise ConfigError(f"setting '{setting.name}' from {source}: {e}") from None
 
-    def _env_raw(self, name: str, keys: Mapping[str, tuple[tuple[str, Any], ...]]) -> tuple[str | None, Any]:
-        """The first variable of ``keys[name]`` that is set, and its raw (maybe undecoded) text."""
+    def _keys(self, setting: Setting, fallback: bool) -> tuple[tuple[str, Any], ...]:
+        """``(variable, encoded key)`` for each of the setting's variables (its fallback ones
+        with ``fallback``).  Cached per setting object: a plugin enabled again may declare
+        its setting anew."""
+        cache = self._fallback_keys if fallback else self._env_keys
+        entry = cache.get(setting.name)
+        if entry is None or entry[0] is not setting:
+            variables = setting.fallback_env if fallback else setting.env
+            entry = cache[setting.name] = (setting, tuple((v, _encode_env_key(v)) for v in variables))
+        return entry[1]
+
+    def _env_raw(self, setting: Setting, fallback: bool) -> tuple[str | None, Any]:
+        """The first of the setting's variables (its fallback ones with ``fallback``) that
+        is set, and its raw (maybe undecoded) text."""
+        keys = self._keys(setting, fallback)
         data = getattr(os.environ, "_data", None)
         if not isinstance(data, dict):
             data = os.environ
-            for variable, _ in keys[name]:
+            for variable, _ in keys:
                 raw = data.get(variable)
                 # An empty variable counts as unset, as `FOO= cmd` is the usual way to unset one.
                 if raw and not raw.isspace():
                     return variable, raw
             return None, None
-        for variable, key in keys[name]:
+        for variable, key in keys:
             raw = data.get(key)
             if raw and not raw.isspace():
                 return variable, raw
         return None, None
 
-    def _env_value(self, setting: Setting, keys: Mapping[str, tuple[tuple[str, Any], ...]]) -> Any:
-        variable, raw = self._env_raw(setting.name, keys)
+    def _env_value(self, setting: Setting, fallback: bool) -> Any:
+        variable, raw = self._env_raw(setting, fallback)
         if variable is None:
             return _NOT_FOUND
         cached = self._env_cache.get(setting.name)
@@ -747,7 +816,57 @@ class Config:
         # A broken file is not cached, so that fixing it takes effect without reload().
         project = self._find_project(Path(cwd))
         self._project_cache[cwd] = project
+        if project is not None and project.pending:
+            # Cached first: loading the plugins reads disabled_plugins, from this file too.
+            try:
+                self._settle(project)
+            except BaseException:
+                self._project_cache.pop(cwd, None)
+                raise
+            if project.notes:
+                import logging
+
+                for note in project.notes:
+                    logging.getLogger("polytile.config").warning("%s", note)
         return project
+
+    def _settle(self, project: _ProjectFile, errors: list[str] | None = None) -> None:
+        """Check the project file's keys that the core does not declare against the
+        plugins' settings.  A key of a plugin that is not loaded, or that no installed
+        plugin declares and that is not close to a known name, is ignored with a note (the
+        project may be used where that backend is not installed); a key close to a known
+        name is a typo and an error.  With ``errors``, mistakes are collected, not raised."""
+        pending = dict(project.pending)
+        project.pending.clear()
+        try:
+            registry = self._plugin_registry()
+            known: Iterable[str] = registry.names()
+        except ConfigError:
+            # The plugins load after disabled_plugins, which a bad value (reported on its
+            # own) hides: the keys are checked against the core's names only.
+            registry, known = None, self._table
+        for key, value in pending.items():
+            try:
+                setting = registry.find(key) if registry is not None else None
+                if setting is not None:
+                    project.values[key] = self._convert(setting, value, _TOML, project.source, project.path.parent)
+                    continue
+                from .plugins.settings import why_missing
+
+                hint = why_missing(key)
+                if hint.startswith(_OWNED_HINT):  # declared by a plugin that is disabled or failed
+                    project.notes.append(f"setting '{key}' in {project.source} is ignored: {hint[2:]}")
+                    continue
+                if did_you_mean(key, known):
+                    raise UnknownSettingError("setting", key, known, where=f"in {project.source}")  # a typo
+                project.notes.append(
+                    f"setting '{key}' in {project.source} is ignored: neither polytile nor an installed and enabled "
+                    f"plugin declares it; install or enable the backend or plugin that does (`polytile info` lists "
+                    f"them){hint}")
+            except ConfigError as e:
+                if errors is None:
+                    raise
+                errors.append(str(e))
 
     def _find_project(self, start: Path, errors: list[str] | None = None) -> _ProjectFile | None:
         for directory in (start, *start.parents):
@@ -789,16 +908,21 @@ class Config:
                       errors: list[str] | None = None) -> _ProjectFile:
         """The file's checked values; the first mistake raises, unless ``errors`` collects
         every mistake (and the values without one are kept)."""
-        values = {}
+        values, pending = {}, {}
         for key, value in table.items():
             try:
+                if self._with_plugins and key not in self._table:
+                    if isinstance(value, dict):  # no setting's value is a table: a misplaced [tool.polytile]
+                        raise UnknownSettingError("setting", str(key), self._table, where=f"in {source}")
+                    pending[key] = value  # a plugin's setting, or a mistake: see _settle
+                    continue
                 setting = self._setting(key, where=f"in {source}")
                 values[key] = self._convert(setting, value, _TOML, source, base_dir=path.parent)
             except ConfigError as e:
                 if errors is None:
                     raise
                 errors.append(str(e))
-        return _ProjectFile(path, source, values)
+        return _ProjectFile(path, source, values, pending, [])
 
 
 class _Override:
@@ -832,23 +956,36 @@ def _describe(table: Iterable[Setting]) -> list[SettingInfo]:
 
 
 def describe() -> list[SettingInfo]:
-    """Every setting as ``(name, type, default, env, doc)`` display text, in table order."""
-    return _describe(SETTINGS.values())
+    """Every setting as ``(name, type, default, env, doc, owner)`` display text: the core's
+    in table order, then each installed and enabled plugin's, grouped by owner."""
+    return [info._replace(owner=_config.owner_of(info.name)) for info in _describe(_config.all_settings())]
 
 
 def settings() -> list[Setting]:
-    """Every setting's declaration, in table order."""
-    return list(SETTINGS.values())
+    """Every setting's declaration, the core's and the loaded plugins', as :func:`describe`."""
+    return _config.all_settings()
 
 
 def check_environment(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Warnings for ``POLYTILE_*`` variables that no setting reads (usually typos)."""
+    """Warnings for ``POLYTILE_*`` variables that no setting reads (usually typos).
+
+    A variable the core does not read is looked up among the plugins' settings before it
+    is called unknown, so a backend's variable is known whether or not the backend's
+    modules were imported yet."""
     environ = os.environ if environ is None else environ
+    variables = sorted(v for v in environ if v.startswith("POLYTILE_"))
     known = {variable for s in SETTINGS.values() for variable in s.env}
+    if any(v not in known for v in variables):
+        known = {variable for s in _config.all_settings() for variable in s.env}
     warnings = []
-    for variable in sorted(environ):
-        if variable.startswith("POLYTILE_") and variable not in known:
-            warnings.append(f"environment variable {variable} is not read by polytile{did_you_mean(variable, known)}")
+    for variable in variables:
+        if variable not in known:
+            from .plugins.settings import why_missing
+
+            hint = why_missing(variable=variable)
+            if not hint.startswith("; read by"):  # not a variable of a known plugin: maybe a typo
+                hint = did_you_mean(variable, known) + hint
+            warnings.append(f"environment variable {variable} is not read by polytile{hint}")
     return warnings
 
 
@@ -864,3 +1001,5 @@ reload = _config.reload
 resolve_target = _config.resolve_target
 watch = _config.watch
 problems = _config.problems
+notes = _config.notes
+owner_of = _config.owner_of

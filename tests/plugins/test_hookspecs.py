@@ -30,6 +30,7 @@ EXPECTED = {
     "polytile_register_dialects": ["registry"],
     "polytile_register_passes": ["registry"],
     "polytile_register_builtins": ["registry"],
+    "polytile_register_settings": ["registry"],
     "polytile_configure_pipeline": ["pipeline", "target", "options"],
     "polytile_cache_key": ["target", "options"],
     "polytile_adapt_argument": ["value", "target"],
@@ -121,6 +122,19 @@ def check_register_dialects(monkeypatch):
     assert registry.dialects.owner_of("tma").distribution == "polytile-example"
 
 
+def check_register_settings(monkeypatch):
+    from polytile.config import SETTINGS, Config
+    from polytile.plugins.settings import SettingRegistry
+
+    registry = SettingRegistry(SETTINGS)
+    load_example("polytile_register_settings", monkeypatch).run_registration("polytile_register_settings", registry)
+    assert registry.owner_of("lds_report").distribution == "polytile-example"
+    # Read like a core setting, from its environment variable.
+    cfg = Config({"lds_report": registry.get("lds_report")})
+    monkeypatch.setenv("POLYTILE_LDS_REPORT", "1")
+    assert cfg.get("lds_report") is True
+
+
 def check_register_passes(monkeypatch):
     from polytile.ir import parse_module
     from polytile.passes import PassContext
@@ -210,6 +224,7 @@ CHECKS = {
     "polytile_register_dialects": check_register_dialects,
     "polytile_register_passes": check_register_passes,
     "polytile_register_builtins": check_register_builtins,
+    "polytile_register_settings": check_register_settings,
     "polytile_configure_pipeline": check_configure_pipeline,
     "polytile_cache_key": check_cache_key,
     "polytile_adapt_argument": check_adapt_argument,

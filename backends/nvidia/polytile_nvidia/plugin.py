@@ -16,3 +16,11 @@ def polytile_register_passes(registry):
 
     registry.register(EmitPTX)
     registry.register(PtxToCubin)
+
+
+@hookimpl
+def polytile_register_settings(registry):
+    from .settings import SETTINGS
+
+    for setting in SETTINGS:
+        registry.register(setting)

@@ -19,7 +19,7 @@ Rules that hold for every hook:
 * Implementations run one at a time in pluggy's order: the plugin registered last runs
   first, unless ``@hookimpl(tryfirst=True)`` or ``@hookimpl(trylast=True)`` says otherwise.
   Hook wrappers are not supported.
-* The four ``polytile_register_*`` hooks fill a registry.  Everything an implementation
+* The ``polytile_register_*`` hooks fill a registry.  Everything an implementation
   registers is attributed to its plugin.  The core's implementations run first, so a
   name the core registers stays the core's: a plugin registering it fails (below), with
   an error naming both owners.  Two plugins registering the same name is always an
@@ -39,7 +39,8 @@ Rules that hold for every hook:
 * What a plugin's module registers while it is imported (an op class defined with
   ``define_op`` at module level) belongs to the plugin too, and is removed with it.
 * Read settings through :mod:`polytile.config`, not ``os.environ``: every setting and
-  environment variable of polytile is declared there, and ``polytile config`` lists them.
+  environment variable of polytile is declared there (a plugin declares its own with
+  :func:`polytile_register_settings`), and ``polytile config`` lists them.
 
 Every example below is executed by the test suite (tests/plugins/test_hookspecs.py).
 """
@@ -192,6 +193,45 @@ def polytile_register_builtins(registry: Any) -> None:
     """
 
 
+@hookspec
+def polytile_register_settings(registry: Any) -> None:
+    """Declare the settings this plugin reads, so that they join polytile's one registry.
+
+    :param registry: the settings registry of :mod:`polytile.config`.  Call
+        ``registry.register(setting)`` with a :class:`polytile.config.Setting`; it is
+        keyed by ``setting.name``.
+    :return: ignored.
+
+    A setting declared here is read, set and validated exactly like one of the core's:
+    ``polytile.config.get(name)``, ``set``/``override``, its ``POLYTILE_*`` environment
+    variable and ``[tool.polytile]`` in a project file.  ``polytile config`` lists it with
+    its owner, the plugin's distribution.  When the plugin is disabled (setting
+    ``disabled_plugins``) its settings leave the registry, and ``get`` of one says which
+    plugin it belongs to and why that plugin is not loaded.
+
+    Called once per process, the first time polytile meets a setting name that the core
+    does not declare (a ``get``, a key of a project file, an unknown ``POLYTILE_*``
+    variable, ``polytile config``).  Keep the declarations in a module of their own that
+    imports nothing but :mod:`polytile.config`, so declaring costs no import of a vendor
+    module.  Name a setting after the plugin (``tma_``, ``nvidia_``): two plugins
+    declaring one name is a conflict, and a name of the core's cannot be taken.
+
+    Example::
+
+        from polytile.config import BOOL, Setting
+        from polytile.plugins import hookimpl
+
+        LDS_REPORT = Setting(
+            "lds_report", BOOL, False, ("POLYTILE_LDS_REPORT",),
+            doc="Print how much shared memory each kernel uses after it is compiled.",
+        )
+
+        @hookimpl
+        def polytile_register_settings(registry):
+            registry.register(LDS_REPORT)   # polytile.config.get("lds_report")
+    """
+
+
 # -- compilation hooks ----------------------------------------------------------------
 
 
@@ -330,4 +370,5 @@ REGISTRATION_HOOKS: Mapping[str, str] = {
     "polytile_register_dialects": "IR dialects",
     "polytile_register_passes": "passes",
     "polytile_register_builtins": "language builtins",
+    "polytile_register_settings": "settings",
 }
