@@ -34,6 +34,7 @@ when nothing there needs CUDA.
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
@@ -41,7 +42,7 @@ from .errors import ConfigError, UnknownSettingError, did_you_mean
 from .target import Target, TargetError
 
 __all__ = [
-    "BOOL", "Choice", "Config", "INT", "PATH", "STR", "STR_LIST", "Setting", "SettingInfo", "SETTINGS", "TARGET",
+    "BOOL", "Choice", "Config", "INT", "InvalidValue", "PATH", "STR", "STR_LIST", "Setting", "SettingInfo", "SETTINGS", "TARGET",
     "TargetChoice", "UnknownSettingError", "check_environment", "describe", "get", "notes", "override", "owner_of",
     "problems", "project_file", "reload", "reset", "resolve_target", "set", "settings", "source_of", "watch",
 ]
@@ -197,6 +198,10 @@ class _TargetKind(_Kind):
 
 
 BOOL, INT, STR, PATH, STR_LIST, TARGET = _Bool(), _Int(), _Str(), _Path(), _StrList(), _TargetKind()
+#: What a setting's ``validator`` raises for a value its type allows but the setting does
+#: not; the message says what is wrong and what is allowed, the caller adds the setting's
+#: name and where the value came from.
+InvalidValue = _Invalid
 #: A setting whose value is one of a few words: ``Choice("auto", "native", "bindings")``.
 Choice = _Choice
 
@@ -484,6 +489,8 @@ class Config:
         #: does not declare is first met; and the plugin manager that last filled it.
         self._registry: Any = None
         self._registry_manager: Any = None
+        self._registries: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._filling: dict[Any, Any] = {}
         self._set: dict[str, Any] = {}
         # name -> (variable, raw value, parsed value).  The raw value is compared on every
         # read, so a change to os.environ is seen without re-parsing unchanged values.
@@ -714,19 +721,30 @@ class Config:
         only the core's settings.
         """
         from .plugins.manager import get_plugin_manager
-        from .plugins.settings import SettingRegistry
 
-        if self._registry is None:
-            self._registry = SettingRegistry(self._table)
         manager = get_plugin_manager()
         if manager is not self._registry_manager:
-            # Once per manager: a manager that replaces another (disabled_plugins changed)
-            # updates this same registry, removing the settings of plugins now disabled.
-            manager.run_registration("polytile_register_settings", self._registry)
+            # One registry per plugin manager, filled by the plugins that manager loaded: a
+            # manager that replaces another (disabled_plugins changed) has no setting of a
+            # plugin it does not load.
+            registry = self._registries.get(manager)
+            if registry is None:
+                filling = self._filling.get(manager)
+                if filling is not None:
+                    return filling  # a plugin's hook reading a setting while the registry fills
+                from .plugins.settings import SettingRegistry
+
+                registry = self._filling[manager] = SettingRegistry(self._table)
+                try:
+                    manager.run_registration("polytile_register_settings", registry)
+                finally:
+                    del self._filling[manager]
+                # Kept only once filled: a conflict between two plugins is raised again.
+                self._registries[manager] = registry
             if self._registry_manager is not None:
                 # Other plugins now: the project file's keys are checked against them anew.
                 self._project_cache.clear()
-            self._registry_manager = manager
+            self._registry, self._registry_manager = registry, manager
         return self._registry
 
     def _unknown(self, name: Any, where: str) -> UnknownSettingError:
