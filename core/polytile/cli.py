@@ -198,10 +198,16 @@ def _cmd_opt(args: argparse.Namespace) -> int:
 
 def _cmd_config(args: argparse.Namespace) -> int:
     from . import config
+    from .errors import ConfigError
 
     invalid = 0
     owner = None
-    for setting in config.describe():
+    try:
+        rows = config.describe()
+    except ConfigError as exc:  # the plugins load after disabled_plugins: show the core's, and why
+        rows = config.describe(plugins=False)  # the bad value is among them, counted below
+        print(f"# the settings of backends and plugins cannot be listed: {exc}")
+    for setting in rows:
         if setting.owner != owner:  # the core's settings, then each backend's or plugin's
             owner = setting.owner
             print(f"# settings of {owner}{' (the core)' if owner == 'polytile' else ''}")
@@ -214,7 +220,11 @@ def _cmd_config(args: argparse.Namespace) -> int:
             shown = f"<invalid: {exc}>"
         env = f" [{setting.env}]" if setting.env else ""
         print(f"{setting.name} = {shown}   ({source}){env}")
-    for warning in config.check_environment():
+    try:
+        warnings = config.check_environment()
+    except ConfigError:  # reported above: the plugins' variables cannot be told from typos
+        warnings = []
+    for warning in warnings:
         print(f"warning: {warning}")
     for note in config.notes():
         print(f"note: {note}")

@@ -738,9 +738,12 @@ def _describe(table: Iterable[Setting]) -> list[SettingInfo]:
     return [SettingInfo(s.name, s.type_description, s.show_default(), s.env_description, s.doc) for s in table]
 
 
-def describe() -> list[SettingInfo]:
+def describe(*, plugins: bool = True) -> list[SettingInfo]:
     """Every setting as ``(name, type, default, env, doc, owner)`` display text: the core's
-    in table order, then each installed and enabled plugin's, grouped by owner."""
+    in table order, then each installed and enabled plugin's, grouped by owner (with
+    ``plugins=False``, the core's only: nothing is loaded)."""
+    if not plugins:
+        return _describe(SETTINGS.values())
     return [info._replace(owner=_config.owner_of(info.name)) for info in _describe(_config.all_settings())]
 
 

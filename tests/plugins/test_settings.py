@@ -303,3 +303,19 @@ def test_register_takes_a_setting_read_from_polytile_variables():
             registry.register(Setting("p_path", config.PATH, None, ("P_PATH",), optional=True, doc="x" * 40))
     assert len(registry) == 0
     assert [r.status for r in PluginManager(entry_points=[], disabled=()).plugins()] == [LOADED]
+
+
+def test_polytile_config_shows_the_core_settings_when_the_plugins_cannot_load(tmp_path):
+    # disabled_plugins is read before any plugin loads: a bad value hides the plugins'
+    # settings, which the listing says, instead of failing before the first line.
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("POLYTILE_")}
+    run = subprocess.run([sys.executable, "-m", "polytile.cli", "config"], cwd=tmp_path, capture_output=True,
+                         text=True, env={**environ, "POLYTILE_DISABLE_PLUGINS": "polytile amd"})
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    problem = ("setting 'disabled_plugins' from environment variable POLYTILE_DISABLE_PLUGINS: 'polytile amd' is not "
+               "a name; names have no spaces or commas")
+    lines = run.stdout.splitlines()
+    assert lines[0] == f"# the settings of backends and plugins cannot be listed: {problem}"
+    assert f"disabled_plugins = <invalid: {problem}>   (environment variable POLYTILE_DISABLE_PLUGINS)" in run.stdout
+    assert "time_passes = False   (default)" in run.stdout
+    assert run.stderr == "polytile: error: 1 setting has an invalid value (above)\n"
