@@ -34,7 +34,6 @@ when nothing there needs CUDA.
 from __future__ import annotations
 
 import os
-import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
@@ -254,7 +253,7 @@ class Config:
         #: does not declare is first met; and the plugin manager that last filled it.
         self._registry: Any = None
         self._registry_manager: Any = None
-        self._registries: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._registries: Any = None  # plugin manager -> its SettingRegistry (a WeakKeyDictionary)
         self._filling: dict[Any, Any] = {}
         self._set: dict[str, Any] = {}
         # name -> (variable, raw value, parsed value).  The raw value is compared on every
@@ -492,6 +491,10 @@ class Config:
             # One registry per plugin manager, filled by the plugins that manager loaded: a
             # manager that replaces another (disabled_plugins changed) has no setting of a
             # plugin it does not load.
+            if self._registries is None:
+                import weakref  # not at module level: `import polytile` stays fast
+
+                self._registries = weakref.WeakKeyDictionary()
             registry = self._registries.get(manager)
             if registry is None:
                 filling = self._filling.get(manager)
