@@ -356,13 +356,9 @@ def test_f16_dot_shapes_assemble(shape, num_warps):
 
 
 def test_the_matmul_example_assembles():
-    import importlib.util
-    import pathlib
+    from tests.examples.loading import load_example
 
-    path = pathlib.Path(__file__).parents[2] / "examples" / "matmul.py"
-    spec = importlib.util.spec_from_file_location("matmul_example", path)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_example("matmul", "matmul_example")  # with examples/ on sys.path, for its _device
     a, c = np.zeros((100, 130), np.float16), np.zeros((100, 72), np.float16)
     b = np.zeros((130, 72), np.float16)
     for arch in ("sm_80", "sm_90a"):

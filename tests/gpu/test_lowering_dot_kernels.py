@@ -120,10 +120,9 @@ def test_f32_default_precision_rounds_inputs_to_tf32():
 
 def test_the_matmul_example_with_its_k_loop():
     # Loop-carried accumulator (phis), masked K tail, f16 result.
-    path = pathlib.Path(__file__).parents[2] / "examples" / "matmul.py"
-    spec = importlib.util.spec_from_file_location("_simulated_matmul", path)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    from tests.examples.loading import load_example
+
+    example = load_example("matmul", "_simulated_matmul")  # with examples/ on sys.path, for its _device
     m, n, k = 20, 24, 40
     rng = np.random.default_rng(3)
     a, b = small_integers(rng, (m, k), np.float16), small_integers(rng, (k, n), np.float16)
