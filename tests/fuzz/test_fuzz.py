@@ -70,11 +70,7 @@ def test_the_batch_covers_every_statement_kind():
 #: Batch kernels that hit a known bug, each written down as a strict xfail in
 #: tests/fuzz/regressions: the archs (by prefix) it fails on, and what the error says.
 #: Checked strictly: once the bug is fixed the test says so and the entry must go.
-KNOWN_BUGS = {
-    171: ("amd:", "bytes of LDS but the memory stage allocated",
-          "plugins/lds: lds-verify demands the code object's LDS equal the allocation, but LLVM drops the LDS of a "
-          "scan of a constant (tests/fuzz/regressions/test_fuzz_2026_171.py)"),
-}
+KNOWN_BUGS: dict = {}
 
 
 @pytest.mark.compile_all

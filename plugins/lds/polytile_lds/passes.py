@@ -71,7 +71,7 @@ class LdsVerify(Pass):
     """Check the code object's LDS against the allocation; record LDS use and occupancy."""
 
     name: ClassVar[str] = "lds-verify"
-    summary: ClassVar[str] = "code object LDS == allocated LDS; LDS use and occupancy into the artifacts"
+    summary: ClassVar[str] = "code object LDS <= allocated LDS; LDS use and occupancy into the artifacts"
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
         from polytile_amd.assemble import CODE_OBJECT_METADATA
@@ -84,7 +84,10 @@ class LdsVerify(Pass):
         kernel = next(k for k in _kernels(module) if k.attributes["sym_name"] == kernel_name)
         allocated = int(kernel.attributes.get(SHARED_BYTES_ATTR, 0))
         declared = int(info["group_segment_fixed_size"])
-        if declared != allocated:
+        # Less is fine: LLVM drops LDS that no instruction reaches (the scratch of a scan
+        # whose input it folded to a constant, say). More means code the allocation did
+        # not plan for, whose LDS could overlap.
+        if declared > allocated:
             raise PolytileError(f"internal error: kernel '{kernel_name}': the code object declares {declared} bytes of "
                                 f"LDS but the memory stage allocated {allocated}; please report this with the IR dump "
                                 "(POLYTILE_DUMP_IR=1)")

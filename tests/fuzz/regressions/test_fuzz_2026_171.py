@@ -4,16 +4,15 @@ Found by ``python -m polytile.fuzz --seed 2026 --start 171 --count 1`` and shrun
 to this kernel.  What was seen: PolytileError: internal error: kernel 'fuzz_2026_171': the code object declares 0 bytes of LDS but the memory stage allocated 16; please report this with the IR dump (POLYTILE_DUMP_IR=1)
 """
 
-import importlib.util
-
 import pytest
 
 import polytile as pt
 import polytile.language as pl
 from polytile.fuzz.regression import Case, run_case
 
-#: The failure needs the LDS plugin (its lds-verify pass): without it the kernel compiles.
-LDS_PLUGIN = importlib.util.find_spec("polytile_lds") is not None
+#: It failed with the LDS plugin installed: lds-verify demanded that the code object's LDS
+#: equal the allocation, and LLVM drops the LDS of a scan of a constant (0 of 16 bytes).
+
 
 @pt.jit
 def fuzz_2026_171(x1_ptr, a6_ptr, n, trips, EMULATE: pl.constexpr, BLOCK: pl.constexpr):
@@ -41,9 +40,6 @@ CASE = Case(
 )
 
 
-@pytest.mark.parametrize("target", ["interp", pytest.param("compile:amd:gfx90a", marks=pytest.mark.xfail(
-    LDS_PLUGIN, strict=True,
-    reason="known bug in plugins/lds (lds-verify): LLVM drops the LDS of a scan whose input is constant, so the code "
-           "object declares 0 bytes where the memory stage allocated 16, and lds-verify demands equality")), pytest.param("nvidia", marks=[pytest.mark.gpu])])
+@pytest.mark.parametrize("target", ["interp", "compile:amd:gfx90a", pytest.param("nvidia", marks=[pytest.mark.gpu])])
 def test_fuzz_2026_171(target):
     run_case(CASE, target)
