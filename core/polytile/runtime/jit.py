@@ -303,12 +303,7 @@ class JITFunction:
             entry = self._entry()
         if grid_was_called:
             grid = make_grid3(self.__name__, LaunchError)(grid)
-        try:
-            compiled = entry(grid, *args, **kwargs) if kwargs else entry(grid, *args)
-        except TypeError as error:
-            if error.__traceback__ is not None and error.__traceback__.tb_next is None:
-                raise self._binding_error(args, kwargs or {}, error) from None
-            raise
+        compiled = self._launch(entry, grid, *args, **kwargs) if kwargs else self._launch(entry, grid, *args)
         dispatcher = self._dispatcher
         if planned or self._plan_budget <= 0 or generation != _generation or dispatcher is None:
             return compiled
