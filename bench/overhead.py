@@ -78,8 +78,8 @@ def warm_up(kernel: Any, grid: Any, args: tuple[Any, ...], launches: int, synchr
     synchronize()
 
 
-def time_launches(kernel: Any, grid: Any, args: tuple[Any, ...], launches: int, synchronize: Any) -> float:
-    """Host microseconds per ``kernel[grid](*args, BLOCK_SIZE=1024)``: the median of
+def time_launches(kernel: Any, grid: Any, args: tuple[Any, ...], launches: int, synchronize: Any) -> list[float]:
+    """Host microseconds per ``kernel[grid](*args, BLOCK_SIZE=1024)`` in each of
     :data:`LAUNCH_ROUNDS` rounds of ``launches`` (after :func:`warm_up`)."""
     samples = []
     collecting = gc.isenabled()
@@ -103,7 +103,7 @@ def time_launches(kernel: Any, grid: Any, args: tuple[Any, ...], launches: int, 
     finally:
         if collecting:
             gc.enable()
-    return statistics.median(samples)
+    return samples
 
 
 #: The grids the launch mode times, by row name (the child processes rebuild them by name).
@@ -142,8 +142,10 @@ def launch_child(argv: list[str]) -> None:
             continue
         warm_up(kernel, grid, (x, y, out, n), launches, device.synchronize)
         before = _launch_counts(compiler, backend, kernel)
-        us = time_launches(kernel, grid, (x, y, out, n), launches, device.synchronize)
-        entry: dict[str, Any] = {"us": us}
+        rounds = time_launches(kernel, grid, (x, y, out, n), launches, device.synchronize)
+        # Every round is kept: a slow process shows whether it was slow throughout.
+        entry: dict[str, Any] = {"us": statistics.median(rounds), "rounds": [round(r, 3) for r in rounds],
+                                 "cpu": _current_cpu()}
         after = _launch_counts(compiler, backend, kernel)
         if before is not None and after is not None:
             entry["native"] = after.native - before.native
@@ -151,6 +153,34 @@ def launch_child(argv: list[str]) -> None:
             entry["why"] = {k: v - before.why.get(k, 0) for k, v in after.why.items() if v != before.why.get(k, 0)}
         result[name] = entry
     print(json.dumps(result))
+
+
+def _current_cpu() -> int | None:
+    """The CPU this process last ran on (Linux), or None."""
+    try:
+        return int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[36])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def precompile_sources() -> None:
+    """Write the bytecode of polytile's packages and the bench's, as a pip install does.
+
+    With ``PYTHONDONTWRITEBYTECODE`` set (GPU machines and containers often set it) and
+    an editable install, every fresh child process would otherwise compile polytile's
+    sources again, tens of milliseconds that a user's installed copy never pays, counted
+    in its import, compile and launch times.  Triton's installed copy has its bytecode.
+    """
+    import compileall
+    import importlib
+
+    for name in ("polytile", "polytile_nvidia", "polytile_amd", "polytile_lds", "bench"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        for directory in getattr(module, "__path__", []):
+            compileall.compile_dir(directory, quiet=1, workers=1)
 
 
 def _launch_counts(compiler: str, backend: str, kernel: Any) -> Any:
@@ -208,6 +238,7 @@ def run_launch(device: Device, compilers: dict[str, Any], size_class: str, targe
     expected = device.host(x) + device.host(y)
     launches = LAUNCHES[size_class]
     processes = processes or LAUNCH_PROCESSES[size_class]
+    precompile_sources()
     rows = {name: Row("launch", f"launch, {name}", "f32", f"{launches} launches", [launches], "us/launch")
             for name in LAUNCH_GRIDS}
     for compiler, lib in compilers.items():
@@ -380,6 +411,7 @@ def run_compile(device: Device, compilers: dict[str, Any], size_class: str, targ
     imports = Row("compile", "import (fresh process)", "-", "-", [], "ms")
     cold = Row("compile", "vector_add cold compile to first launch", "f32", size, [n], "ms")
     warm = Row("compile", "vector_add warm disk cache, first launch after import", "f32", size, [n], "ms")
+    precompile_sources()
     for name in (name for name in compilers if name in _KERNEL_MODULES):
         imports.results[name] = _import_time(name, target, IMPORT_REPEATS[size_class])
         cold.results[name], warm.results[name] = _first_launches(name, target, device.library, n,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import numpy as np
@@ -166,6 +167,9 @@ def test_the_launch_mode_times_in_fresh_processes_each_with_an_empty_cache(monke
         assert result.status == "ok" and result.samples == 3 and len(result.processes) == 3
         assert result.low <= result.value <= result.high
         assert sorted([p["us"] for p in result.processes])[1] == result.value  # the median process
+        for process in result.processes:  # every round kept, the process's value their median
+            assert len(process["rounds"]) == overhead.LAUNCH_ROUNDS
+            assert sorted(process["rounds"])[overhead.LAUNCH_ROUNDS // 2] == pytest.approx(process["us"], abs=1e-3)
     from bench.report import Report
 
     table = format_table(Report({}, rows))
@@ -199,3 +203,22 @@ def test_the_launch_mode_says_whether_every_timed_launch_was_the_native_dispatch
                                                    "dispatcher (2 processes)")
     assert _process_summary([slow, native]) == ("1 of 2 processes made timed launches through Python: 51000 native "
                                                 "launcher pending")
+
+
+def test_the_children_find_polytiles_bytecode_even_where_python_writes_none(monkeypatch, tmp_path):
+    """With PYTHONDONTWRITEBYTECODE set, each child would compile polytile's sources again
+    (counted in its compile and launch times); the harness writes the bytecode first."""
+    import importlib.util
+    import sys
+
+    import polytile.runtime.cache  # noqa: F401
+
+    from bench import overhead
+
+    module = sys.modules["polytile.runtime.cache"]
+
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path))  # a fresh bytecode tree: nothing written yet
+    cached = importlib.util.cache_from_source(module.__file__)
+    assert cached.startswith(str(tmp_path)) and not os.path.exists(cached)
+    overhead.precompile_sources()
+    assert os.path.exists(cached)
