@@ -320,7 +320,10 @@ def test_compile_result_splits_artifacts_into_binaries_and_metadata():
     with config.override(nvidia_assembler="ptxas"):
         result = compile_module(module, "nvidia:sm_80", label="add_kernel")
     assert set(result.binaries) == {"cubin"} and result.binaries["cubin"][:4] == b"\x7fELF"
-    assert result.metadata == {"kernel_name": "add_kernel", "shared_bytes": 0, "num_warps": 4}
+    metadata = result.metadata
+    resources = metadata.pop("resources")  # what the kernel takes of the device: docs/resources.md
+    assert resources["spills"] == {"store_bytes": 0, "load_bytes": 0} and resources["shared_bytes"] == 0
+    assert metadata == {"kernel_name": "add_kernel", "shared_bytes": 0, "num_warps": 4}
     assert json.loads(json.dumps(result.metadata)) == result.metadata
     assert {"llvm_module", "llvm_ir", "ptx"} <= set(result.artifacts) and result.stages == []
 

@@ -33,7 +33,11 @@ def test_compile_writes_every_stage_the_binary_and_the_metadata(tmp_path, arch):
                   POLYTILE_NVIDIA_ASSEMBLER="ptxas")
     assert run.returncode == 0, run.stderr.decode()
     assert run.stdout == b""
-    assert run.stderr.decode() == f"polytile: compiled 'add_kernel' for nvidia:{arch}: 10 files in {tmp_path / 'out'}\n"
+    compiled, resources = run.stderr.decode().splitlines()
+    assert compiled == f"polytile: compiled 'add_kernel' for nvidia:{arch}: 10 files in {tmp_path / 'out'}"
+    # 256 threads, no shared memory: 8 blocks hold the SM's 2048 threads.
+    assert resources.startswith("polytile: resources: ") and resources.endswith(
+        ", no spills, 0 bytes shared memory; occupancy: 8 blocks per SM, 64 warps per SM, limited by threads")
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [f"add_kernel.{stage}.ir" for stage in STAGES]

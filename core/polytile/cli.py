@@ -237,6 +237,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 def _cmd_compile(args: argparse.Namespace) -> int:
     from .aot import AotError, compile_kernel, parse_assignments
+    from .resources import RESOURCES, describe
 
     constexprs = parse_assignments(args.constexpr or [], "--constexpr")
     options = parse_assignments(args.option or [], "--option")
@@ -253,6 +254,8 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         files = result.write(args.output or ".")
         print(f"polytile: compiled '{result.kernel}' for {result.target}: {len(files)} files in "
               f"{files[0].parent if files else args.output}", file=sys.stderr)
+        if RESOURCES in result.metadata:
+            print(f"polytile: resources: {describe(result.metadata[RESOURCES])}", file=sys.stderr)
     if emitted is not None:
         if isinstance(emitted, bytes):
             if sys.stdout.isatty():

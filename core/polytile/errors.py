@@ -28,6 +28,21 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     return f"; did you mean {joined}?"
 
 
+def user_stack_level(skip: int = 1) -> int:
+    """The ``stacklevel`` for :func:`warnings.warn` that shows the first frame outside
+    polytile: its files and the code it generates (launchers, guards: ``"<polytile ..."``).
+    ``skip``: the frames between the caller of this function and ``warnings.warn``'s
+    caller (1: the caller itself calls ``warnings.warn``)."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(skip), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith((package, "<polytile")):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 class SourceLocation(NamedTuple):
     """Where something came from: a Python kernel's file, line and column (1-based)."""
 

@@ -43,7 +43,8 @@ def link_hsaco(obj: bytes, kernel: str = "kernel", arch: str = "") -> bytes:
 @dataclass
 class LinkHSACO(Pass):
     """The object of emit-amdgcn (artifact 'amdgpu_object') to an HSACO (artifact 'hsaco'),
-    and the kernel's entry of the code object's metadata (artifact 'amd_code_object')."""
+    the kernel's entry of the code object's metadata (artifact 'amd_code_object') and what
+    it takes of the device (artifact 'resources', see :mod:`polytile_amd.occupancy`)."""
 
     name: ClassVar[str] = "link-hsaco"
     summary: ClassVar[str] = "AMDGPU object to an HSACO code object through ld.lld"
@@ -60,6 +61,12 @@ class LinkHSACO(Pass):
         code_object = read_code_object(hsaco)
         found = code_object.kernel(kernel) if kernel in code_object.kernels else None
         context.artifacts[CODE_OBJECT_METADATA] = found.as_dict() if found is not None else None
+        if found is not None:
+            from polytile.resources import RESOURCES
+
+            from .occupancy import kernel_resources
+
+            context.artifacts[RESOURCES] = kernel_resources(context.target.arch, found)
         return PreservedAnalyses.all()
 
 

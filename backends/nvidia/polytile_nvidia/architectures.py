@@ -16,9 +16,18 @@ class NvidiaArchitecture(NamedTuple):
     compute_capability: tuple[int, int]
     #: Largest dynamic shared memory a block may opt in to (cuFuncSetAttribute), bytes.
     shared_memory_per_block_optin: int
+    #: Shared memory of one SM, bytes (what its resident blocks share).
+    shared_memory_per_sm: int
+    #: Resident threads and blocks one SM holds at most.
+    max_threads_per_sm: int
+    max_blocks_per_sm: int
     #: Warpgroup MMA exists only in the arch-specific sm_90a feature set, not in sm_90.
     has_wgmma: bool = False
     warp_size: int = 32
+    #: 32-bit registers in one SM's register file.
+    registers_per_sm: int = 65536
+    #: Shared memory the driver keeps per resident block, bytes.
+    shared_memory_reserved_per_block: int = 1024
 
 
 def _table(*archs: NvidiaArchitecture) -> Mapping[str, NvidiaArchitecture]:
@@ -27,13 +36,19 @@ def _table(*archs: NvidiaArchitecture) -> Mapping[str, NvidiaArchitecture]:
 
 # Opt-in limits are the per-SM shared memory less the 1 KB the driver reserves per block:
 # 163 KB on A100 (164 KB per SM), 99 KB on consumer Ampere/Ada, 227 KB on Hopper.  They
-# are what cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) reports.
+# are what cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) reports.  Threads and
+# blocks per SM are the CUDA programming guide's table of compute capabilities.
 ARCHITECTURES: Mapping[str, NvidiaArchitecture] = _table(
-    NvidiaArchitecture("sm_80", (8, 0), shared_memory_per_block_optin=166912),
-    NvidiaArchitecture("sm_86", (8, 6), shared_memory_per_block_optin=101376),
-    NvidiaArchitecture("sm_89", (8, 9), shared_memory_per_block_optin=101376),
-    NvidiaArchitecture("sm_90", (9, 0), shared_memory_per_block_optin=232448),
-    NvidiaArchitecture("sm_90a", (9, 0), shared_memory_per_block_optin=232448, has_wgmma=True),
+    NvidiaArchitecture("sm_80", (8, 0), shared_memory_per_block_optin=166912, shared_memory_per_sm=167936,
+                       max_threads_per_sm=2048, max_blocks_per_sm=32),
+    NvidiaArchitecture("sm_86", (8, 6), shared_memory_per_block_optin=101376, shared_memory_per_sm=102400,
+                       max_threads_per_sm=1536, max_blocks_per_sm=16),
+    NvidiaArchitecture("sm_89", (8, 9), shared_memory_per_block_optin=101376, shared_memory_per_sm=102400,
+                       max_threads_per_sm=1536, max_blocks_per_sm=24),
+    NvidiaArchitecture("sm_90", (9, 0), shared_memory_per_block_optin=232448, shared_memory_per_sm=233472,
+                       max_threads_per_sm=2048, max_blocks_per_sm=32),
+    NvidiaArchitecture("sm_90a", (9, 0), shared_memory_per_block_optin=232448, shared_memory_per_sm=233472,
+                       max_threads_per_sm=2048, max_blocks_per_sm=32, has_wgmma=True),
 )
 
 

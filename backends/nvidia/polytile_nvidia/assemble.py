@@ -75,8 +75,18 @@ class AssembleFlags:
                    lineinfo=bool(getattr(options, "debug", False)))
 
 
-def ptx_to_cubin(ptx: str, arch: str, *, kernel_name: str, options: Any = None, assembler: str | None = None) -> bytes:
-    """Assemble ``ptx`` for ``arch`` (``"sm_90a"``) into a cubin.
+@dataclass(frozen=True)
+class Assembled:
+    """A cubin and what the assembler said while making it: its verbose report (registers,
+    stack, spill stores and loads per function) and remarks about speed."""
+
+    cubin: bytes
+    log: str = ""
+
+
+def assemble_ptx(ptx: str, arch: str, *, kernel_name: str, options: Any = None,
+                 assembler: str | None = None) -> Assembled:
+    """Assemble ``ptx`` for ``arch`` (``"sm_90a"``) into a cubin, with the assembler's report.
 
     ``options`` is the kernel's ``NvidiaOptions`` (maxnreg, enable_fp_fusion, debug) or
     None; ``assembler`` ('auto', 'nvjitlink', 'ptxas') overrides the setting
@@ -86,6 +96,23 @@ def ptx_to_cubin(ptx: str, arch: str, *, kernel_name: str, options: Any = None, 
     flags = AssembleFlags.from_options(options)
     name = select_assembler(assembler)
     return ASSEMBLERS[name].assemble(ptx, arch, flags, kernel_name)
+
+
+def ptx_to_cubin(ptx: str, arch: str, *, kernel_name: str, options: Any = None, assembler: str | None = None) -> bytes:
+    """The cubin of :func:`assemble_ptx`."""
+    return assemble_ptx(ptx, arch, kernel_name=kernel_name, options=options, assembler=assembler).cubin
+
+
+def ptxas_report(ptx: str, arch: str, *, kernel_name: str, options: Any = None) -> str:
+    """ptxas's verbose report of ``ptx`` (registers, stack, spills), for when the cubin came
+    from nvJitLink and its info log does not hold the kernel's report: on an H200 host
+    with CUDA 13.0's nvJitLink (2026-11-26), some links in a test process returned a log
+    without it, for a reason not yet understood.  "" when no ptxas runs here or it
+    rejects the PTX."""
+    try:
+        return ASSEMBLERS["ptxas"].assemble(ptx, arch, AssembleFlags.from_options(options), kernel_name).log
+    except (PolytileError, OSError):
+        return ""
 
 
 def select_assembler(explicit: str | None = None) -> str:
@@ -139,7 +166,8 @@ class NvJitLinkAssembler:
     name = "nvjitlink"
 
     def flags(self, arch: str, flags: AssembleFlags) -> list[str]:
-        spelled = [f"-arch={arch}", f"-O{flags.opt_level}"]
+        # -verbose: ptxas's report of registers, stack and spills, into the info log.
+        spelled = [f"-arch={arch}", f"-O{flags.opt_level}", "-verbose"]
         if flags.maxnreg is not None:
             spelled.append(f"-maxrregcount={flags.maxnreg}")
         if not flags.fmad:
@@ -149,7 +177,7 @@ class NvJitLinkAssembler:
             spelled.append("-lineinfo")
         return spelled
 
-    def assemble(self, ptx: str, arch: str, flags: AssembleFlags, kernel_name: str) -> bytes:
+    def assemble(self, ptx: str, arch: str, flags: AssembleFlags, kernel_name: str) -> Assembled:
         nvjitlink, problem = _nvjitlink()
         if nvjitlink is None:
             raise AssemblerUnavailableError(f"kernel '{kernel_name}': nvJitLink cannot be used: {problem}")
@@ -165,7 +193,7 @@ class NvJitLinkAssembler:
                 raise PTXAssemblyError(kernel_name, arch, "nvJitLink", log, ptx) from None
             cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
             nvjitlink.get_linked_cubin(handle, cubin)
-            return bytes(cubin)
+            return Assembled(bytes(cubin), _nvjitlink_log(nvjitlink, handle, info=True))
         finally:
             nvjitlink.destroy(handle)
 
@@ -177,12 +205,13 @@ class NvJitLinkAssembler:
         return f"{major}.{minor}"
 
 
-def _nvjitlink_log(nvjitlink: Any, handle: int) -> str:
-    size = nvjitlink.get_error_log_size(handle)
+def _nvjitlink_log(nvjitlink: Any, handle: int, info: bool = False) -> str:
+    """The error log, or with ``info`` the info log (what -verbose reports)."""
+    size = (nvjitlink.get_info_log_size if info else nvjitlink.get_error_log_size)(handle)
     if not size:
         return ""
     log = bytearray(size)
-    nvjitlink.get_error_log(handle, log)
+    (nvjitlink.get_info_log if info else nvjitlink.get_error_log)(handle, log)
     return log.rstrip(b"\0").decode(errors="replace")
 
 
@@ -211,7 +240,8 @@ class PtxasAssembler:
     name = "ptxas"
 
     def flags(self, arch: str, flags: AssembleFlags) -> list[str]:
-        spelled = [f"--gpu-name={arch}", f"-O{flags.opt_level}"]
+        # --verbose: the report of registers, stack and spills, on its output.
+        spelled = [f"--gpu-name={arch}", f"-O{flags.opt_level}", "--verbose"]
         if flags.maxnreg is not None:
             spelled.append(f"--maxrregcount={flags.maxnreg}")
         if not flags.fmad:
@@ -220,7 +250,7 @@ class PtxasAssembler:
             spelled.append("--generate-line-info")
         return spelled
 
-    def assemble(self, ptx: str, arch: str, flags: AssembleFlags, kernel_name: str) -> bytes:
+    def assemble(self, ptx: str, arch: str, flags: AssembleFlags, kernel_name: str) -> Assembled:
         import subprocess
 
         from polytile.gpu.scratch import scratch_directory
@@ -242,7 +272,8 @@ class PtxasAssembler:
                 if not log.strip():
                     log = f"exit status {result.returncode}"
                 raise PTXAssemblyError(kernel_name, arch, f"ptxas ({ptxas})", log, ptx)
-            return target.read_bytes()
+            return Assembled(target.read_bytes(), (result.stdout + result.stderr).replace(str(source),
+                                                                                          f"{kernel_name}.ptx"))
 
     def version(self) -> str:
         return ptxas_version()

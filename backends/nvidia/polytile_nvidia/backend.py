@@ -72,6 +72,10 @@ class NvidiaBackend(Backend):
             raise ConfigError(
                 f"option 'num_ctas' of backend 'nvidia' must be between 1 and {_MAX_NUM_CTAS}, got {options.num_ctas}"
             )
+        if options.num_ctas != 1:
+            # Taken and ignored, the kernel would run, but not as asked.
+            raise ConfigError(f"option 'num_ctas' of backend 'nvidia' is {options.num_ctas}: thread block clusters "
+                              "are not supported yet; use num_ctas=1")
         # The base class checks plain int fields only; an optional int needs checking here.
         maxnreg = options.maxnreg
         if maxnreg is not None and (

@@ -545,7 +545,10 @@ class PtxToCubin(Pass):
     summary: ClassVar[str] = "PTX to a cubin through nvJitLink or ptxas"
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
-        from .assemble import ptx_to_cubin
+        from polytile.resources import RESOURCES
+
+        from .assemble import assemble_ptx, ptxas_report
+        from .resources import assembler_report, kernel_resources
 
         ptx = context.artifacts.get(PTX)
         if ptx is None:
@@ -555,12 +558,18 @@ class PtxToCubin(Pass):
         if user_cap is not None:
             # ptxas ignores -maxrregcount for a kernel with .maxntid: the cap goes in the PTX.
             ptx = context.artifacts[PTX] = with_register_cap(ptx, user_cap)
-        cubin = ptx_to_cubin(ptx, context.target.arch, kernel_name=kernel, options=context.options)
-        budget = self._register_budget(ptx, cubin, context.options)
+        assembled = assemble_ptx(ptx, context.target.arch, kernel_name=kernel, options=context.options)
+        budget = self._register_budget(ptx, assembled.cubin, context.options)
         if budget is not None:
             ptx = context.artifacts[PTX] = with_register_cap(ptx, budget)
-            cubin = ptx_to_cubin(ptx, context.target.arch, kernel_name=kernel, options=context.options)
-        context.artifacts[CUBIN] = cubin
+            assembled = assemble_ptx(ptx, context.target.arch, kernel_name=kernel, options=context.options)
+        context.artifacts[CUBIN] = assembled.cubin
+        log = assembled.log
+        if "spills" not in assembler_report(log, kernel):
+            log = ptxas_report(ptx, context.target.arch, kernel_name=kernel, options=context.options) or log
+        context.artifacts[RESOURCES] = kernel_resources(
+            arch=context.target.arch, kernel=kernel, cubin=assembled.cubin, log=log,
+            threads=threads_per_block(ptx), shared_bytes=int(context.artifacts.get("shared_bytes", 0)))
         return PreservedAnalyses.all()
 
     @staticmethod

@@ -229,6 +229,20 @@ class IRPrinter(PassInstrumentation):
         if self.print_initial:
             self._write(module, f"IR of {label} before the pipeline", "input")
 
+    def after_pipeline(self, module: Any, label: str, *, statistics: Mapping[str, int] | None = None) -> None:
+        """Last, what the compiled kernel takes of the device, where the backend says
+        (the artifact ``resources``: registers, spills, shared memory, occupancy)."""
+        from ..resources import RESOURCES, describe
+
+        if self.after is None or self.artifacts is None or RESOURCES not in self.artifacts:
+            return
+        text = f"resources of {label}: {describe(self.artifacts[RESOURCES])}\n"
+        if self.directory is not None:
+            self._counter += 1
+            self._write_file(self._folder() / f"{self._counter:03d}-resources.txt", text)
+            return
+        (self.stream or sys.stderr).write(f"// -----// {text}")
+
     def before_pass(self, pass_: Pass, stage: str, module: Any) -> None:
         if self.artifacts is not None and _matches(pass_, self.after):
             self._snapshot = dict(self.artifacts)

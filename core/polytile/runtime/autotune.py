@@ -29,9 +29,11 @@ from __future__ import annotations
 import functools
 import logging
 import time
+import warnings
 from typing import Any, Callable, Iterable
 
 from ..errors import LaunchError, NoConfigFitsError, OutOfResourcesError
+from ..resources import SpillWarning
 from .jit import JITFunction
 
 log = logging.getLogger("polytile.autotune")
@@ -248,8 +250,14 @@ class Autotuner(_Launchable):
 
         timings: dict[Config, float] = {}
         dropped: dict[Config, OutOfResourcesError] = {}
+        # A SpillWarning of a config that loses is noise: only the winner's is shown.
+        spilled: dict[Config, list[warnings.WarningMessage]] = {}
+        caught_all = warnings.catch_warnings(record=True)
+        caught = caught_all.__enter__()
+        warnings.simplefilter("always", SpillWarning)
         try:
             for config in configs:
+                before = len(caught)
                 def trial(config: Config = config) -> None:
                     restore()
                     for argument in zeroed:
@@ -265,13 +273,20 @@ class Autotuner(_Launchable):
                 except OutOfResourcesError as error:
                     dropped[config] = error
                     log.debug("autotuning '%s': config %s dropped: %s", self.__name__, config, error.message)
+                spilled[config] = [w for w in caught[before:] if issubclass(w.category, SpillWarning)]
         finally:
+            caught_all.__exit__(None, None, None)
             restore()
         self.configs_timings = timings
         self.dropped_configs = dropped
         if not timings:
             raise NoConfigFitsError(self.__name__, dropped)
-        return min(timings, key=timings.get)
+        best = min(timings, key=timings.get)
+        spills = {id(w) for ws in spilled.values() for w in ws}
+        for w in caught:  # as they came, less the spills of the configs that lost
+            if id(w) not in spills or any(w is mine for mine in spilled[best]):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        return best
 
 
 def bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100) -> float:

@@ -238,15 +238,11 @@ class KernelCache:
 
 def warn(message: str) -> None:
     """A :class:`CacheWarning`, shown at the first line outside polytile (the launch)."""
-    import sys
     import warnings
 
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    level, frame = 1, sys._getframe(0)
-    # polytile's files, and the code it generates (launchers, guards: "<polytile ...>").
-    while frame.f_back is not None and frame.f_code.co_filename.startswith((package, "<polytile")):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, CacheWarning, stacklevel=level)
+    from ..errors import user_stack_level
+
+    warnings.warn(message, CacheWarning, stacklevel=user_stack_level())
 
 
 def _use(use: Callable[[CacheEntry], _T], entry: CacheEntry) -> _T:

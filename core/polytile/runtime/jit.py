@@ -35,6 +35,7 @@ from .. import config as _config
 from ..backend import LaunchParam
 from ..errors import CompilationError, ConfigError, LaunchError, PolytileError
 from ..ir import types as t
+from ..resources import RESOURCES, warn_if_spilling
 from ..language import core as lc
 from .binder import MISSING, Unkeyed, constexpr_piece, describe_argument, make_entry, make_grid3, make_namer
 from .cache import globals_guard
@@ -522,9 +523,16 @@ class JITFunction:
                 self.disk_hits += 1
                 return compiled
 
-            return KernelCache(cache_directory()).fetch(disk_key, str(resolved), kernel=self.__name__, use=use,
-                                                        build=lambda: build(disk_key))
-        return build(None)[0]
+            compiled = KernelCache(cache_directory()).fetch(disk_key, str(resolved), kernel=self.__name__, use=use,
+                                                            build=lambda: build(disk_key))
+        else:
+            compiled = build(None)[0]
+        # Once per specialization and process (this runs once per specialization: the
+        # in-memory cache serves the next launches), compiled or read from disk alike.
+        warn_if_spilling(self.__name__, resolved, compiled.metadata.get(RESOURCES),
+                         ", ".join([*(f"{k}={v!r}" for k, v in sorted(constexprs.items())),
+                                    *(f"{k}={v!r}" for k, v in sorted(options.items()))]))
+        return compiled
 
     def _build(self, arg_types: dict, constexprs: dict, resolved: Any, options: dict, hints: tuple,
                params: list, make: Callable, disk_key: str | None) -> tuple[CompiledKernel, Any]:
@@ -560,9 +568,17 @@ class JITFunction:
         return f"JITFunction({self.fn.__module__}:{self.fn.__qualname__})"
 
 
+#: Triton's launch options that only some backends have, and the value that asks for
+#: nothing (what every backend does anyway): ``maxnreg`` caps NVIDIA's registers per
+#: thread, ``num_ctas`` asks for thread block clusters.
+_NEUTRAL_OPTIONS = {"maxnreg": None, "num_ctas": 1}
+_OPTION_MEANING = {"maxnreg": "caps the registers per thread", "num_ctas": "asks for thread block clusters"}
+
+
 def _backend_options(options: dict) -> dict:
-    # num_ctas and maxnreg are accepted for Triton compatibility; no backend takes them yet.
-    return {k: v for k, v in options.items() if k in ("num_warps", "num_stages", "debug")}
+    """The launch options that go to the backend: all but those at their neutral value."""
+    return {k: v for k, v in options.items() if k in _LAUNCH_OPTIONS
+            and not (k in _NEUTRAL_OPTIONS and v == _NEUTRAL_OPTIONS[k])}
 
 
 def _resolve(kernel: str, target: Any, options: dict) -> tuple[Any, Any, Any]:
@@ -580,6 +596,13 @@ def _resolve(kernel: str, target: Any, options: dict) -> tuple[Any, Any, Any]:
         # The chosen device's backend cannot run kernels yet (as in polytile.demo): run
         # on the interpreter rather than fail, since the user asked for no target.
         backend, resolved = manager.backends.resolve(manager.choose_target("interp").target)
+    declared = {f.name for f in dataclasses.fields(backend.options_class)}
+    for name in _NEUTRAL_OPTIONS:
+        if name in options and name not in declared:
+            raise ConfigError(f"kernel '{kernel}': launch option {name}={options[name]!r} is not available on "
+                              f"target '{resolved}' (backend '{backend.name}' has no such option; on NVIDIA "
+                              f"targets {name} {_OPTION_MEANING[name]}): leave it out, or set it to "
+                              f"{_NEUTRAL_OPTIONS[name]!r}, for this target")
     return resolved, backend, backend.parse_options(options)
 
 

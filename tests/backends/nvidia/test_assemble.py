@@ -110,6 +110,9 @@ def test_ptxas_from_the_nvcc_wheel(monkeypatch, tmp_path):
 
 
 def test_missing_ptxas_lists_every_place_looked(monkeypatch, tmp_path):
+    # The backend's settings are read before sys.path loses the installed distributions
+    # (a test that reset the plugins first would otherwise leave 'ptxas_path' unknown).
+    config.get("ptxas_path")
     monkeypatch.setenv("PATH", "")
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
     monkeypatch.setattr(sys, "path", [str(tmp_path)])
@@ -128,8 +131,10 @@ def test_missing_ptxas_lists_every_place_looked(monkeypatch, tmp_path):
 def test_ptxas_flags():
     flags = AssembleFlags.from_options(NvidiaOptions(maxnreg=64, enable_fp_fusion=False, debug=True))
     assert assemble.PtxasAssembler().flags("sm_90a", flags) == [
-        "--gpu-name=sm_90a", "-O3", "--maxrregcount=64", "--fmad=false", "--generate-line-info"]
-    assert assemble.PtxasAssembler().flags("sm_80", AssembleFlags.from_options(None)) == ["--gpu-name=sm_80", "-O3"]
+        "--gpu-name=sm_90a", "-O3", "--verbose", "--maxrregcount=64", "--fmad=false", "--generate-line-info"]
+    # --verbose always: its report of registers and spills is the kernel's resources record.
+    assert assemble.PtxasAssembler().flags("sm_80", AssembleFlags.from_options(None)) == [
+        "--gpu-name=sm_80", "-O3", "--verbose"]
 
 
 # -- choosing the assembler ------------------------------------------------------------
@@ -177,7 +182,7 @@ class FakeNvJitLinkError(Exception):
     pass
 
 
-def fake_nvjitlink(error_log: str = ""):
+def fake_nvjitlink(error_log: str = "", info_log: str = ""):
     calls = []
 
     def complete(handle):
@@ -196,6 +201,8 @@ def fake_nvjitlink(error_log: str = ""):
         get_linked_cubin=lambda handle, buffer: buffer.__setitem__(slice(0, 4), b"CUBN"),
         get_error_log_size=lambda handle: len(error_log) + 1,
         get_error_log=lambda handle, buffer: buffer.__setitem__(slice(0, len(error_log)), error_log.encode()),
+        get_info_log_size=lambda handle: len(info_log) + 1,
+        get_info_log=lambda handle, buffer: buffer.__setitem__(slice(0, len(info_log)), info_log.encode()),
         destroy=lambda handle: calls.append(("destroy", handle)),
     )
     return module, calls
@@ -282,12 +289,27 @@ def test_nvjitlink_links_in_process(monkeypatch):
     assert ptx_to_cubin(VECTOR_ADD, "sm_90a", kernel_name="add_kernel", options=options) == b"CUBN"
     data = VECTOR_ADD.encode()
     assert calls == [
-        ("create", 4, ["-arch=sm_90a", "-O3", "-maxrregcount=40", "-Xptxas=--fmad=false"]),
+        ("create", 5, ["-arch=sm_90a", "-O3", "-verbose", "-maxrregcount=40", "-Xptxas=--fmad=false"]),
         ("add_data", 77, 2, data, len(data), "add_kernel.ptx"),
         ("complete", 77),
         ("destroy", 77),
     ]
     assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0"}
+
+
+def test_nvjitlinks_verbose_report_comes_back_with_the_cubin(monkeypatch):
+    report = "ptxas info    : Used 12 registers, used 0 barriers\n"
+    module, _ = fake_nvjitlink(info_log=report)
+    monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: module)
+    assembled = assemble.assemble_ptx(VECTOR_ADD, "sm_90a", kernel_name="add_kernel")
+    assert (assembled.cubin, assembled.log) == (b"CUBN", report)
+
+
+def test_ptxas_verbose_report_comes_back_with_the_cubin(ptxas):
+    assembled = assemble.assemble_ptx(VECTOR_ADD, "sm_90a", kernel_name="add_kernel", assembler="ptxas")
+    assert "Function properties for add_kernel" in assembled.log and "Used " in assembled.log
+    assert "bytes spill stores" in assembled.log
+    assert "/tmp" not in assembled.log  # the scratch file is named after the kernel
 
 
 def test_nvjitlink_error_quotes_the_line(monkeypatch):

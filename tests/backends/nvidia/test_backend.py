@@ -80,15 +80,20 @@ def test_default_options(backend):
 
 
 def test_options_are_parsed(backend):
-    options = backend.parse_options({"num_warps": 8, "num_stages": 4, "num_ctas": 2, "maxnreg": 128, "enable_fp_fusion": False})
+    options = backend.parse_options({"num_warps": 8, "num_stages": 4, "num_ctas": 1, "maxnreg": 128, "enable_fp_fusion": False})
     assert isinstance(options, NvidiaOptions)
     assert (options.num_warps, options.num_stages, options.num_ctas, options.maxnreg, options.enable_fp_fusion) == (
         8,
         4,
-        2,
+        1,
         128,
         False,
     )
+
+
+def test_clusters_are_refused_not_ignored(backend):
+    with pytest.raises(ConfigError, match="num_ctas' of backend 'nvidia' is 2: thread block clusters are not supported"):
+        backend.parse_options({"num_ctas": 2})
 
 
 def test_options_are_immutable(backend):
