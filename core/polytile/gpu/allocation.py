@@ -45,6 +45,7 @@ from typing import Any, Callable, ClassVar
 from ..dialects import func
 from ..errors import CompilationError, OutOfResourcesError
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
+from ..plugins.tables import OwnedTable
 
 #: Op attribute: the byte offset of the op's scratch (or of a call's callee) in the
 #: function's shared memory.
@@ -69,13 +70,14 @@ SCRATCH_SYNC_MODES = ("inside", "end", "none")
 
 #: ``fn(op, target, num_warps) -> bytes`` (0 when this instance needs none), by op class.
 ScratchSize = Callable[[Any, Any, int], int]
-SCRATCH_BYTES: dict[type, ScratchSize] = {}
+#: Each of these tables owns its entries by who registered them (a plugin's leave with it).
+SCRATCH_BYTES: OwnedTable[ScratchSize] = OwnedTable("scratch size")
 #: How the scratch of an op class is synchronized (see the module docstring).
-SCRATCH_SYNC: dict[type, str] = {}
+SCRATCH_SYNC: OwnedTable[str] = OwnedTable("scratch synchronization")
 #: ``fn(op, target, num_warps) -> the most rounds this op's lowering can split into``, for
 #: the op classes whose lowering honours ``gpu.scratch_rounds``.
 ScratchRounds = Callable[[Any, Any, int], int]
-SCRATCH_ROUNDS: dict[type, ScratchRounds] = {}
+SCRATCH_ROUNDS: OwnedTable[ScratchRounds] = OwnedTable("scratch rounds")
 
 
 def register_scratch(*op_classes: type, sync: str = "inside",
@@ -90,10 +92,10 @@ def register_scratch(*op_classes: type, sync: str = "inside",
 
     def register(fn: ScratchSize) -> ScratchSize:
         for cls in op_classes:
-            SCRATCH_BYTES[cls] = fn
-            SCRATCH_SYNC[cls] = sync
+            SCRATCH_BYTES.add(cls, fn)
+            SCRATCH_SYNC.add(cls, sync)
             if rounds is not None:
-                SCRATCH_ROUNDS[cls] = rounds
+                SCRATCH_ROUNDS.add(cls, rounds)
         return fn
     return register
 

@@ -37,6 +37,7 @@ from typing import Any, Callable, ClassVar, Iterable
 from ..dialects import func, scf, tile_debug
 from ..dialects.gpu import AsyncCopyOp, AsyncWaitOp, BarrierOp, LocalAllocOp, LocalLoadOp, LocalLoadSlotOp, LocalStoreOp
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
+from ..plugins.tables import OwnedTable
 from .allocation import BUFFER_OFFSET_ATTR, SCRATCH_OFFSET_ATTR, buffer_bytes, scratch_bytes, scratch_sync
 
 #: Function attributes a callee's summary is kept in (see the module docstring).
@@ -65,7 +66,8 @@ class Access:
 
 #: Op class -> ``fn(op) -> [(buffer value, "r" | "w"), ...]``: the buffers an op accesses.
 BufferAccess = Callable[[Any], list]
-BUFFER_ACCESSES: dict[type, BufferAccess] = {}
+#: Each entry owned by who registered it (:class:`~polytile.plugins.tables.OwnedTable`).
+BUFFER_ACCESSES: OwnedTable[BufferAccess] = OwnedTable("buffer access")
 
 
 def register_buffer_access(*op_classes: type) -> Callable[[BufferAccess], BufferAccess]:
@@ -73,7 +75,7 @@ def register_buffer_access(*op_classes: type) -> Callable[[BufferAccess], Buffer
     op reads and writes, as ``[(value, "r" | "w"), ...]``."""
     def register(fn: BufferAccess) -> BufferAccess:
         for cls in op_classes:
-            BUFFER_ACCESSES[cls] = fn
+            BUFFER_ACCESSES.add(cls, fn)
         return fn
     return register
 

@@ -44,6 +44,7 @@ import numpy as np
 from ..ir import types as t
 from ..ir.opdef import Pure, ReadsMemory
 from ..ir.operation import Block, Operation
+from ..plugins.tables import OwnedTable
 from .executor import (
     BlockExit,
     Interpreter,
@@ -388,14 +389,14 @@ class ExecutionPlan:
 
 #: Ops that can wait for another program inside a loop (spin locks, flags), so that
 #: lockstep execution could deadlock: ``class -> predicate(op)``.  Plugins may add theirs.
-WAITS_ON_OTHER_PROGRAMS: dict[type, Callable[[Operation], bool]] = {}
+WAITS_ON_OTHER_PROGRAMS: OwnedTable[Callable[[Operation], bool]] = OwnedTable("waiting op")
 
 #: Loops that run until memory says otherwise: ``class``.  A loop of these classes
 #: holding an op of WAITS_ON_OTHER_PROGRAMS makes its kernel run program by program.
-UNBOUNDED_LOOPS: set[type] = set()
+UNBOUNDED_LOOPS: OwnedTable[bool] = OwnedTable("unbounded loop")
 
 #: How to find the function a call op calls: ``class -> callee symbol name``.
-CALLEES: dict[type, Callable[[Operation], str]] = {}
+CALLEES: OwnedTable[Callable[[Operation], str]] = OwnedTable("call op")
 
 _PLANS: "weakref.WeakKeyDictionary[Operation, tuple[Any, ExecutionPlan]]" = weakref.WeakKeyDictionary()
 

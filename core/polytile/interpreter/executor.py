@@ -50,6 +50,7 @@ from ..errors import InterpreterArgumentError, InterpreterError, InterpreterUnsu
 from ..ir import types as t
 from ..ir.opdef import Elementwise
 from ..ir.operation import Block, Operation
+from ..plugins.tables import OwnedTable
 from .memory import Memory
 
 
@@ -59,8 +60,10 @@ from .memory import Memory
 
 Rule = Callable[[Operation, list, "ProgramContext"], Any]
 
-#: Interpretation rules by op class.  Extend with :func:`register_rule`.
-RULES: dict[type, Rule] = {}
+#: Interpretation rules by op class.  Extend with :func:`register_rule`.  Each rule is
+#: owned by who registered it: a plugin's rules leave with it, and a core rule it had
+#: replaced comes back (:class:`~polytile.plugins.tables.OwnedTable`).
+RULES: OwnedTable[Rule] = OwnedTable("interpreter rule")
 
 
 def register_rule(op_class: type, rule: Rule | None = None):
@@ -75,16 +78,17 @@ def register_rule(op_class: type, rule: Rule | None = None):
             register_rule(op_class, fn)
             return fn
         return decorator
-    RULES[op_class] = rule
     # A new meaning of the op: a batched rule written for the old one no longer applies.
-    BATCHED_RULES.pop(op_class, None)
-    _rules_changed()
+    # The owner's own is dropped; another owner's is ignored while this rule is in force
+    # (batched_rule_for takes a batched rule only from the owner of the rule in force).
+    RULES.add(op_class, rule)
+    BATCHED_RULES.remove(op_class, RULES.owner_of(op_class))
     return rule
 
 
 #: Batched rules by op class: ``rule(op, operands, ctx)`` with values for a batch of
 #: programs (see :mod:`polytile.interpreter.batch`).  Extend with :func:`register_batched_rule`.
-BATCHED_RULES: dict[type, Rule] = {}
+BATCHED_RULES: OwnedTable[Rule] = OwnedTable("batched interpreter rule")
 
 
 def register_batched_rule(op_class: type, rule: Rule | None = None):
@@ -101,8 +105,7 @@ def register_batched_rule(op_class: type, rule: Rule | None = None):
             register_batched_rule(op_class, fn)
             return fn
         return decorator
-    BATCHED_RULES[op_class] = rule
-    _rules_changed()
+    BATCHED_RULES.add(op_class, rule)
     return rule
 
 
@@ -113,6 +116,8 @@ _DERIVED_BATCHED: dict[type, Rule | None] = {}
 _RULES_VERSION = [0]
 
 
+@RULES.on_change
+@BATCHED_RULES.on_change
 def _rules_changed() -> None:
     _DERIVED_RULES.clear()
     _DERIVED_BATCHED.clear()
@@ -120,8 +125,8 @@ def _rules_changed() -> None:
 
 
 def rules_version() -> tuple[int, int, int]:
-    """Changes whenever a rule table changes (also through direct edits of their size)."""
-    return (_RULES_VERSION[0], len(RULES), len(BATCHED_RULES))
+    """Changes whenever a rule table changes: a registration, or a plugin withdrawn."""
+    return (_RULES_VERSION[0], RULES.version, BATCHED_RULES.version)
 
 
 class BlockExit:
@@ -189,7 +194,7 @@ def batched_rule_for(op: Operation) -> Rule | None:
 
     rule: Rule | None = None
     for base in cls.__mro__:
-        if base in BATCHED_RULES:
+        if base in BATCHED_RULES and (base not in RULES or RULES.owner_of(base) == BATCHED_RULES.owner_of(base)):
             rule = BATCHED_RULES[base]
             break
         if base in RULES:

@@ -27,6 +27,7 @@ from ..ir.opdef import ConstantLike, Pure, ReadsMemory, Terminator
 from ..ir.operation import Block, Operation, Region
 from ..ir.types import IntType, element_type
 from ..ir.values import BlockArgument, OpResult, Value
+from ..plugins.tables import OwnedTable
 from .pass_base import Pass, PassContext, PreservedAnalyses
 
 #: Integer division and remainder trap on a zero divisor (and the signed ones on
@@ -58,7 +59,8 @@ class LoopRegion:
 LoopBodies = Callable[[Operation], Sequence[LoopRegion]]
 
 #: Op class -> its :data:`LoopBodies`.  Subclasses of a registered class use its entry.
-LOOP_BODIES: dict[type, LoopBodies] = {}
+#: Each entry owned by who registered it (a plugin's loops leave with it).
+LOOP_BODIES: OwnedTable[LoopBodies] = OwnedTable("loop for licm")
 
 
 def register_loop(op_class: type, bodies: LoopBodies | None = None) -> None:
@@ -79,7 +81,7 @@ def register_loop(op_class: type, bodies: LoopBodies | None = None) -> None:
     """
     if not isinstance(op_class, type) or not issubclass(op_class, Operation):
         raise TypeError(f"register_loop needs an op class, got {op_class!r}")
-    LOOP_BODIES[op_class] = bodies if bodies is not None else _every_region
+    LOOP_BODIES.add(op_class, bodies if bodies is not None else _every_region)
 
 
 def loop_bodies_of(op: Operation) -> LoopBodies | None:

@@ -62,7 +62,8 @@ from .records import (
     _normalize,
     _summary,
 )
-from .registry import CORE_OWNER, ImportScope, PluginInfo, Registry, importing_plugin
+from .registry import (CORE_OWNER, LATE_REGISTRATIONS, ImportScope, PluginInfo, Registry, calling_plugin,
+                       claim_package, importing_plugin)
 from .settings import _clean_names, _configured_disabled, _core_name_reason, _takes_a_core_name, strict_plugins
 
 if TYPE_CHECKING:
@@ -87,10 +88,16 @@ log = logging.getLogger("polytile.plugins")
 _IMPORTED: dict[PluginInfo, list[tuple[Registry[Any], str, Any]]] = {}
 
 
+def _registered_at_import(owner: PluginInfo) -> list[tuple[Any, Any, Any]]:
+    """What ``owner``'s modules registered when imported: its entry point's module, and
+    its modules imported later (lazily, inside a hook or a pass)."""
+    return [*_IMPORTED.get(owner, ()), *LATE_REGISTRATIONS.get(owner, ())]
+
+
 def _forget_imported(owner: PluginInfo) -> None:
     """Take what ``owner`` registered at import time (and later) out of those registries."""
     done: list[Any] = []
-    for registry, _, _ in _IMPORTED.get(owner, ()):
+    for registry, _, _ in _registered_at_import(owner):
         if not any(registry is r for r in done):
             done.append(registry)
             registry.remove_owned_by(owner)
@@ -98,8 +105,8 @@ def _forget_imported(owner: PluginInfo) -> None:
 
 def _restore_imported(owner: PluginInfo) -> None:
     """Put back what ``owner`` registered at import time, where a manager had removed it."""
-    for registry, name, obj in _IMPORTED.get(owner, ()):
-        if registry.find(name) is None:
+    for registry, name, obj in _registered_at_import(owner):
+        if not registry.holds(name, obj):
             registry.add(name, obj, owner)
 
 
@@ -226,6 +233,8 @@ class PluginManager:
         """``ep.load()``, with what the import registers attributed to the plugin; ``None``
         when the import failed (the plugin is then recorded as failed)."""
         scope: ImportScope | None = None
+        # The plugin's package: its modules imported later register as the plugin's too.
+        claim_package(record.value.split(":", 1)[0].split(".", 1)[0].strip(), record.info)
         try:
             with importing_plugin(record.info) as scope:
                 plugin = ep.load()
@@ -428,7 +437,8 @@ class PluginManager:
             for part in filled.parts:
                 stack.enter_context(part.owned_by(record.info))
             try:
-                impl.function(**kwargs)
+                with calling_plugin(record.info):
+                    impl.function(**kwargs)
             except PluginConflictError as exc:
                 if not _takes_a_core_name(exc, record):
                     raise
@@ -519,7 +529,8 @@ class PluginManager:
                 continue
             arguments = self._arguments(impl, kwargs, hook_name, record)
             try:
-                result = impl.function(**arguments)
+                with calling_plugin(record.info):
+                    result = impl.function(**arguments)
             except CompilationError:
                 raise
             except PluginError as exc:

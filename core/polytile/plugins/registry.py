@@ -48,6 +48,15 @@ class ImportScope:
         self.owner = owner
         #: ``(registry, name, object)`` for every registration attributed to ``owner``.
         self.added: list[tuple[Registry[Any], str, Any]] = []
+        #: What ``added`` holds, so that a registration made again (a hook that runs on
+        #: every compile) is remembered once.
+        self.seen: set[tuple[int, Any, int]] = set()
+
+    def remember(self, registry: "Registry[Any]", name: Any, obj: Any) -> None:
+        key = (id(registry), name, id(obj))
+        if key not in self.seen:
+            self.seen.add(key)
+            self.added.append((registry, name, obj))
 
     def registries(self) -> list["Registry[Any]"]:
         found: list[Registry[Any]] = []
@@ -99,13 +108,52 @@ def _core_module_importing() -> bool:
     return bool(getattr(spec, "_initializing", False))
 
 
+#: Top-level package -> the plugin it belongs to, claimed by the plugin manager as it
+#: imports each plugin (``polytile_lds`` -> polytile-lds).  A plugin module imported
+#: later, lazily inside a hook or a pass, registers as its plugin's too.
+_PACKAGE_OWNERS: dict[str, PluginInfo] = {}
+#: What such lazily imported modules registered, by owner: ``(registry, name, object)``,
+#: so that withdrawing the plugin takes it out and enabling it again puts it back.
+LATE_REGISTRATIONS: dict[PluginInfo, list[tuple["Registry[Any]", Any, Any]]] = {}
+_LATE_SCOPES: dict[PluginInfo, ImportScope] = {}
+
+
+def claim_package(package: str, owner: PluginInfo) -> None:
+    """Attribute what modules of ``package`` register at import to ``owner`` (not the core's
+    packages: a plugin importing ``polytile.x`` leaves it the core's)."""
+    if package and package != "polytile":
+        _PACKAGE_OWNERS[package] = owner
+
+
+#: The plugin whose hook implementation is running (set by the plugin manager).
+_CALLING: contextvars.ContextVar[PluginInfo | None] = contextvars.ContextVar("polytile_calling_plugin",
+                                                                             default=None)
+
+
+@contextlib.contextmanager
+def calling_plugin(owner: PluginInfo) -> Iterator[None]:
+    """Attribute registrations made while ``owner``'s hook runs (outside any import) to it."""
+    token = _CALLING.set(owner)
+    try:
+        yield
+    finally:
+        _CALLING.reset(token)
+
+
 def _import_scope_owner() -> tuple[PluginInfo, ImportScope | None]:
     scope = _IMPORTING.get()
-    if scope is None:
-        return CORE_OWNER, None
     module = _importing_module()
     if module == "polytile" or module.startswith("polytile."):
         return CORE_OWNER, None
+    if scope is None:
+        owner = _PACKAGE_OWNERS.get(module.split(".", 1)[0]) or _CALLING.get()
+        if owner is None:
+            return CORE_OWNER, None
+        late = _LATE_SCOPES.get(owner)
+        if late is None:
+            late = _LATE_SCOPES[owner] = ImportScope(owner)
+            LATE_REGISTRATIONS[owner] = late.added
+        return owner, late
     return scope.owner, scope
 
 
@@ -158,7 +206,7 @@ class Registry(Generic[T]):
             raise conflict
         self._entries[name] = (obj, owner)
         if scope is not None:
-            scope.added.append((self, name, obj))
+            scope.remember(self, name, obj)
         return obj
 
     def get(self, name: str, where: str = "") -> T:
@@ -166,6 +214,11 @@ class Registry(Generic[T]):
         if entry is None:
             raise UnknownNameError(self.kind, name, self._entries, where)
         return entry[0]
+
+    def holds(self, name: Any, obj: Any) -> bool:
+        """Whether ``obj`` is registered under ``name``."""
+        entry = self._entries.get(name)
+        return entry is not None and entry[0] is obj
 
     def find(self, name: str) -> T | None:
         entry = self._entries.get(name)

@@ -14,22 +14,25 @@ from typing import Any, Callable
 
 from ...errors import CompilationError, SourceLocation
 from ...ir import types as t
+from ...plugins.tables import OwnedTable
 
 Lowering = Callable[[Any, list, "LoweringContext"], list]
 
 #: The dynamic shared memory array every kernel of a module shares (an extern global).
 SHARED_MEMORY_SYMBOL = "polytile_shared"
 
-#: Op class -> lowering function (see the module docstring).
-LOWERINGS: dict[type, Lowering] = {}
+#: Op class -> lowering function (see the module docstring); each entry owned by the
+#: plugin that registered it (:class:`~polytile.plugins.tables.OwnedTable`).
+LOWERINGS: OwnedTable[Lowering] = OwnedTable("GPU lowering")
 
 
 def register_lowering(*op_classes: type) -> Callable[[Lowering], Lowering]:
     """Decorator: ``@register_lowering(MyOp)`` makes ``fn`` the lowering of ``MyOp``
-    for every GPU backend (a plugin may override a core op's lowering the same way)."""
+    for every GPU backend (a plugin may override a core op's lowering the same way: the
+    core's comes back when the plugin is withdrawn)."""
     def register(fn: Lowering) -> Lowering:
         for cls in op_classes:
-            LOWERINGS[cls] = fn
+            LOWERINGS.add(cls, fn)
         return fn
     return register
 

@@ -40,6 +40,7 @@ from typing import Any, Callable
 
 from ...dialects import tile
 from ...dialects.gpu import ConvertLayoutOp
+from ...plugins.tables import OwnedTable
 from ..allocation import ScratchSize, register_scratch, scratch_rounds
 from ..linear_layout import LinearLayout, log2
 from .context import LoweringContext, layout_of, linear_layout_of, register_lowering
@@ -51,7 +52,8 @@ from .types import element_bits
 #: ``fn(op, registers, ctx) -> registers`` for one conversion (see the module docstring).
 Conversion = Callable[[Any, list, LoweringContext], list]
 #: (source layout class | None, result layout class | None) -> (conversion, scratch size | None).
-CONVERSIONS: dict[tuple[type | None, type | None], tuple[Conversion, ScratchSize | None]] = {}
+#: Each entry owned by who registered it (:class:`~polytile.plugins.tables.OwnedTable`).
+CONVERSIONS: OwnedTable[tuple[Conversion, ScratchSize | None]] = OwnedTable("layout conversion")
 
 
 def register_conversion(source: type | None, result: type | None, *,
@@ -60,7 +62,7 @@ def register_conversion(source: type | None, result: type | None, *,
     (layout classes of :mod:`polytile.gpu.layouts`; ``None`` for any).  ``scratch(op,
     target, num_warps) -> bytes`` says how much shared memory it needs (None: none)."""
     def register(fn: Conversion) -> Conversion:
-        CONVERSIONS[(source, result)] = (fn, scratch)
+        CONVERSIONS.add((source, result), (fn, scratch))
         return fn
     return register
 

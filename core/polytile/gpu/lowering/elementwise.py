@@ -20,6 +20,7 @@ from llvmlite import ir
 from ...dialects import arith
 from ...dialects import math as math_d
 from ...ir import types as t
+from ...plugins.tables import OwnedTable
 from .context import LoweringContext, linear_layout_of, register_lowering
 from .indexing import contiguous_registers
 from .types import (E4M3_F16_SCALE, FP8_FORMATS, BFloatType, LLVMBitOps, UnsupportedType, bit_width, fp8_format,
@@ -27,8 +28,9 @@ from .types import (E4M3_F16_SCALE, FP8_FORMATS, BFloatType, LLVMBitOps, Unsuppo
 
 ElementEmitter = Callable[[LoweringContext, Any, list], Any]
 
-#: Op class -> per-element emitter (see the module docstring).
-ELEMENTWISE: dict[type, ElementEmitter] = {}
+#: Op class -> per-element emitter (see the module docstring); entries owned by who
+#: registered them (:class:`~polytile.plugins.tables.OwnedTable`).
+ELEMENTWISE: OwnedTable[ElementEmitter] = OwnedTable("elementwise GPU lowering")
 
 
 def suffix(type_: ir.Type) -> str:
@@ -296,6 +298,7 @@ for _cls in ELEMENTWISE:
 
 
 def register_elementwise(op_class: type, emit: ElementEmitter) -> None:
-    """Lower ``op_class`` element by element with ``emit`` (for plugins' ops)."""
-    ELEMENTWISE[op_class] = emit
+    """Lower ``op_class`` element by element with ``emit`` (for plugins' ops; both
+    entries leave with the plugin)."""
+    ELEMENTWISE.add(op_class, emit)
     register_lowering(op_class)(lower_elementwise)

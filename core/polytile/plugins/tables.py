@@ -1,0 +1,173 @@
+"""Tables keyed by op class (or any hashable key) that remember who registered each entry.
+
+The GPU lowering tables (``LOWERINGS``, ``ELEMENTWISE``, ``CONVERSIONS``,
+``LAYOUT_RULES``, scratch and buffer-access declarations), the interpreter's ``RULES``
+and the loop ops LICM knows are :class:`OwnedTable` objects.  A registration is
+attributed the way :class:`~polytile.plugins.registry.Registry` attributes one: to the
+core when a core module makes it, else to the plugin being imported or named by
+:meth:`~polytile.plugins.registry.Registry.owned_by`.  So when the plugin manager
+withdraws a plugin (disabled, failed, uninstalled in a later process), what it put in
+any of these tables leaves with it, and an entry of the core that it had replaced comes
+back.
+
+A plugin may replace the core's entry for a key (its own lowering of a core op, say);
+two plugins registering one key is a :class:`~polytile.errors.PluginConflictError`, as
+for names.  Reads are a dict's: ``table[key]``, ``table.get(key)``, ``key in table``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Hashable, Iterator, TypeVar
+
+from ..errors import PluginConflictError
+from .registry import CORE_OWNER, PluginInfo, Registry, _core_module_importing, _import_scope_owner
+
+V = TypeVar("V")
+
+
+def key_name(key: Any) -> str:
+    """How a key reads in a message: an op class by its op name, a tuple item by item."""
+    if isinstance(key, tuple):
+        return "(" + ", ".join(key_name(k) for k in key) + ")"
+    if isinstance(key, type):
+        name = getattr(key, "name", None)
+        return name if isinstance(name, str) else key.__qualname__
+    return str(key)
+
+
+class OwnedTable(Registry, Generic[V]):
+    """A dict from keys to entries, each entry with its owner, where a plugin's entry may
+    stand over the core's for the same key (see the module docstring)."""
+
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        #: key -> entries, the one in force last: at most the core's, then one plugin's.
+        self._layers: dict[Hashable, list[tuple[V, PluginInfo]]] = {}
+        #: key -> the entry in force: what reads look at (``get`` is its ``dict.get``:
+        #: tables are read in compile and interpreter loops).
+        self._current: dict[Hashable, V] = {}
+        self.get = self._current.get  # type: ignore[method-assign]
+        #: Bumped on every change, and ``on_change`` callbacks called: caches derived
+        #: from the table (the interpreter's plans) are made again.
+        self.version = 0
+        self._listeners: list[Any] = []
+
+    def on_change(self, callback: Any) -> Any:
+        """Call ``callback()`` after every change (a registration or a withdrawal)."""
+        self._listeners.append(callback)
+        return callback
+
+    def _changed(self, key: Hashable) -> None:
+        layers = self._layers.get(key)
+        if layers:
+            self._entries[key] = layers[-1]
+            self._current[key] = layers[-1][0]
+        else:
+            self._layers.pop(key, None)
+            self._entries.pop(key, None)
+            self._current.pop(key, None)
+        self.version += 1
+        for callback in self._listeners:
+            callback()
+
+    # -- registering ---------------------------------------------------------------
+    def add(self, name: Hashable, obj: V, owner: PluginInfo | None = None) -> V:  # type: ignore[override]
+        scope = None
+        if owner is None:
+            owner = self._explicit_owner
+            if owner is None:
+                owner, scope = _import_scope_owner()
+            elif _core_module_importing():
+                owner = CORE_OWNER
+        layers = self._layers.setdefault(name, [])
+        for index, (_, held_by) in enumerate(layers):
+            if held_by == owner:  # an owner registering again replaces its own entry
+                layers[index] = (obj, owner)
+                break
+        else:
+            plugins = [held_by for _, held_by in layers if held_by != CORE_OWNER]
+            if plugins and owner != CORE_OWNER:
+                conflict = PluginConflictError(
+                    f"{self.kind} of '{key_name(name)}' is registered twice: by {plugins[0].describe()} and by "
+                    f"{owner.describe()}; uninstall or disable one of them (setting 'disabled_plugins')",
+                    plugin=owner.name, distribution=owner.distribution)
+                conflict.owners, conflict.kind, conflict.name = (plugins[0], owner), self.kind, key_name(name)
+                raise conflict
+            # The core's entry stays under a plugin's, whichever came first.
+            layers.insert(0, (obj, owner)) if owner == CORE_OWNER else layers.append((obj, owner))
+        self._changed(name)
+        if scope is not None:
+            scope.remember(self, name, obj)
+        return obj
+
+    def __setitem__(self, key: Hashable, value: V) -> None:
+        self.add(key, value)
+
+    def remove_owned_by(self, owner: PluginInfo) -> list[str]:
+        """Drop every entry of ``owner``; where it stood over the core's, the core's is back."""
+        removed = []
+        for key in list(self._layers):
+            layers = [entry for entry in self._layers[key] if entry[1] != owner]
+            if len(layers) == len(self._layers[key]):
+                continue
+            removed.append(key)
+            self._layers[key] = layers
+            self._changed(key)
+        return removed
+
+    def remove(self, key: Hashable, owner: PluginInfo) -> bool:
+        """Drop ``owner``'s entry for ``key``, if it has one (the one under it is back)."""
+        layers = self._layers.get(key, [])
+        kept = [entry for entry in layers if entry[1] != owner]
+        if len(kept) == len(layers):
+            return False
+        self._layers[key] = kept
+        self._changed(key)
+        return True
+
+    def pop(self, key: Hashable, *default: Any) -> Any:
+        """Drop the entry in force for ``key`` (the one under it, if any, is back) and
+        return it; as ``dict.pop``, ``default`` when there is none."""
+        layers = self._layers.get(key)
+        if not layers:
+            if default:
+                return default[0]
+            raise KeyError(key)
+        value, _ = layers.pop()
+        self._changed(key)
+        return value
+
+    def __delitem__(self, key: Hashable) -> None:
+        self.pop(key)
+
+    def holds(self, name: Hashable, obj: Any) -> bool:
+        return any(entry is obj for entry, _ in self._layers.get(name, ()))
+
+    # -- reading, as a dict --------------------------------------------------------
+    def __getitem__(self, key: Hashable) -> V:
+        return self._current[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._current
+
+    def find(self, name: Hashable) -> V | None:  # type: ignore[override]
+        return self._current.get(name)
+
+    def keys(self) -> list[Hashable]:
+        return list(self._current)
+
+    def values(self) -> list[V]:
+        return list(self._current.values())
+
+    def entries(self) -> list[tuple[Hashable, V]]:
+        """``(key, entry in force)`` pairs, as ``dict.items()``."""
+        return list(self._current.items())
+
+    def __iter__(self) -> Iterator[Hashable]:  # type: ignore[override]
+        return iter(list(self._current))
+
+    def __len__(self) -> int:
+        return len(self._current)
+
+
+__all__ = ["OwnedTable", "key_name"]

@@ -1,0 +1,168 @@
+"""Tables keyed by op class own their entries: what a plugin registers in the GPU lowering
+tables, the interpreter's rules or LICM's loops leaves with it, and the core's entry it
+had replaced comes back."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+
+import pytest
+
+from polytile.dialects import scf, tile
+from polytile.errors import PluginConflictError
+from polytile.gpu.layout_rules import LAYOUT_RULES
+from polytile.gpu.lowering import LOWERINGS
+from polytile.interpreter import RULES
+from polytile.interpreter.executor import BATCHED_RULES, batched_rule_for, rule_for, rules_version
+from polytile.passes.licm import LOOP_BODIES
+from polytile.plugins.manager import DISABLED, LOADED, PluginManager, reset_plugin_manager
+from polytile.plugins.registry import CORE_OWNER, PluginInfo
+from polytile.plugins.tables import OwnedTable
+
+from .fakes import FakeEntryPoint
+
+PLUGIN = PluginInfo("frob", "polytile-frob", "1.0")
+OTHER = PluginInfo("other", "polytile-other", "1.0")
+
+
+def test_a_plugins_entry_stands_over_the_cores_until_it_is_withdrawn():
+    table = OwnedTable("rule")
+    changes = []
+    table.on_change(lambda: changes.append(table.version))
+    core, mine = object(), object()
+    table.add(int, core, CORE_OWNER)
+    table.add(int, mine, PLUGIN)
+    assert table[int] is mine and table.get(int) is mine and table.owner_of(int) == PLUGIN
+    assert table.remove_owned_by(PLUGIN) == [int]
+    assert table[int] is core and table.owner_of(int) == CORE_OWNER
+    assert changes == [1, 2, 3]  # every change is seen: caches built on the table are remade
+    table.add(int, mine, PLUGIN)
+    table.add(int, core, CORE_OWNER)  # the core's, registered again, stays under the plugin's
+    assert table[int] is mine
+    assert table.pop(int) is mine and table[int] is core
+    assert table.pop(str, None) is None and str not in table and table.get(str) is None
+
+
+def test_two_plugins_taking_one_key_is_a_conflict_naming_both():
+    table = OwnedTable("GPU lowering")
+    table.add(tile.ArangeOp, object(), PLUGIN)
+    with pytest.raises(PluginConflictError) as info:
+        table.add(tile.ArangeOp, object(), OTHER)
+    assert str(info.value).startswith("GPU lowering of 'tile.arange' is registered twice: by plugin 'frob' "
+                                      "(distribution 'polytile-frob' 1.0) and by plugin 'other'")
+
+
+PLUGIN_SOURCE = '''
+from polytile.dialects import scf, tile
+from polytile.gpu.layout_rules import register_layout_rule
+from polytile.gpu.lowering import register_lowering
+from polytile.interpreter import register_rule
+from polytile.passes.licm import register_loop
+from polytile.plugins import hookimpl
+
+
+@register_rule(tile.ArangeOp)
+def frob_arange_rule(op, operands, ctx):
+    raise AssertionError("not run")
+
+
+@register_lowering(tile.ArangeOp)
+def frob_arange_lowering(op, operands, ctx):
+    raise AssertionError("not run")
+
+
+register_loop(scf.WhileOp)  # the core has it too: the plugin's entry stands over it
+
+
+@hookimpl
+def polytile_cache_key(target, options):
+    # A registration while a hook runs belongs to the plugin too.
+    register_layout_rule(tile.ArangeOp)(frob_layout_rule)
+    return None
+
+
+def frob_layout_rule(op, groups):
+    raise AssertionError("not run")
+'''
+
+LAZY_SOURCE = '''
+from polytile.dialects import tile
+from polytile.gpu.allocation import register_scratch
+
+
+@register_scratch(tile.ArangeOp)
+def frob_scratch(op, target, num_warps):
+    return 0
+'''
+
+
+@pytest.fixture
+def frob_package(tmp_path, monkeypatch):
+    package = tmp_path / "polytile_frob_test"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "plugin.py").write_text(textwrap.dedent(PLUGIN_SOURCE))
+    (package / "lazy.py").write_text(textwrap.dedent(LAZY_SOURCE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    previous = reset_plugin_manager()
+    yield
+    for name in [m for m in sys.modules if m.startswith("polytile_frob_test")]:
+        del sys.modules[name]
+    # Withdraw whatever the test left (a manager with the plugin disabled does that).
+    PluginManager(entry_points=[_entry_point()], disabled=["polytile-frob"]).plugins()
+    reset_plugin_manager(previous)
+
+
+def _entry_point():
+    return FakeEntryPoint("frob", lambda: importlib.import_module("polytile_frob_test.plugin"), "polytile-frob",
+                          value="polytile_frob_test.plugin")
+
+
+def test_what_a_plugin_registers_leaves_with_it_and_the_cores_comes_back(frob_package):
+    core_rule, core_lowering, core_loop = RULES[tile.ArangeOp], LOWERINGS[tile.ArangeOp], LOOP_BODIES[scf.WhileOp]
+    core_layout = LAYOUT_RULES.get(tile.ArangeOp)
+    from polytile.gpu.allocation import SCRATCH_BYTES
+
+    core_scratch = SCRATCH_BYTES.get(tile.ArangeOp)
+    before = rules_version()
+
+    loaded = PluginManager(entry_points=[_entry_point()])
+    assert [r.status for r in loaded.plugins() if r.name == "frob"] == [LOADED]
+    plugin = sys.modules["polytile_frob_test.plugin"]
+    # At import: the interpreter rule, the GPU lowering, the LICM loop.
+    assert RULES[tile.ArangeOp] is plugin.frob_arange_rule and RULES.owner_of(tile.ArangeOp).name == "frob"
+    assert LOWERINGS[tile.ArangeOp] is plugin.frob_arange_lowering
+    assert LOOP_BODIES.owner_of(scf.WhileOp).distribution == "polytile-frob"
+    assert rules_version() != before
+    # The interpreter uses it, and no batched rule of the core's meaning.
+    op = tile.ArangeOp.__new__(tile.ArangeOp)
+    assert rule_for(op) is plugin.frob_arange_rule and batched_rule_for(op) is None
+    # In a hook: the layout rule.
+    loaded.cache_key_components(None, None)
+    assert LAYOUT_RULES[tile.ArangeOp] is plugin.frob_layout_rule
+    # In a module of the plugin imported later (lazily, in a pass, say): its scratch.
+    lazy = importlib.import_module("polytile_frob_test.lazy")
+    assert SCRATCH_BYTES[tile.ArangeOp] is lazy.frob_scratch
+    assert SCRATCH_BYTES.owner_of(tile.ArangeOp).name == "frob"
+
+    disabled = PluginManager(entry_points=[_entry_point()], disabled=["polytile-frob"])
+    assert [r.status for r in disabled.plugins() if r.name == "frob"] == [DISABLED]
+    assert RULES[tile.ArangeOp] is core_rule and LOWERINGS[tile.ArangeOp] is core_lowering
+    assert LOOP_BODIES[scf.WhileOp] is core_loop and LOOP_BODIES.owner_of(scf.WhileOp) == CORE_OWNER
+    assert LAYOUT_RULES.get(tile.ArangeOp) is core_layout and SCRATCH_BYTES.get(tile.ArangeOp) is core_scratch
+    assert rule_for(op) is core_rule and batched_rule_for(op) is BATCHED_RULES.get(tile.ArangeOp)
+
+    # Enabled again in a later manager: what its modules registered is back.
+    PluginManager(entry_points=[_entry_point()]).plugins()
+    assert RULES[tile.ArangeOp] is plugin.frob_arange_rule and SCRATCH_BYTES[tile.ArangeOp] is lazy.frob_scratch
+
+
+def test_a_plugin_that_fails_to_load_leaves_nothing_behind(frob_package, tmp_path):
+    core_rule = RULES[tile.ArangeOp]
+    (tmp_path / "polytile_frob_test" / "plugin.py").write_text(
+        textwrap.dedent(PLUGIN_SOURCE) + "\nraise RuntimeError('half imported')\n")
+    broken = PluginManager(entry_points=[_entry_point()])
+    assert [r.reason for r in broken.plugins() if r.name == "frob"] == ["RuntimeError: half imported"]
+    assert RULES[tile.ArangeOp] is core_rule and LOWERINGS.owner_of(tile.ArangeOp) == CORE_OWNER
