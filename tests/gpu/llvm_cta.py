@@ -570,7 +570,10 @@ def _ldmatrix(cta: CTA, text: str, inputs: list, warp: int) -> list:
 
 #: mma kind -> (M, N, K, element bits of A/B)
 _MMA = {("m16n8k16", "f16"): (16, 8, 16, 16), ("m16n8k16", "bf16"): (16, 8, 16, 16),
-        ("m16n8k8", "tf32"): (16, 8, 8, 32), ("m16n8k32", "s8"): (16, 8, 32, 8), ("m8n8k4", "f64"): (8, 8, 4, 64)}
+        ("m16n8k8", "tf32"): (16, 8, 8, 32), ("m16n8k32", "s8"): (16, 8, 32, 8), ("m8n8k4", "f64"): (8, 8, 4, 64),
+        ("m16n8k32", "e4m3"): (16, 8, 32, 8), ("m16n8k32", "e5m2"): (16, 8, 32, 8)}
+#: 8-bit kinds whose fragments are .s8's (the PTX ISA's m16n8k32 tables).
+_BYTE_KINDS = ("s8", "e4m3", "e5m2")
 
 
 def _frag_a(kind: str, lane: int, i: int) -> tuple[int, int]:
@@ -579,7 +582,7 @@ def _frag_a(kind: str, lane: int, i: int) -> tuple[int, int]:
         return g + 8 * ((i >> 1) & 1), q * 2 + (i & 1) + 8 * (i >> 2)
     if kind == "tf32":
         return g + 8 * (i & 1), q + 4 * (i >> 1)
-    if kind == "s8":
+    if kind in _BYTE_KINDS:
         return g + 8 * ((i >> 2) & 1), q * 4 + (i & 3) + 16 * (i >> 3)
     return g, q
 
@@ -590,7 +593,7 @@ def _frag_b(kind: str, lane: int, i: int) -> tuple[int, int]:
         return q * 2 + (i & 1) + 8 * (i >> 1), g
     if kind == "tf32":
         return q + 4 * i, g
-    if kind == "s8":
+    if kind in _BYTE_KINDS:
         return q * 4 + (i & 3) + 16 * (i >> 2), g
     return q, g
 
@@ -614,7 +617,26 @@ def _elements(word: Any, bits: int, kind: str) -> list:
         return [float(np.frombuffer(p.to_bytes(2, "little"), np.float16)[0]) for p in parts]
     if kind == "bf16":
         return [float(_from_bits("float", p << 16)) for p in parts]
+    if kind in ("e4m3", "e5m2"):
+        return [fp8_value(p, kind) for p in parts]
     return [_s(p, 8) for p in parts]
+
+
+def fp8_value(byte: int, kind: str) -> float:
+    """The value of an fp8 byte: e4m3 (bias 7, no infinities, S.1111.111 NaN) or e5m2
+    (bias 15, IEEE-like)."""
+    exponent_bits, mantissa_bits, bias = (4, 3, 7) if kind == "e4m3" else (5, 2, 15)
+    sign = -1.0 if byte & 0x80 else 1.0
+    exponent = (byte >> mantissa_bits) & ((1 << exponent_bits) - 1)
+    mantissa = byte & ((1 << mantissa_bits) - 1)
+    top = (1 << exponent_bits) - 1
+    if kind == "e4m3" and exponent == top and mantissa == (1 << mantissa_bits) - 1:
+        return float("nan")
+    if kind == "e5m2" and exponent == top:
+        return sign * float("inf") if mantissa == 0 else float("nan")
+    if exponent == 0:
+        return sign * mantissa * 2.0 ** (1 - bias - mantissa_bits)
+    return sign * (1 + mantissa / (1 << mantissa_bits)) * 2.0 ** (exponent - bias)
 
 
 def _mma(cta: CTA, text: str, inputs: list, warp: int) -> list:

@@ -87,12 +87,17 @@ DTYPES = {
     "f16": (t.f16, t.f32, "tf32", "f16"), "f16acc": (t.f16, t.f16, "tf32", "f16"), "bf16": (t.bf16, t.f32, "tf32", "f16"),
     "tf32": (t.f32, t.f32, "tf32", "tf32"), "tf32x3": (t.f32, t.f32, "tf32x3", "tf32"), "i8": (t.i8, t.i32, "tf32", "s8"),
     "f64": (t.f64, t.f64, "ieee", "f64"),
+    # fp8's fragments are int8's (sm_89 and later).
+    "e4m3": (t.f8e4m3, t.f32, "tf32", "s8"), "e5m2": (t.f8e5m2, t.f32, "tf32", "s8"),
+    "e4m3acc16": (t.f8e4m3, t.f16, "tf32", "s8"),
 }
+#: The oldest architecture each operand type has an instruction on.
+ARCH = {"e4m3": "sm_89", "e5m2": "sm_89", "e4m3acc16": "sm_89"}
 
 
 def instruction(name: str, shape=(64, 64, 64), num_warps=4):
     a, acc, precision, _ = DTYPES[name]
-    found = mma.NVIDIA_MMA.select(a, acc, precision, shape, "sm_80", num_warps)
+    found = mma.NVIDIA_MMA.select(a, acc, precision, shape, ARCH.get(name, "sm_80"), num_warps)
     assert found is not None
     return found
 
@@ -169,7 +174,12 @@ def test_which_dots_use_which_instruction():
     assert unit.select(t.f32, t.f32, "ieee", (16, 16, 16), "sm_80", 4) is None        # FMA
     assert unit.select(t.i8, t.i32, "tf32", (16, 16, 16), "sm_80", 4) is None         # K < 32: FMA
     assert unit.select(t.i8, t.i32, "tf32", (16, 16, 32), "sm_80", 4).k == 32
-    assert unit.select(t.f8e4m3, t.f32, "tf32", (16, 16, 32), "sm_90a", 4) is None
+    # fp8: mma.sync m16n8k32 from sm_89 (Ada) on, where wgmma does not take the dot.
+    assert unit.select(t.f8e4m3, t.f32, "tf32", (16, 16, 32), "sm_90a", 4).name == "mma.sync.m16n8k32.f32.e4m3"
+    assert unit.select(t.f8e5m2, t.f32, "tf32", (16, 16, 32), "sm_89", 4).name == "mma.sync.m16n8k32.f32.e5m2"
+    assert unit.select(t.f8e4m3, t.f32, "tf32", (16, 16, 32), "sm_86", 4) is None   # no fp8 tensor cores
+    assert unit.select(t.f8e4m3, t.f32, "tf32", (16, 16, 16), "sm_89", 4) is None   # K < 32
+    assert unit.select(t.f8e4m3, t.f16, "tf32", (16, 16, 32), "sm_89", 4).name == "mma.sync.m16n8k32.f16.e4m3"
 
 
 # --------------------------------------------------------------------------------------
@@ -216,7 +226,7 @@ def test_simulated_f16_dot_matches_numpy(shape, num_warps):
     simulate_dot("f16", shape, num_warps)
 
 
-@pytest.mark.parametrize("name", ["tf32", "i8", "f64", "bf16", "f16acc"])
+@pytest.mark.parametrize("name", ["tf32", "i8", "f64", "bf16", "f16acc", "e4m3", "e5m2", "e4m3acc16"])
 @pytest.mark.parametrize("shape, num_warps", [((32, 32, 32), 4), ((16, 32, 64), 8), ((64, 16, 32), 2)])
 def test_simulated_dots_of_every_type_match_numpy(name, shape, num_warps):
     simulate_dot(name, shape, num_warps)
@@ -385,18 +395,24 @@ func.func @fp8_dot(%a: ptr<f8e4m3>, %c: ptr<f32>) attributes {kernel = true, pt.
 """
 
 
-def test_a_dot_without_an_instruction_or_multiply_adds_says_so():
+@pytest.mark.parametrize("arch, why", [
+    ("sm_90a", "its tensor-core instruction (mma.sync.m16n8k32.f32.e4m3) needs M >= 16, N >= 8 and K >= 32; "
+               "this dot is 16x16x16 (M x N x K)"),
+    ("sm_80", "its tensor-core instruction (mma.sync.m16n8k32.f32.e4m3) needs sm_89 or later: sm_80 has none; "
+              "compile for sm_89, sm_90 or sm_90a, or convert the operands to f16 first"),
+])
+def test_a_dot_without_an_instruction_or_multiply_adds_says_what_it_needs(arch, why):
     from polytile.errors import CompilationError
     from polytile.ir import parse_module
 
     module = parse_module(FP8_DOT)
-    context = PassContext(target=Target("nvidia", "sm_90a"), options=BackendOptions(num_warps=4))
+    context = PassContext(target=Target("nvidia", arch), options=BackendOptions(num_warps=4))
     for pass_ in (AssignLayouts(), RemoveRedundantConverts(), AllocateShared()):
         pass_.run(module, context)
         context.analyses.clear()
-    with pytest.raises(CompilationError, match="'tile.dot' of f8e4m3 tiles with multiply-adds is not supported by "
-                                               "the NVIDIA backend yet"):
+    with pytest.raises(CompilationError) as info:
         LowerToLLVM().run(module, context)
+    assert str(info.value).endswith(f"'tile.dot' of f8e4m3 tiles has no multiply-add lowering, and {why}")
 
 
 def test_all_fragment_positions_are_covered():

@@ -168,3 +168,52 @@ def test_too_little_shared_memory_is_an_out_of_bounds_access():
     assert artifacts["shared_bytes"] == 16 * 16 * 4
     with pytest.raises(SimulationError, match="outside address space 3"):
         run_kernel({**artifacts, "shared_bytes": 512}, args, NUM_WARPS)
+
+
+FP8_KERNEL = """
+func.func @fp8_dot(%a: ptr<{t}>, %b: ptr<{t}>, %c: ptr<{acc}>) attributes {{kernel = true, pt.divisibility = [16, 16, 16]}} {{
+  %ra = tile.arange {{end = 512, start = 0}} : tile<512xi32>
+  %oa = tile.reshape %ra : tile<16x32xi32>
+  %pa = tile.splat %a : tile<16x32xptr<{t}>>
+  %qa = tile.addptr %pa, %oa : tile<16x32xptr<{t}>>
+  %x = tile.load %qa : tile<16x32x{t}>
+  %ob = tile.reshape %ra : tile<32x16xi32>
+  %pb = tile.splat %b : tile<32x16xptr<{t}>>
+  %qb = tile.addptr %pb, %ob : tile<32x16xptr<{t}>>
+  %y = tile.load %qb : tile<32x16x{t}>
+  %z = arith.constant {{value = 0.0}} : tile<16x16x{acc}>
+  %d = tile.dot %x, %y, %z : tile<16x16x{acc}>
+  %rc = tile.arange {{end = 256, start = 0}} : tile<256xi32>
+  %oc = tile.reshape %rc : tile<16x16xi32>
+  %s = tile.splat %c : tile<16x16xptr<{acc}>>
+  %u = tile.addptr %s, %oc : tile<16x16xptr<{acc}>>
+  tile.store %u, %d
+  func.return
+}}
+"""
+
+
+@pytest.mark.parametrize("kind", ["e4m3", "e5m2"])
+@pytest.mark.parametrize("arch", ["sm_89", "sm_90a"])
+@pytest.mark.parametrize("acc, version", [("f32", "8.4"), ("f16", "8.7")])
+def test_fp8_dot_on_mma_sync_matches_numpy(kind, arch, acc, version):
+    """fp8 operands on mma.sync m16n8k32 (sm_89 and later; on sm_90a where wgmma does not
+    take the dot): the operands are fp8 bytes in memory, the products exact in f32."""
+    from polytile.ir import parse_module
+
+    from .llvm_cta import fp8_value
+
+    values = {fp8_value(byte, kind): byte for byte in range(256) if fp8_value(byte, kind) in range(-6, 7)}
+    rng = np.random.default_rng(1)
+    a_values, b_values = rng.integers(-6, 7, (16, 32)), rng.integers(-6, 7, (32, 16))
+    a = np.vectorize(lambda v: values[float(v)])(a_values).astype(np.uint8)
+    b = np.vectorize(lambda v: values[float(v)])(b_values).astype(np.uint8)
+    dtype = np.float32 if acc == "f32" else np.float16
+    c = np.zeros((16, 16), dtype)
+    module = parse_module(FP8_KERNEL.format(t=f"f8{kind}", acc=acc))
+    artifacts = compile_module(module, f"nvidia:{arch}", num_warps=NUM_WARPS).context.artifacts
+    assert f"mma.sync.aligned.m16n8k32.row.col.{acc}.{kind}.{kind}.{acc}" in artifacts["ptx"]
+    # fp8 mma needs PTX ISA 8.4 (into f16: 8.7); every other kernel keeps 8.0.
+    assert f".version {version}" in artifacts["ptx"]
+    run_kernel(artifacts, [a, b, c], NUM_WARPS)
+    np.testing.assert_array_equal(c, (a_values @ b_values).astype(dtype))

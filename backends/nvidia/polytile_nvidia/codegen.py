@@ -35,6 +35,14 @@ TRIPLE = "nvptx64-nvidia-cuda"
 DATA_LAYOUT = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
 #: PTX ISA version emitted for every architecture: 8.0 covers sm_80 to sm_90a (CUDA 12.0+).
 PTX_FEATURES = "+ptx80"
+#: Inline PTX that needs a newer ISA, and that ISA: (text in the LLVM IR, features).  Only
+#: the kernels that use it ask an assembler for more than CUDA 12.0's.
+NEWER_PTX = (
+    (".e4m3.e4m3.f16", "+ptx87"),  # mma.sync, fp8 into f16 (sm_89+): PTX ISA 8.7, CUDA 12.8
+    (".e5m2.e5m2.f16", "+ptx87"),
+    (".e4m3.e4m3.f32", "+ptx84"),  # mma.sync, fp8 into f32 (sm_89+): PTX ISA 8.4, CUDA 12.4
+    (".e5m2.e5m2.f32", "+ptx84"),
+)
 WARP_SIZE = 32
 PTX = "ptx"
 LIBDEVICE_PREFIX = "__nv_"
@@ -445,9 +453,15 @@ def _llvm() -> Any:
 
 
 @functools.lru_cache(maxsize=None)
-def _target_machine(arch: str) -> Any:
+def _target_machine(arch: str, features: str = PTX_FEATURES) -> Any:
     llvm = _llvm()
-    return llvm.Target.from_triple(TRIPLE).create_target_machine(cpu=arch, features=PTX_FEATURES, opt=3)
+    return llvm.Target.from_triple(TRIPLE).create_target_machine(cpu=arch, features=features, opt=3)
+
+
+def ptx_features(llvm_ir: str) -> str:
+    """The PTX ISA the module needs: :data:`PTX_FEATURES`, or newer where its inline PTX
+    says so (:data:`NEWER_PTX`)."""
+    return next((features for text, features in NEWER_PTX if text in llvm_ir), PTX_FEATURES)
 
 
 def _link_libdevice(llvm: Any, module: Any, kernel: str, needed: list[str]) -> None:
@@ -497,7 +511,7 @@ def emit_ptx(llvm_ir: str, arch: str, kernel: str = "kernel", fp_fusion: bool = 
     if needed:
         _link_libdevice(llvm, module, kernel, needed)
     module.verify()
-    machine = _target_machine(arch)
+    machine = _target_machine(arch, ptx_features(llvm_ir))
     tuning = llvm.create_pipeline_tuning_options(speed_level=3)
     builder = llvm.create_pass_builder(machine, tuning)
     builder.getModulePassManager().run(module, builder)

@@ -4,7 +4,8 @@ fit a warpgroup take ``wgmma.mma_async`` instead (``polytile_nvidia.wgmma``).
 
 Importing this module registers :data:`NVIDIA_MMA` as the matrix unit of the NVIDIA
 backend (see :mod:`polytile.gpu.lowering.dot`).  Every architecture polytile targets is
-sm_80 or later, so every instruction here exists on all of them:
+sm_80 or later, so every instruction here exists on all of them but fp8's, which needs
+sm_89 (Ada) or later:
 
 =================  =========================================  =====================
 operands           instruction                                ``k_width`` (per lane)
@@ -14,10 +15,14 @@ bf16               ``mma.sync.m16n8k16.f32.bf16``              2
 f32, tf32          ``mma.sync.m16n8k8.f32.tf32``               1
 f32, tf32x3        three of them on the split inputs           1
 i8 (K >= 32)       ``mma.sync.m16n8k32.s32.s8``                4
+fp8 (K >= 32)      ``mma.sync.m16n8k32`` .f32/.f16 .e4m3/.e5m2  4  (sm_89 and later)
 f64                four ``mma.sync.m8n8k4.f64`` per 16x8x8     1
 =================  =========================================  =====================
 
-f32 with ``input_precision = "ieee"`` and int8 with K < 32 take the FMA lowering.  The
+f32 with ``input_precision = "ieee"`` and int8 with K < 32 take the FMA lowering; fp8
+has no FMA lowering (a CompilationError says so) below sm_89 or with K < 32.  fp8's
+fragments are int8's (8-bit elements, the PTX ISA's ``.e4m3``/``.e5m2`` tables for
+m16n8k32 are the ``.s8`` ones).  The
 fragments are the ``MmaLayout(version=2)`` / ``DotOperandLayout`` registers in order; the
 PTX ISA's fragment tables (``mma.sync`` "Matrix Fragments") say the same, which
 tests/gpu/test_lowering_dot.py checks.
@@ -169,6 +174,15 @@ def _f16_accumulator(builder: ir.IRBuilder, a: list, b: list, c: list) -> list:
     return unpack32(builder, words, c[0].type)
 
 
+def _fp8_into_f16(kind: str) -> Any:
+    """fp8 operands into an f16 accumulator: m16n8k32, the accumulator packed in two words."""
+    def emit(builder: ir.IRBuilder, a: list, b: list, c: list) -> list:
+        text = mma_ptx("m16n8k32", "f16", kind, kind, "f16", (2, 4, 2, 2))
+        words = _asm(builder, text, [_I32] * 2, pack32(builder, a) + pack32(builder, b) + pack32(builder, c))
+        return unpack32(builder, words, c[0].type)
+    return emit
+
+
 def _tf32(builder: ir.IRBuilder, values: list) -> list:
     return [_asm(builder, CVT_TF32, [_I32], [v])[0] for v in values]
 
@@ -220,6 +234,8 @@ class _Spec:
     name: str
     k_width: int
     emit: Any
+    #: The oldest compute capability with the instruction.
+    min_capability: tuple[int, int] = (8, 0)
 
 
 #: (operand type, accumulator type, precision or None for any) -> instruction.
@@ -230,6 +246,12 @@ _SPECS: dict[tuple[t.Type, t.Type, str | None], _Spec] = {
     (t.f32, t.f32, "tf32"): _Spec("mma.sync.m16n8k8.f32.tf32", 1, _tf32_emit),
     (t.f32, t.f32, "tf32x3"): _Spec("mma.sync.m16n8k8.f32.tf32 x3", 1, _tf32x3_emit),
     (t.i8, t.i32, None): _Spec("mma.sync.m16n8k32.s32.s8", 4, _m16n8("m16n8k32", "s8", "s32", 4, 2)),
+    (t.f8e4m3, t.f32, None): _Spec("mma.sync.m16n8k32.f32.e4m3", 4, _m16n8("m16n8k32", "e4m3", "f32", 4, 2),
+                                   min_capability=(8, 9)),
+    (t.f8e5m2, t.f32, None): _Spec("mma.sync.m16n8k32.f32.e5m2", 4, _m16n8("m16n8k32", "e5m2", "f32", 4, 2),
+                                   min_capability=(8, 9)),
+    (t.f8e4m3, t.f16, None): _Spec("mma.sync.m16n8k32.f16.e4m3", 4, _fp8_into_f16("e4m3"), min_capability=(8, 9)),
+    (t.f8e5m2, t.f16, None): _Spec("mma.sync.m16n8k32.f16.e5m2", 4, _fp8_into_f16("e5m2"), min_capability=(8, 9)),
     (t.f64, t.f64, None): _Spec("mma.sync.m8n8k4.f64 x4", 1, _f64_emit),
 }
 
@@ -247,7 +269,8 @@ class NvidiaMma:
             if found is not None:
                 return found
         spec = _SPECS.get((a, acc, input_precision)) or _SPECS.get((a, acc, None))
-        if spec is None:
+        architecture = ARCHITECTURES.get(arch)
+        if spec is None or architecture is None or architecture.compute_capability < spec.min_capability:
             return None
         k = 8 * spec.k_width
         m, n, k_total = shape
@@ -256,6 +279,22 @@ class NvidiaMma:
         kw = spec.k_width
         return MatrixInstruction(spec.name, result_layout, kw, k, (4 * kw, 2 * kw, 4), spec.emit)
 
+
+    def explain(self, a: t.Type, acc: t.Type, shape: tuple[int, int, int], arch: str) -> str | None:
+        """Why no instruction takes a dot of ``a`` elements (for its error), or None."""
+        spec = _SPECS.get((a, acc, None))
+        architecture = ARCHITECTURES.get(arch)
+        if spec is None or architecture is None:
+            return None
+        if architecture.compute_capability < spec.min_capability:
+            major, minor = spec.min_capability
+            return (f"its tensor-core instruction ({spec.name}) needs sm_{major}{minor} or later: {arch} has none; "
+                    f"compile for sm_{major}{minor}, sm_90 or sm_90a, or convert the operands to f16 first")
+        k = 8 * spec.k_width
+        if shape[0] < INSTR_SHAPE[0] or shape[1] < INSTR_SHAPE[1] or shape[2] < k:
+            return (f"its tensor-core instruction ({spec.name}) needs M >= {INSTR_SHAPE[0]}, N >= {INSTR_SHAPE[1]} "
+                    f"and K >= {k}; this dot is {shape[0]}x{shape[1]}x{shape[2]} (M x N x K)")
+        return None
 
     def load_operand(self, ctx: Any, base: Any, shared: Any, op: Any, origin: tuple = (),
                      tile_shape: tuple = ()) -> list | None:

@@ -83,6 +83,9 @@ class MatrixUnit(Protocol):
         """The instruction for a dot of ``a`` elements accumulating in ``acc`` with
         ``shape = (M, N, K)``; None: multiply-adds (the FMA lowering)."""
 
+    # Optional: ``explain(a, acc, shape, arch) -> str | None``, what a dot whose operand
+    # type has no multiply-add lowering would need to get an instruction (for the error).
+
 
 #: ``GpuTarget.backend_name`` -> its matrix unit.
 MATRIX_UNITS: dict[str, MatrixUnit] = {}
@@ -187,7 +190,13 @@ def _dot(op: Any, operands: list, ctx: LoweringContext) -> list:
     if isinstance(result_layout, BlockedLayout):
         element = t.element_type(op.a.type)
         if element not in FMA_TYPES:
-            raise ctx.unsupported(op, f"'tile.dot' of {element} tiles with multiply-adds")
+            unit = MATRIX_UNITS.get(ctx.target.backend_name)
+            explain = getattr(unit, "explain", None)
+            why = explain(element, t.element_type(op.acc.type), dot_shape(op), ctx.target.arch) if explain else None
+            error = ctx.unsupported(op, f"'tile.dot' of {element} tiles with multiply-adds")
+            if why:
+                error = ctx.error(op, f"'tile.dot' of {element} tiles has no multiply-add lowering, and {why}")
+            raise error
         return [_fma_dot(op, operands, ctx)]
     instruction = select_instruction(op, ctx.target, ctx.num_warps)
     if instruction is None or instruction.result_layout(op.result.type.shape, ctx.num_warps) != result_layout:
