@@ -185,6 +185,12 @@ class Backend:
         """
         return []
 
+    def host_device(self) -> Device | None:
+        """The device a backend that runs kernels on the host stands for when it has no
+        hardware (the interpreter: the CPU, with its core count as
+        ``multiprocessor_count``); None for a hardware backend."""
+        return None
+
     def configure_pipeline(self, *, pipeline: Any, target: Target, options: BackendOptions) -> None:
         """Append this backend's stages to ``pipeline`` (the core's tile stage is already there)."""
 

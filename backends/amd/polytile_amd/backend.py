@@ -170,6 +170,7 @@ def _enumerate(hip: Any) -> list[Device]:
             "gcn_arch_name": gcn_arch_name,
             "multiprocessor_count": int(props.multiProcessorCount),
             "shared_memory_per_block": int(props.sharedMemPerBlock),
+            "warp_size": int(props.warpSize),
             "wavefront_size": int(props.warpSize),
         }
         devices.append(Device(Target("amd", arch.name), name, index, properties))

@@ -193,6 +193,9 @@ def _enumerate(driver: Any) -> list[Device]:
         properties = {
             "compute_capability": (major, minor),
             "multiprocessor_count": get("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
+            "warp_size": get("CU_DEVICE_ATTRIBUTE_WARP_SIZE"),
+            # What a kernel may use: the opt-in limit, which polytile's launcher opts in to.
+            "shared_memory_per_block": get("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
             "shared_memory_per_block_optin": get("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
         }
         devices.append(Device(Target("nvidia", arch.name), name, index, properties))

@@ -24,6 +24,15 @@ class InterpreterBackend(Backend):
     def active_devices(self) -> list[Device]:
         return []
 
+    def host_device(self) -> Device:
+        import os
+
+        from ..target import Target
+
+        # A persistent kernel launches one program per "SM": on the interpreter, per core.
+        return Device(Target("interp"), "polytile interpreter (CPU)", 0,
+                      {"multiprocessor_count": os.cpu_count() or 1, "warp_size": 1, "shared_memory_per_block": 0})
+
     def launch(self, module: Any, kernel_name: str, grid: Any, args: Sequence[Any], *,
                bounds_check: bool | None = None) -> None:
         """Run ``kernel_name`` of ``module`` over ``grid`` with ``args`` (NumPy arrays for

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..errors import LaunchError
 from .autotune import Autotuner, Config, Heuristics, autotune, heuristics
+from .devices import device_properties
 from .jit import CompiledKernel, JITFunction, jit
 
 
@@ -28,4 +29,4 @@ def next_power_of_2(n: int) -> int:
 
 
 __all__ = ["Autotuner", "CompiledKernel", "Config", "Heuristics", "JITFunction", "LaunchError", "autotune", "cdiv",
-           "heuristics", "jit", "next_power_of_2"]
+           "device_properties", "heuristics", "jit", "next_power_of_2"]

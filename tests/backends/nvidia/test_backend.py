@@ -189,6 +189,7 @@ class CUdevice_attribute(enum.Enum):
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+    CU_DEVICE_ATTRIBUTE_WARP_SIZE = 10
     CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
 
 
@@ -208,6 +209,7 @@ def fake_driver(gpus=(), init_result=CUresult.CUDA_SUCCESS, init_raises=None):
             attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: major,
             attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: minor,
             attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: sms,
+            attr.CU_DEVICE_ATTRIBUTE_WARP_SIZE: 32,
             attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: smem,
         }
         return (ok, values[attribute])
@@ -257,8 +259,40 @@ def test_devices_map_compute_capability_to_architecture(backend, install_driver)
     assert dict(devices[0].properties) == {
         "compute_capability": (9, 0),
         "multiprocessor_count": 132,
+        "warp_size": 32,
+        "shared_memory_per_block": 232448,
         "shared_memory_per_block_optin": 232448,
     }
+
+
+@pytest.fixture
+def probe_again_afterwards():
+    """The plugin manager's device probe, made again once the fake driver is gone (this
+    fixture's teardown runs after install_driver's)."""
+    from polytile.plugins.manager import get_plugin_manager
+
+    yield
+    get_plugin_manager().backends.probe("nvidia", refresh=True)
+
+
+def test_device_properties_give_the_sm_count_of_the_chosen_device(probe_again_afterwards, backend, install_driver):
+    """What a persistent kernel sizes its grid by: polytile.device_properties(), of the
+    device a launch would use (Triton's get_device_properties(...)["multiprocessor_count"])."""
+    import polytile as pt
+    from polytile import config
+    from polytile.errors import LaunchError
+    from polytile.plugins.manager import get_plugin_manager
+
+    install_driver(fake_driver([H100, A100]))
+    get_plugin_manager().backends.probe("nvidia", refresh=True)
+    with config.override(target="nvidia"):
+        assert pt.device_properties() == {
+            "name": "NVIDIA H100 80GB HBM3", "target": "nvidia:sm_90a", "index": 0, "compute_capability": (9, 0),
+            "multiprocessor_count": 132, "warp_size": 32, "shared_memory_per_block": 232448,
+            "shared_memory_per_block_optin": 232448}
+        assert pt.device_properties(1)["multiprocessor_count"] == 108
+        with pytest.raises(LaunchError, match=r"device_properties\(2\): the target nvidia:sm_90a .* has devices 0-1"):
+            pt.device_properties(2)
 
 
 def test_unsupported_devices_are_skipped(backend, install_driver):
