@@ -26,8 +26,15 @@ def load_example(name: str, module_name: str | None = None) -> ModuleType:
     return module
 
 
-def keep_arrays_on_the_host(monkeypatch) -> None:
+def keep_arrays_on_the_host(monkeypatch, multiprocessors: int = 4) -> None:
     """Examples launched for a GPU target with launching replaced by a recorder (compile
-    tests on machines without a GPU) keep NumPy arrays: nothing runs, nothing is copied."""
+    tests on machines without a GPU) keep NumPy arrays: nothing runs, nothing is copied.
+    The target has no device here, so ``polytile.device_properties()`` (a persistent
+    kernel's SM count) answers for one with ``multiprocessors`` SMs."""
+    import polytile
+
     load_example("vector_add")  # imports _device
     monkeypatch.setattr(sys.modules["_device"], "on_gpu", lambda: False)
+    monkeypatch.setattr(polytile, "device_properties", lambda device=0, *, target=None: {
+        "name": "no device (compile test)", "target": "", "index": device, "multiprocessor_count": multiprocessors,
+        "warp_size": 32, "shared_memory_per_block": 0})
