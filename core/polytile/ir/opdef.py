@@ -241,35 +241,6 @@ class OpDefinition:
         return Pure in self.trait_types
 
 
-def _group_slices(groups: Sequence[Operand], count: int, segments: tuple[int, ...] | None, what: str, op_name: str):
-    """Where each group's values lie in a flat list of ``count`` values."""
-    if segments is not None:
-        if len(segments) != len(groups) or sum(segments) != count:
-            raise VerificationError(
-                f"{what} segments {list(segments)} do not match {len(groups)} groups and {count} values", op_name
-            )
-        sizes = list(segments)
-    else:
-        variable = [g for g in groups if g.is_variable]
-        fixed = len(groups) - len(variable)
-        if len(variable) > 1:
-            raise VerificationError(f"{what} segments are missing", op_name)
-        if variable:
-            rest = count - fixed
-            if rest < 0:
-                raise VerificationError(f"expects at least {fixed} {what}s, got {count}", op_name)
-            sizes = [rest if g.is_variable else 1 for g in groups]
-        else:
-            if count != fixed:
-                raise VerificationError(f"expects {fixed} {what}{'s' if fixed != 1 else ''}, got {count}", op_name)
-            sizes = [1] * fixed
-    slices, start = [], 0
-    for size in sizes:
-        slices.append((start, start + size))
-        start += size
-    return slices
-
-
 def _operand_property(index: int, group: Operand):
     def getter(op: Operation):
         start, stop = op.operand_group_slice(index)
@@ -360,28 +331,6 @@ def define_op(cls: type[Operation]) -> type[Operation]:
     return cls
 
 
-# --------------------------------------------------------------------------------------
-# Group access and building, attached to Operation so every op has them.
-
-
-def _operand_group_slice(self: Operation, index: int) -> tuple[int, int]:
-    return _group_slices(self.definition.operands, len(self._operands), self.operand_segments, "operand", self.name)[index]
-
-
-def _result_group_slice(self: Operation, index: int) -> tuple[int, int]:
-    return _group_slices(self.definition.results, len(self.results), None, "result", self.name)[index]
-
-
-def _operand_groups(self: Operation) -> list[tuple[Operand, tuple[Value, ...]]]:
-    slices = _group_slices(self.definition.operands, len(self._operands), self.operand_segments, "operand", self.name)
-    return [(g, tuple(self._operands[a:b])) for g, (a, b) in zip(self.definition.operands, slices)]
-
-
-Operation.operand_group_slice = _operand_group_slice  # type: ignore[attr-defined]
-Operation.result_group_slice = _result_group_slice  # type: ignore[attr-defined]
-Operation.operand_groups = _operand_groups  # type: ignore[attr-defined]
-
-
 def build_op(
     cls: type[Operation],
     *args: Any,
@@ -456,9 +405,6 @@ def is_discardable_attribute(key: str) -> bool:
     """Attributes an op does not declare must be dialect-prefixed (``pt.divisibility``):
     passes attach them as hints, and any pass may drop them."""
     return "." in key
-
-
-Operation.build = classmethod(build_op)  # type: ignore[attr-defined]
 
 
 def check_attribute_value(op: Operation, key: str, value: Any) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Sequence
 
+from ..errors import VerificationError
 from .attributes import normalize_attribute, same_attribute
 from .types import Type
 from .values import BlockArgument, OpResult, Use, Value
@@ -202,6 +203,27 @@ class Operation:
     @classmethod
     def has_trait(cls, trait: type) -> bool:
         return trait in cls.definition.trait_types
+
+    @classmethod
+    def build(cls, *args: Any, **kwargs: Any) -> "Operation":
+        """An op from operand groups and attributes given by name (or operands in order):
+        see :func:`polytile.ir.opdef.build_op`."""
+        return _build_op(cls, *args, **kwargs)
+
+    def operand_group_slice(self, index: int) -> tuple[int, int]:
+        """Where operand group ``index`` of the definition lies among the operands."""
+        return group_slices(self.definition.operands, len(self._operands), self.operand_segments, "operand",
+                            self.name)[index]
+
+    def result_group_slice(self, index: int) -> tuple[int, int]:
+        """Where result group ``index`` of the definition lies among the results."""
+        return group_slices(self.definition.results, len(self.results), None, "result", self.name)[index]
+
+    def operand_groups(self) -> list[tuple[Any, tuple[Value, ...]]]:
+        """Each operand group of the definition with its values."""
+        slices = group_slices(self.definition.operands, len(self._operands), self.operand_segments, "operand",
+                              self.name)
+        return [(g, tuple(self._operands[a:b])) for g, (a, b) in zip(self.definition.operands, slices)]
 
     def get_attr(self, name: str, default: Any = None) -> Any:
         return self.attributes.get(name, default)
@@ -401,3 +423,42 @@ class Region:
         for block in self.blocks:
             for op in block:
                 yield from op.walk()
+
+
+def group_slices(groups: Sequence[Any], count: int, segments: tuple[int, ...] | None, what: str, op_name: str):
+    """Where each group's values lie in a flat list of ``count`` values."""
+    if segments is not None:
+        if len(segments) != len(groups) or sum(segments) != count:
+            raise VerificationError(
+                f"{what} segments {list(segments)} do not match {len(groups)} groups and {count} values", op_name
+            )
+        sizes = list(segments)
+    else:
+        variable = [g for g in groups if g.is_variable]
+        fixed = len(groups) - len(variable)
+        if len(variable) > 1:
+            raise VerificationError(f"{what} segments are missing", op_name)
+        if variable:
+            rest = count - fixed
+            if rest < 0:
+                raise VerificationError(f"expects at least {fixed} {what}s, got {count}", op_name)
+            sizes = [rest if g.is_variable else 1 for g in groups]
+        else:
+            if count != fixed:
+                raise VerificationError(f"expects {fixed} {what}{'s' if fixed != 1 else ''}, got {count}", op_name)
+            sizes = [1] * fixed
+    slices, start = [], 0
+    for size in sizes:
+        slices.append((start, start + size))
+        start += size
+    return slices
+
+
+def _build_op(cls: type, *args: Any, **kwargs: Any) -> Operation:
+    # opdef imports this module, so it is imported on the first build, and the global
+    # replaced by its build_op: later builds call it directly (builds are frequent).
+    global _build_op
+    from .opdef import build_op
+
+    _build_op = build_op
+    return build_op(cls, *args, **kwargs)
