@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from polytile.dialects.arith import BINARY_OPS, CASTS, ConstantOp
+from polytile.dialects.arith import AddIOp, ConstantOp, ExtFOp, ExtSIOp, MulIOp, SubIOp
 from polytile.dialects.func import FuncOp, ReturnOp
 from polytile.dialects.scf import ForOp, IfOp, YieldOp
 from polytile.dialects.tile import LoadOp
@@ -14,9 +14,9 @@ from polytile.errors import SourceLocation
 from polytile.ir import Block, BlockArgument, Builder, InsertionPoint, OpResult, Region, parse_module, print_ir, verify
 from polytile.ir import types as t
 
-AddI = BINARY_OPS["addi"]
-MulI = BINARY_OPS["muli"]
-SubI = BINARY_OPS["subi"]
+AddI = AddIOp
+MulI = MulIOp
+SubI = SubIOp
 
 
 def ir(text: str) -> str:
@@ -492,7 +492,7 @@ def test_build_infers_result_types_and_stores_no_defaults():
     assert load.get_attr("cache") == ".cg"
     load.cache = ""  # back to the default: removed, not stored
     assert "cache" not in load.attributes and load.cache == ""
-    ext = b.create(CASTS["extf"], load.result, result_types=[t.TileType((4,), t.f32)])
+    ext = b.create(ExtFOp, load.result, result_types=[t.TileType((4,), t.f32)])
     assert ext.result.type == t.TileType((4,), t.f32)
 
 
@@ -507,7 +507,7 @@ def test_build_errors():
     with pytest.raises(TypeError, match="arith.addi: operand group 'lhs' given twice"):
         AddI.build(x, x, lhs=x)
     with pytest.raises(TypeError, match="arith.extsi cannot infer its result types; pass result_types="):
-        CASTS["extsi"].build(x)
+        ExtSIOp.build(x)
 
 
 def test_attributes_are_normalized_to_tuples():

@@ -225,13 +225,13 @@ def test_numbered_values_are_renumbered_in_order_per_function():
 
 def test_clashing_name_hints_get_suffixes():
     func = FuncOp.create("f", [t.i32, t.i32], arg_names=["x", "x"])
-    from polytile.dialects.arith import BINARY_OPS
+    from polytile.dialects.arith import AddIOp
     from polytile.dialects.func import ReturnOp
     from polytile.ir import Builder
 
     b = Builder.at_end(func.entry_block)
     a, c = func.arguments
-    s = b.create(BINARY_OPS["addi"], a, c).result
+    s = b.create(AddIOp, a, c).result
     s.name_hint = "x_1"
     b.create(ReturnOp, [])
     text = print_ir(func)

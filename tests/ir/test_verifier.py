@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from polytile.dialects.arith import BINARY_OPS, ConstantOp
+from polytile.dialects.arith import AddIOp, ConstantOp, MulIOp
 from polytile.dialects.func import FuncOp, ReturnOp
 from polytile.errors import PolytileError, SourceLocation, VerificationError
 from polytile.ir import Block, Builder, Region, parse_module, verify
@@ -204,8 +204,8 @@ def test_use_before_definition_is_caught():
     func = FuncOp.create("f", [t.i32])
     b = Builder.at_end(func.entry_block)
     (a,) = func.arguments
-    first = b.create(BINARY_OPS["addi"], a, a)
-    second = b.create(BINARY_OPS["muli"], a, a, location=SourceLocation("k.py", 5, 2))
+    first = b.create(AddIOp, a, a)
+    second = b.create(MulIOp, a, a, location=SourceLocation("k.py", 5, 2))
     first.set_operand(0, second.result)  # now `first` uses a value defined after it
     b.create(ReturnOp, [])
     with pytest.raises(VerificationError) as info:

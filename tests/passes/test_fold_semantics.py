@@ -14,7 +14,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from polytile.dialects.arith import BINARY_OPS, INTEGER_PREDICATES, CASTS
+from polytile.dialects.arith import BINARY_OPS, INTEGER_PREDICATES, FPToSIOp
 from polytile.dialects.math import FmaOp
 from polytile.interpreter.executor import InterpreterError, run_kernel
 from polytile.ir import parse_module, verify
@@ -317,4 +317,4 @@ def test_the_interpreter_refuses_an_out_of_range_conversion():
     assert out[0] == -128
     with pytest.raises(InterpreterError, match="arith.fptosi"):
         run_kernel(module, "k", 1, [out, -129.0])
-    assert CASTS["fptosi"].semantics(np.array([1.0, 300.0], np.float32), np.int8) is None
+    assert FPToSIOp.semantics(np.array([1.0, 300.0], np.float32), np.int8) is None

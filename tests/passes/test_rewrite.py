@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from polytile.dialects.arith import BINARY_OPS, ConstantOp
+from polytile.dialects.arith import AddIOp, ConstantOp, MulIOp, SubIOp
 from polytile.dialects.scf import IfOp
 from polytile.ir import parse_module, print_ir, verify
 from polytile.passes.pass_base import PassContext
@@ -22,7 +22,6 @@ from polytile.passes.rewrite import (
 )
 from polytile.testing import dedent
 
-AddIOp, MulIOp, SubIOp = BINARY_OPS["addi"], BINARY_OPS["muli"], BINARY_OPS["subi"]
 
 
 def functions(module):

@@ -17,7 +17,7 @@ import polytile.language as pl
 from polytile import config
 from polytile.compiler import compile_module
 from polytile.demo import VECTOR_ADD
-from polytile.dialects.arith import BINARY_OPS
+from polytile.dialects.arith import AddIOp
 from polytile.errors import PassFailure, PluginError, VerificationError
 from polytile.ir import Builder, parse_module
 from polytile.passes import Pass
@@ -43,9 +43,9 @@ class Dangle(Pass):
     def run(self, module, context):
         op = next(op for op in module.walk() if op.name == "arith.addi")
         if self.where == "after":
-            value = Builder.after(op).create(BINARY_OPS["addi"], op.operands[0], op.operands[1]).result
+            value = Builder.after(op).create(AddIOp, op.operands[0], op.operands[1]).result
         else:
-            value = BINARY_OPS["addi"](operands=[op.operands[0], op.operands[1]],
+            value = AddIOp(operands=[op.operands[0], op.operands[1]],
                                        result_types=[op.operands[0].type]).result
         op.set_operand(1, value)
         return None

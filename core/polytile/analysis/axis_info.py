@@ -219,12 +219,12 @@ def _add_like(op: Any, lhs: AxisInfo, rhs: AxisInfo, scale: int, subtract: bool)
                  lambda d: math.gcd(lhs.constancy[d], rhs.constancy[d]))
 
 
-@register_axis_info_rule(arith.BINARY_OPS["addi"])
+@register_axis_info_rule(arith.AddIOp)
 def _addi(op: Any, infos: list[AxisInfo]) -> list[AxisInfo]:
     return _add_like(op, infos[0], infos[1], 1, subtract=False)
 
 
-@register_axis_info_rule(arith.BINARY_OPS["subi"])
+@register_axis_info_rule(arith.SubIOp)
 def _subi(op: Any, infos: list[AxisInfo]) -> list[AxisInfo]:
     return _add_like(op, infos[0], infos[1], 1, subtract=True)
 
@@ -243,7 +243,7 @@ def _gcd_constancy(lhs: AxisInfo, rhs: AxisInfo) -> Callable[[int], int]:
     return lambda d: math.gcd(lhs.constancy[d], rhs.constancy[d])
 
 
-@register_axis_info_rule(arith.BINARY_OPS["muli"])
+@register_axis_info_rule(arith.MulIOp)
 def _muli(op: Any, infos: list[AxisInfo]) -> list[AxisInfo]:
     lhs, rhs = infos
 
@@ -300,11 +300,11 @@ def _remi(op: Any, infos: list[AxisInfo]) -> list[AxisInfo]:
     return _make(op, infos, contiguity, divisibility, _gcd_constancy(lhs, rhs))
 
 
-register_axis_info_rule(arith.BINARY_OPS["divsi"], arith.BINARY_OPS["divui"])(_divi)
-register_axis_info_rule(arith.BINARY_OPS["remsi"], arith.BINARY_OPS["remui"])(_remi)
+register_axis_info_rule(arith.DivSIOp, arith.DivUIOp)(_divi)
+register_axis_info_rule(arith.RemSIOp, arith.RemUIOp)(_remi)
 
 
-@register_axis_info_rule(arith.BINARY_OPS["shli"])
+@register_axis_info_rule(arith.ShLIOp)
 def _shli(op: Any, infos: list[AxisInfo]) -> list[AxisInfo]:
     lhs, rhs = infos
     shift = rhs.constant if rhs.constant is not None and 0 <= rhs.constant < 64 else None
@@ -335,7 +335,7 @@ def _shr(op: Any, infos: list[AxisInfo]) -> list[AxisInfo]:
     return _make(op, infos, contiguity, divisibility, _gcd_constancy(lhs, rhs))
 
 
-register_axis_info_rule(arith.BINARY_OPS["shrsi"], arith.BINARY_OPS["shrui"])(_shr)
+register_axis_info_rule(arith.ShRSIOp, arith.ShRUIOp)(_shr)
 
 
 def _min_max(op: Any, infos: list[AxisInfo]) -> list[AxisInfo]:
@@ -369,8 +369,8 @@ def _bitwise(keep_more: bool) -> Rule:
     return rule
 
 
-register_axis_info_rule(arith.BINARY_OPS["andi"])(_bitwise(keep_more=True))
-register_axis_info_rule(arith.BINARY_OPS["ori"], arith.BINARY_OPS["xori"])(_bitwise(keep_more=False))
+register_axis_info_rule(arith.AndIOp)(_bitwise(keep_more=True))
+register_axis_info_rule(arith.OrIOp, arith.XOrIOp)(_bitwise(keep_more=False))
 
 #: Predicates for which ``splat(c) <pred> contiguous`` is constant over runs that start
 #: at multiples of g (c a multiple of g): ``c > x`` and ``c <= x`` flip only at a multiple
@@ -520,7 +520,7 @@ def _cast(pointer_size_changes: bool) -> Rule:
     return rule
 
 
-@register_axis_info_rule(arith.CASTS["trunci"])
+@register_axis_info_rule(arith.TruncIOp)
 def _trunci(op: Any, infos: list[AxisInfo]) -> list[AxisInfo]:
     source = infos[0]
     width = t.element_type(op.results[0].type).width
@@ -533,8 +533,8 @@ def _trunci(op: Any, infos: list[AxisInfo]) -> list[AxisInfo]:
                      source.constancy)]
 
 
-register_axis_info_rule(arith.CASTS["extsi"], arith.CASTS["extui"])(_cast(False))
-register_axis_info_rule(arith.CASTS["ptrtoint"], arith.CASTS["inttoptr"])(_cast(True))
+register_axis_info_rule(arith.ExtSIOp, arith.ExtUIOp)(_cast(False))
+register_axis_info_rule(arith.PtrToIntOp, arith.IntToPtrOp)(_cast(True))
 
 
 def _constancy_only(op: Any, infos: list[AxisInfo]) -> list[AxisInfo]:

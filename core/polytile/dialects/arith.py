@@ -256,6 +256,20 @@ def _i1_aware(short: str, fn: Callable) -> Callable:
     return on_bits
 
 
+#: Each generated op's class name (MLIR's Python names), bound below as a module attribute.
+CLASS_NAMES = {
+    "addi": "AddIOp", "subi": "SubIOp", "muli": "MulIOp", "divsi": "DivSIOp", "divui": "DivUIOp",
+    "remsi": "RemSIOp", "remui": "RemUIOp", "andi": "AndIOp", "ori": "OrIOp", "xori": "XOrIOp", "shli": "ShLIOp",
+    "shrsi": "ShRSIOp", "shrui": "ShRUIOp", "maxsi": "MaxSIOp", "minsi": "MinSIOp", "maxui": "MaxUIOp",
+    "minui": "MinUIOp", "mulhisi": "MulHiSIOp", "mulhiui": "MulHiUIOp", "addf": "AddFOp", "subf": "SubFOp",
+    "mulf": "MulFOp", "divf": "DivFOp", "remf": "RemFOp", "maximumf": "MaximumFOp", "minimumf": "MinimumFOp",
+    "maxnumf": "MaxNumFOp", "minnumf": "MinNumFOp", "powf": "PowFOp", "extsi": "ExtSIOp", "extui": "ExtUIOp",
+    "trunci": "TruncIOp", "sitofp": "SIToFPOp", "uitofp": "UIToFPOp", "fptosi": "FPToSIOp", "fptoui": "FPToUIOp",
+    "extf": "ExtFOp", "truncf": "TruncFOp", "bitcast": "BitcastOp", "ptrtoint": "PtrToIntOp",
+    "inttoptr": "IntToPtrOp",
+}
+
+
 def _make_binary(short: str, fn: Callable, commutative: bool, summary: str, constraint) -> type[Operation]:
     traits = [Pure, SameOperandsAndResultType, Elementwise] + ([Commutative] if commutative else [])
     namespace = {
@@ -269,8 +283,7 @@ def _make_binary(short: str, fn: Callable, commutative: bool, summary: str, cons
         "fold": _fold_elementwise,
         "infer_result_types": staticmethod(lambda operands, attributes: [operands["lhs"].type]),
     }
-    class_name = "".join(part.capitalize() for part in short.split("_")) + "Op"
-    return define_op(type(class_name, (Operation,), namespace))
+    return define_op(type(CLASS_NAMES[short], (Operation,), namespace))
 
 
 BINARY_OPS: dict[str, type[Operation]] = {}
@@ -481,10 +494,56 @@ def _make_cast(short: str, source, target, summary: str) -> type[Operation]:
         "semantics": staticmethod(_cast_semantics(short)),
         "fold": _cast_fold,
     }
-    return define_op(type(short.capitalize() + "Op", (Operation,), namespace))
+    return define_op(type(CLASS_NAMES[short], (Operation,), namespace))
 
 
 CASTS: dict[str, type[Operation]] = {name: _make_cast(name, s, d, doc) for name, s, d, doc in CAST_OPS}
+
+
+# One module attribute per op, as for the ops written as classes (BINARY_OPS and CASTS
+# map the short names to the same classes, for code that picks an op from data).
+AddIOp = BINARY_OPS["addi"]
+SubIOp = BINARY_OPS["subi"]
+MulIOp = BINARY_OPS["muli"]
+DivSIOp = BINARY_OPS["divsi"]
+DivUIOp = BINARY_OPS["divui"]
+RemSIOp = BINARY_OPS["remsi"]
+RemUIOp = BINARY_OPS["remui"]
+AndIOp = BINARY_OPS["andi"]
+OrIOp = BINARY_OPS["ori"]
+XOrIOp = BINARY_OPS["xori"]
+ShLIOp = BINARY_OPS["shli"]
+ShRSIOp = BINARY_OPS["shrsi"]
+ShRUIOp = BINARY_OPS["shrui"]
+MaxSIOp = BINARY_OPS["maxsi"]
+MinSIOp = BINARY_OPS["minsi"]
+MaxUIOp = BINARY_OPS["maxui"]
+MinUIOp = BINARY_OPS["minui"]
+MulHiSIOp = BINARY_OPS["mulhisi"]
+MulHiUIOp = BINARY_OPS["mulhiui"]
+AddFOp = BINARY_OPS["addf"]
+SubFOp = BINARY_OPS["subf"]
+MulFOp = BINARY_OPS["mulf"]
+DivFOp = BINARY_OPS["divf"]
+RemFOp = BINARY_OPS["remf"]
+MaximumFOp = BINARY_OPS["maximumf"]
+MinimumFOp = BINARY_OPS["minimumf"]
+MaxNumFOp = BINARY_OPS["maxnumf"]
+MinNumFOp = BINARY_OPS["minnumf"]
+PowFOp = BINARY_OPS["powf"]
+ExtSIOp = CASTS["extsi"]
+ExtUIOp = CASTS["extui"]
+TruncIOp = CASTS["trunci"]
+SIToFPOp = CASTS["sitofp"]
+UIToFPOp = CASTS["uitofp"]
+FPToSIOp = CASTS["fptosi"]
+FPToUIOp = CASTS["fptoui"]
+ExtFOp = CASTS["extf"]
+TruncFOp = CASTS["truncf"]
+BitcastOp = CASTS["bitcast"]
+PtrToIntOp = CASTS["ptrtoint"]
+IntToPtrOp = CASTS["inttoptr"]
+
 
 
 def _verify_cast_widths(op: Operation) -> None:

@@ -154,8 +154,8 @@ def _signed_division(fn: Callable) -> Callable:
 
 
 _DIVISION_SEMANTICS: dict[type, Callable] = {
-    arith.BINARY_OPS["divsi"]: _signed_division(sem.trunc_div),
-    arith.BINARY_OPS["remsi"]: _signed_division(sem.trunc_rem),
+    arith.DivSIOp: _signed_division(sem.trunc_div),
+    arith.RemSIOp: _signed_division(sem.trunc_rem),
 }
 
 for _name in ("divsi", "divui", "remsi", "remui"):
@@ -179,12 +179,12 @@ for _name in ("extsi", "extui", "trunci", "sitofp", "uitofp", "fptosi", "fptoui"
     register_rule(arith.CASTS[_name], cast_rule)
 
 
-@register_rule(arith.CASTS["ptrtoint"])
+@register_rule(arith.PtrToIntOp)
 def ptrtoint_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
     return operands[0].astype(result_dtype(op, ctx))
 
 
-@register_rule(arith.CASTS["inttoptr"])
+@register_rule(arith.IntToPtrOp)
 def inttoptr_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
     return sem.as_unsigned(operands[0]).astype(np.int64)  # zero-extends, as LLVM does
 

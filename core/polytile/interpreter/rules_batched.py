@@ -35,7 +35,7 @@ for _cls, _rule in ((arith.ConstantOp, rules.constant_rule), (tile.ArangeOp, rul
 # Elementwise: NumPy broadcasting of uniform and batched operands does the rest.  Their
 # errors (division by zero, ...) are pinned to a program by the executor.
 for _cls in (arith.CmpIOp, arith.CmpFOp, arith.SelectOp, tile.AddPtrOp,
-             arith.CASTS["ptrtoint"], arith.CASTS["inttoptr"],
+             arith.PtrToIntOp, arith.IntToPtrOp,
              *(arith.BINARY_OPS[n] for n in ("divsi", "divui", "remsi", "remui")),
              *(arith.CASTS[n] for n in ("extsi", "extui", "trunci", "sitofp", "uitofp", "fptosi", "fptoui", "extf",
                                         "truncf", "bitcast"))):

@@ -262,8 +262,8 @@ def binary(op: str, a: Any, b: Any) -> tensor:
         # Triton's float remainder takes the divisor's sign (Python's %), not C's fmod.  The
         # quotient is correctly rounded: an approximate one can floor to the wrong integer.
         quotient = tensor(emit(math_d.UNARY_OPS["floor"], emit(math_d.DivRnOp, x.handle, y.handle).result).result)
-        product = emit(arith.BINARY_OPS["mulf"], quotient.handle, y.handle).result
-        return tensor(emit(arith.BINARY_OPS["subf"], x.handle, product).result)
+        product = emit(arith.MulFOp, quotient.handle, y.handle).result
+        return tensor(emit(arith.SubFOp, x.handle, product).result)
     if is_float:
         name = _FLOAT_OPS[op]
     elif op in _INT_OPS:
@@ -319,7 +319,7 @@ def negate(x: tensor) -> tensor:
         return tensor(emit(arith.NegFOp, x.handle).result)
     if t.is_integer(x.type):
         zero = constant(0, x.type)
-        return tensor(emit(arith.BINARY_OPS["subi"], zero.handle, x.handle).result)
+        return tensor(emit(arith.SubIOp, zero.handle, x.handle).result)
     raise semantic_error(f"cannot negate {_describe(x)}")
 
 
@@ -327,7 +327,7 @@ def invert(x: tensor) -> tensor:
     if not t.is_integer(x.type):
         raise semantic_error(f"'~' needs an integer operand, got {_describe(x)}")
     ones = constant(-1, x.type)
-    return tensor(emit(arith.BINARY_OPS["xori"], x.handle, ones.handle).result)
+    return tensor(emit(arith.XOrIOp, x.handle, ones.handle).result)
 
 
 def logical_not(x: tensor) -> tensor:
@@ -402,12 +402,12 @@ def _bits(type_: t.Type) -> int:
 
 def _pointer_cast(x: tensor, src: t.Type, dst: t.Type, result: t.Type) -> tensor:
     if isinstance(src, t.PointerType) and isinstance(dst, t.PointerType):
-        as_int = tensor(emit(arith.CASTS["ptrtoint"], x.handle, result_types=[t.like(x.type, t.i64)]).result)
-        return tensor(emit(arith.CASTS["inttoptr"], as_int.handle, result_types=[result]).result)
+        as_int = tensor(emit(arith.PtrToIntOp, x.handle, result_types=[t.like(x.type, t.i64)]).result)
+        return tensor(emit(arith.IntToPtrOp, as_int.handle, result_types=[result]).result)
     if isinstance(src, t.PointerType) and isinstance(dst, t.IntType):
-        return tensor(emit(arith.CASTS["ptrtoint"], x.handle, result_types=[result]).result)
+        return tensor(emit(arith.PtrToIntOp, x.handle, result_types=[result]).result)
     if isinstance(dst, t.PointerType) and isinstance(src, t.IntType):
-        return tensor(emit(arith.CASTS["inttoptr"], x.handle, result_types=[result]).result)
+        return tensor(emit(arith.IntToPtrOp, x.handle, result_types=[result]).result)
     raise semantic_error(f"cannot convert {type_name(x.type)} to {type_name(dst)}")
 
 

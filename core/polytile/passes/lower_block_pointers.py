@@ -98,7 +98,7 @@ class _Lowering:
     def advance(self, op: Operation) -> None:
         old = self._get(op, op.ptr)
         b = Builder.before(op)
-        offsets = [b.create(arith.BINARY_OPS["addi"], o, self._cast(b, d, o.type)).result
+        offsets = [b.create(arith.AddIOp, o, self._cast(b, d, o.type)).result
                    for o, d in zip(old.offsets, op.offsets)]
         self.parts[op.result] = _Parts(old.base, old.shape, old.strides, offsets, old.block)
         self.dead.append(op)
@@ -118,22 +118,22 @@ class _Lowering:
             along = self._cast_tile(b, along, index)
             start = b.create(tile.SplatOp, self._cast(b, parts.offsets[d], index),
                              result_types=[t.TileType((block[d],), index)]).result
-            position = b.create(arith.BINARY_OPS["addi"], start, along).result
+            position = b.create(arith.AddIOp, start, along).result
             for axis in range(rank):
                 if axis != d:
                     position = b.create(tile.ExpandDimsOp, position, axis=axis).result
             if block != tuple(position.type.shape):
                 position = b.create(tile.BroadcastOp, position, result_types=[full]).result
             stride = b.create(tile.SplatOp, self._cast(b, parts.strides[d], index), result_types=[full]).result
-            term = b.create(arith.BINARY_OPS["muli"], position, stride).result
-            linear = term if linear is None else b.create(arith.BINARY_OPS["addi"], linear, term).result
+            term = b.create(arith.MulIOp, position, stride).result
+            linear = term if linear is None else b.create(arith.AddIOp, linear, term).result
             if d in checked:
                 zero = b.create(arith.ConstantOp, value=0, result_types=[full]).result
                 extent = b.create(tile.SplatOp, self._cast(b, parts.shape[d], index), result_types=[full]).result
-                inside = b.create(arith.BINARY_OPS["andi"],
+                inside = b.create(arith.AndIOp,
                                   b.create(arith.CmpIOp, position, zero, predicate="sge").result,
                                   b.create(arith.CmpIOp, position, extent, predicate="slt").result).result
-                mask = inside if mask is None else b.create(arith.BINARY_OPS["andi"], mask, inside).result
+                mask = inside if mask is None else b.create(arith.AndIOp, mask, inside).result
         base = b.create(tile.SplatOp, parts.base, result_types=[t.TileType(block, parts.base.type)]).result
         return b.create(tile.AddPtrOp, base, linear).result, mask
 
@@ -141,7 +141,7 @@ class _Lowering:
     def _cast_tile(b: Builder, value: Any, element: t.Type) -> Any:
         if value.type.element == element:
             return value
-        return b.create(arith.CASTS["extsi"], value, result_types=[t.TileType(value.type.shape, element)]).result
+        return b.create(arith.ExtSIOp, value, result_types=[t.TileType(value.type.shape, element)]).result
 
     def load(self, op: Operation) -> None:
         parts = self._get(op, op.ptr)

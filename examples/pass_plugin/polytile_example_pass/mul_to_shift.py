@@ -5,12 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from polytile.dialects.arith import BINARY_OPS, ConstantOp
+from polytile.dialects.arith import ConstantOp, MulIOp, ShLIOp
 from polytile.ir import Builder
 from polytile.passes import Pass, PassContext, PreservedAnalyses
 
-MulIOp = BINARY_OPS["muli"]
-ShlIOp = BINARY_OPS["shli"]
 
 
 def _power_of_two(value) -> int | None:
@@ -42,7 +40,7 @@ class MulToShift(Pass):
                 continue
             builder = Builder.before(op)
             amount = builder.create(ConstantOp, value=shift, result_types=[op.rhs.type]).result
-            shifted = builder.create(ShlIOp, op.lhs, amount).result
+            shifted = builder.create(ShLIOp, op.lhs, amount).result
             shifted.name_hint = op.result.name_hint
             op.result.replace_all_uses_with(shifted)
             op.erase()

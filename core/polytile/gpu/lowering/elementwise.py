@@ -78,8 +78,8 @@ for _short, _method in _BINARY.items():
     ELEMENTWISE[arith.BINARY_OPS[_short]] = _builder_method(_method)
 for _short, _name in _BINARY_INTRINSICS.items():
     ELEMENTWISE[arith.BINARY_OPS[_short]] = _intrinsic(_name)
-ELEMENTWISE[arith.BINARY_OPS["mulhisi"]] = _mulhi(True)
-ELEMENTWISE[arith.BINARY_OPS["mulhiui"]] = _mulhi(False)
+ELEMENTWISE[arith.MulHiSIOp] = _mulhi(True)
+ELEMENTWISE[arith.MulHiUIOp] = _mulhi(False)
 ELEMENTWISE[arith.NegFOp] = lambda ctx, op, args: ctx.builder.fneg(args[0])
 ELEMENTWISE[arith.SelectOp] = lambda ctx, op, args: ctx.builder.select(*args)
 
@@ -193,12 +193,12 @@ FP8_OPS: set[type] = {*arith.CASTS.values(), arith.SelectOp}
 #: Op class -> the name targets know the function by.
 MATH_FUNCTIONS: dict[type, str] = {cls: name for name, cls in math_d.UNARY_OPS.items()}
 MATH_FUNCTIONS[math_d.FmaOp] = "fma"
-MATH_FUNCTIONS[arith.BINARY_OPS["powf"]] = "pow"
+MATH_FUNCTIONS[arith.PowFOp] = "pow"
 # Division and remainder go by name too: a target may divide approximately (``div``, the
 # ``/`` operator; NVIDIA's div.full.f32) and must make ``fmod`` exact where LLVM's frem
 # expansion is not (x - trunc(x / y) * y rounds twice).
-MATH_FUNCTIONS[arith.BINARY_OPS["divf"]] = "div"
-MATH_FUNCTIONS[arith.BINARY_OPS["remf"]] = "fmod"
+MATH_FUNCTIONS[arith.DivFOp] = "div"
+MATH_FUNCTIONS[arith.RemFOp] = "fmod"
 MATH_FUNCTIONS[math_d.DivRnOp] = "div_rn"
 
 LOG2E = 1.0 / math.log(2.0)
