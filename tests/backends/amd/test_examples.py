@@ -18,7 +18,7 @@ from tests.examples.loading import keep_arrays_on_the_host, load_example
 
 from .kernels import ARCHS, WAVEFRONT
 
-COMPILING = ["vector_add", "softmax", "layer_norm", "matmul", "cumsum", "histogram", "persistent_matmul"]
+COMPILING = ["vector_add", "softmax", "layer_norm", "matmul", "cumsum", "histogram", "persistent_matmul", "flash_attention"]
 def run_example(name, arch, monkeypatch):
     launched = []
 
