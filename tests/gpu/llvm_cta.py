@@ -293,6 +293,14 @@ class CTA:
             self.memory.epoch += 1
             return [None] * len(pending)
         results: list = [None] * len(pending)
+        if "wgmma.mma_async" in kind:
+            from .llvm_cta_wgmma import warpgroup_step
+
+            size = 4 * self.warp_size
+            for group in range(self.num_warps // 4):
+                lanes = pending[group * size:(group + 1) * size]
+                results[group * size:(group + 1) * size] = warpgroup_step(self, kind, [p.inputs for p in lanes], group)
+            return results
         for warp in range(self.num_warps):
             lanes = pending[warp * self.warp_size:(warp + 1) * self.warp_size]
             out = _WARP_STEPS[_step_name(kind)](self, kind, [p.inputs for p in lanes], warp)
@@ -463,6 +471,12 @@ class CTA:
                 return None
             if text.startswith("cvt.rna.tf32.f32"):
                 return _round_tf32(args[0])
+            if "wgmma." in text or text.startswith("fence.proxy.async"):  # tests/gpu/llvm_cta_wgmma.py
+                from .llvm_cta_wgmma import thread_step
+                if "wgmma.mma_async" in text:  # the warpgroup's four warps together
+                    result = yield Collective(text, args)
+                    return result
+                return thread_step(self, text, args, tid)
             if "cp.async" in text:  # per thread: tests/gpu/llvm_cta_async.py
                 from .llvm_cta_async import async_copy_step
                 return async_copy_step(self, text, args, tid)

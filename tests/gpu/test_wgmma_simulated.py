@@ -1,0 +1,190 @@
+"""wgmma kernels for sm_90a run by the CTA simulator (tests/gpu/llvm_cta_wgmma.py: the PTX
+ISA's descriptors, canonical layouts, fragments and in-flight rule), without a GPU: the
+results against NumPy, and the simulator catching an operand overwritten while its wgmma
+is in flight and a missing barrier.  The same kernels run on an H100 in
+tests/backends/nvidia/test_wgmma_gpu.py; the simulator agreeing with them there is what
+makes it a model of the hardware for these layouts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polytile as pt
+import polytile.language as pl
+from polytile.compiler import compile_module
+
+from .llvm_cta import SimulationError, run_kernel
+
+pytest.importorskip("polytile_nvidia")
+
+
+@pt.jit
+def loop_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am: pl.constexpr, stride_ak: pl.constexpr,
+                stride_bk: pl.constexpr, stride_bn: pl.constexpr, BM: pl.constexpr, BN: pl.constexpr,
+                BK: pl.constexpr, ACC16: pl.constexpr):
+    offs_m = pl.arange(0, BM)
+    offs_n = pl.arange(0, BN)
+    offs_k = pl.arange(0, BK)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    if ACC16:
+        acc = pl.zeros((BM, BN), dtype=pl.float16)
+    else:
+        acc = pl.zeros((BM, BN), dtype=pl.float32)
+    for k in range(pl.cdiv(K, BK)):
+        acc = pl.dot(pl.load(a_ptrs), pl.load(b_ptrs), acc)
+        a_ptrs += BK * stride_ak
+        b_ptrs += BK * stride_bk
+    pl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(pl.float32))
+
+
+@pt.jit
+def chained_kernel(q_ptr, k_ptr, v_ptr, o_ptr, BM: pl.constexpr, BN: pl.constexpr, D: pl.constexpr):
+    # p = q @ k stays in registers and is the A of p @ v (attention's second dot).
+    rm, rn, rd = pl.arange(0, BM), pl.arange(0, BN), pl.arange(0, D)
+    q = pl.load(q_ptr + rm[:, None] * D + rd[None, :])
+    k = pl.load(k_ptr + rd[:, None] * BN + rn[None, :])
+    v = pl.load(v_ptr + rn[:, None] * D + rd[None, :])
+    p = pl.dot(q, k).to(pl.float16)
+    pl.store(o_ptr + rm[:, None] * D + rd[None, :], pl.dot(p, v))
+
+
+def _compile(kernel, args, num_warps=4, num_stages=1, **meta) -> dict:
+    module = kernel.lower(*args, **meta)
+    artifacts = compile_module(module, "nvidia:sm_90a", num_warps=num_warps, num_stages=num_stages).context.artifacts
+    assert "wgmma.mma_async" in artifacts["ptx"]
+    return artifacts
+
+
+def _loop(m, n, k, bk, *, a_col=False, b_col=False, acc16=False, num_warps=4, num_stages=1, edit=None):
+    rng = np.random.default_rng(m + n + k + num_stages)
+    a = rng.integers(-2, 3, (m, k)).astype(np.float16)
+    b = rng.integers(-2, 3, (k, n)).astype(np.float16)
+    if acc16:  # every partial sum exact in f16
+        a, b = np.clip(a, -1, 1), np.clip(b, -1, 1)
+    # Column-major storage: the operand's contiguous dimension is M (A) or K (B).
+    a_mem, b_mem = (np.asfortranarray(a) if a_col else a), (np.asfortranarray(b) if b_col else b)
+    strides = (1, m) if a_col else (k, 1)
+    strides += (1, k) if b_col else (n, 1)
+    c = np.zeros((m, n), np.float32)
+    args = [a_mem, b_mem, c, m, n, k, *strides]
+    artifacts = _compile(loop_kernel, args, num_warps, num_stages, BM=m, BN=n, BK=bk, ACC16=acc16)
+    if edit is not None:
+        artifacts = {**artifacts, "llvm_ir": edit(artifacts["llvm_ir"])}
+    # The simulator reads arrays as laid out in memory: the transposed copies' bytes.
+    flat = [np.ascontiguousarray(a.T) if a_col else a, np.ascontiguousarray(b.T) if b_col else b]
+    run_kernel(artifacts, [flat[0], flat[1], c, m, n, k], num_warps)
+    return c, a.astype(np.float64) @ b.astype(np.float64)
+
+
+ORDERS = [(False, False), (False, True), (True, False)]
+
+
+@pytest.mark.parametrize("num_stages", [1, 2, 3])
+@pytest.mark.parametrize("a_col, b_col", ORDERS)
+def test_loops_of_every_operand_order_match_numpy(num_stages, a_col, b_col):
+    # With stages the operands come from the ring slots in place or copied to the dot's scratch.
+    got, expected = _loop(64, 64, 128, 32, a_col=a_col, b_col=b_col, num_stages=num_stages)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_the_orders_read_operands_both_k_major_and_transposed():
+    """The cases above cover both ways of reading A and B (imm-trans-a/-b 0 and 1)."""
+    import re
+
+    seen = set()
+    for a_col, b_col in ORDERS:
+        a, b, c = np.zeros((64, 128), np.float16), np.zeros((128, 64), np.float16), np.zeros((64, 64), np.float32)
+        strides = ((1, 64) if a_col else (128, 1)) + ((1, 128) if b_col else (64, 1))
+        ptx = _compile(loop_kernel, [a, b, c, 64, 64, 128, *strides], BM=64, BN=64, BK=32, ACC16=False)["ptx"]
+        seen |= set(re.findall(r"p, 1, 1, (\d), (\d);", ptx))
+    assert {trans_a for trans_a, _ in seen} == {"0", "1"} and {trans_b for _, trans_b in seen} == {"0", "1"}
+
+
+def test_two_warpgroups_and_a_wide_n():
+    got, expected = _loop(128, 128, 64, 64, num_warps=8)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_f16_accumulators():
+    got, expected = _loop(64, 64, 64, 32, acc16=True)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_from_registers():
+    rng = np.random.default_rng(3)
+    q = rng.integers(-2, 3, (64, 64)).astype(np.float16)
+    k = rng.integers(-2, 3, (64, 64)).astype(np.float16)
+    v = rng.integers(-2, 3, (64, 64)).astype(np.float16)
+    o = np.zeros((64, 64), np.float32)
+    artifacts = _compile(chained_kernel, [q, k, v, o], BM=64, BN=64, D=64)
+    run_kernel(artifacts, [q, k, v, o], 4)
+    p = q.astype(np.float64) @ k.astype(np.float64)
+    np.testing.assert_array_equal(o, p @ v.astype(np.float64))
+
+
+def test_an_operand_overwritten_while_its_wgmma_is_in_flight_is_caught():
+    # Waiting for all but one group lets the next iteration's copy into the dot's scratch
+    # land while the last wgmma still reads it.
+    def keep_one_in_flight(llvm_ir: str) -> str:
+        assert llvm_ir.count("wgmma.wait_group.sync.aligned 0;") == 1
+        return llvm_ir.replace("wgmma.wait_group.sync.aligned 0;", "wgmma.wait_group.sync.aligned 1;")
+
+    with pytest.raises(SimulationError, match="an operand of a wgmma.mma_async of warpgroup 0, changed before the "
+                                              "wgmma.wait_group that retires it"):
+        _loop(64, 64, 128, 32, edit=keep_one_in_flight)
+
+
+def test_a_missing_barrier_before_the_wgmma_is_caught():
+    def drop_the_barrier_after_the_fence(llvm_ir: str) -> str:
+        lines = llvm_ir.splitlines()
+        fence = next(i for i, line in enumerate(lines) if "fence.proxy.async" in line)
+        barrier = next(i for i in range(fence, len(lines)) if "barrier" in lines[i] or "bar.sync" in lines[i])
+        del lines[barrier]
+        return "\n".join(lines) + "\n"
+
+    with pytest.raises(SimulationError, match="reads shared byte .* that thread .* wrote since the last barrier"):
+        _loop(64, 64, 64, 64, edit=drop_the_barrier_after_the_fence)
+
+
+FP8_WGMMA = """
+func.func @fp8_dot(%a: ptr<{t}>, %b: ptr<{t}>, %c: ptr<f32>) attributes {{kernel = true, pt.divisibility = [16, 16, 16]}} {{
+  %ra = tile.arange {{end = 2048, start = 0}} : tile<2048xi32>
+  %oa = tile.reshape %ra : tile<64x32xi32>
+  %pa = tile.splat %a : tile<64x32xptr<{t}>>
+  %qa = tile.addptr %pa, %oa : tile<64x32xptr<{t}>>
+  %x = tile.load %qa : tile<64x32x{t}>
+  %ob = tile.reshape %ra : tile<32x64xi32>
+  %pb = tile.splat %b : tile<32x64xptr<{t}>>
+  %qb = tile.addptr %pb, %ob : tile<32x64xptr<{t}>>
+  %y = tile.load %qb : tile<32x64x{t}>
+  %z = arith.constant {{value = 0.0}} : tile<64x64xf32>
+  %d = tile.dot %x, %y, %z : tile<64x64xf32>
+  %rc = tile.arange {{end = 4096, start = 0}} : tile<4096xi32>
+  %oc = tile.reshape %rc : tile<64x64xi32>
+  %s = tile.splat %c : tile<64x64xptr<f32>>
+  %u = tile.addptr %s, %oc : tile<64x64xptr<f32>>
+  tile.store %u, %d
+  func.return
+}}
+"""
+
+
+@pytest.mark.parametrize("kind", ["e4m3", "e5m2"])
+def test_fp8_wgmma(kind):
+    from polytile.ir import parse_module
+
+    from .llvm_cta import fp8_value
+
+    values = {fp8_value(byte, kind): byte for byte in range(256) if fp8_value(byte, kind) in range(-4, 5)}
+    rng = np.random.default_rng(5)
+    a_values, b_values = rng.integers(-4, 5, (64, 32)), rng.integers(-4, 5, (32, 64))
+    a = np.vectorize(lambda v: values[float(v)])(a_values).astype(np.uint8)
+    b = np.vectorize(lambda v: values[float(v)])(b_values).astype(np.uint8)
+    c = np.zeros((64, 64), np.float32)
+    module = parse_module(FP8_WGMMA.format(t=f"f8{kind}"))
+    artifacts = compile_module(module, "nvidia:sm_90a", num_warps=4).context.artifacts
+    assert f"wgmma.mma_async.sync.aligned.m64n64k32.f32.{kind}.{kind}" in artifacts["ptx"]
+    run_kernel(artifacts, [a, b, c], 4)
+    np.testing.assert_array_equal(c, (a_values @ b_values).astype(np.float32))
