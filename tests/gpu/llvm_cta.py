@@ -636,6 +636,12 @@ def _elements(word: Any, bits: int, kind: str) -> list:
     return [_s(p, 8) for p in parts]
 
 
+def fp8_bytes(values: np.ndarray, kind: str) -> np.ndarray:
+    """``values`` (numbers an fp8 format holds exactly) as that format's bytes."""
+    codes = {fp8_value(byte, kind): byte for byte in range(256) if fp8_value(byte, kind) == fp8_value(byte, kind)}
+    return np.vectorize(lambda v: codes[float(v)])(values).astype(np.uint8)
+
+
 def fp8_value(byte: int, kind: str) -> float:
     """The value of an fp8 byte: e4m3 (bias 7, no infinities, S.1111.111 NaN) or e5m2
     (bias 15, IEEE-like)."""

@@ -201,13 +201,11 @@ def test_fp8_dot_on_mma_sync_matches_numpy(kind, arch, acc, version):
     take the dot): the operands are fp8 bytes in memory, the products exact in f32."""
     from polytile.ir import parse_module
 
-    from .llvm_cta import fp8_value
+    from .llvm_cta import fp8_bytes
 
-    values = {fp8_value(byte, kind): byte for byte in range(256) if fp8_value(byte, kind) in range(-6, 7)}
     rng = np.random.default_rng(1)
     a_values, b_values = rng.integers(-6, 7, (16, 32)), rng.integers(-6, 7, (32, 16))
-    a = np.vectorize(lambda v: values[float(v)])(a_values).astype(np.uint8)
-    b = np.vectorize(lambda v: values[float(v)])(b_values).astype(np.uint8)
+    a, b = fp8_bytes(a_values, kind), fp8_bytes(b_values, kind)
     dtype = np.float32 if acc == "f32" else np.float16
     c = np.zeros((16, 16), dtype)
     module = parse_module(FP8_KERNEL.format(t=f"f8{kind}", acc=acc))

@@ -10,8 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import polytile as pt
-import polytile.language as pl
 from polytile.compiler import compile_module
 
 from .llvm_cta import SimulationError, run_kernel
@@ -19,35 +17,9 @@ from .llvm_cta import SimulationError, run_kernel
 pytest.importorskip("polytile_nvidia")
 
 
-@pt.jit
-def loop_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am: pl.constexpr, stride_ak: pl.constexpr,
-                stride_bk: pl.constexpr, stride_bn: pl.constexpr, BM: pl.constexpr, BN: pl.constexpr,
-                BK: pl.constexpr, ACC16: pl.constexpr):
-    offs_m = pl.arange(0, BM)
-    offs_n = pl.arange(0, BN)
-    offs_k = pl.arange(0, BK)
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
-    if ACC16:
-        acc = pl.zeros((BM, BN), dtype=pl.float16)
-    else:
-        acc = pl.zeros((BM, BN), dtype=pl.float32)
-    for k in range(pl.cdiv(K, BK)):
-        acc = pl.dot(pl.load(a_ptrs), pl.load(b_ptrs), acc)
-        a_ptrs += BK * stride_ak
-        b_ptrs += BK * stride_bk
-    pl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(pl.float32))
-
-
-@pt.jit
-def chained_kernel(q_ptr, k_ptr, v_ptr, o_ptr, BM: pl.constexpr, BN: pl.constexpr, D: pl.constexpr):
-    # p = q @ k stays in registers and is the A of p @ v (attention's second dot).
-    rm, rn, rd = pl.arange(0, BM), pl.arange(0, BN), pl.arange(0, D)
-    q = pl.load(q_ptr + rm[:, None] * D + rd[None, :])
-    k = pl.load(k_ptr + rd[:, None] * BN + rn[None, :])
-    v = pl.load(v_ptr + rn[:, None] * D + rd[None, :])
-    p = pl.dot(q, k).to(pl.float16)
-    pl.store(o_ptr + rm[:, None] * D + rd[None, :], pl.dot(p, v))
+# The kernels the H100 runs (masked K loops, the K-major or transposed operands, P from
+# registers), so that the simulator and the hardware are held to the same ones.
+from tests.backends.nvidia.test_wgmma_gpu import chained_kernel, loop_kernel  # noqa: E402
 
 
 def _compile(kernel, args, num_warps=4, num_stages=1, **meta) -> dict:
@@ -175,13 +147,11 @@ func.func @fp8_dot(%a: ptr<{t}>, %b: ptr<{t}>, %c: ptr<f32>) attributes {{kernel
 def test_fp8_wgmma(kind):
     from polytile.ir import parse_module
 
-    from .llvm_cta import fp8_value
+    from .llvm_cta import fp8_bytes
 
-    values = {fp8_value(byte, kind): byte for byte in range(256) if fp8_value(byte, kind) in range(-4, 5)}
     rng = np.random.default_rng(5)
     a_values, b_values = rng.integers(-4, 5, (64, 32)), rng.integers(-4, 5, (32, 64))
-    a = np.vectorize(lambda v: values[float(v)])(a_values).astype(np.uint8)
-    b = np.vectorize(lambda v: values[float(v)])(b_values).astype(np.uint8)
+    a, b = fp8_bytes(a_values, kind), fp8_bytes(b_values, kind)
     c = np.zeros((64, 64), np.float32)
     module = parse_module(FP8_WGMMA.format(t=f"f8{kind}"))
     artifacts = compile_module(module, "nvidia:sm_90a", num_warps=4).context.artifacts

@@ -183,14 +183,17 @@ class Registry(Generic[T]):
         finally:
             self._explicit_owner = previous
 
+    def _registration_owner(self, owner: PluginInfo | None) -> tuple[PluginInfo, ImportScope | None]:
+        """Who a registration belongs to (``owner`` if given, see :attr:`_owner`), and the
+        import scope that must remember it (None: none)."""
+        if owner is not None:
+            return owner, None
+        if self._explicit_owner is None:
+            return _import_scope_owner()
+        return (CORE_OWNER if _core_module_importing() else self._explicit_owner), None
+
     def add(self, name: str, obj: T, owner: PluginInfo | None = None) -> T:
-        scope = None
-        if owner is None:
-            owner = self._explicit_owner
-            if owner is None:
-                owner, scope = _import_scope_owner()
-            elif _core_module_importing():
-                owner = CORE_OWNER
+        owner, scope = self._registration_owner(owner)
         existing = self._entries.get(name)
         if existing is not None and existing[0] is not obj:
             first = existing[1]

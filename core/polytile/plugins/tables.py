@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Generic, Hashable, Iterator, TypeVar
 
 from ..errors import PluginConflictError
-from .registry import CORE_OWNER, PluginInfo, Registry, _core_module_importing, _import_scope_owner
+from .registry import CORE_OWNER, PluginInfo, Registry
 
 V = TypeVar("V")
 
@@ -72,13 +72,7 @@ class OwnedTable(Registry, Generic[V]):
 
     # -- registering ---------------------------------------------------------------
     def add(self, name: Hashable, obj: V, owner: PluginInfo | None = None) -> V:  # type: ignore[override]
-        scope = None
-        if owner is None:
-            owner = self._explicit_owner
-            if owner is None:
-                owner, scope = _import_scope_owner()
-            elif _core_module_importing():
-                owner = CORE_OWNER
+        owner, scope = self._registration_owner(owner)
         layers = self._layers.setdefault(name, [])
         for index, (_, held_by) in enumerate(layers):
             if held_by == owner:  # an owner registering again replaces its own entry
