@@ -53,7 +53,7 @@ def _loop(m, n, k, bk, *, a_col=False, b_col=False, acc16=False, num_warps=4, nu
 ORDERS = [(False, False), (False, True), (True, False)]
 
 
-@pytest.mark.parametrize("num_stages", [1, 2, 3])
+@pytest.mark.parametrize("num_stages", [1, 3])
 @pytest.mark.parametrize("a_col, b_col", ORDERS)
 def test_loops_of_every_operand_order_match_numpy(num_stages, a_col, b_col):
     # With stages the operands come from the ring slots in place or copied to the dot's scratch.
