@@ -220,6 +220,63 @@ def _matmul_flops(size: Size, itemsize: int) -> float:
     return 2 * m * n * k
 
 
+# -- attention ---------------------------------------------------------------------------
+
+
+def _make_attention(device: Device, size: Size, dtype: str) -> Problem:
+    """(batch, heads, seq_len, head_dim): q, k, v and out as (batch * heads * seq_len, head_dim)
+    rows; the check samples query rows (each needs its head's keys and values only)."""
+    batch, heads, seq_len, head_dim = size
+    rows = batch * heads * seq_len
+    arrays = {name: device.randn((rows, head_dim), dtype, seed) for name, seed in (("q", 11), ("k", 12), ("v", 13))}
+    arrays["out"] = device.empty((rows, head_dim), dtype)
+    return Problem(arrays, {"heads": batch * heads, "seq_len": seq_len, "head_dim": head_dim},
+                   outputs=("out",), rows=rows, row_arrays=("q", "out"))
+
+
+def _launch_attention(causal: bool) -> Callable[[Any, Problem], None]:
+    def launch(lib: Any, p: Problem) -> None:
+        # Triton's tutorial blocks for the forward pass on Hopper: 128 queries x 64 keys, 8 warps
+        # for d = 128, 4 for d = 64; small problems get 64 x 64 and 4 warps.
+        big = p.seq_len >= 1024
+        block_m, warps = (128, 8 if p.head_dim >= 128 else 4) if big else (64, 4)
+        grid = (cdiv(p.seq_len, block_m), p.heads)
+        lib.attention_kernel[grid](p.q, p.k, p.v, p.out, 1.0 / float(np.sqrt(p.head_dim)), p.seq_len,
+                                   HEAD_DIM=p.head_dim, BLOCK_M=block_m, BLOCK_N=64, CAUSAL=causal,
+                                   num_warps=warps, num_stages=3 if big else 2)
+    return launch
+
+
+def _attention_reference(causal: bool) -> Callable[[dict[str, np.ndarray], dict[str, Any]], dict[str, np.ndarray]]:
+    def reference(host: dict[str, np.ndarray], scalars: dict[str, Any]) -> dict[str, np.ndarray]:
+        seq_len, head_dim = scalars["seq_len"], scalars["head_dim"]
+        rows = scalars.get("checked_rows")
+        rows = np.arange(host["q"].shape[0]) if rows is None else rows
+        out = np.empty((len(rows), head_dim))
+        for i, row in enumerate(rows):
+            head, position = divmod(int(row), seq_len)
+            keys = host["k"][head * seq_len:(head + 1) * seq_len].astype(np.float64)
+            values = host["v"][head * seq_len:(head + 1) * seq_len].astype(np.float64)
+            scores = keys @ host["q"][i].astype(np.float64) / np.sqrt(head_dim)
+            if causal:
+                scores[position + 1:] = -np.inf
+            weights = np.exp(scores - scores.max())
+            out[i] = weights @ values / weights.sum()
+        return {"out": out}
+    return reference
+
+
+def _attention_flops(causal: bool) -> Callable[[Size, int], float]:
+    def flops(size: Size, itemsize: int) -> float:
+        batch, heads, seq_len, head_dim = size
+        total = 4 * batch * heads * seq_len * seq_len * head_dim  # two matmuls
+        return total / 2 if causal else total
+    return flops
+
+
+_ATTENTION_SIZES = {"tiny": ((1, 2, 96, 64),), "small": ((4, 32, 1024, 64),),
+                    "full": ((4, 32, 4096, 64), (4, 32, 4096, 128))}
+
 _ROWS_FULL = ((4096, 1024), (16384, 4096), (32768, 16384))
 
 CASES: dict[str, Case] = {case.name: case for case in (
@@ -256,6 +313,12 @@ CASES: dict[str, Case] = {case.name: case for case in (
     Case("matmul", "matmul", "C = A @ B, fp16 in, fp32 accumulation, fp16 out", ("f16",),
          {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),), "full": ((4096, 4096, 4096),)},
          _make_matmul, _launch_matmul, _matmul_reference, _matmul_flops),
+    Case("attention", "matmul", "flash attention forward, (batch, heads, seq_len, head_dim), fp16", ("f16",),
+         _ATTENTION_SIZES, _make_attention, _launch_attention(False), _attention_reference(False),
+         _attention_flops(False)),
+    Case("attention_causal", "matmul", "the same, causal", ("f16",),
+         _ATTENTION_SIZES, _make_attention, _launch_attention(True), _attention_reference(True),
+         _attention_flops(True)),
 )}
 
 

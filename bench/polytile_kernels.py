@@ -136,3 +136,43 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     offs_cn = pid_n * BLOCK_N + pl.arange(0, BLOCK_N)
     c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
     pl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+
+@pt.jit
+def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, scale, seq_len,
+                     HEAD_DIM: pl.constexpr, BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr, CAUSAL: pl.constexpr):
+    # Flash attention forward (examples/flash_attention.py): q, k, v and out are
+    # (batch * heads * seq_len, HEAD_DIM) rows; one program per block of queries of a head.
+    block = pl.program_id(0)
+    head = pl.program_id(1)
+    offs_m = block * BLOCK_M + pl.arange(0, BLOCK_M)
+    offs_n = pl.arange(0, BLOCK_N)
+    offs_d = pl.arange(0, HEAD_DIM)
+    base = head * seq_len * HEAD_DIM
+    q = pl.load(q_ptr + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=offs_m[:, None] < seq_len,
+                other=0.0)
+    m_i = pl.full((BLOCK_M,), float("-inf"), pl.float32)
+    l_i = pl.zeros((BLOCK_M,), dtype=pl.float32)
+    acc = pl.zeros((BLOCK_M, HEAD_DIM), dtype=pl.float32)
+    qk_scale = scale * 1.4426950408889634
+    end = pl.minimum((block + 1) * BLOCK_M, seq_len) if CAUSAL else seq_len
+    for start in range(0, end, BLOCK_N):
+        cols = start + offs_n
+        k = pl.load(k_ptr + base + cols[None, :] * HEAD_DIM + offs_d[:, None], mask=cols[None, :] < seq_len,
+                    other=0.0)
+        qk = pl.dot(q, k)
+        keep = cols[None, :] < seq_len
+        if CAUSAL:
+            keep = keep & (offs_m[:, None] >= cols[None, :])
+        qk = pl.where(keep, qk * qk_scale, float("-inf"))
+        m_new = pl.maximum(m_i, pl.max(qk, axis=1))
+        p = pl.exp2(qk - m_new[:, None])
+        alpha = pl.exp2(m_i - m_new)
+        l_i = l_i * alpha + pl.sum(p, axis=1)
+        v = pl.load(v_ptr + base + cols[:, None] * HEAD_DIM + offs_d[None, :], mask=cols[:, None] < seq_len,
+                    other=0.0)
+        acc = pl.dot(p.to(pl.float16), v, acc * alpha[:, None])
+        m_i = m_new
+    out = acc / l_i[:, None]
+    pl.store(out_ptr + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], out.to(pl.float16),
+             mask=offs_m[:, None] < seq_len)

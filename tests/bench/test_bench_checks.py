@@ -222,3 +222,24 @@ def test_the_children_find_polytiles_bytecode_even_where_python_writes_none(monk
     assert cached.startswith(str(tmp_path)) and not os.path.exists(cached)
     overhead.precompile_sources()
     assert os.path.exists(cached)
+
+
+@pytest.mark.parametrize("name", ["attention", "attention_causal"])
+def test_attention_is_checked_on_sampled_query_rows_against_their_own_heads(name):
+    """The reference of a sampled query row reads its head's keys and values (the check
+    gives it the rows it sampled); a wrong row is found and named by its real index."""
+    from bench.throughput import check
+
+    device = NumpyDevice()
+    case = CASES[name]
+    size = (1, 3, 256, 16)  # 768 query rows: more than are checked, so they are sampled
+    problem = case.make(device, size, "f16")
+    q, k, v = (problem.arrays[n].astype(np.float64).reshape(3, 256, 16) for n in ("q", "k", "v"))
+    scores = q @ np.swapaxes(k, 1, 2) / 4.0
+    if name == "attention_causal":
+        scores = np.where(np.tril(np.ones((256, 256), bool)), scores, -np.inf)
+    weights = np.exp(scores - scores.max(axis=2, keepdims=True))
+    problem.out[...] = ((weights / weights.sum(axis=2, keepdims=True)) @ v).reshape(768, 16)
+    assert check(case, problem, "f16", device) is None
+    problem.out[767, 3] += 1.0  # the last row (always sampled), in the last head
+    assert "first at index (767, 3)" in check(case, problem, "f16", device)
