@@ -42,7 +42,7 @@ def test_a_spilling_kernel_is_named_with_its_specialization_and_what_to_try():
     with pytest.warns(SpillWarning) as caught:
         warn_if_spilling("matmul", "nvidia:sm_90a", NVIDIA, "BLOCK_M=128, num_warps=4")
     message = str(caught[0].message)
-    assert message.startswith("kernel 'matmul' (BLOCK_M=128, num_warps=4) spills registers to memory on "
+    assert message.startswith("kernel 'matmul' (BLOCK_M=128, num_warps=4) spills registers on "
                               "nvidia:sm_90a: 3618 bytes of spill stores, 3616 bytes of spill loads "
                               "(255 registers per thread)")
     assert "num_warps" in message and "num_stages" in message

@@ -58,7 +58,7 @@ def _words(key: str) -> str:
 
 def describe(resources: Mapping[str, Any] | None) -> str:
     """One line for people: ``"168 registers, no spills, 98304 bytes shared memory;
-    occupancy: 1 block per SM (4 warps), limited by shared memory"``."""
+    occupancy: 1 blocks per SM, 4 warps per SM, limited by shared memory"``."""
     if not resources:
         return "not reported by this backend"
     parts = []
@@ -96,7 +96,7 @@ def warn_if_spilling(kernel: str, target: Any, resources: Mapping[str, Any] | No
     amounts = ", ".join(_spilled(key, value) for key, value in spilled.items())
     where = f" ({specialization})" if specialization else ""
     warnings.warn(SpillWarning(
-        f"kernel '{kernel}'{where} spills registers to memory on {target}: {amounts} "
+        f"kernel '{kernel}'{where} spills registers on {target}: {amounts} "
         f"({resources.get('registers', '?')} registers per thread); it runs, but slower. Smaller blocks, more "
         "warps (num_warps) or fewer stages (num_stages) give each thread fewer values to hold"),
         stacklevel=user_stack_level())

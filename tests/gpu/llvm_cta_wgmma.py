@@ -170,6 +170,10 @@ def warpgroup_step(cta: CTA, text: str, inputs: list, group: int) -> list:
     d_kind, a_kind, b_kind = m.group(3), m.group(4), m.group(5)
     accumulators = len(m.group(6).split(","))
     a_in_registers = m.group(7).startswith("{")
+    if (m.group(9), m.group(10)) != ("1", "1"):
+        raise SimulationError(f"wgmma with imm-scale-a/b {m.group(9)}, {m.group(10)} (negated operands) is not simulated")
+    if a_in_registers and _BYTES[a_kind] != 2:
+        raise SimulationError(f"wgmma with {a_kind} A in registers is not simulated (only 16-bit A fragments are)")
     flags = [int(x) for x in re.findall(r"\d", m.group(11))]
     if a_in_registers:
         trans_a, trans_b = 0, (flags[0] if flags else 0)

@@ -50,7 +50,7 @@ def _loop(m, n, k, bk, *, a_col=False, b_col=False, acc16=False, num_warps=4, nu
     return c, a.astype(np.float64) @ b.astype(np.float64)
 
 
-ORDERS = [(False, False), (False, True), (True, False)]
+ORDERS = [(False, False), (False, True), (True, False), (True, True)]
 
 
 @pytest.mark.parametrize("num_stages", [1, 3])

@@ -166,3 +166,48 @@ def test_a_plugin_that_fails_to_load_leaves_nothing_behind(frob_package, tmp_pat
     broken = PluginManager(entry_points=[_entry_point()])
     assert [r.reason for r in broken.plugins() if r.name == "frob"] == ["RuntimeError: half imported"]
     assert RULES[tile.ArangeOp] is core_rule and LOWERINGS.owner_of(tile.ArangeOp) == CORE_OWNER
+
+
+def test_a_plugins_batched_rule_speeds_up_a_core_op_and_leaves_with_it():
+    """Over the core's per-program rule, a plugin's batched rule is used (it only makes the
+    core op faster); over a plugin's per-program rule, only that plugin's batched rule."""
+    from polytile.interpreter.executor import batched_rule_for
+
+    op = tile.ArangeOp.__new__(tile.ArangeOp)
+    core_batched = batched_rule_for(op)
+    fast = object()
+    BATCHED_RULES.add(tile.ArangeOp, fast, PLUGIN)
+    try:
+        assert batched_rule_for(op) is fast
+        mine = object()
+        RULES.add(tile.ArangeOp, mine, OTHER)  # another meaning of the op, with no batched rule of its own
+        assert batched_rule_for(op) is None
+        RULES.remove(tile.ArangeOp, OTHER)
+        assert batched_rule_for(op) is fast
+    finally:
+        BATCHED_RULES.remove_owned_by(PLUGIN)
+    assert batched_rule_for(op) is core_batched
+
+
+def test_registering_the_same_entry_again_changes_nothing():
+    table = OwnedTable("rule")
+    seen = []
+    table.on_change(lambda: seen.append(table.version))
+    entry = object()
+    table.add(int, entry, PLUGIN)
+    table.add(int, entry, PLUGIN)  # a hook that registers on every compile
+    assert seen == [1] and table[int] is entry
+
+
+def test_a_module_belongs_to_the_plugin_of_its_longest_claimed_package(monkeypatch):
+    from polytile.plugins import registry
+
+    monkeypatch.setattr(registry, "_PACKAGE_OWNERS", {})
+    registry.claim_package("ns.foo", PLUGIN)
+    registry.claim_package("ns.bar", OTHER)
+    registry.claim_package("polytile.gpu", OTHER)  # the core's packages are never a plugin's
+    assert registry._package_owner("ns.foo.lowering") == PLUGIN
+    assert registry._package_owner("ns.bar") == OTHER
+    assert registry._package_owner("ns.baz") is None and registry._package_owner("polytile.gpu.x") is None
+    registry.claim_package("ns.foo", OTHER)  # two plugins in one package: neither is named
+    assert registry._package_owner("ns.foo.lowering") is None

@@ -24,8 +24,10 @@ class NvidiaArchitecture(NamedTuple):
     #: Warpgroup MMA exists only in the arch-specific sm_90a feature set, not in sm_90.
     has_wgmma: bool = False
     warp_size: int = 32
-    #: 32-bit registers in one SM's register file.
+    #: 32-bit registers in one SM's register file, split evenly over its sub-partitions
+    #: (a warp's registers come from one of them).
     registers_per_sm: int = 65536
+    sm_sub_partitions: int = 4
     #: Shared memory the driver keeps per resident block, bytes.
     shared_memory_reserved_per_block: int = 1024
 

@@ -578,12 +578,17 @@ class PtxToCubin(Pass):
             ptx = context.artifacts[PTX] = with_register_cap(ptx, budget)
             assembled = assemble_ptx(ptx, context.target.arch, kernel_name=kernel, options=context.options)
         context.artifacts[CUBIN] = assembled.cubin
-        log = assembled.log
+        log, source = assembled.log, None
         if "spills" not in assembler_report(log, kernel):
-            log = ptxas_report(ptx, context.target.arch, kernel_name=kernel, options=context.options) or log
-        context.artifacts[RESOURCES] = kernel_resources(
-            arch=context.target.arch, kernel=kernel, cubin=assembled.cubin, log=log,
-            threads=threads_per_block(ptx), shared_bytes=int(context.artifacts.get("shared_bytes", 0)))
+            fallback = ptxas_report(ptx, context.target.arch, kernel_name=kernel, options=context.options)
+            if fallback:
+                log, source = fallback, "spills and stack from ptxas's report (the assembler's log had none)"
+        resources = kernel_resources(arch=context.target.arch, kernel=kernel, cubin=assembled.cubin, log=log,
+                                     threads=threads_per_block(ptx),
+                                     shared_bytes=int(context.artifacts.get("shared_bytes", 0)))
+        if source is not None:
+            resources["notes"].append(source)
+        context.artifacts[RESOURCES] = resources
         return PreservedAnalyses.all()
 
     @staticmethod

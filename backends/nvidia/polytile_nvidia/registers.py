@@ -34,16 +34,33 @@ def _allocated(registers: int) -> int:
     return (registers + unit - 1) // unit * unit
 
 
+#: The SM's register file is split over this many sub-partitions; a warp's registers
+#: come from one of them.
+SUB_PARTITIONS = 4
+_WARP = 32
+
+
+def _blocks(registers: int, warps: int) -> int:
+    """Blocks of ``warps`` warps the register file holds at ``registers`` per thread
+    (the CUDA occupancy calculator's rule: whole warps per sub-partition)."""
+    per_partition = REGISTERS_PER_SM // SUB_PARTITIONS // (_allocated(registers) * _WARP)
+    return per_partition * SUB_PARTITIONS // warps
+
+
 def register_budget(registers: int, threads: int) -> int | None:
     """The most registers per thread (a multiple of the allocation unit) at which the
     register file holds as many blocks of ``threads`` threads as at ``registers``; None
     when that is no more than ``registers`` already is."""
-    blocks = REGISTERS_PER_SM // (_allocated(registers) * threads)
+    warps = -(-threads // _WARP)
+    blocks = _blocks(registers, warps)
     if blocks == 0:
         return None
-    budget = min(REGISTERS_PER_SM // (blocks * threads) // REGISTER_ALLOCATION_UNIT * REGISTER_ALLOCATION_UNIT,
-                 MOST_REGISTERS_PER_THREAD)
-    return budget if budget > _allocated(registers) else None
+    # The fewest warps each sub-partition must hold for that many blocks, and the most
+    # registers a warp can then have.
+    per_partition = -(-blocks * warps // SUB_PARTITIONS)
+    budget = min(REGISTERS_PER_SM // SUB_PARTITIONS // per_partition // _WARP
+                 // REGISTER_ALLOCATION_UNIT * REGISTER_ALLOCATION_UNIT, MOST_REGISTERS_PER_THREAD)
+    return budget if budget > _allocated(registers) and _blocks(budget, warps) >= blocks else None
 
 
 def cubin_registers(cubin: bytes) -> int | None:

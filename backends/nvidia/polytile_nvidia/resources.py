@@ -3,14 +3,16 @@
 - ``registers``: per thread, from the cubin (its ``.nv.info`` register count), the
   number the driver allocates by; the assembler's report where the cubin has none.
 - ``spills``: ``store_bytes`` and ``load_bytes``, the bytes per thread the assembler's
-  verbose report ("N bytes spill stores, M bytes spill loads") gives for the kernel.
+  verbose report ("N bytes spill stores, M bytes spill loads") gives, summed over the
+  kernel and the functions it calls.
 - ``stack_bytes``: the kernel's stack frame per thread (local memory: spills and arrays).
 - ``shared_bytes``: the dynamic shared memory of a block (what the memory stage allocated).
 - ``occupancy``: ``blocks_per_sm`` and ``warps_per_sm`` resident at once, and what limits
   them (``"registers"``, ``"shared memory"``, ``"threads"`` or ``"blocks"``, the SM's
   limit of resident blocks), by the CUDA occupancy calculator's rules: registers are
-  allocated per warp in units of 256, shared memory per block with 1 KB more for the
-  driver; the numbers per architecture are in :mod:`.architectures`.
+  allocated per warp in units of 256 from one of the SM's four sub-partitions, shared
+  memory per block with 1 KB more for the driver; the numbers per architecture are in
+  :mod:`.architectures`.
 - ``notes``: the assembler's remarks about speed, word for word ("wgmma.mma_async
   instructions are serialized due to insufficient register resources ...").
 """
@@ -31,25 +33,35 @@ _REMARK = re.compile(r"ptxas (?:info|warning)\s*:\s*(\(C\d+\) .*Performance.*)$"
 
 
 def assembler_report(log: str, kernel: str) -> dict[str, Any]:
-    """``registers``, ``stack_bytes``, ``spills`` and ``notes`` of ``kernel`` from an
-    assembler's verbose log (only the keys the log gives)."""
+    """``registers`` and ``stack_bytes`` of ``kernel``, ``spills`` summed over every function
+    of the module (a ``noinline`` callee's spills slow the kernel as much), and ``notes``,
+    from an assembler's verbose log (only the keys the log gives)."""
     found: dict[str, Any] = {}
+    spills = {"store_bytes": 0, "load_bytes": 0}
+    reported = False
     current = None
     for line in log.splitlines():
         function = _FUNCTION.search(line)
         if function:
             current = function.group(1).strip("'")
             continue
-        if current != kernel:
+        if current is None:
             continue
         frame = _FRAME.search(line)
         if frame:
-            found["stack_bytes"] = int(frame.group(1))
-            found["spills"] = {"store_bytes": int(frame.group(2)), "load_bytes": int(frame.group(3))}
+            reported = True
+            spills["store_bytes"] += int(frame.group(2))
+            spills["load_bytes"] += int(frame.group(3))
+            if current == kernel:
+                found["stack_bytes"] = int(frame.group(1))
         used = _USED.search(line)
         if used:
-            found["registers"] = int(used.group(1))
-            current = None  # the function's report ends with its registers
+            if current == kernel:
+                found["registers"] = int(used.group(1))
+            current = None  # a function's report ends with its registers
+    if reported:
+        found["spills"] = spills
+        found.setdefault("stack_bytes", 0)
     notes = [remark.strip() for remark in _REMARK.findall(log) if kernel in remark or "'" not in remark]
     if notes:
         found["notes"] = notes
@@ -67,7 +79,10 @@ def occupancy(arch: str, *, registers: int, threads: int, shared_bytes: int) -> 
     limits = {
         "threads": a.max_threads_per_sm // (warps * a.warp_size),
         "blocks": a.max_blocks_per_sm,
-        "registers": (a.registers_per_sm // registers_per_warp) // warps if registers else a.max_blocks_per_sm,
+        # Warps are placed on the SM's sub-partitions, each with its share of the register
+        # file (cudaOccMaxBlocksPerSMRegsLimit).
+        "registers": ((a.registers_per_sm // a.sm_sub_partitions // registers_per_warp) * a.sm_sub_partitions
+                      // warps) if registers else a.max_blocks_per_sm,
         "shared memory": a.shared_memory_per_sm // shared_per_block if shared_bytes else a.max_blocks_per_sm,
     }
     limited_by = min(limits, key=lambda name: limits[name])  # the first of equals

@@ -55,6 +55,7 @@ from .executor import (
     batched_rule_for,
     dtype_of,
     elementwise_rule,
+    _rules_changed,
     rules_version,
     unsupported_type_message,
 )
@@ -391,12 +392,22 @@ class ExecutionPlan:
 #: lockstep execution could deadlock: ``class -> predicate(op)``.  Plugins may add theirs.
 WAITS_ON_OTHER_PROGRAMS: OwnedTable[Callable[[Operation], bool]] = OwnedTable("waiting op")
 
+class _OwnedSet(OwnedTable[bool]):
+    """An owned set of op classes: ``add(cls)``, ``cls in table``."""
+
+    def add(self, name: Any, obj: bool = True, owner: Any = None) -> bool:  # type: ignore[override]
+        return super().add(name, obj, owner)
+
+
 #: Loops that run until memory says otherwise: ``class``.  A loop of these classes
 #: holding an op of WAITS_ON_OTHER_PROGRAMS makes its kernel run program by program.
-UNBOUNDED_LOOPS: OwnedTable[bool] = OwnedTable("unbounded loop")
+UNBOUNDED_LOOPS: OwnedTable[bool] = _OwnedSet("unbounded loop")
 
 #: How to find the function a call op calls: ``class -> callee symbol name``.
 CALLEES: OwnedTable[Callable[[Operation], str]] = OwnedTable("call op")
+# A change to these tables (a plugin withdrawn, say) makes the cached plans again.
+for _table in (WAITS_ON_OTHER_PROGRAMS, UNBOUNDED_LOOPS, CALLEES):
+    _table.on_change(_rules_changed)
 
 _PLANS: "weakref.WeakKeyDictionary[Operation, tuple[Any, ExecutionPlan]]" = weakref.WeakKeyDictionary()
 

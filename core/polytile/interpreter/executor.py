@@ -50,6 +50,7 @@ from ..errors import InterpreterArgumentError, InterpreterError, InterpreterUnsu
 from ..ir import types as t
 from ..ir.opdef import Elementwise
 from ..ir.operation import Block, Operation
+from ..plugins.registry import CORE_OWNER
 from ..plugins.tables import OwnedTable
 from .memory import Memory
 
@@ -194,10 +195,14 @@ def batched_rule_for(op: Operation) -> Rule | None:
 
     rule: Rule | None = None
     for base in cls.__mro__:
-        if base in BATCHED_RULES and (base not in RULES or RULES.owner_of(base) == BATCHED_RULES.owner_of(base)):
-            rule = BATCHED_RULES[base]
-            break
         if base in RULES:
+            # Over the core's per-program rule, the batched rule in force (a plugin's
+            # speeds a core op up); over a plugin's, only that plugin's own batched rule.
+            owner = RULES.owner_of(base)
+            rule = BATCHED_RULES.get(base) if owner == CORE_OWNER else BATCHED_RULES.entry_of(base, owner)
+            break
+        if base in BATCHED_RULES:
+            rule = BATCHED_RULES[base]
             break
     else:
         if getattr(cls, "semantics", None) is not None and cls.has_trait(Elementwise):

@@ -136,7 +136,7 @@ def while_batched(op: Operation, operands: list, ctx: BatchContext) -> list:
         arguments = rules._run_region(op, 1, passed, sub)
 
 
-UNBOUNDED_LOOPS.add(scf.WhileOp, True)
+UNBOUNDED_LOOPS.add(scf.WhileOp)
 
 
 # --------------------------------------------------------------------------------------

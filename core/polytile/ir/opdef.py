@@ -327,6 +327,9 @@ def define_op(cls: type[Operation]) -> type[Operation]:
         setattr(cls, region.name, _region_property(i, region))
     if "__slots__" not in vars(cls):
         pass  # subclasses get a __dict__; that is fine and lets passes cache data on ops
+    # An op class builds through build_op directly (Operation.build, for any other class,
+    # reaches it through one more call): op building is frequent.
+    cls.build = classmethod(build_op)  # type: ignore[method-assign]
     IR_REGISTRY.register_op(cls)
     return cls
 

@@ -233,8 +233,10 @@ class PluginManager:
         """``ep.load()``, with what the import registers attributed to the plugin; ``None``
         when the import failed (the plugin is then recorded as failed)."""
         scope: ImportScope | None = None
-        # The plugin's package: its modules imported later register as the plugin's too.
-        claim_package(record.value.split(":", 1)[0].split(".", 1)[0].strip(), record.info)
+        # The plugin's package (its entry point module's): its modules imported later
+        # register as the plugin's too.
+        module = record.value.split(":", 1)[0].strip()
+        claim_package(module.rpartition(".")[0] or module, record.info)
         try:
             with importing_plugin(record.info) as scope:
                 plugin = ep.load()

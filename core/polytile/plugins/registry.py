@@ -108,10 +108,12 @@ def _core_module_importing() -> bool:
     return bool(getattr(spec, "_initializing", False))
 
 
-#: Top-level package -> the plugin it belongs to, claimed by the plugin manager as it
-#: imports each plugin (``polytile_lds`` -> polytile-lds).  A plugin module imported
-#: later, lazily inside a hook or a pass, registers as its plugin's too.
-_PACKAGE_OWNERS: dict[str, PluginInfo] = {}
+#: Package -> the plugin it belongs to, claimed by the plugin manager as it imports each
+#: plugin (``polytile_lds`` -> polytile-lds, from the entry point ``polytile_lds.plugin``).
+#: A plugin module imported later, lazily inside a hook or a pass, registers as the
+#: plugin's whose package is the longest prefix of its name.  A package two plugins
+#: claim (None here) belongs to neither.
+_PACKAGE_OWNERS: dict[str, PluginInfo | None] = {}
 #: What such lazily imported modules registered, by owner: ``(registry, name, object)``,
 #: so that withdrawing the plugin takes it out and enabling it again puts it back.
 LATE_REGISTRATIONS: dict[PluginInfo, list[tuple["Registry[Any]", Any, Any]]] = {}
@@ -121,8 +123,22 @@ _LATE_SCOPES: dict[PluginInfo, ImportScope] = {}
 def claim_package(package: str, owner: PluginInfo) -> None:
     """Attribute what modules of ``package`` register at import to ``owner`` (not the core's
     packages: a plugin importing ``polytile.x`` leaves it the core's)."""
-    if package and package != "polytile":
-        _PACKAGE_OWNERS[package] = owner
+    if not package or package == "polytile" or package.startswith("polytile."):
+        return
+    if package in _PACKAGE_OWNERS and _PACKAGE_OWNERS[package] not in (None, owner):
+        _PACKAGE_OWNERS[package] = None  # two plugins in one package: neither is named for it
+        return
+    _PACKAGE_OWNERS[package] = owner
+
+
+def _package_owner(module: str) -> PluginInfo | None:
+    """The plugin whose claimed package is the longest prefix of ``module``, or None."""
+    name = module
+    while name:
+        if name in _PACKAGE_OWNERS:
+            return _PACKAGE_OWNERS[name]
+        name = name.rpartition(".")[0]
+    return None
 
 
 #: The plugin whose hook implementation is running (set by the plugin manager).
@@ -146,7 +162,7 @@ def _import_scope_owner() -> tuple[PluginInfo, ImportScope | None]:
     if module == "polytile" or module.startswith("polytile."):
         return CORE_OWNER, None
     if scope is None:
-        owner = _PACKAGE_OWNERS.get(module.split(".", 1)[0]) or _CALLING.get()
+        owner = _package_owner(module) or _CALLING.get()
         if owner is None:
             return CORE_OWNER, None
         late = _LATE_SCOPES.get(owner)

@@ -74,8 +74,12 @@ class OwnedTable(Registry, Generic[V]):
     def add(self, name: Hashable, obj: V, owner: PluginInfo | None = None) -> V:  # type: ignore[override]
         owner, scope = self._registration_owner(owner)
         layers = self._layers.setdefault(name, [])
-        for index, (_, held_by) in enumerate(layers):
+        for index, (held, held_by) in enumerate(layers):
             if held_by == owner:  # an owner registering again replaces its own entry
+                if held is obj:  # the same again (a hook that runs on every compile): no change
+                    if scope is not None:
+                        scope.remember(self, name, obj)
+                    return obj
                 layers[index] = (obj, owner)
                 break
         else:
@@ -108,6 +112,10 @@ class OwnedTable(Registry, Generic[V]):
             self._layers[key] = layers
             self._changed(key)
         return removed
+
+    def entry_of(self, key: Hashable, owner: PluginInfo) -> V | None:
+        """``owner``'s entry for ``key`` (in force or under a plugin's), or None."""
+        return next((obj for obj, held_by in self._layers.get(key, ()) if held_by == owner), None)
 
     def remove(self, key: Hashable, owner: PluginInfo) -> bool:
         """Drop ``owner``'s entry for ``key``, if it has one (the one under it is back)."""

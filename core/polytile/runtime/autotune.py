@@ -33,7 +33,7 @@ import warnings
 from typing import Any, Callable, Iterable
 
 from ..errors import LaunchError, NoConfigFitsError, OutOfResourcesError
-from ..resources import SpillWarning
+from ..resources import RESOURCES, SpillWarning, warn_if_spilling
 from .jit import JITFunction
 
 log = logging.getLogger("polytile.autotune")
@@ -194,7 +194,19 @@ class Autotuner(_Launchable):
             if len(configs) == 1:
                 config = configs[0]
             else:
-                config = self._tune(configs, args, kwargs, named, grid)
+                # A config that spills and loses is not worth a warning: the trials compile
+                # without one, and the chosen config's is given after.
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", SpillWarning)
+                    config = self._tune(configs, args, kwargs, named, grid)
+                self.cache[key] = config
+                self.best_config = config
+                compiled = self._launch(config, args, kwargs, grid)
+                metadata = getattr(compiled, "metadata", None) or {}
+                warn_if_spilling(self.__name__, getattr(compiled, "target", "?"), metadata.get(RESOURCES),
+                                 ", ".join(f"{k}={v!r}" for k, v in sorted(self._meta(config, kwargs).items())
+                                           if k != "target"))
+                return compiled
             self.cache[key] = config
         self.best_config = config
         return self._launch(config, args, kwargs, grid)
@@ -250,14 +262,8 @@ class Autotuner(_Launchable):
 
         timings: dict[Config, float] = {}
         dropped: dict[Config, OutOfResourcesError] = {}
-        # A SpillWarning of a config that loses is noise: only the winner's is shown.
-        spilled: dict[Config, list[warnings.WarningMessage]] = {}
-        caught_all = warnings.catch_warnings(record=True)
-        caught = caught_all.__enter__()
-        warnings.simplefilter("always", SpillWarning)
         try:
             for config in configs:
-                before = len(caught)
                 def trial(config: Config = config) -> None:
                     restore()
                     for argument in zeroed:
@@ -273,20 +279,13 @@ class Autotuner(_Launchable):
                 except OutOfResourcesError as error:
                     dropped[config] = error
                     log.debug("autotuning '%s': config %s dropped: %s", self.__name__, config, error.message)
-                spilled[config] = [w for w in caught[before:] if issubclass(w.category, SpillWarning)]
         finally:
-            caught_all.__exit__(None, None, None)
             restore()
         self.configs_timings = timings
         self.dropped_configs = dropped
         if not timings:
             raise NoConfigFitsError(self.__name__, dropped)
-        best = min(timings, key=timings.get)
-        spills = {id(w) for ws in spilled.values() for w in ws}
-        for w in caught:  # as they came, less the spills of the configs that lost
-            if id(w) not in spills or any(w is mine for mine in spilled[best]):
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
-        return best
+        return min(timings, key=timings.get)
 
 
 def bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100) -> float:

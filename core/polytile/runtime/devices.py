@@ -9,9 +9,11 @@ too) or ``triton.runtime.driver.active.utils.get_device_properties(0)``.  polyti
     sms = pt.device_properties()["multiprocessor_count"]
     persistent_matmul[(min(sms, tiles),)](...)
 
-The device is one of the chosen target's backend (the same choice a launch makes:
-``target=``, the ``target`` setting, else the first active device), so a program that
-runs on the interpreter gets the CPU's core count and keeps working.
+The device is one of the chosen target's backend (``target=``, the ``target`` setting,
+else the first active device, as for a launch), so a program that runs on the
+interpreter gets the CPU's core count and keeps working.  A target whose backend
+compiles but cannot launch has no device: its properties are an error, where a launch
+without ``target=`` would fall back to the interpreter.
 """
 
 from __future__ import annotations

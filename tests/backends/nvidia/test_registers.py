@@ -23,11 +23,18 @@ from .ptx_kernels import VECTOR_ADD
     (40, 512, None),   # three blocks at 40; 42 is not a whole allocation unit more
     (27, 128, None),   # allocated as 32, the cliff itself
     (255, 1024, None),  # not even one block fits: nothing to keep
+    # Two warps: warps take registers from one of 4 sub-partitions of 16384 (4 warps
+    # each at 104 or at 128), 8 blocks either way; the whole file alone would say 9 at 104.
+    (104, 64, 128),
 ])
 def test_budget_keeps_the_blocks_an_sm_holds(registers, threads, budget):
     assert register_budget(registers, threads) == budget
+
+    def blocks(r):  # the CUDA occupancy calculator's rule
+        warps = -(-threads // 32)
+        return 16384 // (-(-r // 8) * 8 * 32) * 4 // warps
     if budget is not None:
-        assert 65536 // (budget * threads) == 65536 // (-(-registers // 8) * 8 * threads)
+        assert blocks(budget) == blocks(registers)
 
 
 def test_register_cap_goes_after_the_block_size():

@@ -42,14 +42,15 @@ def test_the_assemblers_report_gives_registers_stack_spills_and_remarks():
                   "insufficient register resources for the wgmma pipeline in the function 'matmul_kernel'"]}
 
 
-def test_another_functions_report_is_not_the_kernels():
+def test_a_callees_spills_count_and_its_registers_do_not():
     log = ("ptxas info    : Function properties for helper\n"
-           "ptxas         .     64 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n"
+           "ptxas         .     64 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"
+           "ptxas info    : Used 90 registers\n"
            "ptxas info    : Function properties for k\n"
            "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
            "ptxas info    : Used 30 registers\n")
     assert assembler_report(log, "k") == {"registers": 30, "stack_bytes": 0,
-                                          "spills": {"store_bytes": 0, "load_bytes": 0}}
+                                          "spills": {"store_bytes": 8, "load_bytes": 12}}
 
 
 @pytest.mark.parametrize("arch, registers, threads, shared, expected", [
@@ -61,6 +62,10 @@ def test_another_functions_report_is_not_the_kernels():
     # 32 registers, 1024 threads: the SM's 2048 threads allow 2, and the registers 2 too:
     # the SM's own limit is named, fewer registers would not help.
     ("sm_90a", 32, 1024, 0, (2, 64, "threads")),
+    # Warps take their registers from one of four sub-partitions (16384 each): 192 x 32
+    # = 6144 per warp, 2 per sub-partition, 8 warps: 4 blocks of 2 warps, not 5.
+    ("sm_90a", 192, 64, 0, (4, 8, "registers")),
+    ("sm_90a", 192, 32, 0, (8, 8, "registers")),
     # Small blocks: the SM's 32 resident blocks (16 on sm_86).
     ("sm_90a", 16, 32, 0, (32, 32, "blocks")),
     ("sm_86", 16, 32, 0, (16, 16, "blocks")),
@@ -102,7 +107,7 @@ def test_a_kernel_that_spills_is_named_once_per_specialization(ptxas):
     spilled = [w for w in caught if issubclass(w.category, SpillWarning)]
     assert len(spilled) == 1, [str(w.message) for w in caught]
     message = str(spilled[0].message)
-    assert message.startswith("kernel 'square' (BLOCK=64, maxnreg=32) spills registers to memory on nvidia:sm_80: ")
+    assert message.startswith("kernel 'square' (BLOCK=64, maxnreg=32) spills registers on nvidia:sm_80: ")
     assert "bytes of spill stores" in message and "(32 registers per thread)" in message
     assert spilled[0].filename == __file__
     assert compiled.metadata[RESOURCES]["registers"] <= 32
@@ -172,3 +177,4 @@ def test_without_nvjitlinks_report_ptxas_gives_it(ptxas, monkeypatch):
     with config.override(nvidia_assembler="nvjitlink"):
         record = compile_module(module, "nvidia:sm_80", maxnreg=32).metadata[RESOURCES]
     assert record["spills"]["store_bytes"] > 0 and record["registers"] <= 32
+    assert record["notes"] == ["spills and stack from ptxas's report (the assembler's log had none)"]
