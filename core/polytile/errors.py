@@ -64,6 +64,12 @@ class ConfigError(PolytileError, ValueError):
     """A setting has a value that is not allowed."""
 
 
+class UnsupportedOptionError(ConfigError):
+    """A launch option the target's backend does not have (``maxnreg`` on AMD or the
+    interpreter, say) was given a value that asks for something.  The autotuner drops a
+    config that gives one, as it drops a config that does not fit."""
+
+
 class UnknownNameError(PolytileError, KeyError):
     """A pass, option, target, op or plugin name that nothing registered.
 
@@ -200,7 +206,8 @@ class NoConfigFitsError(LaunchError):
     def __init__(self, kernel: str, failures: dict):
         self.kernel = kernel
         self.failures = dict(failures)
-        lines = "\n".join(f"  {config}: {error.message}" for config, error in self.failures.items())
+        lines = "\n".join(f"  {config}: {getattr(error, 'message', None) or error}"
+                          for config, error in self.failures.items())
         super().__init__(f"'{kernel}': none of its {len(self.failures)} autotuning configs fits the target:\n{lines}\n"
                          "add configs with smaller blocks, fewer stages or fewer warps")
 

@@ -50,3 +50,21 @@ def test_only_the_chosen_configs_spills_are_shown(no_gpu_launch, spilling_wins):
         assert len(shown) == 1 and "maxnreg=32" in shown[0]
     else:
         assert shown == []
+
+
+def test_a_config_with_an_option_the_target_lacks_is_dropped_not_fatal():
+    """Triton's configs carry maxnreg, an NVIDIA option: on the interpreter such a config
+    is dropped with the reason, and the others tune."""
+    from polytile.errors import NoConfigFitsError, UnsupportedOptionError
+
+    capped, plain = Config({}, num_warps=4, maxnreg=128), Config({}, num_warps=4)
+    tuned = autotune(configs=[capped, plain], key=[], do_bench=lambda trial: (trial(), 1.0)[1])(pt.jit(square))
+    x, out = np.ones(16 * 16, np.float16), np.zeros(16 * 16, np.float32)
+    tuned[(1,)](x, out, BLOCK=16, target="interp")
+    assert tuned.best_config == plain and list(tuned.dropped_configs) == [capped]
+    assert isinstance(tuned.dropped_configs[capped], UnsupportedOptionError)
+    np.testing.assert_array_equal(out.reshape(16, 16), np.full((16, 16), 16.0))
+    only_capped = autotune(configs=[capped, Config({}, num_warps=8, maxnreg=64)], key=[],
+                           do_bench=lambda trial: (trial(), 1.0)[1])(pt.jit(square))
+    with pytest.raises(NoConfigFitsError, match="launch option maxnreg=128 is not available on target 'interp'"):
+        only_capped[(1,)](x, out, BLOCK=16, target="interp")

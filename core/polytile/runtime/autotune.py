@@ -32,7 +32,7 @@ import time
 import warnings
 from typing import Any, Callable, Iterable
 
-from ..errors import LaunchError, NoConfigFitsError, OutOfResourcesError
+from ..errors import LaunchError, NoConfigFitsError, OutOfResourcesError, UnsupportedOptionError
 from ..resources import RESOURCES, SpillWarning, warn_if_spilling
 from .jit import JITFunction
 
@@ -173,7 +173,7 @@ class Autotuner(_Launchable):
         #: What the last tuning restored between trials (names), for tests and curiosity.
         self.restored_args: list[str] = []
         #: The configs the last tuning dropped, with the error of each (out of resources).
-        self.dropped_configs: dict[Config, OutOfResourcesError] = {}
+        self.dropped_configs: dict[Config, OutOfResourcesError | UnsupportedOptionError] = {}
 
     def tuning_key(self, named: dict) -> tuple:
         """The values of the ``key`` arguments (given or defaulted: a default is a value
@@ -261,7 +261,7 @@ class Autotuner(_Launchable):
                 argument.restore()
 
         timings: dict[Config, float] = {}
-        dropped: dict[Config, OutOfResourcesError] = {}
+        dropped: dict[Config, OutOfResourcesError | UnsupportedOptionError] = {}
         try:
             for config in configs:
                 def trial(config: Config = config) -> None:
@@ -276,9 +276,11 @@ class Autotuner(_Launchable):
 
                 try:
                     timings[config] = self.do_bench(trial)
-                except OutOfResourcesError as error:
+                except (OutOfResourcesError, UnsupportedOptionError) as error:
+                    # A config this target cannot hold, or one with an option it does not have
+                    # (Triton's configs carry maxnreg, an NVIDIA option): dropped, with the reason.
                     dropped[config] = error
-                    log.debug("autotuning '%s': config %s dropped: %s", self.__name__, config, error.message)
+                    log.debug("autotuning '%s': config %s dropped: %s", self.__name__, config, error)
         finally:
             restore()
         self.configs_timings = timings

@@ -33,7 +33,7 @@ from typing import Any, Callable, NamedTuple
 
 from .. import config as _config
 from ..backend import LaunchParam
-from ..errors import CompilationError, ConfigError, LaunchError, PolytileError
+from ..errors import CompilationError, ConfigError, LaunchError, PolytileError, UnsupportedOptionError
 from ..ir import types as t
 from ..resources import RESOURCES, warn_if_spilling
 from ..language import core as lc
@@ -599,7 +599,7 @@ def _resolve(kernel: str, target: Any, options: dict) -> tuple[Any, Any, Any]:
     declared = {f.name for f in dataclasses.fields(backend.options_class)}
     for name in _NEUTRAL_OPTIONS:
         if name in options and name not in declared:
-            raise ConfigError(f"kernel '{kernel}': launch option {name}={options[name]!r} is not available on "
+            raise UnsupportedOptionError(f"kernel '{kernel}': launch option {name}={options[name]!r} is not available on "
                               f"target '{resolved}' (backend '{backend.name}' has no such option; on NVIDIA "
                               f"targets {name} {_OPTION_MEANING[name]}): leave it out, or set it to "
                               f"{_NEUTRAL_OPTIONS[name]!r}, for this target")
