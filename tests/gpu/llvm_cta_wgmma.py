@@ -62,10 +62,6 @@ def _state(cta: CTA) -> _Warpgroups:
     return cta.__dict__.setdefault("wgmma", _Warpgroups())
 
 
-def is_wgmma(text: str) -> bool:
-    return "wgmma." in text or text.startswith("fence.proxy.async")
-
-
 def thread_step(cta: CTA, text: str, args: list, tid: int) -> Any:
     """A per-thread wgmma instruction: fence, commit, wait (which hands its tied
     accumulator registers back unchanged, once the warpgroup's instructions are retired)."""
@@ -230,4 +226,4 @@ def warpgroup_step(cta: CTA, text: str, inputs: list, group: int) -> list:
     return out
 
 
-__all__ = ["is_wgmma", "thread_step", "warpgroup_step"]
+__all__ = ["thread_step", "warpgroup_step"]

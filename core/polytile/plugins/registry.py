@@ -186,9 +186,7 @@ class Registry(Generic[T]):
         """Who a registration without an ``owner`` argument belongs to: the core when a core
         module's import makes it; else the plugin of the enclosing :meth:`owned_by`, else
         the plugin being imported, else the core."""
-        if self._explicit_owner is not None:
-            return CORE_OWNER if _core_module_importing() else self._explicit_owner
-        return _import_scope_owner()[0]
+        return self._registration_owner(None)[0]
 
     @contextlib.contextmanager
     def owned_by(self, owner: PluginInfo) -> Iterator[None]:
