@@ -6,7 +6,9 @@ returns once at most N of the thread's committed groups are still pending, and o
 first src-size from global memory, zeros after them.  Here the global bytes are read
 when the copy is issued and land in shared memory at the wait that retires it, so a
 read before the wait sees stale bytes (or none), and a landing after another thread's
-read of the same bytes in the same barrier interval is a race.
+read of the same bytes in the same barrier interval is a race.  The hardware may land a
+copy at any time between issue and wait, so one issued into bytes an in-flight wgmma
+reads is reported where it is issued.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from .llvm_cta import CTA, SimulationError
+from .llvm_cta_wgmma import in_flight_reader
 
 _CP_ASYNC = re.compile(r"cp\.async\.(c[ag])\.shared\.global \[\$0\], \[\$1\], (\d+), \$2;")
 _WAIT_GROUP = re.compile(r"cp\.async\.wait_group (\d+);")
@@ -53,6 +56,11 @@ def async_copy_step(cta: CTA, text: str, args: list, tid: int) -> None:
                               "is not aligned to its size")
     if source_size > size:
         raise SimulationError(f"thread {tid}: cp.async src-size {source_size} exceeds cp-size {size}")
+    reader = in_flight_reader(cta, shared, size)
+    if reader is not None:
+        raise SimulationError(f"thread {tid} starts a cp.async into shared bytes {shared}..{shared + size - 1}, which "
+                              f"an in-flight wgmma.mma_async of warpgroup {reader} reads: the copy may land before "
+                              "the wgmma.wait_group that retires it")
     memory = cta.memory
     for a in range(shared, shared + size):
         epoch, readers = memory.readers.get(a, (-1, set()))

@@ -23,7 +23,8 @@
   and ``2j+1`` row g+8).  A from registers: mma.sync's m16n8k16 A fragment per warp.
 - The operands are read when the instruction is issued, and must be the same bytes at
   the ``wgmma.wait_group`` that retires it: an operand overwritten while the instruction
-  is in flight is reported, as is reading bytes another thread wrote without a barrier
+  is in flight is reported (a cp.async into its bytes already when it is issued: it may
+  land at any time before its own wait, see llvm_cta_async.py), as is reading bytes another thread wrote without a barrier
   between (the ``fence.proxy.async`` every thread issues before is required too, and
   assumed here).  ``wgmma.fence`` and ``commit_group`` order nothing the simulation
   needs.
@@ -51,11 +52,31 @@ _ASYNC_PROXY = -1
 class _InFlight:
     ranges: list            # (address, bytes) the instruction read
     data: list              # what they held then
+    read: set = field(default_factory=set)  # every byte address of the ranges
+
+    def __post_init__(self) -> None:
+        self.read = {a for address, size in self.ranges for a in range(address, address + size)}
+
+
+def in_flight_reader(cta: CTA, start: int, size: int) -> int | None:
+    """The warpgroup of an in-flight wgmma that reads one of the shared bytes
+    ``start .. start + size - 1``, or None."""
+    state = cta.__dict__.get("wgmma")
+    if state is None:
+        return None
+    for group in set(state.pending) | set(state.open):
+        for instruction in [i for g in state.pending.get(group, []) for i in g] + state.open.get(group, []):
+            if any(a in instruction.read for a in range(start, start + size)):
+                return group
+    return None
 
 
 @dataclass
 class _Warpgroups:
-    pending: dict = field(default_factory=dict)   # warpgroup -> [_InFlight], oldest first
+    #: warpgroup -> committed groups, oldest first, each the [_InFlight] of one commit_group
+    pending: dict = field(default_factory=dict)
+    #: warpgroup -> the [_InFlight] issued since its last commit_group
+    open: dict = field(default_factory=dict)
 
 
 def _state(cta: CTA) -> _Warpgroups:
@@ -66,19 +87,26 @@ def thread_step(cta: CTA, text: str, args: list, tid: int) -> Any:
     """A per-thread wgmma instruction: fence, commit, wait (which hands its tied
     accumulator registers back unchanged, once the warpgroup's instructions are retired)."""
     wait = _WAIT.search(text)
+    group = tid // (4 * cta.warp_size)
+    state = _state(cta)
     if wait is not None:
-        group = tid // (4 * cta.warp_size)
-        pending = _state(cta).pending.get(group, [])
+        # The groups the warpgroup committed: all but the newest N retire (its first
+        # thread to get here retires them for all).
+        pending = state.pending.get(group, [])
         while len(pending) > int(wait.group(1)):
-            retired = pending.pop(0)
-            for (address, size), before in zip(retired.ranges, retired.data):
-                now = bytes(cta.memory.data[3][address:address + size])
-                if now != before:
-                    raise SimulationError(f"shared bytes {address}..{address + size - 1}, an operand of a "
-                                          f"wgmma.mma_async of warpgroup {group}, changed before the "
-                                          "wgmma.wait_group that retires it")
+            for retired in pending.pop(0):
+                for (address, size), before in zip(retired.ranges, retired.data):
+                    now = bytes(cta.memory.data[3][address:address + size])
+                    if now != before:
+                        raise SimulationError(f"shared bytes {address}..{address + size - 1}, an operand of a "
+                                              f"wgmma.mma_async of warpgroup {group}, changed before the "
+                                              "wgmma.wait_group that retires it")
         return tuple(args) if args else None
-    if text.startswith(("wgmma.fence", "wgmma.commit_group", "fence.proxy.async")):
+    if text.startswith("wgmma.commit_group"):
+        if state.open.get(group):  # the first thread of the warpgroup closes the group
+            state.pending.setdefault(group, []).append(state.open.pop(group))
+        return None
+    if text.startswith(("wgmma.fence", "fence.proxy.async")):
         return None
     raise SimulationError(f"the simulator does not know the asm '{text}'")
 
@@ -209,7 +237,7 @@ def warpgroup_step(cta: CTA, text: str, inputs: list, group: int) -> list:
                 for place, part in zip(places, parts):
                     c[place] = part
     d = a @ b + c
-    _state(cta).pending.setdefault(group, []).append(
+    _state(cta).open.setdefault(group, []).append(
         _InFlight(sorted(set(ranges)), [bytes(cta.memory.data[3][ad:ad + s]) for ad, s in sorted(set(ranges))]))
     out = []
     for t in range(len(inputs)):

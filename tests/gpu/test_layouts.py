@@ -62,6 +62,8 @@ LAYOUTS = {
                                           "warps_per_cta = [2, 2], instr_shape = [16, 8]>, k_width = 2>"),
     "shared": (SwizzledSharedLayout(8, 1, 8, (1, 0)), "#gpu.shared<vector = 8, per_phase = 1, max_phase = 8, "
                                                       "order = [1, 0]>"),
+    "shared_blocks": (SwizzledSharedLayout(8, 1, 8, (1, 0), 64), "#gpu.shared<vector = 8, per_phase = 1, "
+                                                                 "max_phase = 8, order = [1, 0], block = 64>"),
     "nvmma": (NvmmaSharedLayout(128, 16), "#gpu.nvmma_shared<swizzle_bytes = 128, element_bits = 16, "
                                           "transposed = false>"),
 }
@@ -340,6 +342,9 @@ def test_wmma_operands():
     (SwizzledSharedLayout(4, 2, 4, (0, 1)), (64, 16)),
     (SwizzledSharedLayout(1, 1, 1, (1, 0)), (4, 8)),
     (SwizzledSharedLayout(2, 1, 4, (2, 1, 0)), (2, 8, 16)),
+    (SwizzledSharedLayout(8, 1, 8, (1, 0), 64), (16, 256)),
+    (SwizzledSharedLayout(8, 1, 8, (2, 1, 0), 64), (3, 8, 128)),
+    (SwizzledSharedLayout(8, 2, 4, (0, 1), 32), (128, 4)),
     (NvmmaSharedLayout(128, 16), (16, 64)),
     (NvmmaSharedLayout(64, 8, transposed=True), (64, 8)),
     (NvmmaSharedLayout(0, 32), (8, 8)),
@@ -349,6 +354,48 @@ def test_shared_layouts_place_every_element_once(layout, shape):
         [(i, j, k) for i in range(shape[0]) for j in range(shape[1]) for k in range(shape[2])]
     offsets = sorted(layout.offset(c, shape) for c in coords)
     assert offsets == list(range(len(coords)))
+
+
+def test_column_blocks_hold_128_bytes_of_every_row_one_after_another():
+    # A [64, 256] f16 tile (rows of 512 bytes) as four [64, 64] NVMMA 128-byte swizzle
+    # atoms: what wgmma reads in place with its leading byte offset from block to block.
+    layout, shape = SwizzledSharedLayout(8, 1, 8, (1, 0), 64), (64, 256)
+    nvmma = NvmmaSharedLayout(128, 16)
+    for row, column in [(0, 0), (5, 9), (63, 63), (3, 64), (7, 200), (40, 255)]:
+        block, within = divmod(column, 64)
+        assert layout.offset((row, column), shape) == block * 64 * 64 + nvmma.offset((row, within), (64, 64))
+    # A ring of such slots: the slot is the slowest dimension, the blocks inside a slot.
+    ring = SwizzledSharedLayout(8, 1, 8, (2, 1, 0), 64)
+    assert ring.offset((2, 5, 130), (3, 64, 256)) == 2 * 64 * 256 + layout.offset((5, 130), shape)
+    # No block, or one as wide as the row: whole rows, as before.
+    assert SwizzledSharedLayout(8, 1, 8, (1, 0), 64).offset((3, 9), (8, 64)) == \
+        SwizzledSharedLayout(8, 1, 8, (1, 0)).offset((3, 9), (8, 64))
+
+
+@pytest.mark.parametrize("layout, shape", [
+    (SwizzledSharedLayout(8, 1, 8, (1, 0), 64), (16, 256)),
+    (SwizzledSharedLayout(8, 1, 8, (2, 1, 0), 64), (2, 8, 128)),
+    (SwizzledSharedLayout(4, 2, 4, (0, 1), 16), (64, 4)),
+    (SwizzledSharedLayout(2, 1, 4, (2, 1, 0)), (2, 8, 16)),
+])
+def test_run_time_offsets_match_the_layout(layout, shape):
+    from polytile.gpu.lowering.dot_operands import shared_offset
+    from polytile.gpu.lowering.indexing import PyOps
+    from polytile.gpu.lowering.shared import PyAddOps, element_offset
+
+    coords = [(i, j) for i in range(shape[0]) for j in range(shape[1])] if len(shape) == 2 else \
+        [(i, j, k) for i in range(shape[0]) for j in range(shape[1]) for k in range(shape[2])]
+    for c in coords:
+        expected = layout.offset(c, shape)
+        assert element_offset(PyAddOps(), layout, list(c), shape) == expected
+        assert shared_offset(PyOps(), layout, list(c), shape) == expected
+
+
+def test_a_column_block_holds_whole_vectors():
+    with pytest.raises(LayoutError, match="holds whole swizzle vectors"):
+        SwizzledSharedLayout(8, 1, 8, (1, 0), 4)
+    with pytest.raises(LayoutError, match="block must be 0"):
+        SwizzledSharedLayout(8, 1, 8, (1, 0), 48)
 
 
 def test_nvmma_128_byte_swizzle_spreads_a_column_over_chunks():

@@ -74,6 +74,40 @@ def test_the_orders_read_operands_both_k_major_and_transposed():
     assert {trans_a for trans_a, _ in seen} == {"0", "1"} and {trans_b for _, trans_b in seen} == {"0", "1"}
 
 
+# The orders whose loads pipeline here (in the others, one operand's mask runs along its
+# contiguous dimension: copies narrower than cp.async's 4 bytes keep the plain loads).
+@pytest.mark.parametrize("a_col, b_col", [(False, False), (True, True)])
+def test_pipelined_loops_read_column_blocks_in_place_with_one_wgmma_in_flight(a_col, b_col):
+    # Rows of 256 bytes (N = 128 f16, or M = 64 and K = 128 transposed) sit in the ring
+    # slots as column blocks of 128 bytes, which wgmma reads in place (no scratch); each
+    # iteration leaves its wgmma in flight (async-dots) until the next one's wait.
+    m, n, k, bk = 64, 128, 128, 32
+    a, b, c = np.zeros((m, k), np.float16), np.zeros((k, n), np.float16), np.zeros((m, n), np.float32)
+    strides = ((1, m) if a_col else (k, 1)) + ((1, k) if b_col else (n, 1))
+    artifacts = _compile(loop_kernel, [a, b, c, m, n, k, *strides], 4, 3, BM=m, BN=n, BK=bk, ACC16=False)
+    assert artifacts["shared_bytes"] == 3 * (m * bk + bk * n) * 2  # the two rings, nothing else
+    assert artifacts["ptx"].count("wgmma.wait_group.sync.aligned 1;") == 1
+    got, expected = _loop(m, n, k, bk, a_col=a_col, b_col=b_col, num_stages=3)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_the_benchmark_configuration_two_warpgroups_n_256_three_stages():
+    got, expected = _loop(128, 256, 128, 64, num_warps=8, num_stages=3)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_copy_into_a_slot_an_in_flight_wgmma_reads_is_caught():
+    # Leaving two groups in flight with three slots lets the copy issued after the wait
+    # overwrite the slot the oldest wgmma still reads.
+    def keep_two_in_flight(llvm_ir: str) -> str:
+        assert llvm_ir.count("wgmma.wait_group.sync.aligned 1;") == 1
+        return llvm_ir.replace("wgmma.wait_group.sync.aligned 1;", "wgmma.wait_group.sync.aligned 2;")
+
+    with pytest.raises(SimulationError, match="starts a cp.async into shared bytes .* which an in-flight "
+                                              "wgmma.mma_async of warpgroup 0 reads"):
+        _loop(64, 128, 128, 32, num_stages=3, edit=keep_two_in_flight)
+
+
 def test_two_warpgroups_and_a_wide_n():
     got, expected = _loop(128, 128, 64, 64, num_warps=8)
     np.testing.assert_array_equal(got, expected)

@@ -280,6 +280,12 @@ class NvidiaMma:
         return MatrixInstruction(spec.name, result_layout, kw, k, (4 * kw, 2 * kw, 4), spec.emit)
 
 
+    def wait_dots(self, ctx: Any, pending: int, values: list[list]) -> list[list]:
+        """``gpu.dot_wait``: only wgmma issues asynchronously (``wgmma.wait_group``)."""
+        from .wgmma import wait_group
+
+        return wait_group(ctx.builder, pending, values)
+
     def explain(self, a: t.Type, acc: t.Type, shape: tuple[int, int, int], arch: str) -> str | None:
         """Why no instruction takes a dot of ``a`` elements (for its error), or None."""
         spec = _SPECS.get((a, acc, None))

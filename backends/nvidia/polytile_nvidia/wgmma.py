@@ -28,6 +28,9 @@ same warps comes from registers instead (``DotOperandLayout(0, result, 2)``).  T
 3. ``wgmma.wait_group 0``, taking the accumulator registers in and out so that no read of
    them moves above it; only then can the scratch be overwritten (the dot's scratch is
    registered ``sync="inside"``: ``insert-barriers`` puts a barrier before its next writer).
+   A dot that ``async-dots`` marked ``gpu.async`` (both operands in ring slots: see
+   :func:`overlaps`) stops after the commit; its ``gpu.dot_wait`` is
+   ``wgmma.wait_group N`` (:func:`wait_group`, the unit's ``wait_dots``).
 
 Shared layout (:class:`OperandPlacement`, the NVMMA layout): the operand's contiguous
 dimension is split into column blocks of one swizzle row (``swizzle`` bytes: 128, 64 or
@@ -48,6 +51,7 @@ from typing import Any
 
 from llvmlite import ir
 
+from polytile.dialects.gpu import ASYNC_DOT_ATTR
 from polytile.gpu.layouts import DotOperandLayout, MmaLayout
 from polytile.gpu.linear_layout import log2
 from polytile.gpu.lowering.context import linear_layout_of
@@ -147,7 +151,15 @@ def select_wgmma(a: t.Type, acc: t.Type, shape: tuple[int, int, int], num_warps:
     sixteen_bit = a.width == 16  # A from registers: f16 and bf16 (k_width 2, mma.sync's A fragment)
     return MatrixInstruction(f"wgmma.mma_async.m64n{instr_n}k{k_step}.{d_type}.{a_type}", result_layout,
                              2 if sixteen_bit else 1, k, (0, 0, fragment), _no_tile_emit, lower=lower,
-                             scratch_bytes=scratch_bytes, register_a=sixteen_bit)
+                             scratch_bytes=scratch_bytes, register_a=sixteen_bit, overlaps=overlaps)
+
+
+def overlaps(op: Any) -> bool:
+    """Whether the dot ``op`` can stay in flight after its lowering (``async-dots``):
+    both operands read in place from ring slots, which stay put until a wait retires
+    it; the dot's own scratch, or A in registers, would be overwritten by the next
+    iteration's dot while this one still reads them."""
+    return all(source.slot_read is not None for source in operand_sources(op))
 
 
 def _no_tile_emit(builder: Any, a: list, b: list, c: list) -> list:
@@ -359,8 +371,8 @@ class OperandSource:
 
 def slot_placement(read: Any, k_dim: int, instruction_extent: int) -> OperandPlacement | None:
     """The placement of the slot that ``read`` (a whole-slot ``gpu.local_load_slot``)
-    reads, where it is exactly an NVMMA layout of one column block (its swizzled rows are
-    one swizzle row long, 32, 64 or 128 bytes); else None."""
+    reads, where it is exactly an NVMMA layout: rows of one swizzle row (32, 64 or 128
+    bytes), or column blocks of 128 bytes (``SwizzledSharedLayout.block``); else None."""
     from polytile.gpu.lowering.async_copy import slot_layout
 
     from polytile.gpu.allocation import BUFFER_ALIGNMENT, buffer_bytes
@@ -374,11 +386,12 @@ def slot_placement(read: Any, k_dim: int, instruction_extent: int) -> OperandPla
     shape = tuple(ring.shape[1:])
     bytes_ = element_bits(ring.element) // 8
     contiguous = shared.order[0]
-    swizzle = shape[contiguous] * bytes_
+    row_elements = shared.block_of(shape)  # a swizzle row: the whole row or one column block
+    swizzle = row_elements * bytes_
     if swizzle not in (32, 64, 128) or shared.vector * bytes_ != 16 or shared.per_phase != 128 // swizzle \
             or shared.max_phase != swizzle // 16:
         return None
-    if contiguous != k_dim and (bytes_ != 2 or shape[contiguous] > instruction_extent):
+    if contiguous != k_dim and (bytes_ != 2 or row_elements > instruction_extent):
         return None
     return OperandPlacement(shape, contiguous, swizzle, bytes_, 0, k_dim)
 
@@ -534,9 +547,28 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
             tied = _asm_tied(b, text, tied, a_inputs + [_descriptor(b, b_base, b_start, b_place), one])
         out[start:start + fragment] = _unpack_f16(b, tied, element) if f16_acc else tied
     _asm_void(b, WGMMA_COMMIT)
-    words = _pack_f16(b, out) if f16_acc else out
-    words = _asm_tied(b, WGMMA_WAIT, words, [])
-    return _unpack_f16(b, words, element) if f16_acc else words
+    if op.attributes.get(ASYNC_DOT_ATTR):  # in flight: a gpu.dot_wait retires it (async-dots)
+        return out
+    return wait_group(b, 0, [out])[0]
+
+
+def wait_group(b: ir.IRBuilder, pending: int, values: list[list]) -> list[list]:
+    """``wgmma.wait_group pending`` with the registers of ``values`` (each a list of f32,
+    f16 or i32 LLVM values) taken in and out, so that no read of them moves above it:
+    until then the tensor cores may still write them."""
+    words, shapes = [], []
+    for registers in values:
+        f16 = bool(registers) and isinstance(registers[0].type, ir.HalfType)
+        packed = _pack_f16(b, registers) if f16 else list(registers)
+        shapes.append((len(packed), f16, registers[0].type if registers else None))
+        words += packed
+    words = _asm_tied(b, f"wgmma.wait_group.sync.aligned {pending};", words, [])
+    out, at = [], 0
+    for count, f16, element in shapes:
+        part = words[at:at + count]
+        at += count
+        out.append(_unpack_f16(b, part, element) if f16 else part)
+    return out
 
 
 def _check_shared_alignment(ctx: Any) -> None:
@@ -584,4 +616,4 @@ def _start(b: ir.IRBuilder, placement: OperandPlacement, mn: Any, k0: int) -> An
 __all__ = ["FENCE_PROXY_ASYNC", "OperandPlacement", "OperandSource", "operand_sources", "scratch_bytes",
            "slot_placement", "SWIZZLE_MODES", "WGMMA_COMMIT", "WGMMA_FENCE", "WGMMA_TYPES",
            "WGMMA_WAIT", "descriptor_high", "instruction_n", "lower_wgmma_dot", "matrix_descriptor", "place_operand",
-           "select_wgmma", "wgmma_ptx", "wgmma_result_layout", "wgmma_warps"]
+           "overlaps", "select_wgmma", "wait_group", "wgmma_ptx", "wgmma_result_layout", "wgmma_warps"]

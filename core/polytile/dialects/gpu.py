@@ -253,18 +253,48 @@ class LocalLoadSlotOp(Operation):
             raise op_error(self, f"{tile} at offsets {list(self.offsets)} is not inside a slot of {ring}")
 
 
+# --------------------------------------------------------------------------------------
+# Asynchronous dots (async-dots)
+
+#: A ``tile.dot`` attribute: the dot returns before its result is ready (a matrix unit
+#: that issues asynchronously, NVIDIA's wgmma); a ``gpu.dot_wait`` retires it.
+ASYNC_DOT_ATTR = "gpu.async"
+
+
+@define_op
+class DotWaitOp(Operation):
+    """Waits until at most ``pending`` groups of this thread's asynchronous dots
+    (``tile.dot`` with ``gpu.async``) are in flight (NVIDIA: ``wgmma.wait_group``).
+    ``values`` are results of such dots, and ``outputs`` the same values: a dot's result
+    is read only through a wait that retired it, or handed on to the next asynchronous
+    dot accumulating into it.  ``buffers`` are the shared memory the dots read: the
+    wait is where their reads end (``insert-barriers`` counts them as read here)."""
+
+    name = "gpu.dot_wait"
+    values = Operand(Tile, variadic=True)
+    buffers = Operand(Buffer, variadic=True)
+    outputs = Result(Tile, variadic=True)
+    pending = Attr(int)
+
+    def verify_op(self) -> None:
+        if self.pending < 0:
+            raise op_error(self, f"pending must be >= 0, got {self.pending}")
+        if [v.type for v in self.values] != [r.type for r in self.outputs]:
+            raise op_error(self, "the outputs are the waited values: one of the same type for each")
+
+
 # The layouts (#gpu.blocked, #gpu.shared, ...) are this dialect's attributes, but they are
 # defined by the GPU toolkit (polytile.gpu.layouts), which sits above the dialects: they
 # register themselves when it is imported, and polytile.gpu.plugin registers them with
 # this dialect, so GPU IR text parses wherever plugin dialects are loaded.  (#axis_info
 # registers itself with its analysis: only its test printer writes it.)
 GPU_DIALECT = Dialect("gpu", ops=(ConvertLayoutOp, LocalAllocOp, LocalStoreOp, LocalLoadOp, BarrierOp, AsyncCopyOp,
-                                  AsyncCommitGroupOp, AsyncWaitOp, LocalLoadSlotOp),
+                                  AsyncCommitGroupOp, AsyncWaitOp, LocalLoadSlotOp, DotWaitOp),
                       types=(BufferType,),
                       doc="Layouts of distributed tiles, shared-memory buffers, and the conversions between them.")
 
 if GPU_DIALECT.name not in IR_REGISTRY.dialects:  # imported on first need (see dialects/__init__)
     IR_REGISTRY.register(GPU_DIALECT)
 
-__all__ = ["AsyncCommitGroupOp", "AsyncCopyOp", "AsyncWaitOp", "BarrierOp", "BufferType", "LocalLoadSlotOp", "ConvertLayoutOp", "GPU_DIALECT", "LocalAllocOp", "LocalLoadOp",
+__all__ = ["ASYNC_DOT_ATTR", "AsyncCommitGroupOp", "DotWaitOp", "AsyncCopyOp", "AsyncWaitOp", "BarrierOp", "BufferType", "LocalLoadSlotOp", "ConvertLayoutOp", "GPU_DIALECT", "LocalAllocOp", "LocalLoadOp",
            "LocalStoreOp"]

@@ -467,13 +467,19 @@ class SwizzledSharedLayout(SharedLayout):
     """Row-major along ``order`` (``order[0]`` contiguous), with groups of ``vector``
     elements of a row XOR-permuted by the row's phase, ``(row // per_phase) % max_phase``,
     so that threads reading a column hit different banks (Triton's swizzled shared
-    encoding).  ``vector = 1, per_phase = 1, max_phase = 1`` is no swizzling."""
+    encoding).  ``vector = 1, per_phase = 1, max_phase = 1`` is no swizzling.
+
+    ``block`` (elements, 0: the whole row) splits the contiguous dimension into column
+    blocks stored one after another, each holding its ``block`` elements of every row
+    (of one index of the outer dimensions): rows wider than 128 bytes then sit as the
+    NVMMA layouts wgmma reads in place, a swizzle row of 128 bytes at a time."""
 
     attribute_name: ClassVar[str] = "gpu.shared"
     vector: int
     per_phase: int
     max_phase: int
     order: tuple
+    block: int = 0
 
     def __post_init__(self) -> None:
         for name in ("vector", "per_phase", "max_phase"):
@@ -483,21 +489,41 @@ class SwizzledSharedLayout(SharedLayout):
         if not isinstance(self.order, tuple) or not self.order:
             raise LayoutError(f"order must be a non-empty list, got {self.order!r}")
         _order(self.order, len(self.order))
+        if not isinstance(self.block, int) or (self.block and not is_power_of_two(self.block)):
+            raise LayoutError(f"block must be 0 (whole rows) or a power of two, got {self.block!r}")
+        if self.block and self.block < self.vector:
+            raise LayoutError(f"a column block ({self.block} elements) holds whole swizzle vectors "
+                              f"({self.vector} elements)")
+
+    def format_parameters(self) -> str:
+        text = super().format_parameters()
+        return text.rsplit(", block = ", 1)[0] if not self.block else text
+
+    def block_of(self, shape: Sequence[int]) -> int:
+        """Elements of a column block in a tile of ``shape``: the whole row when there is
+        no block or the row is not wider than one."""
+        inner = shape[self.order[0]]
+        return min(self.block, inner) if self.block else inner
 
     def offset(self, coords: Sequence[int], shape: Sequence[int]) -> int:
         if len(coords) != len(self.order) or len(shape) != len(self.order):
             raise LayoutError(f"{self} has rank {len(self.order)}; got coordinates {list(coords)} "
                               f"in a tile of shape {list(shape)}")
+        block = self.block_of(shape)
         column = coords[self.order[0]]
         row = coords[self.order[1]] if len(self.order) > 1 else 0
         phase = (row // self.per_phase) % self.max_phase
-        swizzled = ((column // self.vector) ^ phase) * self.vector + column % self.vector
-        # Whole rows one after another; of the outer dimensions, order[1] varies fastest.
-        rows, stride = 0, 1
-        for d in self.order[1:]:
-            rows += coords[d] * stride
+        within = column % block
+        swizzled = ((within // self.vector) ^ phase) * self.vector + within % self.vector
+        # Of the outer dimensions, order[1] varies fastest; each outer index holds its
+        # column blocks one after another, each all of that index's rows.
+        rows = shape[self.order[1]] if len(self.order) > 1 else 1
+        outer, stride = 0, 1
+        for d in self.order[2:]:
+            outer += coords[d] * stride
             stride *= shape[d]
-        return rows * shape[self.order[0]] + swizzled
+        blocks = shape[self.order[0]] // block
+        return ((outer * blocks + column // block) * rows + row) * block + swizzled
 
 
 #: NVMMA swizzle modes: bytes per swizzled row -> (per_phase, max_phase), with 16-byte

@@ -12,7 +12,8 @@ after a write, on overlapping bytes.  A barrier clears the pending set.
   ``"inside"`` writes first, synchronizes everything before its reads, and leaves its
   reads pending; ``"end"`` leaves nothing; ``"none"`` leaves reads and writes.
 - Buffers: ``gpu.local_alloc`` with a source and ``gpu.local_store`` write,
-  ``gpu.local_load`` and ``gpu.local_load_slot`` read; other ops declare theirs with
+  ``gpu.local_load`` and ``gpu.local_load_slot`` read, and so does ``gpu.dot_wait`` (the
+  asynchronous dots it retires read its ``buffers`` until then); other ops declare theirs with
   :func:`register_buffer_access`.
 - Asynchronous copies: ``gpu.async_copy`` is checked as a write of its ring where it is
   issued (the bytes may change from then on), and ``gpu.async_wait`` leaves the rings
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterable
 
 from ..dialects import func, scf, tile_debug
-from ..dialects.gpu import AsyncCopyOp, AsyncWaitOp, BarrierOp, LocalAllocOp, LocalLoadOp, LocalLoadSlotOp, LocalStoreOp
+from ..dialects.gpu import AsyncCopyOp, AsyncWaitOp, BarrierOp, DotWaitOp, LocalAllocOp, LocalLoadOp, LocalLoadSlotOp, LocalStoreOp
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 from ..plugins.tables import OwnedTable
 from .allocation import BUFFER_OFFSET_ATTR, SCRATCH_OFFSET_ATTR, buffer_bytes, scratch_bytes, scratch_sync
@@ -84,6 +85,8 @@ register_buffer_access(LocalAllocOp)(lambda op: [(op.result, WRITE)] if op.sourc
 register_buffer_access(LocalStoreOp)(lambda op: [(op.buffer, WRITE)])
 register_buffer_access(LocalLoadOp)(lambda op: [(op.buffer, READ)])
 register_buffer_access(LocalLoadSlotOp)(lambda op: [(op.ring, READ)])
+# The asynchronous dots it retires read their buffers until here.
+register_buffer_access(DotWaitOp)(lambda op: [(buffer, READ) for buffer in op.buffers])
 
 
 def _buffer_range(value: Any) -> tuple[int, int] | None:

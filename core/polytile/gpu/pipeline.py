@@ -18,13 +18,14 @@ def add_gpu_stages(pipeline: Any, assemble: Sequence[Any]) -> None:
     from ..passes.dce import DeadCodeElimination
     from ..passes.lower_block_pointers import LowerBlockPointers
     from .allocation import AllocateShared
+    from .async_dots import AsyncDots
     from .distribute import AssignLayouts, RemoveRedundantConverts
     from .membar import InsertBarriers
     from .pipelining import PipelineLoops
     from .lowering import LowerToLLVM
 
     pipeline.add_stage("distribute", [LowerBlockPointers(), AssignLayouts(), RemoveRedundantConverts(),
-                                      PipelineLoops(), CommonSubexpressionElimination(), DeadCodeElimination()])
+                                      PipelineLoops(), AsyncDots(), CommonSubexpressionElimination(), DeadCodeElimination()])
     pipeline.add_stage("memory", [AllocateShared(), InsertBarriers()])
     pipeline.add_stage("llvm", [LowerToLLVM()])
     pipeline.add_stage("assemble", list(assemble))

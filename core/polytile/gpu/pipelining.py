@@ -196,7 +196,7 @@ def ring_type(tile_type: Any, stages: int) -> BufferType:
     """``stages`` slots of ``tile_type`` one after another (the slot the slowest dimension)."""
     slot = ring_slot_layout(tile_type)
     order = tuple(d + 1 for d in slot.order) + (0,)
-    layout = SwizzledSharedLayout(slot.vector, slot.per_phase, slot.max_phase, order)
+    layout = SwizzledSharedLayout(slot.vector, slot.per_phase, slot.max_phase, order, slot.block)
     return BufferType((stages, *tile_type.shape), t.element_type(tile_type), layout)
 
 

@@ -63,7 +63,7 @@ def slot_layout(ring_type: Any) -> SwizzledSharedLayout:
     """The 2-D layout of one slot of a ring (whose slot dimension is the slowest)."""
     ring = ring_type.layout
     order = tuple(d - 1 for d in ring.order if d != 0)
-    return SwizzledSharedLayout(ring.vector, ring.per_phase, ring.max_phase, order)
+    return SwizzledSharedLayout(ring.vector, ring.per_phase, ring.max_phase, order, ring.block)
 
 
 def _fastest_dim(layout: Any) -> int:

@@ -26,6 +26,7 @@ from typing import Any, Callable, Protocol
 from llvmlite import ir
 
 from ...dialects import tile
+from ...dialects.gpu import DotWaitOp
 from ...ir import types as t
 from ..allocation import register_scratch
 from ..layouts import BlockedLayout, DistributedLayout, DotOperandLayout
@@ -67,6 +68,11 @@ class MatrixInstruction:
     #: assign-layouts gives it that layout where A is the accumulator of a dot with the
     #: same warps (attention's ``P @ V``), a conversion that stays in registers.
     register_a: bool = False
+    #: With ``lower``: ``overlaps(op) -> bool``, whether the dot ``op`` can be left in
+    #: flight when its lowering returns (``async-dots`` marks it ``gpu.async``; a
+    #: ``gpu.dot_wait`` retires it): its operands stay where the unit reads them until
+    #: then.  The unit then defines ``wait_dots``.  None: never.
+    overlaps: Callable[[Any], bool] | None = None
 
     def operand_layout(self, op_idx: int, result_layout: DistributedLayout) -> DotOperandLayout | None:
         """The layout operand ``op_idx`` is converted to; None: it stays as it is."""
@@ -85,6 +91,11 @@ class MatrixUnit(Protocol):
 
     # Optional: ``explain(a, acc, shape, arch) -> str | None``, what a dot whose operand
     # type has no multiply-add lowering would need to get an instruction (for the error).
+    #
+    # Optional, for instructions with ``overlaps``: ``wait_dots(ctx, pending, values) ->
+    # values``, the lowering of ``gpu.dot_wait``: wait until at most ``pending`` groups
+    # of asynchronous dots are in flight; ``values`` are the registers of each waited
+    # value (LLVM values of its element type), returned as the outputs.
 
 
 #: ``GpuTarget.backend_name`` -> its matrix unit.
@@ -203,6 +214,16 @@ def _dot(op: Any, operands: list, ctx: LoweringContext) -> list:
         raise ctx.unsupported(op, f"'tile.dot' of {t.element_type(op.a.type)} into {t.element_type(op.acc.type)} "
                                   f"with the result in {result_layout}")
     return [_matrix_dot(op, operands, ctx, instruction)]
+
+
+@register_lowering(DotWaitOp)
+def _dot_wait(op: Any, operands: list, ctx: LoweringContext) -> list:
+    unit = MATRIX_UNITS.get(ctx.target.backend_name)
+    wait = getattr(unit, "wait_dots", None)
+    if wait is None:
+        raise ctx.unsupported(op, "'gpu.dot_wait' (this target's dots are not asynchronous)")
+    values = [operands[i] for i in range(*op.operand_group_slice(0))]
+    return wait(ctx, op.pending, values)
 
 
 def _whole_dot_instruction(op: Any, target: Any, num_warps: int) -> MatrixInstruction | None:

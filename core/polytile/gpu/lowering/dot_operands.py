@@ -27,6 +27,7 @@ from ..linear_layout import log2
 from .context import LoweringContext, layout_of, linear_layout_of
 from .convert import register_conversion
 from .indexing import IntOps, LLVMOps, contiguous_registers, coordinates, duplicate_register_mask
+from .shared import element_offset
 from .types import element_bits, llvm_type
 
 #: Bytes one thread reads or writes at once, and the swizzle's unit.
@@ -38,24 +39,37 @@ BANK_ROW_BYTES = 128
 def operand_shared_layout(source_layout: Any, shape: tuple[int, ...], bits: int) -> SwizzledSharedLayout:
     """Where the tile sits in shared memory: the source's contiguous dimension contiguous,
     16-byte vectors XOR-swizzled by ``row // per_phase`` so that 8 consecutive rows read at
-    the same column hit 8 different 16-byte bank groups."""
+    the same column hit 8 different 16-byte bank groups.  Rows wider than 128 bytes go in
+    column blocks of 128 bytes: the swizzle is the same, and the slots of a ring are then
+    the NVMMA layouts wgmma reads in place."""
     order = tuple(source_layout.order) if isinstance(source_layout, BlockedLayout) else (1, 0)
     inner = shape[order[0]]
-    vector = max(min(VECTOR_BYTES * 8 // bits, inner), 1)
-    chunks = max(inner // vector, 1)
-    per_phase = max(BANK_ROW_BYTES // (inner * bits // 8), 1)
+    row = min(inner, max(BANK_ROW_BYTES * 8 // bits, 1))
+    block = row if row < inner else 0
+    vector = max(min(VECTOR_BYTES * 8 // bits, row), 1)
+    chunks = max(row // vector, 1)
+    per_phase = max(BANK_ROW_BYTES // (row * bits // 8), 1)
     max_phase = max(min(chunks, BANK_ROW_BYTES // VECTOR_BYTES // per_phase), 1)
-    return SwizzledSharedLayout(vector, per_phase, max_phase, order)
+    return SwizzledSharedLayout(vector, per_phase, max_phase, order, block)
 
 
 def shared_offset(ops: IntOps, shared: SwizzledSharedLayout, coords: list, shape: tuple[int, ...]) -> Any:
-    """``shared.offset(coords, shape)`` on run-time coordinates (every size a power of
-    two, so sums of disjoint bit ranges are XORs)."""
-    column, row = coords[shared.order[0]], coords[shared.order[1]]
-    inner = shape[shared.order[0]]
-    phase = ops.and_(ops.shr(row, log2(shared.per_phase)), shared.max_phase - 1)
-    swizzled = ops.xor(column, ops.shl(phase, log2(shared.vector)))
-    return ops.xor(ops.shl(row, log2(inner)), swizzled)
+    """``shared.offset(coords, shape)`` on run-time coordinates."""
+    return element_offset(_DisjointAdd(ops), shared, coords, shape)
+
+
+class _DisjointAdd:
+    """``ops`` whose ``add`` is an XOR: every sum in a swizzled offset is of disjoint bit
+    ranges (sizes are powers of two), so ops without an ``add`` do."""
+
+    def __init__(self, ops: IntOps):
+        self._ops = ops
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ops, name)
+
+    def add(self, x: Any, y: Any) -> Any:
+        return self._ops.xor(x, y)
 
 
 def _scratch_bytes(op: Any, target: Any, num_warps: int) -> int:

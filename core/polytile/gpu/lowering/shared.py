@@ -92,12 +92,30 @@ def _padded_offset(ops: Any, placement: PaddedPlacement, coords: list) -> Any:
 
 
 def _swizzled_offset(ops: Any, layout: SwizzledSharedLayout, coords: list, shape: Sequence[int]) -> Any:
-    """``SwizzledSharedLayout.offset`` on run-time coordinates."""
+    """``SwizzledSharedLayout.offset`` on run-time coordinates (every size a power of
+    two: the parts of the offset are shifted into disjoint bits)."""
     column = coords[layout.order[0]]
+    inner = shape[layout.order[0]]
+    block = layout.block_of(shape)
+    if block < inner:
+        blocks = ops.shr(column, log2(block))
+        column = ops.and_(column, block - 1)
     if len(layout.order) > 1 and layout.max_phase > 1:
         phase = ops.and_(ops.shr(coords[layout.order[1]], log2(layout.per_phase)), layout.max_phase - 1)
         # ((column // vector) ^ phase) * vector + column % vector
         column = ops.xor(column, ops.shl(phase, log2(layout.vector)))
+    if block < inner:
+        # Column blocks: [outer][block][row][column within the block].
+        rows = shape[layout.order[1]] if len(layout.order) > 1 else 1
+        offset = ops.add(ops.shl(blocks, log2(block * rows)), column)
+        if len(layout.order) > 1 and rows > 1:
+            offset = ops.add(offset, ops.shl(coords[layout.order[1]], log2(block)))
+        shift = log2(inner * rows)
+        for d in layout.order[2:]:
+            if shape[d] > 1:
+                offset = ops.add(offset, ops.shl(coords[d], shift) if shift else coords[d])
+            shift += log2(shape[d])
+        return offset
     rows, shift = None, 0
     for d in layout.order[1:]:
         if shape[d] > 1:
@@ -128,7 +146,7 @@ def contiguous_run(placement: Any) -> tuple[int, int]:
     if isinstance(placement, PaddedPlacement):
         return placement.inner, placement.shape[placement.inner]
     swizzled = placement.as_swizzled() if isinstance(placement, NvmmaSharedLayout) else placement
-    run = swizzled.vector if swizzled.max_phase > 1 else 1 << 30
+    run = swizzled.vector if swizzled.max_phase > 1 else swizzled.block or 1 << 30
     return swizzled.order[0], run
 
 
