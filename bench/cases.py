@@ -201,9 +201,12 @@ def _make_matmul(device: Device, size: Size, dtype: str) -> Problem:
 
 
 def _launch_matmul(lib: Any, p: Problem) -> None:
-    # Triton's tutorial configuration for fp16 on Hopper; small problems get small blocks.
+    # Triton's tutorial configuration for fp16 on Hopper; skinny problems (decode: a few
+    # rows against a large weight) get one warpgroup of 64 rows; small ones small blocks.
     if p.M >= 1024:
         bm, bn, bk, group, warps, stages = 128, 256, 64, 8, 8, 3
+    elif p.N >= 1024:
+        bm, bn, bk, group, warps, stages = 64, 128, 64, 8, 4, 4
     else:
         bm, bn, bk, group, warps, stages = 32, 32, 32, 2, 4, 2
     grid = (cdiv(p.M, bm) * cdiv(p.N, bn),)
@@ -310,8 +313,9 @@ CASES: dict[str, Case] = {case.name: case for case in (
          lambda d, s, t: _make_rows(d, s, t, "same"), _launch_cumsum,
          lambda h, s: {"out": np.cumsum(h["x"].astype(np.float64), axis=1)}, _rows_in_out,
          tolerance={"f32": (1e-4, 1e-3), "bf16": (2e-2, 1e-2)}),
-    Case("matmul", "matmul", "C = A @ B, fp16 in, fp32 accumulation, fp16 out", ("f16",),
-         {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),), "full": ((4096, 4096, 4096),)},
+    Case("matmul", "matmul", "C = A @ B, fp32 accumulation, out in the inputs' type", ("f16", "bf16"),
+         {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),),
+          "full": ((4096, 4096, 4096), (8192, 8192, 8192), (16, 8192, 8192), (64, 8192, 8192), (128, 8192, 8192))},
          _make_matmul, _launch_matmul, _matmul_reference, _matmul_flops),
     Case("attention", "matmul", "flash attention forward, (batch, heads, seq_len, head_dim), fp16", ("f16",),
          _ATTENTION_SIZES, _make_attention, _launch_attention(False), _attention_reference(False),

@@ -139,6 +139,13 @@ def load_compilers(device: Device, want_triton: bool) -> tuple[dict[str, Any], s
     except ImportError as exc:
         return compilers, f"not installed ({exc})"
     compilers["triton"] = triton_kernels
+    try:  # the vendor libraries' column (cuBLAS, SDPA), where torch has them
+        import torch  # noqa: F401
+
+        from . import torch_kernels
+    except ImportError:
+        return compilers, "timed"
+    compilers["torch"] = torch_kernels
     return compilers, "timed"
 
 

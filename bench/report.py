@@ -53,11 +53,11 @@ class Row:
     size: str
     shape: list[int]
     metric: str  # GB/s, TFLOP/s, us/launch, ms
-    results: dict[str, Measurement] = field(default_factory=dict)  # "polytile", "triton"
+    results: dict[str, Measurement] = field(default_factory=dict)  # "polytile", "triton", "torch"
 
-    def ratio(self) -> float | None:
-        """polytile's speed over Triton's: above 1, polytile is faster."""
-        ours, theirs = self.results.get("polytile"), self.results.get("triton")
+    def ratio(self, other: str = "triton") -> float | None:
+        """polytile's speed over ``other``'s (Triton's, or torch's): above 1, polytile is faster."""
+        ours, theirs = self.results.get("polytile"), self.results.get(other)
         if ours is None or theirs is None or ours.status != OK or theirs.status != OK:
             return None
         if not ours.value or not theirs.value:
@@ -96,6 +96,8 @@ class Report:
                     if not result[key]:
                         del result[key]
             item["ratio"] = row.ratio()
+            if "torch" in row.results:
+                item["ratio_to_torch"] = row.ratio("torch")
             item["percent_of_copy"] = row.percent_of_copy(self.copy_gbs)
             rows.append(item)
         return {"schema": JSON_SCHEMA, "meta": self.meta, "rows": rows}
@@ -143,17 +145,25 @@ def format_header(meta: dict[str, Any]) -> str:
 
 def format_table(report: Report) -> str:
     """The results as an aligned text table, with numbered notes for every failure."""
-    header = ("kernel", "dtype", "size", "polytile", "triton", "ratio", "% copy BW")
+    # The vendor libraries' column (torch: cuBLAS, SDPA) only where some row has it.
+    vendor = any("torch" in row.results for row in report.rows)
+    header = ("kernel", "dtype", "size", "polytile", "triton", "ratio", *(("torch", "vs torch") if vendor else ()),
+              "% copy BW")
     notes: dict[str, int] = {}
     lines = []
     for row in report.rows:
         where = f"{row.kernel} {row.dtype} {row.size}"
         ratio = row.ratio()
         percent = row.percent_of_copy(report.copy_gbs)
+        extra: tuple[str, ...] = ()
+        if vendor:
+            versus = row.ratio("torch")
+            extra = (_cell(row.results["torch"], row.metric, notes, f"{where} torch") if "torch" in row.results
+                     else "-", f"{versus:.2f}x" if versus is not None else "-")
         lines.append((row.kernel, row.dtype, row.size,
                       _cell(row.results.get("polytile"), row.metric, notes, f"{where} polytile"),
                       _cell(row.results.get("triton"), row.metric, notes, f"{where} triton"),
-                      f"{ratio:.2f}x" if ratio is not None else "-",
+                      f"{ratio:.2f}x" if ratio is not None else "-", *extra,
                       f"{percent:.0f}%" if percent is not None else "-"))
     widths = [max(len(str(line[i])) for line in [header, *lines]) for i in range(len(header))]
     left = {0, 1, 2}
@@ -166,7 +176,8 @@ def format_table(report: Report) -> str:
     out += [render(line) for line in lines]
     out.append("")
     out.append("ratio: polytile's speed over Triton's (above 1: polytile is faster); "
-               "% copy BW: polytile's GB/s over the device copy bandwidth")
+               + ("vs torch: polytile's over torch's (cuBLAS for the matmul, SDPA's flash backend for attention); "
+                  if vendor else "") + "% copy BW: polytile's GB/s over the device copy bandwidth")
     if any(m.low is not None for row in report.rows for m in row.results.values()):
         out.append("launch: the median of fresh processes, each with an empty cache (fastest-slowest in brackets)")
     for note, number in notes.items():

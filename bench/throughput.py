@@ -108,6 +108,9 @@ def run_cases(cases: Iterable[Case], size_class: str, device: Device, compilers:
                 progress(f"{case.name} {dtype} {row.size}")
                 problem = case.make(device, size, dtype)
                 for name, lib in compilers.items():
+                    served = getattr(lib, "CASES", None)  # a library module serves some cases only
+                    if served is not None and case.name not in served:
+                        continue
                     row.results[name] = measure(case, problem, dtype, size, lib, device, plan)
                 del problem  # the largest sizes need the memory back before the next
     return rows

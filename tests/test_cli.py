@@ -54,7 +54,7 @@ def test_info_lists_backends_and_the_chosen_target():
     else:  # on a GPU machine: the first device is listed and chosen
         assert f"device: {devices[0].name}" in out
         assert f"Target:\n  {devices[0].target}  (first active device: {devices[0].name}" in out
-    assert ("passes: allocate-shared, assign-layouts, canonicalize, cse, dce, inline, insert-barriers, licm, "
+    assert ("passes: allocate-shared, assign-layouts, async-dots, canonicalize, cse, dce, hoist-dot-operands, inline, insert-barriers, licm, "
             "lower-block-pointers, lower-to-llvm, pipeline-loops, "
             "remove-redundant-converts, test-print-axis-info") in out
 
@@ -198,7 +198,7 @@ def test_info_shows_the_whole_report_despite_bad_settings(tmp_path):
     # The report is all there: every backend and plugin (the unreadable disabled_plugins
     # disables none), and the target, whose own chain runs into the broken project file.
     for line in ("interp   NumPy interpreter", "amd          loaded", "nvidia       loaded",
-                 "passes: allocate-shared, assign-layouts, canonicalize, cse, dce, inline, insert-barriers, licm, "
+                 "passes: allocate-shared, assign-layouts, async-dots, canonicalize, cse, dce, hoist-dot-operands, inline, insert-barriers, licm, "
             "lower-block-pointers, lower-to-llvm, pipeline-loops, "
                  "remove-redundant-converts, test-print-axis-info", "Target:\n  none: setting 'cache' from",
                  "(the setting 'disabled_plugins' cannot be read, see below: no plugin is disabled)"):

@@ -105,3 +105,37 @@ def test_a_long_failure_keeps_its_first_lines_under_the_table():
             "    It was raised at a.py:1\n    This is a bug\n    (2 more lines: --json keeps the whole message)") in table
     assert "line 4" not in table
     assert report.to_json()["rows"][0]["results"]["polytile"]["detail"] == message
+
+
+def test_the_vendor_column_appears_with_torch_results():
+    # torch (cuBLAS, SDPA) serves the matmul mode's cases only: its column and its ratio
+    # show where some row has it, "-" in the others; the JSON keeps the ratio too.
+    mm = Row("matmul", "matmul", "f16", "8192x8192x8192", [8192] * 3, "TFLOP/s",
+             {"polytile": ok(600.0), "triton": ok(620.0), "torch": ok(750.0)})
+    attention = Row("matmul", "attention", "f16", "4x32x4096x64", [4, 32, 4096, 64], "TFLOP/s",
+                    {"polytile": ok(300.0), "triton": ok(380.0)})
+    report = Report(dict(META), [mm, attention])
+    lines = format_table(report).splitlines()
+    header, _, first, second = lines[4:8]
+    assert header.split() == ["kernel", "dtype", "size", "polytile", "triton", "ratio", "torch", "vs", "torch",
+                              "%", "copy", "BW"]
+    assert first.split() == ["matmul", "f16", "8192x8192x8192", "600", "TFLOP/s", "620", "TFLOP/s", "0.97x", "750",
+                             "TFLOP/s", "0.80x", "-"]
+    assert second.split()[-3:] == ["-", "-", "-"]
+    data = report.to_json()
+    assert data["rows"][0]["ratio_to_torch"] == pytest.approx(0.8)
+    assert "ratio_to_torch" not in data["rows"][1]
+
+
+def test_a_module_that_serves_some_cases_only_is_skipped_for_the_others():
+    from types import SimpleNamespace
+
+    import bench.polytile_kernels as polytile_kernels
+    from bench.cases import CASES
+    from bench.devices import TIMING_PLANS, NumpyDevice
+    from bench.throughput import run_cases
+
+    library = SimpleNamespace(CASES=frozenset({"matmul"}))  # no add_kernel: launching it would fail
+    rows = run_cases([CASES["vector_add"]], "tiny", NumpyDevice(), {"polytile": polytile_kernels, "lib": library},
+                     TIMING_PLANS["tiny"])
+    assert rows and all(set(row.results) == {"polytile"} for row in rows if row.dtype == "f32")

@@ -44,6 +44,14 @@ ROUNDTRIP = {
         f"%2 = gpu.local_load_slot %0, %slot {{offsets = [32]}} : tile<32xi32, {BLOCKED_2}>",
         "func.return",
     ),
+    "asynchronous_dots_and_their_wait": func(
+        f"%a: tile<64xi32, {BLOCKED_1}>, %b: tile<64xi32, {BLOCKED_1}>",
+        f"%0 = gpu.local_alloc : {RING}",
+        f"%1, %2 = gpu.dot_wait values(%a, %b) buffers(%0) {{pending = 1}} : tile<64xi32, {BLOCKED_1}>, "
+        f"tile<64xi32, {BLOCKED_1}>",
+        f"%3 = gpu.dot_wait values(%1) {{pending = 0}} : tile<64xi32, {BLOCKED_1}>",
+        "func.return",
+    ),
 }
 
 
@@ -98,3 +106,14 @@ def test_a_ring_slot_must_hold_the_tile():
         "gpu.async_copy",
         f"{RING} is not a ring of tile<32xi32, {BLOCKED_1}> (a leading dimension of slots, then the tile's shape)",
     )
+
+
+def test_a_dot_wait_gives_back_each_value_it_waits_for():
+    assert_verify_error(
+        func(f"%a: tile<64xi32, {BLOCKED_1}>",
+             f"!%0 = gpu.dot_wait values(%a) buffers() {{pending = 1}} : tile<64xi32, {BLOCKED_2}>", "func.return"),
+        "gpu.dot_wait", "the outputs are the waited values: one of the same type for each")
+    assert_verify_error(
+        func(f"%a: tile<64xi32, {BLOCKED_1}>",
+             f"!%0 = gpu.dot_wait values(%a) buffers() {{pending = -1}} : tile<64xi32, {BLOCKED_1}>", "func.return"),
+        "gpu.dot_wait", "pending must be >= 0, got -1")

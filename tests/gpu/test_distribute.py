@@ -171,3 +171,51 @@ def test_convert_layout_is_in_the_gpu_dialect():
     assert ConvertLayoutOp.name == "gpu.convert_layout"
     module = parse_module(dedent(CONVERT))
     assert print_ir(module).count("gpu.convert_layout") == 2
+
+
+# A mask (``offs[None, :] + start < n``) computed in one layout and wanted in another.
+MASK_CHAIN = """
+func.func @k(%start: i32, %n: i32) -> tile<64x64xi1, {B}> attributes {kernel = true} {
+  %0 = tile.arange {end = 64, start = 0} : tile<64xi32, {C}>
+  %1 = tile.splat %start : tile<64xi32, {C}>
+  %2 = arith.addi %1, %0 : tile<64xi32, {C}>
+  %3 = tile.expand_dims %2 {axis = 0} : tile<1x64xi32, {B}>
+  %4 = tile.broadcast %3 : tile<64x64xi32, {B}>
+  %5 = tile.splat %n : tile<64x64xi32, {B}>
+  %6 = arith.cmpi %4, %5 {predicate = "slt"} : tile<64x64xi1, {B}>
+  %7 = gpu.convert_layout %6 : tile<64x64xi1, {B2}>
+  func.return %7
+}
+"""
+
+
+def _names(text: str) -> str:
+    B = blocked([1, 4], [4, 8], [4, 1], [1, 0])
+    return text.replace("{B2}", B2).replace("{B}", B).replace("{C}", f"#gpu.slice<dim = 0, parent = {B}>") \
+        .replace("{C2}", COLS)
+
+
+def test_cheap_index_and_mask_arithmetic_is_recomputed_instead_of_converted():
+    # The whole chain down to the arange and the splats, in the wanted layout (the
+    # column slice of it for the 1-D part): no data moves between threads.
+    out = apply_passes(_names(MASK_CHAIN).replace("-> tile<64x64xi1, " + blocked([1, 4], [4, 8], [4, 1], [1, 0]),
+                                                  "-> tile<64x64xi1, " + B2), RemoveRedundantConverts())
+    assert out == dedent(_names("""
+    func.func @k(%start: i32, %n: i32) -> tile<64x64xi1, {B2}> attributes {kernel = true} {
+      %0 = tile.splat %start : tile<64xi32, {C2}>
+      %1 = tile.arange {end = 64, start = 0} : tile<64xi32, {C2}>
+      %2 = arith.addi %0, %1 : tile<64xi32, {C2}>
+      %3 = tile.expand_dims %2 {axis = 0} : tile<1x64xi32, {B2}>
+      %4 = tile.broadcast %3 : tile<64x64xi32, {B2}>
+      %5 = tile.splat %n : tile<64x64xi32, {B2}>
+      %6 = arith.cmpi %4, %5 {predicate = "slt"} : tile<64x64xi1, {B2}>
+      func.return %6
+    }
+    """))
+
+
+def test_an_expensive_producer_is_converted_not_recomputed():
+    text = _names(MASK_CHAIN).replace("%2 = arith.addi %1, %0", "%2 = arith.divsi %1, %0") \
+        .replace("-> tile<64x64xi1, " + blocked([1, 4], [4, 8], [4, 1], [1, 0]), "-> tile<64x64xi1, " + B2)
+    out = apply_passes(text, RemoveRedundantConverts())
+    assert "gpu.convert_layout %6" in out and "arith.divsi" in out and out.count("arith.cmpi") == 1

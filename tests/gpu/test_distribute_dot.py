@@ -182,3 +182,52 @@ def test_a_dot_result_feeding_the_next_dot_converts_straight_into_its_operand_la
     assert f"%p = arith.truncf %s : tile<64x64xf16, {first}>" in out
     assert f"gpu.convert_layout %p : tile<64x64xf16, {DotOperandLayout(0, second, 2)}>" in out
     assert f"%o = tile.dot %2, %3, %z2 : tile<64x32xf32, {second}>" in out
+
+
+# A mask that both guards the load of B and selects in the dot's result (attention's
+# ``cols[None, :] < n``), with pointer offsets shared by the loads and the store.
+SHARED_MASK = """
+func.func @k(%pa: ptr<f16>, %pb: ptr<f16>, %out: ptr<f32>, %n: i32) attributes {kernel = true, pt.divisibility = [16, 16, 16, 1]} {
+  %r = tile.arange {end = 64, start = 0} : tile<64xi32>
+  %rows = tile.expand_dims %r {axis = 1} : tile<64x1xi32>
+  %cols = tile.expand_dims %r {axis = 0} : tile<1x64xi32>
+  %c64 = arith.constant {value = 64} : tile<64x1xi32>
+  %ro = arith.muli %rows, %c64 : tile<64x1xi32>
+  %rb = tile.broadcast %ro : tile<64x64xi32>
+  %cb = tile.broadcast %cols : tile<64x64xi32>
+  %off = arith.addi %rb, %cb : tile<64x64xi32>
+  %sn = tile.splat %n : tile<64x64xi32>
+  %keep = arith.cmpi %cb, %sn {predicate = "slt"} : tile<64x64xi1>
+  %sa = tile.splat %pa : tile<64x64xptr<f16>>
+  %a_ptrs = tile.addptr %sa, %off : tile<64x64xptr<f16>>
+  %a = tile.load %a_ptrs : tile<64x64xf16>
+  %sb = tile.splat %pb : tile<64x64xptr<f16>>
+  %b_ptrs = tile.addptr %sb, %off : tile<64x64xptr<f16>>
+  %zero16 = arith.constant {value = 0.0} : tile<64x64xf16>
+  %b = tile.load %b_ptrs mask(%keep) other(%zero16) : tile<64x64xf16>
+  %z = arith.constant {value = 0.0} : tile<64x64xf32>
+  %d = tile.dot %a, %b, %z : tile<64x64xf32>
+  %low = arith.constant {value = -1.0} : tile<64x64xf32>
+  %s = arith.select %keep, %d, %low : tile<64x64xf32>
+  %so = tile.splat %out : tile<64x64xptr<f32>>
+  %o_ptrs = tile.addptr %so, %off : tile<64x64xptr<f32>>
+  tile.store %o_ptrs, %s
+  func.return
+}
+"""
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_mask_shared_with_the_dot_result_leaves_the_loads_coalesced(arch):
+    # The loads and the store keep coalesced blocked layouts: only the loaded and stored
+    # data change layout; the mask and the pointer offsets are recomputed where the
+    # accesses need them, never moved between threads.
+    out = apply_passes(SHARED_MASK, AssignLayouts(), RemoveRedundantConverts(),
+                       context=context(target=Target("nvidia", arch)))
+    accesses = [line.strip() for line in out.splitlines() if "tile.load" in line or "tile.store" in line]
+    assert len(accesses) == 3
+    for name in ("%a = tile.load", "%b = tile.load"):
+        (load,) = [line for line in accesses if line.startswith(name)]
+        assert "#gpu.blocked<size_per_thread = [1, 8]" in load, load  # 16-byte f16 accesses
+    converts = [line.strip() for line in out.splitlines() if "gpu.convert_layout" in line]
+    assert not [c for c in converts if "xi1," in c or "xptr<" in c or "xi32," in c], converts

@@ -19,7 +19,8 @@ pytest.importorskip("polytile_nvidia")
 
 # The kernels the H100 runs (masked K loops, the K-major or transposed operands, P from
 # registers), so that the simulator and the hardware are held to the same ones.
-from tests.backends.nvidia.test_wgmma_gpu import chained_kernel, loop_kernel  # noqa: E402
+from tests.backends.nvidia.test_wgmma_gpu import (chained_kernel, invariant_q_case, invariant_q_kernel,  # noqa: E402
+                                                  loop_kernel)
 
 
 def _compile(kernel, args, num_warps=4, num_stages=1, **meta) -> dict:
@@ -128,6 +129,20 @@ def test_a_from_registers():
     run_kernel(artifacts, [q, k, v, o], 4)
     p = q.astype(np.float64) @ k.astype(np.float64)
     np.testing.assert_array_equal(o, p @ v.astype(np.float64))
+
+
+def test_a_loop_invariant_q_is_stored_once_and_k_and_v_are_pipelined():
+    # Attention's loop: q stored in shared memory before the loop and read in place, the
+    # K and V loads pipelined although the scores share their mask; P from registers.
+    q, k, v, expected = invariant_q_case(64, 64, 160)
+    o = np.zeros((64, 64), np.float32)
+    args = [q, k, v, o, 160]
+    artifacts = _compile(invariant_q_kernel, args, 4, 3, BM=64, BN=64, D=64)
+    rings = 2 * 3 * 64 * 64 * 2
+    assert artifacts["shared_bytes"] == 64 * 64 * 2 + rings  # q, the K and V rings: no dot scratch
+    assert artifacts["ptx"].count("cp.async.cg") >= 2
+    run_kernel(artifacts, args, 4)
+    np.testing.assert_array_equal(o, expected)
 
 
 def test_an_operand_overwritten_while_its_wgmma_is_in_flight_is_caught():

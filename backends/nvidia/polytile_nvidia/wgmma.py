@@ -151,7 +151,8 @@ def select_wgmma(a: t.Type, acc: t.Type, shape: tuple[int, int, int], num_warps:
     sixteen_bit = a.width == 16  # A from registers: f16 and bf16 (k_width 2, mma.sync's A fragment)
     return MatrixInstruction(f"wgmma.mma_async.m64n{instr_n}k{k_step}.{d_type}.{a_type}", result_layout,
                              2 if sixteen_bit else 1, k, (0, 0, fragment), _no_tile_emit, lower=lower,
-                             scratch_bytes=scratch_bytes, register_a=sixteen_bit, overlaps=overlaps)
+                             scratch_bytes=scratch_bytes, register_a=sixteen_bit, overlaps=overlaps,
+                             shared_operands=True)
 
 
 def overlaps(op: Any) -> bool:
@@ -356,9 +357,9 @@ def _unpack_f16(b: ir.IRBuilder, words: list, element: ir.Type) -> list:
 
 @dataclass(frozen=True)
 class OperandSource:
-    """Where wgmma reads one operand: a ring slot that ``pipeline-loops`` filled, already
-    in an NVMMA layout (``slot_read``: the ``gpu.local_load_slot`` whose registers are then
-    unused), the dot's scratch, which the dot fills from the registers, or (A only, no
+    """Where wgmma reads one operand: a ring slot that ``pipeline-loops`` filled or a
+    buffer ``hoist-dot-operands`` stored, already in an NVMMA layout (``slot_read``: the
+    ``gpu.local_load_slot`` or ``gpu.local_load`` whose registers are then unused), the dot's scratch, which the dot fills from the registers, or (A only, no
     ``placement``) registers in ``DotOperandLayout(0, result, 2)``."""
 
     placement: OperandPlacement | None
@@ -370,21 +371,28 @@ class OperandSource:
 
 
 def slot_placement(read: Any, k_dim: int, instruction_extent: int) -> OperandPlacement | None:
-    """The placement of the slot that ``read`` (a whole-slot ``gpu.local_load_slot``)
-    reads, where it is exactly an NVMMA layout: rows of one swizzle row (32, 64 or 128
-    bytes), or column blocks of 128 bytes (``SwizzledSharedLayout.block``); else None."""
+    """The placement of the shared memory ``read`` reads whole (a ``gpu.local_load_slot``
+    of a ring slot, or a ``gpu.local_load`` of a buffer ``hoist-dot-operands`` made),
+    where it is exactly an NVMMA layout: rows of one swizzle row (32, 64 or 128 bytes),
+    or column blocks of 128 bytes (``SwizzledSharedLayout.block``); else None."""
+    from polytile.dialects.gpu import LocalLoadOp
     from polytile.gpu.lowering.async_copy import slot_layout
 
     from polytile.gpu.allocation import BUFFER_ALIGNMENT, buffer_bytes
 
-    if read.offsets is not None:
+    if isinstance(read, LocalLoadOp):
+        buffer = read.buffer.type
+        shared, shape = buffer.layout, tuple(buffer.shape)
+        if len(shape) != 2:
+            return None
+    else:
+        if read.offsets is not None:
+            return None
+        buffer = read.ring.type
+        shared, shape = slot_layout(buffer), tuple(buffer.shape[1:])
+    if buffer_bytes(buffer) < BUFFER_ALIGNMENT:  # smaller buffers are not aligned for the swizzle
         return None
-    ring = read.ring.type
-    if buffer_bytes(ring) < BUFFER_ALIGNMENT:  # smaller rings are not aligned for the swizzle
-        return None
-    shared = slot_layout(ring)
-    shape = tuple(ring.shape[1:])
-    bytes_ = element_bits(ring.element) // 8
+    bytes_ = element_bits(buffer.element) // 8
     contiguous = shared.order[0]
     row_elements = shared.block_of(shape)  # a swizzle row: the whole row or one column block
     swizzle = row_elements * bytes_
@@ -398,7 +406,7 @@ def slot_placement(read: Any, k_dim: int, instruction_extent: int) -> OperandPla
 
 def operand_sources(op: Any) -> tuple[OperandSource, OperandSource]:
     """Where the dot ``op`` (result in its wgmma layout) reads A and B."""
-    from polytile.dialects.gpu import LocalLoadSlotOp
+    from polytile.dialects.gpu import LocalLoadOp, LocalLoadSlotOp
 
     m, k = op.a.type.shape
     n = op.b.type.shape[1]
@@ -411,7 +419,7 @@ def operand_sources(op: Any) -> tuple[OperandSource, OperandSource]:
             sources.append(OperandSource(None))
             continue
         read = value.defining_op
-        if isinstance(read, LocalLoadSlotOp):
+        if isinstance(read, (LocalLoadSlotOp, LocalLoadOp)):
             placement = slot_placement(read, k_dim, extent)
             if placement is not None:
                 sources.append(OperandSource(placement, read))
@@ -433,18 +441,21 @@ def scratch_bytes(op: Any) -> int:
 
 
 def _slot_address(ctx: Any, read: Any) -> Any:
-    """The i32 shared address of the slot ``read`` reads."""
+    """The i32 shared address of what ``read`` reads: a ring slot, or a whole buffer."""
+    from polytile.dialects.gpu import LocalLoadOp
     from polytile.gpu.allocation import BUFFER_OFFSET_ATTR
 
     b = ctx.builder
-    ring = read.ring
-    offset = ring.defining_op.attributes.get(BUFFER_OFFSET_ATTR)
+    buffer = read.buffer if isinstance(read, LocalLoadOp) else read.ring
+    offset = buffer.defining_op.attributes.get(BUFFER_OFFSET_ATTR)
     if offset is None or offset % SWIZZLE_ALIGNMENT:
-        raise ctx.error(read, f"internal error: the ring of '{read.name}' is at {offset}, not at a multiple of "
-                              f"{SWIZZLE_ALIGNMENT} bytes, so wgmma cannot read its swizzled slots in place")
-    slot_bytes = ring.type.numel // ring.type.shape[0] * element_bits(ring.type.element) // 8
-    base = b.ptrtoint(ctx.shared_base(), _I32)
-    return b.add(b.add(base, ir.Constant(_I32, offset)), b.mul(ctx.get(read.slot), ir.Constant(_I32, slot_bytes)))
+        raise ctx.error(read, f"internal error: the buffer '{read.name}' reads is at {offset}, not at a multiple of "
+                              f"{SWIZZLE_ALIGNMENT} bytes, so wgmma cannot read its swizzled rows in place")
+    base = b.add(b.ptrtoint(ctx.shared_base(), _I32), ir.Constant(_I32, offset))
+    if isinstance(read, LocalLoadOp):
+        return base
+    slot_bytes = buffer.type.numel // buffer.type.shape[0] * element_bits(buffer.type.element) // 8
+    return b.add(base, b.mul(ctx.get(read.slot), ir.Constant(_I32, slot_bytes)))
 
 
 # --------------------------------------------------------------------------------------

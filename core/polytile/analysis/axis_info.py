@@ -593,6 +593,10 @@ class AxisInfoAnalysis(Analysis):
         """The facts about ``value`` (nothing known for a value the analysis never saw)."""
         return self[value]
 
+    def knows(self, value: Any) -> bool:
+        """Whether the analysis saw ``value`` (a value made after it ran: no)."""
+        return value in self._infos
+
     # -- functions ------------------------------------------------------------------------
     @staticmethod
     def _callers_first(module: Any, functions: list[Any], analyses: AnalysisManager | None) -> list[Any]:

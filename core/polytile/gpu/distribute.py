@@ -44,7 +44,7 @@ from ..analysis.axis_info import AxisInfoAnalysis, register_axis_info_rule
 from ..dialects import arith, scf, tile, tile_shape
 from ..dialects.gpu import ConvertLayoutOp
 from ..ir import types as t
-from ..ir.opdef import Elementwise
+from ..ir.opdef import Elementwise, Pure
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 from .coalesce import coalesced_layout
 from .layouts import BlockedLayout, DistributedLayout, DotOperandLayout, SliceLayout, default_blocked_layout
@@ -221,6 +221,8 @@ def _assign(function: Any, infos: Any, num_warps: int, target: Any) -> None:
     matrix_dots = [op for op, found in instructions.items() if found is not None]
     if _cut_from_matrix_groups(groups, matrix_dots, [op for op, found in instructions.items() if found is None]):
         groups = _collect_groups(function)
+    if _cut_accesses_from_matrix_groups(groups, matrix_dots):
+        groups = _collect_groups(function)
     members = groups.members()
     shape_of_group = {root: _widest(values) for root, values in members.items()}
     accesses: dict[Any, list[tuple[Any, Any]]] = {}
@@ -353,16 +355,40 @@ def _cut_from_matrix_groups(groups: _Groups, matrix_dots: list, fma_dots: list) 
     return bool(loads or stores or fma)
 
 
+def _cut_accesses_from_matrix_groups(groups: _Groups, matrix_dots: list) -> bool:
+    """After :func:`_cut_from_matrix_groups`: a load or store whose pointers or mask the
+    dot's group still shares (the ``cols[None, :] < n`` that masks both a tile of K and
+    the scores) is cut at those operands too, so that it keeps a coalesced layout of its
+    own; ``remove-redundant-converts`` then recomputes the cheap pointer and mask
+    arithmetic there instead of converting it.  True if anything was cut."""
+    matrix_groups = {groups.find(op.result) for op in matrix_dots}
+    cuts = [(op, [i for i, v in enumerate(op.operands)
+                  if isinstance(v.type, t.TileType) and groups.find(v) in matrix_groups])
+            for op, _ in groups.accesses if type(op) in (tile.LoadOp, tile.StoreOp)]
+    for op, indices in cuts:
+        for index in indices:
+            _convert_operand(op, index, None)
+    return any(indices for _, indices in cuts)
+
+
 def _coalesced(accesses: list, shape: tuple[int, ...], infos: Any, num_warps: int, warp_size: int,
                max_vector_bits: int) -> BlockedLayout:
     """The group's layout: coalesced for its widest access (a narrower access of the
     group then makes several smaller accesses per thread, never a wrong one)."""
     if not accesses:
         return default_blocked_layout(shape, num_warps, warp_size)
-    facts = [(infos[ptr], _element_bits(ptr.type)) for _, ptr in accesses]
+    facts = [(infos[_analysed(ptr, infos)], _element_bits(ptr.type)) for _, ptr in accesses]
     candidates = [coalesced_layout(shape, info, bits, num_warps, warp_size, max_bits=max_vector_bits,
                                    same_order=facts) for info, bits in facts]
     return max(candidates, key=_vector_width)
+
+
+def _analysed(value: Any, infos: Any) -> Any:
+    """``value``, or where it is a conversion made after the axis analysis ran (a load cut
+    from a dot's group), the value it converts: the same elements, the same facts."""
+    while not infos.knows(value) and type(value.defining_op) is ConvertLayoutOp:
+        value = value.defining_op.source
+    return value
 
 
 def _widest(values: list[Any]) -> tuple[int, ...]:
@@ -404,6 +430,14 @@ def _convert_result(op: Any, result: Any, layout: DistributedLayout | None) -> N
 
 #: Producers cheaper to recompute in another layout than to convert.
 _REMATERIALIZE = (tile.SplatOp, tile.ArangeOp, arith.ConstantOp)
+#: Elementwise ops recomputed with their operands where a conversion of their result is
+#: wanted: index, pointer and mask arithmetic (``start + offs``, ``cols[None, :] < n``).
+_CHEAP_ELEMENTWISE = frozenset({"arith.addi", "arith.subi", "arith.muli", "arith.andi", "arith.ori", "arith.xori",
+                                "arith.shli", "arith.shrsi", "arith.shrui", "arith.minsi", "arith.maxsi",
+                                "arith.minui", "arith.maxui", "arith.cmpi", "arith.select", "arith.extsi",
+                                "arith.extui", "arith.trunci", "tile.addptr"})
+#: The most ops one conversion recomputes instead of moving data.
+_REMATERIALIZE_BUDGET = 32
 
 
 @dataclass
@@ -435,16 +469,71 @@ def _simplify(op: Any) -> bool:
         if not producer.result.has_uses:
             producer.erase()
         return _simplify(op) or True
-    if type(producer) in _REMATERIALIZE:
-        copy = producer.clone()
-        copy.results[0].type = op.result.type
-        op.parent.insert_before(copy, op)
-        op.result.replace_all_uses_with(copy.results[0])
+    layout = op.result.type.layout
+    if layout is not None and _recomputable(source, layout, [_REMATERIALIZE_BUDGET]):
+        copy = _recompute(source, layout, op, {})
+        op.result.replace_all_uses_with(copy)
         op.erase()
-        if not producer.results[0].has_uses:
-            producer.erase()
+        _erase_if_dead(producer)
         return True
     return False
+
+
+def _operand_layouts(op: Any, layout: Any) -> list | None:
+    """The layouts ``op``'s tile operands need for its result to be in ``layout``; None
+    where it is not cheap to recompute."""
+    kind = type(op)
+    if kind in _REMATERIALIZE:
+        return []
+    if kind is tile.BroadcastOp:
+        return [layout]
+    if kind is tile.ExpandDimsOp:
+        return [SliceLayout(op.axis, layout)]
+    if op.name in _CHEAP_ELEMENTWISE and op.has_trait(Elementwise):
+        return [layout for v in op.operands if isinstance(v.type, t.TileType)]
+    return None
+
+
+def _recomputable(value: Any, layout: Any, budget: list) -> bool:
+    """Whether ``value`` can be computed in ``layout`` from values at hand: scalars,
+    tiles already in it, and at most ``budget`` cheap ops."""
+    if not isinstance(value.type, t.TileType) or value.type.layout == layout:
+        return True
+    op = value.defining_op
+    if op is None or op.regions or len(op.results) != 1:
+        return False
+    wanted = _operand_layouts(op, layout)
+    budget[0] -= 1
+    if wanted is None or budget[0] < 0:
+        return False
+    tiles = [v for v in op.operands if isinstance(v.type, t.TileType)]
+    return all(_recomputable(v, w, budget) for v, w in zip(tiles, wanted))
+
+
+def _recompute(value: Any, layout: Any, before: Any, done: dict) -> Any:
+    """``value`` computed again in ``layout`` before ``before`` (see :func:`_recomputable`)."""
+    if not isinstance(value.type, t.TileType) or value.type.layout == layout:
+        return value
+    key = (value, layout)
+    if key not in done:
+        op = value.defining_op
+        tiles = [v for v in op.operands if isinstance(v.type, t.TileType)]
+        mapping = {v: _recompute(v, w, before, done) for v, w in zip(tiles, _operand_layouts(op, layout))}
+        copy = op.clone(mapping)
+        copy.results[0].type = t.TileType(value.type.shape, value.type.element, layout)
+        before.parent.insert_before(copy, before)
+        done[key] = copy.results[0]
+    return done[key]
+
+
+def _erase_if_dead(op: Any) -> None:
+    """Erase ``op`` and then its producers while nothing uses them (recomputed elsewhere)."""
+    if op is None or op.regions or any(r.has_uses for r in op.results) or not op.has_trait(Pure):
+        return
+    producers = [v.defining_op for v in op.operands]
+    op.erase()
+    for producer in producers:
+        _erase_if_dead(producer)
 
 
 DISTRIBUTE_PASSES = (AssignLayouts, RemoveRedundantConverts)

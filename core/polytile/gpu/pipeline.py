@@ -19,13 +19,15 @@ def add_gpu_stages(pipeline: Any, assemble: Sequence[Any]) -> None:
     from ..passes.lower_block_pointers import LowerBlockPointers
     from .allocation import AllocateShared
     from .async_dots import AsyncDots
+    from .hoist_operands import HoistDotOperands
     from .distribute import AssignLayouts, RemoveRedundantConverts
     from .membar import InsertBarriers
     from .pipelining import PipelineLoops
     from .lowering import LowerToLLVM
 
     pipeline.add_stage("distribute", [LowerBlockPointers(), AssignLayouts(), RemoveRedundantConverts(),
-                                      PipelineLoops(), AsyncDots(), CommonSubexpressionElimination(), DeadCodeElimination()])
+                                      PipelineLoops(), AsyncDots(), HoistDotOperands(),
+                                      CommonSubexpressionElimination(), DeadCodeElimination()])
     pipeline.add_stage("memory", [AllocateShared(), InsertBarriers()])
     pipeline.add_stage("llvm", [LowerToLLVM()])
     pipeline.add_stage("assemble", list(assemble))

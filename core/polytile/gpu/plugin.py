@@ -15,12 +15,13 @@ from ..plugins import hookimpl
 def gpu_pass_classes() -> list[type]:
     from .allocation import AllocateShared
     from .async_dots import AsyncDots
+    from .hoist_operands import HoistDotOperands
     from .distribute import AssignLayouts, RemoveRedundantConverts
     from .lowering import LowerToLLVM
     from .membar import InsertBarriers
     from .pipelining import PipelineLoops
 
-    return [AssignLayouts, RemoveRedundantConverts, PipelineLoops, AsyncDots, AllocateShared, InsertBarriers, LowerToLLVM]
+    return [AssignLayouts, RemoveRedundantConverts, PipelineLoops, AsyncDots, HoistDotOperands, AllocateShared, InsertBarriers, LowerToLLVM]
 
 
 @hookimpl

@@ -166,3 +166,39 @@ def test_wgmma_a_from_registers(hopper, bm, bn, d, num_warps):
     chained_kernel[(1,)](_cuda(q), _cuda(k), _cuda(v), o, BM=bm, BN=bn, D=d, num_warps=num_warps, target="nvidia")
     p = q.astype(np.float64) @ k.astype(np.float64)
     np.testing.assert_array_equal(o.cpu().numpy(), p @ v.astype(np.float64))
+
+
+@pt.jit
+def invariant_q_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq_len, BM: pl.constexpr, BN: pl.constexpr, D: pl.constexpr):
+    # Attention's shape without the softmax: q from before the loop (stored in shared
+    # memory once, hoist-dot-operands), K and V pipelined under a mask the scores share.
+    rm, rn, rd = pl.arange(0, BM), pl.arange(0, BN), pl.arange(0, D)
+    q = pl.load(q_ptr + rm[:, None] * D + rd[None, :])
+    acc = pl.zeros((BM, D), dtype=pl.float32)
+    for start in range(0, seq_len, BN):
+        cols = start + rn
+        k = pl.load(k_ptr + cols[None, :] * D + rd[:, None], mask=cols[None, :] < seq_len, other=0.0)
+        s = pl.where(cols[None, :] < seq_len, pl.dot(q, k), 0.0)
+        v = pl.load(v_ptr + cols[:, None] * D + rd[None, :], mask=cols[:, None] < seq_len, other=0.0)
+        acc = pl.dot(s.to(pl.float16), v, acc)
+    pl.store(o_ptr + rm[:, None] * D + rd[None, :], acc)
+
+
+def invariant_q_case(bm: int, d: int, seq_len: int) -> tuple:
+    """q, k, v (values exact in f16 through both dots) and NumPy's result."""
+    rng = np.random.default_rng(bm + d + seq_len)
+    q = rng.integers(-1, 2, (bm, d)).astype(np.float16)
+    k = rng.integers(-1, 2, (seq_len, d)).astype(np.float16)
+    v = rng.integers(-1, 2, (seq_len, d)).astype(np.float16)
+    scores = q.astype(np.float64) @ k.astype(np.float64).T
+    return q, k, v, scores @ v.astype(np.float64)
+
+
+@pytest.mark.parametrize("bm, bn, d, num_warps", [(64, 64, 64, 4), (128, 64, 128, 8)])
+@pytest.mark.parametrize("num_stages", [1, 3])
+def test_wgmma_loop_invariant_q(hopper, bm, bn, d, num_warps, num_stages):
+    q, k, v, expected = invariant_q_case(bm, d, 200)
+    o = _cuda(np.zeros((bm, d), np.float32))
+    invariant_q_kernel[(1,)](_cuda(q), _cuda(k), _cuda(v), o, 200, BM=bm, BN=bn, D=d, num_warps=num_warps,
+                             num_stages=num_stages, target="nvidia")
+    np.testing.assert_array_equal(o.cpu().numpy(), expected)

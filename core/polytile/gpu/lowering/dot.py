@@ -73,6 +73,10 @@ class MatrixInstruction:
     #: ``gpu.dot_wait`` retires it): its operands stay where the unit reads them until
     #: then.  The unit then defines ``wait_dots``.  None: never.
     overlaps: Callable[[Any], bool] | None = None
+    #: With ``lower``: the unit reads both operands from shared memory, so that an operand
+    #: from before a loop is better stored there once (``hoist-dot-operands``) than by
+    #: the dot every iteration.
+    shared_operands: bool = False
 
     def operand_layout(self, op_idx: int, result_layout: DistributedLayout) -> DotOperandLayout | None:
         """The layout operand ``op_idx`` is converted to; None: it stays as it is."""

@@ -1,0 +1,88 @@
+"""``hoist-dot-operands``: store a loop-invariant dot operand in shared memory once.
+
+A matrix unit that reads its operands from shared memory (NVIDIA's wgmma,
+``MatrixInstruction.shared_operands``) stores an operand computed in registers into the
+dot's scratch every time the dot runs.  In a loop whose dot reads a value from before
+the loop (attention's ``q`` in ``pl.dot(q, k)``), that is the same tile stored every
+iteration.  The pass stores it once instead:
+
+    %qs = gpu.local_alloc %q : !gpu.buffer<128x128xf16, #gpu.shared<...>>   // before the loop
+    scf.for ... {
+      %q2 = gpu.local_load %qs : tile<128x128xf16, #gpu.blocked<...>>      // read in place
+      %qk = tile.dot %q2, %k, %zero
+    }
+
+The buffer's layout is the one dot operands get in shared memory
+(``operand_shared_layout``: the source's contiguous dimension contiguous, 128-byte
+swizzled rows, column blocks beyond that), which the unit reads in place; the
+``gpu.local_load`` only names the buffer for it (its registers go unused).
+``insert-barriers`` puts the barrier between the store and the first read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..dialects import scf, tile
+from ..dialects.gpu import BufferType, LocalAllocOp, LocalLoadOp
+from ..ir import types as t
+from ..ir.builder import Builder
+from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
+from .layouts import BlockedLayout
+
+
+@dataclass
+class HoistDotOperands(Pass):
+    """Store loop-invariant operands of shared-memory dots once, before the loop (see
+    the module docstring)."""
+
+    name: ClassVar[str] = "hoist-dot-operands"
+    summary: ClassVar[str] = "loop-invariant operands of shared-memory dots stored once before the loop"
+
+    def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
+        from .lowering.dot import select_instruction
+        from .lowering.target import gpu_target_of, num_warps_of
+
+        target = gpu_target_of(context)
+        num_warps = num_warps_of(context)
+        changed = False
+        for loop in [op for op in module.walk() if isinstance(op, scf.ForOp)]:
+            for dot in [op for op in loop.body.block if isinstance(op, tile.DotOp)]:
+                instruction = select_instruction(dot, target, num_warps)
+                if instruction is None or not instruction.shared_operands or \
+                        instruction.result_layout(dot.result.type.shape, num_warps) != dot.result.type.layout:
+                    continue
+                for index in (0, 1):
+                    if _hoist(loop, dot, index):
+                        context.count("hoist-dot-operands.operands")
+                        changed = True
+        return PreservedAnalyses.none() if changed else PreservedAnalyses.all()
+
+
+def _invariant(loop: Any, value: Any) -> bool:
+    """Whether ``value`` is defined outside ``loop`` (not in its body, at any depth)."""
+    op = value.defining_op
+    if op is not None:
+        return op is not loop and not loop.is_ancestor_of(op)
+    block_op = value.parent_block.parent_op
+    return block_op is not loop and (block_op is None or not loop.is_ancestor_of(block_op))
+
+
+def _hoist(loop: Any, dot: Any, index: int) -> bool:
+    from .lowering.dot_operands import operand_shared_layout
+
+    value = dot.operands[index]
+    layout = value.type.layout
+    if not isinstance(layout, BlockedLayout) or len(value.type.shape) != 2 or not _invariant(loop, value):
+        return False
+    element = t.element_type(value.type)
+    shared = operand_shared_layout(layout, tuple(value.type.shape), element.width)
+    buffer_type = BufferType(tuple(value.type.shape), element, shared)
+    alloc = Builder.before(loop, loop.location).create(LocalAllocOp, value, result_types=[buffer_type])
+    read = Builder.before(dot, dot.location).create(LocalLoadOp, alloc.result, result_types=[value.type])
+    dot.set_operand(index, read.result)
+    return True
+
+
+__all__ = ["HoistDotOperands"]
