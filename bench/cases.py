@@ -215,7 +215,8 @@ def _launch_matmul(lib: Any, p: Problem) -> None:
 
 
 def _matmul_reference(host: dict[str, np.ndarray], scalars: dict[str, Any]) -> dict[str, np.ndarray]:
-    return {"c": host["a"] @ host["b"]}
+    # In float64: a float32 product over K = 8192 is itself off by more than bf16's tolerance.
+    return {"c": host["a"].astype(np.float64) @ host["b"].astype(np.float64)}
 
 
 def _matmul_flops(size: Size, itemsize: int) -> float:
@@ -316,7 +317,10 @@ CASES: dict[str, Case] = {case.name: case for case in (
     Case("matmul", "matmul", "C = A @ B, fp32 accumulation, out in the inputs' type", ("f16", "bf16"),
          {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),),
           "full": ((4096, 4096, 4096), (8192, 8192, 8192), (16, 8192, 8192), (64, 8192, 8192), (128, 8192, 8192))},
-         _make_matmul, _launch_matmul, _matmul_reference, _matmul_flops),
+         _make_matmul, _launch_matmul, _matmul_reference, _matmul_flops,
+         # fp32 accumulation over K = 8192 of terms near 1 is off by about 1e-3 where the
+         # sum cancels to near 0: cuBLAS, Triton and polytile alike.
+         tolerance={"f16": (1e-2, 1e-2), "bf16": (2e-2, 1e-2)}),
     Case("attention", "matmul", "flash attention forward, (batch, heads, seq_len, head_dim), fp16", ("f16",),
          _ATTENTION_SIZES, _make_attention, _launch_attention(False), _attention_reference(False),
          _attention_flops(False)),

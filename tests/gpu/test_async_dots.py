@@ -100,10 +100,19 @@ def test_the_wait_prints_and_parses_back():
     roundtrip(text)
 
 
-def test_two_in_flight_when_asked():
-    out = run(loop(), AsyncDots(pending=2))
-    assert "gpu.dot_wait values(%acc_2) buffers(%ra, %rb) {pending = 2}" in out
-    assert "gpu.dot_wait values(%sum) buffers(%ra, %rb) {pending = 0}" in out
+def test_more_than_one_in_flight_is_refused():
+    # The copies go into the slot the previous iteration's dot read: it must be done.
+    from polytile.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="async-dots: pending = 2; it is 1 .* or 0"):
+        AsyncDots(pending=2)
+
+
+def test_f16_accumulators_stay_synchronous():
+    # They travel packed two to a register: unpacking between iterations would touch
+    # registers an in-flight wgmma writes.
+    text = loop().replace("tile<64x64xf32, {W}>", "tile<64x64xf16, {W}>").replace("{value = 0.0}", "{value = 0.0}")
+    assert run(text, AsyncDots()) == run(text)
 
 
 @pytest.mark.parametrize("why, text, passes", [

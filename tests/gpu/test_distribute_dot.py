@@ -231,3 +231,40 @@ def test_a_mask_shared_with_the_dot_result_leaves_the_loads_coalesced(arch):
         assert "#gpu.blocked<size_per_thread = [1, 8]" in load, load  # 16-byte f16 accesses
     converts = [line.strip() for line in out.splitlines() if "gpu.convert_layout" in line]
     assert not [c for c in converts if "xi1," in c or "xptr<" in c or "xi32," in c], converts
+
+
+def test_a_column_broadcast_to_two_shapes_leaves_each_load_its_own_coalesced_layout():
+    # offs_n[None, :] feeds the pointers of a 32x128 tile of B (K contiguous: column
+    # major) and of the 64x128 result: one layout for both would load B 2 bytes at a
+    # time along N.  B gets its own, 16 bytes along K.
+    import numpy as np
+
+    from tests.backends.nvidia.test_wgmma_gpu import loop_kernel
+
+    a, b, c = np.zeros((64, 128), np.float16), np.zeros((128, 128), np.float16), np.zeros((64, 128), np.float32)
+    module = loop_kernel.lower(a, b, c, 64, 128, 128, 128, 1, 1, 128, BM=64, BN=128, BK=32, ACC16=False)
+    from polytile.ir import print_ir
+
+    out = apply_passes(print_ir(module), AssignLayouts(), RemoveRedundantConverts(),
+                       context=context(target=Target("nvidia", "sm_90a")))
+    (load,) = [line.strip() for line in out.splitlines() if line.strip().startswith("%b = tile.load")]
+    assert "size_per_thread = [8, 1]" in load and "order = [0, 1]" in load, load
+
+
+def test_tiles_of_k_and_v_of_one_shape_each_get_their_own_coalesced_layout():
+    # Attention with d = 64 and 64 keys per block: a 64x64 tile of K (d contiguous down
+    # the columns) and one of V (d along the rows) share pointer arithmetic; each load
+    # still reads 16 bytes at a time along its own contiguous dimension.
+    import numpy as np
+
+    from polytile.ir import print_ir
+    from tests.backends.nvidia.test_wgmma_gpu import invariant_q_kernel
+
+    q, k, v = (np.zeros((64, 64), np.float16) for _ in range(3))
+    o = np.zeros((64, 64), np.float32)
+    module = invariant_q_kernel.lower(q, k, v, o, 200, BM=64, BN=64, D=64)
+    out = apply_passes(print_ir(module), AssignLayouts(), RemoveRedundantConverts(),
+                       context=context(target=Target("nvidia", "sm_90a")))
+    loads = {line.split()[0]: line for line in (text.strip() for text in out.splitlines()) if " = tile.load " in line}
+    assert "size_per_thread = [8, 1]" in loads["%k"] and "order = [0, 1]" in loads["%k"], loads["%k"]
+    assert "size_per_thread = [1, 8]" in loads["%v"] and "order = [1, 0]" in loads["%v"], loads["%v"]

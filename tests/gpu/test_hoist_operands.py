@@ -38,7 +38,7 @@ def test_the_invariant_operand_is_stored_once_and_read_in_the_loop():
       %sum = scf.for %c0, %n, %c1, %acc : tile<64x64xf32, {W}> {
       ^bb0(%i: i32, %acc_1: tile<64x64xf32, {W}>):
         %b = tile.load %b_ptrs : tile<16x64xf16, {BB}>
-        %1 = gpu.local_load %0 : tile<64x16xf16, {BA}>
+        %1 = gpu.local_load %0 {gpu.in_place = true} : tile<64x16xf16, {BA}>
         %acc_2 = tile.dot %1, %b, %acc_1 : tile<64x64xf32, {W}>
         scf.yield %acc_2
       }
@@ -57,3 +57,25 @@ def test_mma_sync_dots_keep_their_operands_in_registers():
     # sm_80 has no wgmma: this dot's layouts are no matrix instruction's there, and
     # mma.sync reads registers (its conversion goes through shared memory by itself).
     assert run(LOOP, HoistDotOperands(), target="sm_80") == run(LOOP, target="sm_80")
+
+
+def test_a_value_two_dots_read_is_stored_once():
+    text = LOOP.replace("    %acc_2 = tile.dot %a, %b, %acc_1 : tile<64x64xf32, {W}>",
+                        "    %acc_3 = tile.dot %a, %b, %acc_1 : tile<64x64xf32, {W}>\n"
+                        "    %acc_2 = tile.dot %a, %b, %acc_3 : tile<64x64xf32, {W}>")
+    out = run(text, HoistDotOperands())
+    assert out.count("gpu.local_alloc source(%a)") == 1
+    assert out.count("gpu.local_load %0 {gpu.in_place = true}") == 2
+
+
+def test_an_operand_the_unit_cannot_read_in_place_stays():
+    # tf32 operands are read K-major only: a B with N contiguous would go through the
+    # dot's scratch anyway, so storing it before the loop too would only cost memory.
+    tf32 = "#gpu.mma<version = 3, warps_per_cta = [4, 1], instr_shape = [16, 64, 8]>"  # K of 8 per instruction
+    text = LOOP.replace("f16", "f32").replace("{W}", tf32)
+    b_outside = (text.replace("    %b = tile.load %b_ptrs : tile<16x64xf32, {BB}>\n", "")
+                 .replace("  %a = tile.load %a_ptrs : tile<64x16xf32, {BA}>\n",
+                          "  %a = tile.load %a_ptrs : tile<64x16xf32, {BA}>\n  %b = tile.load %b_ptrs : tile<16x64xf32, {BB}>\n"))
+    out = run(b_outside, HoistDotOperands())
+    assert "gpu.local_alloc source(%a)" in out  # A is K-major: read in place
+    assert "source(%b)" not in out

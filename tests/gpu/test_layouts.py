@@ -391,9 +391,9 @@ def test_run_time_offsets_match_the_layout(layout, shape):
         assert shared_offset(PyOps(), layout, list(c), shape) == expected
 
 
-def test_a_column_block_holds_whole_vectors():
-    with pytest.raises(LayoutError, match="holds whole swizzle vectors"):
-        SwizzledSharedLayout(8, 1, 8, (1, 0), 4)
+def test_a_column_block_holds_the_whole_swizzle_pattern():
+    with pytest.raises(LayoutError, match="holds the whole swizzle pattern: 8 vectors of 8 elements"):
+        SwizzledSharedLayout(8, 1, 8, (1, 0), 32)
     with pytest.raises(LayoutError, match="block must be 0"):
         SwizzledSharedLayout(8, 1, 8, (1, 0), 48)
 

@@ -75,9 +75,7 @@ def test_the_orders_read_operands_both_k_major_and_transposed():
     assert {trans_a for trans_a, _ in seen} == {"0", "1"} and {trans_b for _, trans_b in seen} == {"0", "1"}
 
 
-# The orders whose loads pipeline here (in the others, one operand's mask runs along its
-# contiguous dimension: copies narrower than cp.async's 4 bytes keep the plain loads).
-@pytest.mark.parametrize("a_col, b_col", [(False, False), (True, True)])
+@pytest.mark.parametrize("a_col, b_col", ORDERS)
 def test_pipelined_loops_read_column_blocks_in_place_with_one_wgmma_in_flight(a_col, b_col):
     # Rows of 256 bytes (N = 128 f16, or M = 64 and K = 128 transposed) sit in the ring
     # slots as column blocks of 128 bytes, which wgmma reads in place (no scratch); each

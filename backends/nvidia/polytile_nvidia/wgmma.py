@@ -51,7 +51,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from polytile.dialects.gpu import ASYNC_DOT_ATTR
+from polytile.dialects.gpu import ASYNC_DOT_ATTR, IN_PLACE_ATTR
 from polytile.gpu.layouts import DotOperandLayout, MmaLayout
 from polytile.gpu.linear_layout import log2
 from polytile.gpu.lowering.context import linear_layout_of
@@ -152,15 +152,26 @@ def select_wgmma(a: t.Type, acc: t.Type, shape: tuple[int, int, int], num_warps:
     return MatrixInstruction(f"wgmma.mma_async.m64n{instr_n}k{k_step}.{d_type}.{a_type}", result_layout,
                              2 if sixteen_bit else 1, k, (0, 0, fragment), _no_tile_emit, lower=lower,
                              scratch_bytes=scratch_bytes, register_a=sixteen_bit, overlaps=overlaps,
-                             shared_operands=True)
+                             reads_in_place=reads_in_place)
 
 
 def overlaps(op: Any) -> bool:
     """Whether the dot ``op`` can stay in flight after its lowering (``async-dots``):
-    both operands read in place from ring slots, which stay put until a wait retires
-    it; the dot's own scratch, or A in registers, would be overwritten by the next
-    iteration's dot while this one still reads them."""
+    both operands read in place from ring slots or hoisted buffers, which stay put
+    until a wait retires it (the dot's own scratch, or A in registers, would be
+    overwritten by the next iteration's dot while this one still reads them), and an
+    f32 or i32 accumulator: f16 ones travel packed two to a register, and unpacking
+    them between iterations would touch registers the tensor cores still write."""
+    if element_bits(op.acc.type) != 32:
+        return False
     return all(source.slot_read is not None for source in operand_sources(op))
+
+
+def reads_in_place(op: Any, index: int, buffer: Any) -> bool:
+    """Whether wgmma would read operand ``index`` of the dot ``op`` in place from a
+    whole buffer of type ``buffer`` (``hoist-dot-operands`` asks before it stores one)."""
+    extent = WGMMA_M if index == 0 else op.result.type.layout.instr_shape[1]
+    return buffer_placement(buffer, tuple(buffer.shape), buffer.layout, 1 - index, extent) is not None
 
 
 def _no_tile_emit(builder: Any, a: list, b: list, c: list) -> list:
@@ -375,21 +386,31 @@ def slot_placement(read: Any, k_dim: int, instruction_extent: int) -> OperandPla
     of a ring slot, or a ``gpu.local_load`` of a buffer ``hoist-dot-operands`` made),
     where it is exactly an NVMMA layout: rows of one swizzle row (32, 64 or 128 bytes),
     or column blocks of 128 bytes (``SwizzledSharedLayout.block``); else None."""
-    from polytile.dialects.gpu import LocalLoadOp
+    from polytile.dialects.gpu import LocalAllocOp, LocalLoadOp
     from polytile.gpu.lowering.async_copy import slot_layout
 
-    from polytile.gpu.allocation import BUFFER_ALIGNMENT, buffer_bytes
-
     if isinstance(read, LocalLoadOp):
+        if not read.attributes.get(IN_PLACE_ATTR) or not isinstance(read.buffer.defining_op, LocalAllocOp):
+            return None
         buffer = read.buffer.type
-        shared, shape = buffer.layout, tuple(buffer.shape)
-        if len(shape) != 2:
+        if len(buffer.shape) != 2:
             return None
-    else:
-        if read.offsets is not None:
-            return None
-        buffer = read.ring.type
-        shared, shape = slot_layout(buffer), tuple(buffer.shape[1:])
+        return buffer_placement(buffer, tuple(buffer.shape), buffer.layout, k_dim, instruction_extent)
+    if read.offsets is not None:
+        return None
+    buffer = read.ring.type
+    return buffer_placement(buffer, tuple(buffer.shape[1:]), slot_layout(buffer), k_dim, instruction_extent)
+
+
+def buffer_placement(buffer: Any, shape: tuple, shared: Any, k_dim: int,
+                     instruction_extent: int) -> OperandPlacement | None:
+    """The NVMMA placement of a tile of ``shape`` in ``shared`` layout within ``buffer``,
+    or None where wgmma cannot read it in place."""
+    from polytile.gpu.allocation import BUFFER_ALIGNMENT, buffer_bytes
+    from polytile.gpu.layouts import SwizzledSharedLayout
+
+    if not isinstance(shared, SwizzledSharedLayout) or len(shared.order) != 2:
+        return None
     if buffer_bytes(buffer) < BUFFER_ALIGNMENT:  # smaller buffers are not aligned for the swizzle
         return None
     bytes_ = element_bits(buffer.element) // 8
@@ -627,4 +648,4 @@ def _start(b: ir.IRBuilder, placement: OperandPlacement, mn: Any, k0: int) -> An
 __all__ = ["FENCE_PROXY_ASYNC", "OperandPlacement", "OperandSource", "operand_sources", "scratch_bytes",
            "slot_placement", "SWIZZLE_MODES", "WGMMA_COMMIT", "WGMMA_FENCE", "WGMMA_TYPES",
            "WGMMA_WAIT", "descriptor_high", "instruction_n", "lower_wgmma_dot", "matrix_descriptor", "place_operand",
-           "overlaps", "select_wgmma", "wait_group", "wgmma_ptx", "wgmma_result_layout", "wgmma_warps"]
+           "buffer_placement", "overlaps", "reads_in_place", "select_wgmma", "wait_group", "wgmma_ptx", "wgmma_result_layout", "wgmma_warps"]

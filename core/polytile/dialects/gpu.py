@@ -259,6 +259,10 @@ class LocalLoadSlotOp(Operation):
 #: A ``tile.dot`` attribute: the dot returns before its result is ready (a matrix unit
 #: that issues asynchronously, NVIDIA's wgmma); a ``gpu.dot_wait`` retires it.
 ASYNC_DOT_ATTR = "gpu.async"
+#: A ``gpu.local_load`` attribute: ``hoist-dot-operands`` stored the buffer before the
+#: loop and nothing writes it after, so the dot reading the load's value may read the
+#: buffer in place (when the dot runs) instead of the load's registers.
+IN_PLACE_ATTR = "gpu.in_place"
 
 
 @define_op
@@ -296,5 +300,5 @@ GPU_DIALECT = Dialect("gpu", ops=(ConvertLayoutOp, LocalAllocOp, LocalStoreOp, L
 if GPU_DIALECT.name not in IR_REGISTRY.dialects:  # imported on first need (see dialects/__init__)
     IR_REGISTRY.register(GPU_DIALECT)
 
-__all__ = ["ASYNC_DOT_ATTR", "AsyncCommitGroupOp", "DotWaitOp", "AsyncCopyOp", "AsyncWaitOp", "BarrierOp", "BufferType", "LocalLoadSlotOp", "ConvertLayoutOp", "GPU_DIALECT", "LocalAllocOp", "LocalLoadOp",
+__all__ = ["ASYNC_DOT_ATTR", "IN_PLACE_ATTR", "AsyncCommitGroupOp", "DotWaitOp", "AsyncCopyOp", "AsyncWaitOp", "BarrierOp", "BufferType", "LocalLoadSlotOp", "ConvertLayoutOp", "GPU_DIALECT", "LocalAllocOp", "LocalLoadOp",
            "LocalStoreOp"]

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..dialects import scf, tile
-from ..dialects.gpu import ASYNC_DOT_ATTR, AsyncCommitGroupOp, AsyncCopyOp, DotWaitOp, LocalLoadSlotOp
+from ..dialects.gpu import ASYNC_DOT_ATTR, AsyncCommitGroupOp, AsyncCopyOp, DotWaitOp, LocalLoadOp, LocalLoadSlotOp
+from ..errors import ConfigError
 from ..ir.builder import Builder
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 
@@ -41,8 +42,15 @@ class AsyncDots(Pass):
     name: ClassVar[str] = "async-dots"
     summary: ClassVar[str] = "asynchronous matrix multiplies: a loop's dot overlaps the next iteration's work"
 
-    #: Dots left in flight at the end of an iteration; 0: the pass changes nothing.
-    pending: int = field(default=1, metadata={"doc": "dot groups left in flight per iteration (0: off)"})
+    #: Dots left in flight at the end of an iteration: 1, or 0 (the pass changes nothing).
+    #: More would let a copy overwrite a slot an in-flight dot reads.
+    pending: int = field(default=1, metadata={"doc": "dot groups left in flight per iteration: 1, or 0 (off)"})
+
+    def __post_init__(self) -> None:
+        if self.pending not in (0, 1):
+            raise ConfigError(f"async-dots: pending = {self.pending}; it is 1 (one dot left in flight) or 0 (off): "
+                              "pipeline-loops copies each iteration's tiles into the slot the previous iteration's "
+                              "dot read, so that dot must be done by then")
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
         from .lowering.dot import select_instruction
@@ -50,6 +58,7 @@ class AsyncDots(Pass):
 
         if self.pending <= 0:
             return PreservedAnalyses.all()
+
         target = gpu_target_of(context)
         num_warps = num_warps_of(context)
         changed = False
@@ -88,11 +97,14 @@ def _carried_accumulator(loop: Any, dot: Any) -> int | None:
 
 
 def _rings(dot: Any) -> list:
+    """The buffers the dot reads in place: ring slots, and buffers hoist-dot-operands stored."""
     rings = []
     for operand in (dot.a, dot.b):
         read = operand.defining_op
-        if isinstance(read, LocalLoadSlotOp) and read.ring not in rings:
-            rings.append(read.ring)
+        buffer = read.ring if isinstance(read, LocalLoadSlotOp) else \
+            read.buffer if isinstance(read, LocalLoadOp) else None
+        if buffer is not None and buffer not in rings:
+            rings.append(buffer)
     return rings
 
 

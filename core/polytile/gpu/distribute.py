@@ -26,10 +26,17 @@ AccelerateMatmul).  Other dots compute with multiply-adds: the result keeps its 
 layout and the operands become ``#gpu.dot_operand`` of it (each thread holds whole rows
 of A and columns of B).
 
+A load or store whose pointers or mask the dot's group still shares is cut at those
+operands too; a value broadcast to tiles of different shapes gives each further shape a
+conversion; and a dot operand's load that its group's layout would not coalesce gets a
+group of its own (the layouts are then chosen again): each load keeps the coalesced
+layout of its own pointers, and the index arithmetic is recomputed, not moved.
+
 Where a value cannot have the layout a use needs (``x[:, None] + x[None, :]``), a
 ``gpu.convert_layout`` goes in between.  ``remove-redundant-converts`` then drops
 conversions to the same layout, folds chains, and recomputes cheap producers (splat,
-constant, arange) in the wanted layout instead of converting them.
+constant, arange, and chains of index, pointer and mask arithmetic over them) in the
+wanted layout instead of converting them.
 
 Union rules are a table keyed by op class (:data:`LAYOUT_RULES`); a plugin that adds tile
 ops registers its rule with :func:`register_layout_rule`.
@@ -212,8 +219,9 @@ class AssignLayouts(Pass):
         return PreservedAnalyses.none()
 
 
-def _assign(function: Any, infos: Any, num_warps: int, target: Any) -> None:
+def _assign(function: Any, infos: Any, num_warps: int, target: Any, retry: bool = True) -> None:
     warp_size, max_vector_bits = target.warp_size, target.max_vector_bits
+    _separate_broadcasts(function)
     groups = _collect_groups(function)
     from .lowering.dot import select_instruction  # the lowering package imports this module's rules
 
@@ -249,6 +257,22 @@ def _assign(function: Any, infos: Any, num_warps: int, target: Any) -> None:
         else:
             chosen[root] = _coalesced(accesses.get(root, ()), shape, infos, num_warps, warp_size, max_vector_bits)
 
+    if retry:
+        # A dot operand's load that its group's layout would not coalesce (a tile of K
+        # next to a tile of V of the same shape, contiguous along the other dimension)
+        # gets a group of its own, and the layouts are chosen again.
+        misplaced = [op for op, ptr in groups.accesses if type(op) is tile.LoadOp and _feeds_dot(op.result)
+                     and not any(_carried(v) for v in op.operands)
+                     and chosen[groups.find(ptr)] != _coalesced([(op, ptr)], tuple(ptr.type.shape), infos, num_warps,
+                                                                warp_size, max_vector_bits)]
+        if misplaced:
+            for op in misplaced:
+                for index, value in enumerate(op.operands):
+                    if isinstance(value.type, t.TileType):
+                        _convert_operand(op, index, None)
+                _convert_result(op, op.result, None)
+            _assign(function, infos, num_warps, target, retry=False)
+            return
     for root, values in members.items():
         for value in values:
             value.type = t.TileType(value.type.shape, value.type.element, chosen[root])
@@ -324,6 +348,33 @@ def _accumulator_of_same_warps(value: Any, result_layout: Any) -> bool:
     layout = value.type.layout
     return type(layout) is type(result_layout) and getattr(layout, "version", None) == \
         getattr(result_layout, "version", None) and layout.warps_per_cta == result_layout.warps_per_cta
+
+
+def _feeds_dot(value: Any) -> bool:
+    return any(type(use.owner) is tile.DotOp and use.index in (0, 1) for use in value.uses)
+
+
+def _carried(value: Any) -> bool:
+    """A block argument (a loop-carried value): a conversion of it could not be recomputed."""
+    return value.defining_op is None
+
+
+def _separate_broadcasts(function: Any) -> None:
+    """Values broadcast to tiles of different shapes (``offs_n[None, :]`` in the pointers
+    of a 32x128 tile of B and of the 64x128 result, through ``% N`` or not) would tie
+    their layouts together: the group takes one coalesced layout for both, right for one
+    access and wrong for the other.  Each further shape reads its broadcast source
+    through a conversion instead, which ``remove-redundant-converts`` drops or recomputes."""
+    groups = _collect_groups(function)
+    by_group: dict[Any, list] = {}
+    for op in function.walk():
+        if type(op) is tile.BroadcastOp:
+            by_group.setdefault(groups.find(op.source), []).append(op)
+    for broadcasts in by_group.values():
+        first = tuple(broadcasts[0].result.type.shape)
+        for broadcast in broadcasts[1:]:
+            if tuple(broadcast.result.type.shape) != first:
+                _convert_operand(broadcast, 0, None)
 
 
 def _collect_groups(function: Any) -> _Groups:

@@ -1,7 +1,7 @@
 """``hoist-dot-operands``: store a loop-invariant dot operand in shared memory once.
 
 A matrix unit that reads its operands from shared memory (NVIDIA's wgmma,
-``MatrixInstruction.shared_operands``) stores an operand computed in registers into the
+``MatrixInstruction.reads_in_place``) stores an operand computed in registers into the
 dot's scratch every time the dot runs.  In a loop whose dot reads a value from before
 the loop (attention's ``q`` in ``pl.dot(q, k)``), that is the same tile stored every
 iteration.  The pass stores it once instead:
@@ -14,9 +14,11 @@ iteration.  The pass stores it once instead:
 
 The buffer's layout is the one dot operands get in shared memory
 (``operand_shared_layout``: the source's contiguous dimension contiguous, 128-byte
-swizzled rows, column blocks beyond that), which the unit reads in place; the
-``gpu.local_load`` only names the buffer for it (its registers go unused).
-``insert-barriers`` puts the barrier between the store and the first read.
+swizzled rows, column blocks beyond that); the pass hoists only where the unit says it
+reads that buffer in place, and marks the ``gpu.local_load`` ``gpu.in_place``: it only
+names the buffer for the dot (its registers go unused).  A value several dots of the
+loop read is stored once.  ``insert-barriers`` puts the barrier between the store and
+the first read.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..dialects import scf, tile
-from ..dialects.gpu import BufferType, LocalAllocOp, LocalLoadOp
+from ..dialects.gpu import IN_PLACE_ATTR, BufferType, LocalAllocOp, LocalLoadOp
 from ..ir import types as t
 from ..ir.builder import Builder
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
@@ -48,13 +50,14 @@ class HoistDotOperands(Pass):
         num_warps = num_warps_of(context)
         changed = False
         for loop in [op for op in module.walk() if isinstance(op, scf.ForOp)]:
+            stored: dict = {}  # value -> its buffer, one per loop
             for dot in [op for op in loop.body.block if isinstance(op, tile.DotOp)]:
                 instruction = select_instruction(dot, target, num_warps)
-                if instruction is None or not instruction.shared_operands or \
+                if instruction is None or instruction.reads_in_place is None or \
                         instruction.result_layout(dot.result.type.shape, num_warps) != dot.result.type.layout:
                     continue
                 for index in (0, 1):
-                    if _hoist(loop, dot, index):
+                    if _hoist(loop, dot, index, instruction.reads_in_place, stored):
                         context.count("hoist-dot-operands.operands")
                         changed = True
         return PreservedAnalyses.none() if changed else PreservedAnalyses.all()
@@ -69,18 +72,26 @@ def _invariant(loop: Any, value: Any) -> bool:
     return block_op is not loop and (block_op is None or not loop.is_ancestor_of(block_op))
 
 
-def _hoist(loop: Any, dot: Any, index: int) -> bool:
+def _hoist(loop: Any, dot: Any, index: int, reads_in_place: Any, stored: dict) -> bool:
     from .lowering.dot_operands import operand_shared_layout
 
     value = dot.operands[index]
     layout = value.type.layout
     if not isinstance(layout, BlockedLayout) or len(value.type.shape) != 2 or not _invariant(loop, value):
         return False
-    element = t.element_type(value.type)
-    shared = operand_shared_layout(layout, tuple(value.type.shape), element.width)
-    buffer_type = BufferType(tuple(value.type.shape), element, shared)
-    alloc = Builder.before(loop, loop.location).create(LocalAllocOp, value, result_types=[buffer_type])
-    read = Builder.before(dot, dot.location).create(LocalLoadOp, alloc.result, result_types=[value.type])
+    buffer = stored.get(value)
+    if buffer is None:
+        element = t.element_type(value.type)
+        shared = operand_shared_layout(layout, tuple(value.type.shape), element.width)
+        buffer_type = BufferType(tuple(value.type.shape), element, shared)
+        if not reads_in_place(dot, index, buffer_type):
+            return False  # the dot would store it to its scratch anyway
+        buffer = stored[value] = Builder.before(loop, loop.location).create(
+            LocalAllocOp, value, result_types=[buffer_type]).result
+    elif not reads_in_place(dot, index, buffer.type):
+        return False
+    read = Builder.before(dot, dot.location).create(LocalLoadOp, buffer, result_types=[value.type])
+    read.set_attr(IN_PLACE_ATTR, True)
     dot.set_operand(index, read.result)
     return True
 

@@ -491,9 +491,9 @@ class SwizzledSharedLayout(SharedLayout):
         _order(self.order, len(self.order))
         if not isinstance(self.block, int) or (self.block and not is_power_of_two(self.block)):
             raise LayoutError(f"block must be 0 (whole rows) or a power of two, got {self.block!r}")
-        if self.block and self.block < self.vector:
-            raise LayoutError(f"a column block ({self.block} elements) holds whole swizzle vectors "
-                              f"({self.vector} elements)")
+        if self.block and self.block < self.vector * self.max_phase:
+            raise LayoutError(f"a column block ({self.block} elements) holds the whole swizzle pattern: "
+                              f"{self.max_phase} vectors of {self.vector} elements")
 
     def format_parameters(self) -> str:
         text = super().format_parameters()

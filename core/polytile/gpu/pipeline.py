@@ -26,7 +26,7 @@ def add_gpu_stages(pipeline: Any, assemble: Sequence[Any]) -> None:
     from .lowering import LowerToLLVM
 
     pipeline.add_stage("distribute", [LowerBlockPointers(), AssignLayouts(), RemoveRedundantConverts(),
-                                      PipelineLoops(), AsyncDots(), HoistDotOperands(),
+                                      PipelineLoops(), HoistDotOperands(), AsyncDots(),
                                       CommonSubexpressionElimination(), DeadCodeElimination()])
     pipeline.add_stage("memory", [AllocateShared(), InsertBarriers()])
     pipeline.add_stage("llvm", [LowerToLLVM()])

@@ -21,7 +21,7 @@ def gpu_pass_classes() -> list[type]:
     from .membar import InsertBarriers
     from .pipelining import PipelineLoops
 
-    return [AssignLayouts, RemoveRedundantConverts, PipelineLoops, AsyncDots, HoistDotOperands, AllocateShared, InsertBarriers, LowerToLLVM]
+    return [AssignLayouts, RemoveRedundantConverts, PipelineLoops, HoistDotOperands, AsyncDots, AllocateShared, InsertBarriers, LowerToLLVM]
 
 
 @hookimpl

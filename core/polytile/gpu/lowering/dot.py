@@ -73,10 +73,12 @@ class MatrixInstruction:
     #: ``gpu.dot_wait`` retires it): its operands stay where the unit reads them until
     #: then.  The unit then defines ``wait_dots``.  None: never.
     overlaps: Callable[[Any], bool] | None = None
-    #: With ``lower``: the unit reads both operands from shared memory, so that an operand
-    #: from before a loop is better stored there once (``hoist-dot-operands``) than by
-    #: the dot every iteration.
-    shared_operands: bool = False
+    #: With ``lower``: ``reads_in_place(op, index, buffer_type) -> bool``, whether the unit
+    #: reads operand ``index`` of ``op`` in place from a whole buffer of that type (read
+    #: through a ``gpu.local_load`` marked ``gpu.in_place``): an operand from before a
+    #: loop is then better stored there once (``hoist-dot-operands``) than by the dot
+    #: every iteration.  None: the unit takes its operands as they come.
+    reads_in_place: Callable[[Any, int, Any], bool] | None = None
 
     def operand_layout(self, op_idx: int, result_layout: DistributedLayout) -> DotOperandLayout | None:
         """The layout operand ``op_idx`` is converted to; None: it stays as it is."""
