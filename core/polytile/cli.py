@@ -113,14 +113,16 @@ def _cmd_passes(args: argparse.Namespace) -> int:
     from .passes.registry import pass_registry
 
     registry = pass_registry()
-    for name, cls, owner in sorted(registry.items()):
+    entries = sorted(registry.items())
+    width = max([16, *(len(name) for name, _, _ in entries)])  # the names' column
+    for name, cls, owner in entries:
         summary = cls.summary or (cls.__doc__ or "").strip().split("\n")[0]
-        print(f"{name:<16} {summary}")
-        print(f"{'':<16} from {owner.distribution}" + (f" {owner.version}" if owner.version else "")
+        print(f"{name:<{width}} {summary}")
+        print(f"{'':<{width}} from {owner.distribution}" + (f" {owner.version}" if owner.version else "")
               + (f" (plugin '{owner.name}')" if owner.name != "core" else ""))
         for option, type_name, default, doc in cls.describe_options():
             detail = f" - {doc}" if doc else ""
-            print(f"{'':<16}   {option}: {type_name} = {default!r}{detail}")
+            print(f"{'':<{width}}   {option}: {type_name} = {default!r}{detail}")
     return 0
 
 
