@@ -21,6 +21,9 @@
   each 8-column piece ``j`` is mma.sync's m16n8 C fragment (f32: registers ``4j..4j+3`` at
   (g, 2q), (g, 2q+1), (g+8, 2q), (g+8, 2q+1); f16: two halves per register, ``2j`` row g
   and ``2j+1`` row g+8).  A from registers: mma.sync's m16n8k16 A fragment per warp.
+- The accumulator registers hold the result only from the ``wgmma.wait_group`` that
+  retires the instruction: until then they may be moved or chained on by the next
+  wgmma, and any other read is reported (:class:`InFlightRegister`).
 - The operands are read when the instruction is issued, and must be the same bytes at
   the ``wgmma.wait_group`` that retires it: an operand overwritten while the instruction
   is in flight is reported (a cp.async into its bytes already when it is issued: it may
@@ -58,6 +61,32 @@ class _InFlight:
         self.read = {a for address, size in self.ranges for a in range(address, address + size)}
 
 
+class InFlightRegister:
+    """An accumulator register a wgmma writes until the ``wgmma.wait_group`` that retires
+    it: it may be moved (phis, the tied operands of the next wgmma, which chains on it,
+    and of the wait) but reading it otherwise is undefined (PTX ISA), and reported."""
+
+    __slots__ = ("value", "instruction")
+
+    def __init__(self, value: Any, instruction: "_InFlight"):
+        self.value = value
+        self.instruction = instruction
+
+    def _read(self, *args: Any, **kwargs: Any) -> Any:
+        raise SimulationError("a register of an in-flight wgmma.mma_async was read before the "
+                              "wgmma.wait_group that retires it")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _read
+    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __lshift__ = __rshift__ = _read
+    __neg__ = __float__ = __int__ = __index__ = __bool__ = __lt__ = __le__ = __gt__ = __ge__ = _read
+    __array__ = _read
+
+
+def _settled(value: Any) -> Any:
+    """A register's value once its wgmma chains on it or retired it."""
+    return value.value if isinstance(value, InFlightRegister) else value
+
+
 def in_flight_reader(cta: CTA, start: int, size: int) -> int | None:
     """The warpgroup of an in-flight wgmma that reads one of the shared bytes
     ``start .. start + size - 1``, or None."""
@@ -91,8 +120,12 @@ def thread_step(cta: CTA, text: str, args: list, tid: int) -> Any:
     state = _state(cta)
     if wait is not None:
         # The groups the warpgroup committed: all but the newest N retire (its first
-        # thread to get here retires them for all).
+        # thread to get here retires them for all).  The tied registers of a retired
+        # wgmma hold its result from here on; those of one still in flight stay so.
         pending = state.pending.get(group, [])
+        keep = int(wait.group(1))
+        still = {id(i) for g in pending[max(len(pending) - keep, 0):] if keep for i in g} | \
+            {id(i) for i in state.open.get(group, [])}
         while len(pending) > int(wait.group(1)):
             for retired in pending.pop(0):
                 for (address, size), before in zip(retired.ranges, retired.data):
@@ -101,7 +134,9 @@ def thread_step(cta: CTA, text: str, args: list, tid: int) -> Any:
                         raise SimulationError(f"shared bytes {address}..{address + size - 1}, an operand of a "
                                               f"wgmma.mma_async of warpgroup {group}, changed before the "
                                               "wgmma.wait_group that retires it")
-        return tuple(args) if args else None
+        settled = [a if isinstance(a, InFlightRegister) and id(a.instruction) in still else _settled(a)
+                   for a in args]
+        return tuple(settled) if args else None
     if text.startswith("wgmma.commit_group"):
         if state.open.get(group):  # the first thread of the warpgroup closes the group
             state.pending.setdefault(group, []).append(state.open.pop(group))
@@ -229,7 +264,7 @@ def warpgroup_step(cta: CTA, text: str, inputs: list, group: int) -> list:
         for t, lane_inputs in enumerate(inputs):
             warp, lane = t // cta.warp_size, t % cta.warp_size
             for i in range(accumulators):
-                value = lane_inputs[i]
+                value = _settled(lane_inputs[i])  # chaining on an in-flight accumulator
                 places = _fragment_d(lane, warp, i, f16)
                 parts = ([float(np.frombuffer((value & 0xFFFF).to_bytes(2, "little"), np.float16)[0]),
                           float(np.frombuffer((value >> 16).to_bytes(2, "little"), np.float16)[0])]
@@ -237,8 +272,8 @@ def warpgroup_step(cta: CTA, text: str, inputs: list, group: int) -> list:
                 for place, part in zip(places, parts):
                     c[place] = part
     d = a @ b + c
-    _state(cta).open.setdefault(group, []).append(
-        _InFlight(sorted(set(ranges)), [bytes(cta.memory.data[3][ad:ad + s]) for ad, s in sorted(set(ranges))]))
+    instruction = _InFlight(sorted(set(ranges)), [bytes(cta.memory.data[3][ad:ad + s]) for ad, s in sorted(set(ranges))])
+    _state(cta).open.setdefault(group, []).append(instruction)
     out = []
     for t in range(len(inputs)):
         warp, lane = t // cta.warp_size, t % cta.warp_size
@@ -247,9 +282,9 @@ def warpgroup_step(cta: CTA, text: str, inputs: list, group: int) -> list:
             places = _fragment_d(lane, warp, i, f16)
             if f16:
                 low, high = (_to_bits("half", np.float16(d[p])) for p in places)
-                registers.append(low | high << 16)
+                registers.append(InFlightRegister(low | high << 16, instruction))
             else:
-                registers.append(np.float32(d[places[0]]))
+                registers.append(InFlightRegister(np.float32(d[places[0]]), instruction))
         out.append(tuple(registers))
     return out
 

@@ -143,6 +143,19 @@ def test_a_loop_invariant_q_is_stored_once_and_k_and_v_are_pipelined():
     np.testing.assert_array_equal(o, expected)
 
 
+def test_reading_the_accumulator_before_its_wait_is_caught():
+    # After the loop every wgmma must retire (pending = 0) before the result is stored;
+    # a wait that leaves them in flight lets the epilogue read registers the tensor
+    # cores may still write.
+    def retire_nothing(llvm_ir: str) -> str:
+        assert llvm_ir.count("wgmma.wait_group.sync.aligned 0;") == 1
+        return llvm_ir.replace("wgmma.wait_group.sync.aligned 0;", "wgmma.wait_group.sync.aligned 9;")
+
+    with pytest.raises(SimulationError, match="a register of an in-flight wgmma.mma_async was read before the "
+                                              "wgmma.wait_group that retires it"):
+        _loop(64, 128, 128, 32, num_stages=3, edit=retire_nothing)
+
+
 def test_an_operand_overwritten_while_its_wgmma_is_in_flight_is_caught():
     # Waiting for all but one group lets the next iteration's copy into the dot's scratch
     # land while the last wgmma still reads it.

@@ -557,14 +557,18 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
 
     f16_acc = d_type == "f16"
     element = llvm_type(op.acc.type)
-    out = list(acc)
+    # f16 accumulators travel packed two to a 32-bit register from before the first
+    # wgmma to after the wait: unpacking in between would touch registers the tensor
+    # cores still write (ptxas would then wait for them, serializing the wgmmas).
+    words_out = _pack_f16(b, list(acc)) if f16_acc else list(acc)
+    per_word = 2 if f16_acc else 1
     _asm_void(b, WGMMA_FENCE)
     one = ir.Constant(_I32, 1)
     a_fragments = _a_fragments(b, op, a) if a_source.in_registers else None
     for start in range(0, result.num_registers, fragment):
         m0, n0 = register_offset(result, start)
-        regs = out[start:start + fragment]
-        tied = _pack_f16(b, regs) if f16_acc else regs
+        first, count = start // per_word, fragment // per_word
+        tied = words_out[first:first + count]
         trans_a = 0 if a_place is None else int(not a_place.k_major)
         text = wgmma_ptx(instr_n, k_step, d_type, a_type, len(tied), trans_a, int(not b_place.k_major),
                          a_registers=a_source.in_registers)
@@ -577,11 +581,12 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
             else:
                 a_inputs = [_descriptor(b, a_base, _start(b, a_place, rows, k0), a_place)]
             tied = _asm_tied(b, text, tied, a_inputs + [_descriptor(b, b_base, b_start, b_place), one])
-        out[start:start + fragment] = _unpack_f16(b, tied, element) if f16_acc else tied
+        words_out[first:first + count] = tied
     _asm_void(b, WGMMA_COMMIT)
-    if op.attributes.get(ASYNC_DOT_ATTR):  # in flight: a gpu.dot_wait retires it (async-dots)
-        return out
-    return wait_group(b, 0, [out])[0]
+    if op.attributes.get(ASYNC_DOT_ATTR):  # in flight: a gpu.dot_wait retires it (async-dots; f32/i32 only)
+        return words_out
+    words = _asm_tied(b, WGMMA_WAIT, words_out, [])
+    return _unpack_f16(b, words, element) if f16_acc else words
 
 
 def wait_group(b: ir.IRBuilder, pending: int, values: list[list]) -> list[list]:
