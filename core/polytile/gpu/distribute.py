@@ -413,8 +413,10 @@ def _cut_accesses_from_matrix_groups(groups: _Groups, matrix_dots: list) -> bool
     own; ``remove-redundant-converts`` then recomputes the cheap pointer and mask
     arithmetic there instead of converting it.  True if anything was cut."""
     matrix_groups = {groups.find(op.result) for op in matrix_dots}
+    # A loop-carried operand stays: its conversion could not be recomputed and would move
+    # the tile between threads every iteration.
     cuts = [(op, [i for i, v in enumerate(op.operands)
-                  if isinstance(v.type, t.TileType) and groups.find(v) in matrix_groups])
+                  if isinstance(v.type, t.TileType) and groups.find(v) in matrix_groups and not _carried(v)])
             for op, _ in groups.accesses if type(op) in (tile.LoadOp, tile.StoreOp)]
     for op, indices in cuts:
         for index in indices:
