@@ -198,6 +198,55 @@ class LaunchOutOfResourcesError(OutOfResourcesError, LaunchError):
         Exception.__init__(self, message)
 
 
+class DriverError(PolytileError):
+    """A call into a GPU runtime failed (the CUDA driver, HIP): names the call, the kernel
+    when there is one, the device, the runtime's error code and its own explanation.
+
+    A backend subclasses it with its runtime's name (``runtime``, "CUDA driver") and the
+    hints it adds to known error codes (``hints``: code -> what to do about it)."""
+
+    runtime = "GPU runtime"
+    hints: dict = {}
+
+    def __init__(self, call: str, error: str, description: str = "", kernel: str | None = None,
+                 device: int | None = None):
+        self.call = call
+        self.error = error
+        self.kernel = kernel
+        self.device = device
+        super().__init__(self.describe(call, error, description, kernel, device))
+
+    @classmethod
+    def describe(cls, call: str, error: str, description: str, kernel: str | None, device: int | None) -> str:
+        where = f"kernel '{kernel}': " if kernel else ""
+        on = f" on device {device}" if device is not None else ""
+        text = f"{where}{cls.runtime} call {call} failed{on} with {error}"
+        if description and description != error:
+            text += f" ({description})"
+        hint = cls.hints.get(error)
+        if hint:
+            text += f": {hint}"
+        return text
+
+
+class DriverOutOfResourcesError(DriverError, LaunchOutOfResourcesError):
+    """A GPU runtime refused a launch for want of a per-block resource (its own
+    out-of-resources status): a :class:`DriverError` and a
+    :class:`LaunchOutOfResourcesError` (``need`` and ``limit`` are 0: the runtime does not
+    say them), so the autotuner drops the configuration.  ``resource`` says which
+    resources the runtime's status covers ("registers or threads")."""
+
+    resource = "registers or threads"
+
+    def __init__(self, call: str, error: str, description: str = "", kernel: str | None = None,
+                 device: int | None = None):
+        self.call = call
+        self.error = error
+        self.device = device
+        LaunchOutOfResourcesError.__init__(self, self.describe(call, error, description, kernel, device),
+                                           kernel=kernel or "", resource=type(self).resource)
+
+
 class NoConfigFitsError(LaunchError):
     """Every config of an autotuned kernel needs more than the target has.
 

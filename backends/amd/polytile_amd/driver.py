@@ -2,7 +2,9 @@
 
 ``hip`` (hip-python) is imported on first use, never at import time: importing it needs
 the ROCm runtime library (libamdhip64.so), and compiling for AMD must work without one.
-Device properties are read once per device.
+Device properties are read once per device.  What every GPU driver does alike (errors,
+the device checks, the module and function caches) is
+:class:`polytile.device_driver.Driver`'s; :class:`HipDriver` gives it HIP's calls.
 
 Every failing HIP call is a :class:`HipError` naming the call, the kernel when there is
 one, and the runtime's explanation of the error code.
@@ -11,12 +13,13 @@ one, and the runtime's explanation of the error code.
 from __future__ import annotations
 
 import importlib
-import threading
 import types
 from typing import Any, NamedTuple
 
+from polytile import device_driver
 from polytile.backend import BackendUnavailable, import_vendor_module
-from polytile.errors import LaunchError, LaunchOutOfResourcesError, PolytileError
+from polytile.device_driver import Driver, error_name  # noqa: F401  (error_name: this module's since always)
+from polytile.errors import DriverError, DriverOutOfResourcesError
 
 _INSTALL_HINT = "pip install 'polytile-amd[rocm]'"
 
@@ -30,48 +33,20 @@ _HINTS = {
 }
 
 
-class HipError(PolytileError):
+class HipError(DriverError):
     """A HIP runtime call failed."""
 
-    def __init__(self, call: str, error: str, description: str = "", kernel: str | None = None,
-                 device: int | None = None):
-        self.call = call
-        self.error = error
-        self.kernel = kernel
-        self.device = device
-        super().__init__(self.describe(call, error, description, kernel, device))
-
-    @staticmethod
-    def describe(call: str, error: str, description: str, kernel: str | None, device: int | None) -> str:
-        where = f"kernel '{kernel}': " if kernel else ""
-        on = f" on device {device}" if device is not None else ""
-        text = f"{where}HIP call {call} failed{on} with {error}"
-        if description and description != error:
-            text += f" ({description})"
-        hint = _HINTS.get(error)
-        if hint:
-            text += f": {hint}"
-        return text
+    runtime = "HIP"
+    hints = _HINTS
 
 
-class LaunchOutOfResourcesHipError(HipError, LaunchOutOfResourcesError):
+class LaunchOutOfResourcesHipError(HipError, DriverOutOfResourcesError):
     """hipModuleLaunchKernel failed with hipErrorLaunchOutOfResources: the workgroup asks
     for more registers, LDS or threads than the device has.  A :class:`HipError` and a
     :class:`polytile.errors.OutOfResourcesError` (``need`` and ``limit`` are 0: HIP does
     not say them), so the autotuner drops the configuration."""
 
-    def __init__(self, call: str, error: str, description: str = "", kernel: str | None = None,
-                 device: int | None = None):
-        self.call = call
-        self.error = error
-        self.device = device
-        LaunchOutOfResourcesError.__init__(self, self.describe(call, error, description, kernel, device),
-                                           kernel=kernel or "", resource="registers, LDS or threads")
-
-
-#: HIP statuses that mean "this configuration does not fit the device", not "the device
-#: or the program is broken".
-_OUT_OF_RESOURCES = {"hipErrorLaunchOutOfResources": LaunchOutOfResourcesHipError}
+    resource = "registers, LDS or threads"
 
 
 class DeviceProperties(NamedTuple):
@@ -87,20 +62,6 @@ class DeviceProperties(NamedTuple):
     shared_memory_per_block: int
     #: LDS of one compute unit, bytes (what the workgroups resident on it share).
     shared_memory_per_multiprocessor: int
-
-
-class _State:
-    """Everything this module remembers about the runtime, replaceable as one in tests."""
-
-    def __init__(self, bindings: Any = None):
-        self.bindings = bindings
-        self.success: Any = None
-        self.initialized = False
-        self.properties: dict[int, DeviceProperties] = {}
-        self.lock = threading.Lock()
-
-
-_state = _State()
 
 
 def import_bindings() -> Any:
@@ -128,163 +89,128 @@ def import_bindings() -> Any:
         raise BackendUnavailable(f"ROCm runtime not found: hip-python failed to import: {exc}") from exc
 
 
-def bindings() -> Any:
-    """``hip.hip``, imported on first use (BackendUnavailable when it cannot be)."""
-    hip = _state.bindings
-    if hip is None:
-        hip = _state.bindings = import_bindings()
-    if _state.success is None:
-        _state.success = hip.hipError_t.hipSuccess
-    return hip
-
-
-def error_name(err: Any) -> str:
-    return getattr(err, "name", None) or str(err)
-
-
-def raise_error(err: Any, call: str, kernel: str | None = None, device: int | None = None) -> None:
-    description = ""
-    try:
-        text = bindings().hipGetErrorString(err)
-        if isinstance(text, tuple):  # some hip-python versions return (error, text)
-            text = text[-1]
-        description = text.decode(errors="replace") if isinstance(text, bytes) else str(text or "")
-    except Exception:  # an explanation is a nicety; the error itself must still be raised
-        pass
-    name = error_name(err)
-    raise _OUT_OF_RESOURCES.get(name, HipError)(call, name, description, kernel, device)
-
-
-def check(result: Any, call: str, kernel: str | None = None, device: int | None = None) -> Any:
-    """The values of a HIP call's ``(hipError_t, *values)``, or :class:`HipError`."""
-    err, *values = result if isinstance(result, tuple) else (result,)
-    if err != _state.success:
-        raise_error(err, call, kernel, device)
-    if not values:
-        return None
-    return values[0] if len(values) == 1 else tuple(values)
-
-
-def initialize() -> Any:
-    """hipInit once per process; returns the bindings."""
-    hip = bindings()
-    if not _state.initialized:
-        try:
-            result = hip.hipInit(0)
-        except (RuntimeError, OSError) as exc:
-            # hip-python loads libamdhip64.so on its first call, not on import.
-            raise BackendUnavailable(f"ROCm runtime not found: {exc}; AMD kernels compile without it, but "
-                                     "launching one needs ROCm and an AMD GPU") from exc
-        check(result, "hipInit")
-        _state.initialized = True
-    return hip
-
-
-def device_count() -> int:
-    return int(check(initialize().hipGetDeviceCount(), "hipGetDeviceCount"))
-
-
-def current_device() -> int:
-    return int(check(initialize().hipGetDevice(), "hipGetDevice"))
-
-
-def set_device(device: int) -> None:
-    hip = initialize()
-    if current_device() != device:
-        _check_device_index(device)
-        check(hip.hipSetDevice(device), "hipSetDevice", device=device)
-
-
-def device_of_pointer(address: int) -> int | None:
-    """The device that holds ``address``, or None when it is not device memory."""
-    hip = initialize()
-    err, *values = hip.hipPointerGetAttributes(address)
-    if err != _state.success:
-        if error_name(err) == "hipErrorInvalidValue":  # memory HIP does not know (a host array)
-            return None
-        raise_error(err, "hipPointerGetAttributes")
-    attributes = values[0]
-    memory_type = error_name(getattr(attributes, "type", None) or getattr(attributes, "memoryType", None))
-    if memory_type in ("hipMemoryTypeHost", "hipMemoryTypeUnregistered"):
-        return None
-    return int(attributes.device)
-
-
 def _text(value: Any) -> str:
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).split(b"\0", 1)[0].decode(errors="replace")
     return str(value)
 
 
-def device_properties(device: int) -> DeviceProperties:
-    """What polytile needs to know about a device, read once per process."""
-    properties = _state.properties.get(device)
-    if properties is not None:
-        return properties
-    hip = initialize()
-    _check_device_index(device)
-    props = check(hip.hipGetDeviceProperties(device), "hipGetDeviceProperties", device=device)
-    properties = DeviceProperties(
-        index=device, name=_text(props.name), gcn_arch_name=_text(props.gcnArchName),
-        multiprocessor_count=int(props.multiProcessorCount), warp_size=int(props.warpSize),
-        max_threads_per_block=int(props.maxThreadsPerBlock), shared_memory_per_block=int(props.sharedMemPerBlock),
-        shared_memory_per_multiprocessor=int(props.maxSharedMemoryPerMultiProcessor))
-    _state.properties[device] = properties
-    return properties
-
-
-def _check_device_index(device: int) -> None:
-    count = device_count()
-    if not 0 <= device < count:
-        raise LaunchError(f"there is no AMD GPU {device}: this process sees {count} "
-                          f"(device{'s' if count != 1 else ''} {', '.join(map(str, range(count))) or 'none'}; "
-                          "HIP_VISIBLE_DEVICES and ROCR_VISIBLE_DEVICES limit them)")
-
-
-class Module:
+class Module(device_driver.Module):
     """An HSACO loaded on one device."""
 
-    def __init__(self, handle: Any, device: int, name: str):
-        self.handle = handle
-        self.device = device
-        self.name = name
-        self._functions: dict[str, Function] = {}
 
-    def function(self, name: str) -> "Function":
-        function = self._functions.get(name)
-        if function is None:
-            handle = check(_state.bindings.hipModuleGetFunction(self.handle, name.encode()),
-                           f"hipModuleGetFunction('{name}')", kernel=name, device=self.device)
-            function = self._functions[name] = Function(handle, name, self)
-        return function
+class Function(device_driver.Function):
+    """One kernel of a loaded module."""
 
-    def __repr__(self) -> str:
-        return f"<polytile_amd.driver.Module {self.name!r} on device {self.device}>"
+
+class HipDriver(Driver):
+    """The HIP runtime, and everything this module remembers about it (replaceable as one
+    in tests: ``HipDriver(fake_hip)``)."""
+
+    device_word = "AMD GPU"
+    visible_devices = "HIP_VISIBLE_DEVICES and ROCR_VISIBLE_DEVICES limit them"
+    runtime_library = "ROCm runtime"
+    without_runtime = "AMD kernels compile without it, but launching one needs ROCm and an AMD GPU"
+    error_type = HipError
+    #: HIP statuses that mean "this configuration does not fit the device", not "the
+    #: device or the program is broken".
+    out_of_resources = {"hipErrorLaunchOutOfResources": LaunchOutOfResourcesHipError}
+    success = None  # hipSuccess, read from the bindings
+    init_call = "hipInit"
+    device_count_call = "hipGetDeviceCount"
+    error_string_call = "hipGetErrorString"
+    module_load_call = "hipModuleLoadData"
+    get_function_call = "hipModuleGetFunction"
+    pointer_call = "hipPointerGetAttributes"
+    # Memory HIP does not know (a host array).
+    unknown_pointer_status = "hipErrorInvalidValue"
+    module_type = Module
+    function_type = Function
+
+    def import_bindings(self) -> Any:
+        return import_bindings()
+
+    def success_status(self, hip: Any) -> Any:
+        return hip.hipError_t.hipSuccess
+
+    def current_device(self) -> int:
+        return int(self.check(self.initialize().hipGetDevice(), "hipGetDevice"))
+
+    def make_current(self, device: int) -> None:
+        hip = self.initialize()
+        if self.current_device() != device:
+            self.check_device_index(device)
+            self.check(hip.hipSetDevice(device), "hipSetDevice", device=device)
+
+    def query_pointer(self, hip: Any, address: int) -> tuple:
+        return hip.hipPointerGetAttributes(address)
+
+    def pointer_device(self, attributes: Any) -> int | None:
+        memory_type = error_name(getattr(attributes, "type", None) or getattr(attributes, "memoryType", None))
+        if memory_type in ("hipMemoryTypeHost", "hipMemoryTypeUnregistered"):
+            return None
+        return int(attributes.device)
+
+    def read_properties(self, hip: Any, device: int) -> DeviceProperties:
+        props = self.check(hip.hipGetDeviceProperties(device), "hipGetDeviceProperties", device=device)
+        return DeviceProperties(
+            index=device, name=_text(props.name), gcn_arch_name=_text(props.gcnArchName),
+            multiprocessor_count=int(props.multiProcessorCount), warp_size=int(props.warpSize),
+            max_threads_per_block=int(props.maxThreadsPerBlock), shared_memory_per_block=int(props.sharedMemPerBlock),
+            shared_memory_per_multiprocessor=int(props.maxSharedMemoryPerMultiProcessor))
+
+
+#: Everything this module remembers about the runtime; tests replace it whole.
+_State = HipDriver
+_state = HipDriver()
+
+
+def bindings() -> Any:
+    """``hip.hip``, imported on first use (BackendUnavailable when it cannot be)."""
+    return _state.load_bindings()
+
+
+def raise_error(err: Any, call: str, kernel: str | None = None, device: int | None = None) -> None:
+    _state.raise_error(err, call, kernel, device)
+
+
+def check(result: Any, call: str, kernel: str | None = None, device: int | None = None) -> Any:
+    """The values of a HIP call's ``(hipError_t, *values)``, or :class:`HipError`."""
+    return _state.check(result, call, kernel, device)
+
+
+def initialize() -> Any:
+    """hipInit once per process; returns the bindings."""
+    return _state.initialize()
+
+
+def device_count() -> int:
+    return _state.device_count()
+
+
+def current_device() -> int:
+    return _state.current_device()
+
+
+def set_device(device: int) -> None:
+    _state.make_current(device)
+
+
+def device_of_pointer(address: int) -> int | None:
+    """The device that holds ``address``, or None when it is not device memory."""
+    return _state.device_of_pointer(address)
+
+
+def device_properties(device: int) -> DeviceProperties:
+    """What polytile needs to know about a device, read once per process."""
+    return _state.device_properties(device)
 
 
 def load_module(image: bytes, *, device: int | None = None, name: str = "") -> Module:
     """Load an HSACO on ``device`` (default: the current one); ``name`` is the kernel's,
     for error messages."""
-    if device is None:
-        device = current_device()
-    set_device(device)
-    handle = check(_state.bindings.hipModuleLoadData(bytes(image)), "hipModuleLoadData", kernel=name or None,
-                   device=device)
-    return Module(handle, device, name)
+    return _state.load_module(image, device=device, name=name)
 
 
-class Function:
-    """One kernel of a loaded module."""
-
-    def __init__(self, handle: Any, name: str, module: Module):
-        self.handle = handle
-        self.name = name
-        self.module = module
-        self.device = module.device
-
-    def __repr__(self) -> str:
-        return f"<polytile_amd.driver.Function {self.name!r} on device {self.device}>"
-
-
-__all__ = ["DeviceProperties", "Function", "HipError", "Module", "bindings", "check", "current_device",
+__all__ = ["DeviceProperties", "Function", "HipDriver", "HipError", "Module", "bindings", "check", "current_device",
            "device_of_pointer", "device_properties", "load_module", "set_device"]

@@ -182,10 +182,10 @@ class Launcher(LauncherBase):
         return driver.load_module(self.hsaco, device=device, name=self.kernel_name).function(self.kernel_name).handle
 
     def _launch(self, function: Any, gx: int, gy: int, gz: int, stream: Any, device: int) -> None:
-        driver.set_device(device)
-        hip = driver._state.bindings
-        driver.check(hip.hipModuleLaunchKernel(function, gx, gy, gz, self.block, 1, 1, 0, stream, None, self._extra),
-                     "hipModuleLaunchKernel", self.kernel_name, device)
+        state = driver._state
+        state.make_current(device)
+        state.check(state.bindings.hipModuleLaunchKernel(function, gx, gy, gz, self.block, 1, 1, 0, stream, None,
+                                                         self._extra), "hipModuleLaunchKernel", self.kernel_name, device)
 
     def __repr__(self) -> str:
         return (f"<polytile_amd.Launcher '{self.kernel_name}': {len(self.packer.names)} arguments, "

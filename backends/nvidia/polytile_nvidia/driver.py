@@ -3,7 +3,9 @@
 ``cuda.bindings.driver`` is imported on first use, never at import time.  Each device's
 primary context (the one PyTorch and CuPy use too) is retained once per process and
 made current when a module is loaded or a kernel launched on that device.  Device
-properties are read once per device.
+properties are read once per device.  What every GPU driver does alike (errors, the
+device checks, the module and function caches) is :class:`polytile.device_driver.Driver`'s;
+:class:`CudaDriver` gives it the CUDA driver's calls and contexts.
 
 Every failing driver call is a :class:`CudaDriverError` naming the call, the kernel when
 there is one, and the driver's own explanation of the error code.
@@ -28,7 +30,9 @@ import threading
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from polytile.errors import LaunchError, LaunchOutOfResourcesError, PolytileError
+from polytile import device_driver
+from polytile.device_driver import Driver, error_name  # noqa: F401  (error_name: this module's since always)
+from polytile.errors import DriverError, DriverOutOfResourcesError, LaunchError, LaunchOutOfResourcesError
 
 log = logging.getLogger("polytile.nvidia.driver")
 _NATIVE_SOURCE = Path(__file__).with_name("_launch.c")
@@ -55,27 +59,11 @@ _HINTS = {
 }
 
 
-class CudaDriverError(PolytileError):
+class CudaDriverError(DriverError):
     """A CUDA driver call failed."""
 
-    def __init__(self, call: str, error: str, description: str = "", kernel: str | None = None, device: int | None = None):
-        self.call = call
-        self.error = error
-        self.kernel = kernel
-        self.device = device
-        super().__init__(self.describe(call, error, description, kernel, device))
-
-    @staticmethod
-    def describe(call: str, error: str, description: str, kernel: str | None, device: int | None) -> str:
-        where = f"kernel '{kernel}': " if kernel else ""
-        on = f" on device {device}" if device is not None else ""
-        text = f"{where}CUDA driver call {call} failed{on} with {error}"
-        if description:
-            text += f" ({description})"
-        hint = _HINTS.get(error)
-        if hint:
-            text += f": {hint}"
-        return text
+    runtime = "CUDA driver"
+    hints = _HINTS
 
 
 class OutOfResourcesError(LaunchOutOfResourcesError):
@@ -90,24 +78,13 @@ class OutOfResourcesError(LaunchOutOfResourcesError):
         super().__init__(message, kernel=kernel, resource=resource, need=required, limit=limit)
 
 
-class LaunchOutOfResourcesDriverError(CudaDriverError, OutOfResourcesError):
+class LaunchOutOfResourcesDriverError(CudaDriverError, DriverOutOfResourcesError, OutOfResourcesError):
     """cuLaunchKernel failed with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: the block asks for
     more registers or threads than the device has.  A :class:`CudaDriverError` and an
     :class:`OutOfResourcesError` (``required`` and ``limit`` are 0: the driver does not
     say them), so the autotuner drops the configuration."""
 
-    def __init__(self, call: str, error: str, description: str = "", kernel: str | None = None,
-                 device: int | None = None):
-        self.call = call
-        self.error = error
-        self.device = device
-        OutOfResourcesError.__init__(self, self.describe(call, error, description, kernel, device), kernel=kernel or "",
-                                     resource="registers or threads", required=0, limit=0)
-
-
-#: Driver statuses that mean "this configuration does not fit the device", not "the
-#: device or the program is broken".
-_OUT_OF_RESOURCES = {"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": LaunchOutOfResourcesDriverError}
+    resource = "registers or threads"
 
 
 class DeviceProperties(NamedTuple):
@@ -123,15 +100,108 @@ class DeviceProperties(NamedTuple):
     shared_memory_per_block_optin: int
 
 
-class _State:
-    """Everything this module remembers about the driver, replaceable as one in tests."""
+class Module(device_driver.Module):
+    """A cubin or PTX image loaded into one device's primary context."""
+
+
+class Function(device_driver.Function):
+    """One kernel of a loaded module, with the attributes the driver reports for it."""
+
+    def __init__(self, handle: Any, name: str, module: Module):
+        super().__init__(handle, name, module)
+        self._dynamic_shared_limit = 0
+
+    def attribute(self, name: str) -> int:
+        """A ``CU_FUNC_ATTRIBUTE_<name>`` value (``"NUM_REGS"``, ``"SHARED_SIZE_BYTES"``, ...)."""
+        driver = self.driver
+        cuda = driver.bindings
+        attribute = getattr(cuda.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}")
+        return int(driver.check(cuda.cuFuncGetAttribute(attribute, self.handle),
+                                f"cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_{name})", kernel=self.name, device=self.device))
+
+    @property
+    def num_registers(self) -> int:
+        return self.attribute("NUM_REGS")
+
+    @property
+    def static_shared_bytes(self) -> int:
+        return self.attribute("SHARED_SIZE_BYTES")
+
+    @property
+    def local_bytes(self) -> int:
+        """Local memory per thread: register spills and stack."""
+        return self.attribute("LOCAL_SIZE_BYTES")
+
+    @property
+    def max_threads_per_block(self) -> int:
+        """The most threads a block of this kernel can have, given its register use."""
+        return self.attribute("MAX_THREADS_PER_BLOCK")
+
+    def check_block_size(self, threads: int) -> None:
+        limit = self.max_threads_per_block
+        if threads > limit:
+            raise OutOfResourcesError(
+                f"kernel '{self.name}': a block of {threads} threads is too large on device {self.device}: the kernel "
+                f"uses {self.num_registers} registers per thread, so a block holds at most {limit} threads; lower "
+                "num_warps or cap the registers with maxnreg",
+                kernel=self.name, resource="threads", required=threads, limit=limit)
+
+    def set_dynamic_shared_memory(self, nbytes: int) -> None:
+        """Let launches use ``nbytes`` of dynamic shared memory, opting in above 48 KB.
+
+        The device's opt-in limit covers static and dynamic shared memory together;
+        exceeding it is an :class:`OutOfResourcesError` with both numbers.
+        """
+        if nbytes <= self._dynamic_shared_limit:
+            return
+        driver = self.driver
+        properties = driver.device_properties(self.device)
+        static = self.static_shared_bytes
+        limit = properties.shared_memory_per_block_optin
+        if static + nbytes > limit:
+            detail = f" ({static} static + {nbytes} dynamic)" if static else ""
+            raise OutOfResourcesError(
+                f"kernel '{self.name}' needs {static + nbytes} bytes of shared memory per block{detail}, but device "
+                f"{self.device} ({properties.name}) allows at most {limit}; use smaller blocks or fewer pipeline "
+                "stages (num_stages)",
+                kernel=self.name, resource="shared memory", required=static + nbytes, limit=limit)
+        if static + nbytes > properties.shared_memory_per_block:
+            cuda = driver.bindings
+            driver.check(cuda.cuFuncSetAttribute(
+                self.handle, cuda.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes),
+                "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)", kernel=self.name,
+                device=self.device)
+        self._dynamic_shared_limit = nbytes
+
+
+class CudaDriver(Driver):
+    """The CUDA driver, and everything this module remembers about it (replaceable as one
+    in tests: ``CudaDriver(fake_bindings)``).  Devices are made current through their
+    primary contexts (the ones PyTorch and CuPy use too), each retained once."""
+
+    device_word = "CUDA device"
+    visible_devices = "CUDA_VISIBLE_DEVICES limits them"
+    runtime_library = "CUDA driver"
+    without_runtime = "NVIDIA kernels compile without it, but launching one needs the CUDA driver and an NVIDIA GPU"
+    error_type = CudaDriverError
+    #: Driver statuses that mean "this configuration does not fit the device", not "the
+    #: device or the program is broken".
+    out_of_resources = {"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": LaunchOutOfResourcesDriverError}
+    success = 0  # CUDA_SUCCESS; CUresult is an int enum
+    init_call = "cuInit"
+    device_count_call = "cuDeviceGetCount"
+    error_string_call = "cuGetErrorString"
+    module_load_call = "cuModuleLoadData"
+    get_function_call = "cuModuleGetFunction"
+    pointer_call = "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)"
+    # INVALID_VALUE is the driver's answer for memory it does not know (a host array).
+    unknown_pointer_status = "CUDA_ERROR_INVALID_VALUE"
+    module_type = Module
+    function_type = Function
 
     def __init__(self, bindings: Any = None):
-        self.bindings = bindings
-        self.initialized = False
+        super().__init__(bindings)
         self.contexts: dict[int, Any] = {}
-        self.properties: dict[int, DeviceProperties] = {}
-        self.lock = threading.Lock()
         #: The native launcher module once chosen (None: cuda-bindings launches), and why.
         self.native: Any = None
         self.native_reason = ""
@@ -141,21 +211,90 @@ class _State:
         #: (the installed launch module, or None and why it cannot be used), once looked at.
         self.installed: tuple[Any, str] | None = None
 
+    def import_bindings(self) -> Any:
+        """The driver's calls in ``cuda.bindings.driver``'s convention: through
+        cuda-bindings' C layer where it can (:mod:`.driver_calls`), else
+        ``cuda.bindings.driver`` itself."""
+        from .backend import import_python_api
+        from .driver_calls import driver_calls
 
-_state = _State()
+        return driver_calls(import_python_api)
+
+    def primary_context(self, device: int) -> Any:
+        """The device's primary context, retained on first use and kept for the process."""
+        context = self.contexts.get(device)
+        if context is not None:
+            return context
+        with self.lock:
+            context = self.contexts.get(device)
+            if context is None:
+                cuda = self.initialize()
+                self.check_device_index(device)
+                handle = self.check(cuda.cuDeviceGet(device), "cuDeviceGet", device=device)
+                context = self.check(cuda.cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain", device=device)
+                self.contexts[device] = context
+        return context
+
+    def make_current(self, device: int) -> Any:
+        """Make ``device``'s primary context current on this thread (if it is not); return it."""
+        context = self.primary_context(device)
+        cuda = self.bindings
+        current = self.check(cuda.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        if int(current) != int(context):
+            self.check(cuda.cuCtxSetCurrent(context), "cuCtxSetCurrent", device=device)
+        return context
+
+    def current_device(self) -> int:
+        """The device of this thread's current context; 0 when no context is current."""
+        cuda = self.initialize()
+        current = self.check(cuda.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        if not int(current):
+            return 0
+        return int(self.check(cuda.cuCtxGetDevice(), "cuCtxGetDevice"))
+
+    def query_pointer(self, cuda: Any, address: int) -> tuple:
+        return cuda.cuPointerGetAttribute(cuda.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address)
+
+    def read_properties(self, cuda: Any, device: int) -> DeviceProperties:
+        handle = self.check(cuda.cuDeviceGet(device), "cuDeviceGet", device=device)
+        attr = cuda.CUdevice_attribute
+
+        def get(name: str) -> int:
+            return int(self.check(cuda.cuDeviceGetAttribute(getattr(attr, f"CU_DEVICE_ATTRIBUTE_{name}"), handle),
+                                  f"cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_{name})", device=device))
+
+        raw = self.check(cuda.cuDeviceGetName(256, handle), "cuDeviceGetName", device=device)
+        name = raw.split(b"\0", 1)[0].decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        return DeviceProperties(
+            index=device,
+            name=name,
+            compute_capability=(get("COMPUTE_CAPABILITY_MAJOR"), get("COMPUTE_CAPABILITY_MINOR")),
+            multiprocessor_count=get("MULTIPROCESSOR_COUNT"),
+            warp_size=get("WARP_SIZE"),
+            max_threads_per_block=get("MAX_THREADS_PER_BLOCK"),
+            shared_memory_per_block=get("MAX_SHARED_MEMORY_PER_BLOCK"),
+            shared_memory_per_block_optin=get("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+        )
+
+    def prepare_image(self, image: bytes | str) -> bytes:
+        """A cubin as it is; PTX (str, or bytes of PTX text) NUL-terminated, as the driver
+        reads it."""
+        data = image.encode() if isinstance(image, str) else bytes(image)
+        if not data.startswith(b"\x7fELF") and not data.endswith(b"\0"):
+            data += b"\0"
+        return data
+
+
+#: Everything this module remembers about the driver; tests replace it whole.
+_State = CudaDriver
+_state = CudaDriver()
 
 
 def bindings() -> Any:
     """The driver's calls in ``cuda.bindings.driver``'s convention, made ready on first
     use (BackendUnavailable when cuda-bindings is missing): through cuda-bindings' C
     layer where it can (:mod:`.driver_calls`), else ``cuda.bindings.driver`` itself."""
-    cuda = _state.bindings
-    if cuda is None:
-        from .backend import import_python_api
-        from .driver_calls import driver_calls
-
-        cuda = _state.bindings = driver_calls(import_python_api)
-    return cuda
+    return _state.load_bindings()
 
 
 def _is_cuda_bindings(cuda: Any) -> bool:
@@ -166,39 +305,18 @@ def _is_cuda_bindings(cuda: Any) -> bool:
     return isinstance(cuda, DriverCalls) or getattr(cuda, "__name__", None) == "cuda.bindings.driver"
 
 
-def error_name(err: Any) -> str:
-    return getattr(err, "name", None) or str(err)
-
-
 def raise_error(err: Any, call: str, kernel: str | None = None, device: int | None = None) -> None:
-    description = ""
-    try:
-        status, text = bindings().cuGetErrorString(err)
-        if not status and text:
-            description = text.decode(errors="replace") if isinstance(text, bytes) else str(text)
-    except Exception:  # an explanation is a nicety; the error itself must still be raised
-        pass
-    name = error_name(err)
-    raise _OUT_OF_RESOURCES.get(name, CudaDriverError)(call, name, description, kernel, device)
+    _state.raise_error(err, call, kernel, device)
 
 
 def check(result: tuple, call: str, kernel: str | None = None, device: int | None = None) -> Any:
     """The values of a driver call's ``(CUresult, *values)``, or :class:`CudaDriverError`."""
-    err, *values = result
-    if err:  # CUresult is an int enum; CUDA_SUCCESS is 0
-        raise_error(err, call, kernel, device)
-    if not values:
-        return None
-    return values[0] if len(values) == 1 else tuple(values)
+    return _state.check(result, call, kernel, device)
 
 
 def initialize() -> Any:
     """cuInit once per process; returns the bindings."""
-    cuda = bindings()
-    if not _state.initialized:
-        check(cuda.cuInit(0), "cuInit")
-        _state.initialized = True
-    return cuda
+    return _state.initialize()
 
 
 def native_launcher(*, wait: bool = True) -> Any:
@@ -382,199 +500,35 @@ def driver_entry_points() -> tuple[int, ...]:
 
 
 def device_count() -> int:
-    return int(check(initialize().cuDeviceGetCount(), "cuDeviceGetCount"))
+    return _state.device_count()
 
 
 def primary_context(device: int) -> Any:
     """The device's primary context, retained on first use and kept for the process."""
-    context = _state.contexts.get(device)
-    if context is not None:
-        return context
-    with _state.lock:
-        context = _state.contexts.get(device)
-        if context is None:
-            cuda = initialize()
-            _check_device_index(device)
-            handle = check(cuda.cuDeviceGet(device), "cuDeviceGet", device=device)
-            context = check(cuda.cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain", device=device)
-            _state.contexts[device] = context
-    return context
+    return _state.primary_context(device)
 
 
 def activate(device: int) -> Any:
     """Make ``device``'s primary context current on this thread (if it is not); return it."""
-    context = primary_context(device)
-    cuda = _state.bindings
-    current = check(cuda.cuCtxGetCurrent(), "cuCtxGetCurrent")
-    if int(current) != int(context):
-        check(cuda.cuCtxSetCurrent(context), "cuCtxSetCurrent", device=device)
-    return context
+    return _state.make_current(device)
 
 
 def current_device() -> int:
     """The device of this thread's current context; 0 when no context is current."""
-    cuda = initialize()
-    current = check(cuda.cuCtxGetCurrent(), "cuCtxGetCurrent")
-    if not int(current):
-        return 0
-    return int(check(cuda.cuCtxGetDevice(), "cuCtxGetDevice"))
+    return _state.current_device()
 
 
 def device_of_pointer(address: int) -> int | None:
     """The device that holds ``address``, or None when it is not memory a GPU can address."""
-    cuda = initialize()
-    attribute = cuda.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
-    err, *values = cuda.cuPointerGetAttribute(attribute, address)
-    if err:
-        # INVALID_VALUE is the driver's answer for memory it does not know (a host array).
-        if error_name(err) == "CUDA_ERROR_INVALID_VALUE":
-            return None
-        raise_error(err, "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)")
-    return int(values[0])
+    return _state.device_of_pointer(address)
 
 
 def device_properties(device: int) -> DeviceProperties:
     """What polytile needs to know about a device, read once per process."""
-    properties = _state.properties.get(device)
-    if properties is not None:
-        return properties
-    cuda = initialize()
-    _check_device_index(device)
-    handle = check(cuda.cuDeviceGet(device), "cuDeviceGet", device=device)
-    attr = cuda.CUdevice_attribute
-
-    def get(name: str) -> int:
-        return int(check(cuda.cuDeviceGetAttribute(getattr(attr, f"CU_DEVICE_ATTRIBUTE_{name}"), handle),
-                         f"cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_{name})", device=device))
-
-    raw = check(cuda.cuDeviceGetName(256, handle), "cuDeviceGetName", device=device)
-    name = raw.split(b"\0", 1)[0].decode(errors="replace") if isinstance(raw, bytes) else str(raw)
-    properties = DeviceProperties(
-        index=device,
-        name=name,
-        compute_capability=(get("COMPUTE_CAPABILITY_MAJOR"), get("COMPUTE_CAPABILITY_MINOR")),
-        multiprocessor_count=get("MULTIPROCESSOR_COUNT"),
-        warp_size=get("WARP_SIZE"),
-        max_threads_per_block=get("MAX_THREADS_PER_BLOCK"),
-        shared_memory_per_block=get("MAX_SHARED_MEMORY_PER_BLOCK"),
-        shared_memory_per_block_optin=get("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
-    )
-    _state.properties[device] = properties
-    return properties
-
-
-def _check_device_index(device: int) -> None:
-    count = device_count()
-    if not 0 <= device < count:
-        raise LaunchError(f"there is no CUDA device {device}: this process sees {count} "
-                          f"(device{'s' if count != 1 else ''} {', '.join(map(str, range(count))) or 'none'}; "
-                          "CUDA_VISIBLE_DEVICES limits them)")
-
-
-class Module:
-    """A cubin or PTX image loaded into one device's primary context."""
-
-    def __init__(self, handle: Any, device: int, name: str):
-        self.handle = handle
-        self.device = device
-        self.name = name
-        self._functions: dict[str, Function] = {}
-
-    def function(self, name: str) -> "Function":
-        function = self._functions.get(name)
-        if function is None:
-            handle = check(_state.bindings.cuModuleGetFunction(self.handle, name.encode()),
-                           f"cuModuleGetFunction('{name}')", kernel=name, device=self.device)
-            function = self._functions[name] = Function(handle, name, self)
-        return function
-
-    def __repr__(self) -> str:
-        return f"<polytile_nvidia.driver.Module {self.name!r} on device {self.device}>"
+    return _state.device_properties(device)
 
 
 def load_module(image: bytes | str, *, device: int | None = None, name: str = "") -> Module:
     """Load a cubin (bytes) or PTX (str, or bytes starting with PTX text) on ``device``
     (default: the current device); ``name`` is the kernel's, for error messages."""
-    if device is None:
-        device = current_device()
-    activate(device)
-    data = image.encode() if isinstance(image, str) else bytes(image)
-    if not data.startswith(b"\x7fELF") and not data.endswith(b"\0"):
-        data += b"\0"  # the driver reads PTX as a NUL-terminated string
-    handle = check(_state.bindings.cuModuleLoadData(data), "cuModuleLoadData", kernel=name or None, device=device)
-    return Module(handle, device, name)
-
-
-class Function:
-    """One kernel of a loaded module."""
-
-    def __init__(self, handle: Any, name: str, module: Module):
-        self.handle = handle
-        self.name = name
-        self.module = module
-        self.device = module.device
-        self._dynamic_shared_limit = 0
-
-    def attribute(self, name: str) -> int:
-        """A ``CU_FUNC_ATTRIBUTE_<name>`` value (``"NUM_REGS"``, ``"SHARED_SIZE_BYTES"``, ...)."""
-        cuda = _state.bindings
-        attribute = getattr(cuda.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}")
-        return int(check(cuda.cuFuncGetAttribute(attribute, self.handle), f"cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_{name})",
-                         kernel=self.name, device=self.device))
-
-    @property
-    def num_registers(self) -> int:
-        return self.attribute("NUM_REGS")
-
-    @property
-    def static_shared_bytes(self) -> int:
-        return self.attribute("SHARED_SIZE_BYTES")
-
-    @property
-    def local_bytes(self) -> int:
-        """Local memory per thread: register spills and stack."""
-        return self.attribute("LOCAL_SIZE_BYTES")
-
-    @property
-    def max_threads_per_block(self) -> int:
-        """The most threads a block of this kernel can have, given its register use."""
-        return self.attribute("MAX_THREADS_PER_BLOCK")
-
-    def check_block_size(self, threads: int) -> None:
-        limit = self.max_threads_per_block
-        if threads > limit:
-            raise OutOfResourcesError(
-                f"kernel '{self.name}': a block of {threads} threads is too large on device {self.device}: the kernel "
-                f"uses {self.num_registers} registers per thread, so a block holds at most {limit} threads; lower "
-                "num_warps or cap the registers with maxnreg",
-                kernel=self.name, resource="threads", required=threads, limit=limit)
-
-    def set_dynamic_shared_memory(self, nbytes: int) -> None:
-        """Let launches use ``nbytes`` of dynamic shared memory, opting in above 48 KB.
-
-        The device's opt-in limit covers static and dynamic shared memory together;
-        exceeding it is an :class:`OutOfResourcesError` with both numbers.
-        """
-        if nbytes <= self._dynamic_shared_limit:
-            return
-        properties = device_properties(self.device)
-        static = self.static_shared_bytes
-        limit = properties.shared_memory_per_block_optin
-        if static + nbytes > limit:
-            detail = f" ({static} static + {nbytes} dynamic)" if static else ""
-            raise OutOfResourcesError(
-                f"kernel '{self.name}' needs {static + nbytes} bytes of shared memory per block{detail}, but device "
-                f"{self.device} ({properties.name}) allows at most {limit}; use smaller blocks or fewer pipeline "
-                "stages (num_stages)",
-                kernel=self.name, resource="shared memory", required=static + nbytes, limit=limit)
-        if static + nbytes > properties.shared_memory_per_block:
-            cuda = _state.bindings
-            check(cuda.cuFuncSetAttribute(self.handle,
-                                          cuda.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                          nbytes),
-                  "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)", kernel=self.name,
-                  device=self.device)
-        self._dynamic_shared_limit = nbytes
-
-    def __repr__(self) -> str:
-        return f"<polytile_nvidia.driver.Function {self.name!r} on device {self.device}>"
+    return _state.load_module(image, device=device, name=name)
