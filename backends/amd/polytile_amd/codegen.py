@@ -25,10 +25,12 @@ from typing import Any, ClassVar
 from llvmlite import ir
 
 from polytile.errors import PolytileError
-from polytile.gpu.lowering import LLVM_IR, SHARED_BYTES, GpuTarget
+from polytile.gpu.lowering import SHARED_BYTES, GpuTarget
 from polytile.gpu.lowering.context import SHARED_MEMORY_SYMBOL
+from polytile.llvm_codegen import EmitFromLLVM, optimized_module, target_machine
+from polytile.llvm_codegen import llvm as binding
 from polytile.passes.instrumentation import register_artifact_extension
-from polytile.passes.pass_base import Pass, PassContext, PreservedAnalyses
+from polytile.passes.pass_base import PassContext
 
 from . import devicelibs
 from . import lanes, matrix  # noqa: F401  (matrix registers the AMD matrix unit for tile.dot)
@@ -176,7 +178,7 @@ def _annotate(waves_per_eu: int) -> Any:
 
 @functools.lru_cache(maxsize=None)
 def data_layout(arch: str) -> str:
-    return str(_target_machine(arch).target_data)
+    return str(target_machine(TRIPLE, arch).target_data)
 
 
 @functools.lru_cache(maxsize=None)
@@ -200,20 +202,6 @@ def amd_gpu_target(arch: str, waves_per_eu: int = 0, matrix_instr_nonkdim: int =
 
 # --------------------------------------------------------------------------------------
 # LLVM IR -> AMDGCN
-
-
-def _llvm() -> Any:
-    import llvmlite.binding as llvm
-
-    llvm.initialize_all_targets()
-    llvm.initialize_all_asmprinters()
-    return llvm
-
-
-@functools.lru_cache(maxsize=None)
-def _target_machine(arch: str) -> Any:
-    llvm = _llvm()
-    return llvm.Target.from_triple(TRIPLE).create_target_machine(cpu=arch, opt=3)
 
 
 _SHARED_DECLARATION = re.compile(
@@ -263,15 +251,10 @@ def emit_amdgcn(llvm_ir: str, arch: str, kernel: str = "kernel", shared_bytes: i
         raise OutOfResourcesError(kernel=kernel, resource="LDS (shared memory)", need=shared_bytes, limit=limit,
                                   target=arch, per="workgroup",
                                   hint="use smaller blocks or fewer warps")
-    llvm = _llvm()
-    text = size_lds(llvm_ir, shared_bytes) + _CODE_OBJECT_VERSION
-    module = llvm.parse_assembly(text)
-    devicelibs.link_into(llvm, module, arch, kernel)
-    module.verify()
-    machine = _target_machine(arch)
-    builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(speed_level=3))
-    builder.getModulePassManager().run(module, builder)
+    module, machine = optimized_module(size_lds(llvm_ir, shared_bytes) + _CODE_OBJECT_VERSION, TRIPLE, arch,
+                                       link=lambda llvm, module: devicelibs.link_into(llvm, module, arch, kernel))
     optimized = str(module)
+    llvm = binding()
     # Code generation changes the module it runs on, so each output gets its own parse.
     assembly = machine.emit_assembly(llvm.parse_assembly(optimized))
     obj = machine.emit_object(llvm.parse_assembly(optimized))
@@ -279,23 +262,18 @@ def emit_amdgcn(llvm_ir: str, arch: str, kernel: str = "kernel", shared_bytes: i
 
 
 @dataclass
-class EmitAMDGCN(Pass):
+class EmitAMDGCN(EmitFromLLVM):
     """LLVM IR (artifact 'llvm_ir') to AMDGCN assembly (artifact 'amdgcn') and a
     relocatable object (artifact 'amdgpu_object') with LLVM's AMDGPU backend."""
 
     name: ClassVar[str] = "emit-amdgcn"
     summary: ClassVar[str] = "LLVM IR to AMDGCN assembly and an object through the AMDGPU target machine"
 
-    def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
-        llvm_ir = context.artifacts.get(LLVM_IR)
-        if llvm_ir is None:
-            raise PolytileError("emit-amdgcn needs the LLVM IR that lower-to-llvm makes; put it after lower-to-llvm")
-        emitted = emit_amdgcn(llvm_ir, context.target.arch, context.artifacts.get("kernel_name", "kernel"),
-                              int(context.artifacts.get(SHARED_BYTES, 0)))
+    def emit(self, llvm_ir: str, context: PassContext, kernel: str) -> None:
+        emitted = emit_amdgcn(llvm_ir, context.target.arch, kernel, int(context.artifacts.get(SHARED_BYTES, 0)))
         context.artifacts[LLVM_IR_OPTIMIZED] = emitted.llvm_ir
         context.artifacts[AMDGCN] = emitted.assembly
         context.artifacts[AMDGPU_OBJECT] = emitted.object
-        return PreservedAnalyses.all()
 
 
 __all__ = ["AMDGCN", "AMDGPU_OBJECT", "EmitAMDGCN", "amd_gpu_target", "bpermute", "emit_amdgcn", "size_lds"]

@@ -23,8 +23,9 @@ from typing import Any, ClassVar
 from llvmlite import ir
 
 from polytile.errors import PolytileError
-from polytile.gpu.lowering import LLVM_IR, GpuTarget
+from polytile.gpu.lowering import GpuTarget
 from polytile.gpu.lowering.elementwise import LOG2E
+from polytile.llvm_codegen import EmitFromLLVM, link_library, optimized_module
 from polytile.passes.pass_base import Pass, PassContext, PreservedAnalyses
 
 from . import mma  # noqa: F401  (registers the NVIDIA matrix unit for tile.dot)
@@ -444,27 +445,13 @@ class LibdeviceMissingError(PolytileError):
     """A kernel calls a libdevice function and libdevice cannot be found."""
 
 
-def _llvm() -> Any:
-    import llvmlite.binding as llvm
-
-    llvm.initialize_all_targets()
-    llvm.initialize_all_asmprinters()
-    return llvm
-
-
-@functools.lru_cache(maxsize=None)
-def _target_machine(arch: str, features: str = PTX_FEATURES) -> Any:
-    llvm = _llvm()
-    return llvm.Target.from_triple(TRIPLE).create_target_machine(cpu=arch, features=features, opt=3)
-
-
 def ptx_features(llvm_ir: str) -> str:
     """The PTX ISA the module needs: :data:`PTX_FEATURES`, or newer where its inline PTX
     says so (:data:`NEWER_PTX`)."""
     return next((features for text, features in NEWER_PTX if text in llvm_ir), PTX_FEATURES)
 
 
-def _link_libdevice(llvm: Any, module: Any, kernel: str, needed: list[str]) -> None:
+def _link_libdevice(module: Any, kernel: str, needed: list[str]) -> None:
     from .libdevice import find_libdevice
     from .toolkit import ToolkitNotFoundError
 
@@ -473,13 +460,7 @@ def _link_libdevice(llvm: Any, module: Any, kernel: str, needed: list[str]) -> N
     except ToolkitNotFoundError as exc:
         raise LibdeviceMissingError(f"kernel '{kernel}' calls {', '.join(needed)} from libdevice, the CUDA math "
                                     f"library, which was not found:\n{exc}") from None
-    library = llvm.parse_bitcode(path.read_bytes())
-    library.triple = module.triple
-    library.data_layout = module.data_layout
-    module.link_in(library)
-    for function in module.functions:
-        if not function.is_declaration and function.name.startswith(LIBDEVICE_PREFIX):
-            function.linkage = llvm.Linkage.internal
+    link_library(module, path.read_bytes(), internal=(LIBDEVICE_PREFIX,))
 
 
 # libdevice asks NVVMReflect whether denormals flush to zero: they do not.  A metadata id
@@ -503,18 +484,12 @@ def allow_contraction(llvm_ir: str) -> str:
 def emit_ptx(llvm_ir: str, arch: str, kernel: str = "kernel", fp_fusion: bool = False) -> str:
     """PTX for ``arch`` from LLVM IR text (libdevice linked in when it is called);
     ``fp_fusion``: contract a * b + c into fma (:func:`allow_contraction`)."""
-    llvm = _llvm()
     if fp_fusion:
         llvm_ir = allow_contraction(llvm_ir)
     needed = sorted({name for name in _declared(llvm_ir) if name.startswith(LIBDEVICE_PREFIX)})
-    module = llvm.parse_assembly(llvm_ir + ("\n" + _REFLECT_FLAGS if needed else ""))
-    if needed:
-        _link_libdevice(llvm, module, kernel, needed)
-    module.verify()
-    machine = _target_machine(arch, ptx_features(llvm_ir))
-    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
-    builder = llvm.create_pass_builder(machine, tuning)
-    builder.getModulePassManager().run(module, builder)
+    module, machine = optimized_module(
+        llvm_ir + ("\n" + _REFLECT_FLAGS if needed else ""), TRIPLE, arch, ptx_features(llvm_ir),
+        link=(lambda llvm, module: _link_libdevice(module, kernel, needed)) if needed else None)
     return machine.emit_assembly(module)
 
 
@@ -528,20 +503,15 @@ def _declared(llvm_ir: str) -> list[str]:
 
 
 @dataclass
-class EmitPTX(Pass):
+class EmitPTX(EmitFromLLVM):
     """LLVM IR (artifact 'llvm_ir') to PTX (artifact 'ptx') with LLVM's NVPTX backend."""
 
     name: ClassVar[str] = "emit-ptx"
     summary: ClassVar[str] = "LLVM IR to PTX through the NVPTX target machine"
 
-    def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
-        llvm_ir = context.artifacts.get(LLVM_IR)
-        if llvm_ir is None:
-            raise PolytileError("emit-ptx needs the LLVM IR that lower-to-llvm makes; put it after lower-to-llvm")
-        arch = context.target.arch
-        context.artifacts[PTX] = emit_ptx(llvm_ir, arch, context.artifacts.get("kernel_name", "kernel"),
+    def emit(self, llvm_ir: str, context: PassContext, kernel: str) -> None:
+        context.artifacts[PTX] = emit_ptx(llvm_ir, context.target.arch, kernel,
                                           fp_fusion=getattr(context.options, "enable_fp_fusion", True))
-        return PreservedAnalyses.all()
 
 
 #: The artifact holding the cubin that ptx-to-cubin makes.
