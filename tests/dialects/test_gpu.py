@@ -15,6 +15,7 @@ BLOCKED_2 = "#gpu.blocked<size_per_thread = [2], threads_per_warp = [32], warps_
 
 SHARED = "#gpu.shared<vector = 2, per_phase = 1, max_phase = 4, order = [0]>"
 BUFFER = f"!gpu.buffer<64xi32, {SHARED}>"
+BARRIERS = "!gpu.buffer<3xi64, #gpu.shared<vector = 1, per_phase = 1, max_phase = 1, order = [0]>>"
 RING = "!gpu.buffer<3x64xi32, #gpu.shared<vector = 2, per_phase = 1, max_phase = 4, order = [1, 0]>>"
 
 ROUNDTRIP = {
@@ -42,6 +43,17 @@ ROUNDTRIP = {
         "gpu.async_wait {pending = 1}",
         f"%1 = gpu.local_load_slot %0, %slot : tile<64xi32, {BLOCKED_2}>",
         f"%2 = gpu.local_load_slot %0, %slot {{offsets = [32]}} : tile<32xi32, {BLOCKED_2}>",
+        "func.return",
+    ),
+    "a_ring_completing_on_mbarriers": func(
+        f"%p: tile<64xptr<i32>, {BLOCKED_1}>, %slot: i32, %phase: i32",
+        f"%0 = gpu.local_alloc : {RING}",
+        f"%1 = gpu.local_alloc : {BARRIERS}",
+        "gpu.mbarrier_init %1 {count = 64}",
+        "gpu.async_copy %p, %0, %slot",
+        "gpu.async_copy_arrive %1, %slot",
+        "gpu.mbarrier_wait %1, %slot, %phase",
+        "gpu.mbarrier_inval %1",
         "func.return",
     ),
     "asynchronous_dots_and_their_wait": func(
@@ -117,3 +129,16 @@ def test_a_dot_wait_gives_back_each_value_it_waits_for():
         func(f"%a: tile<64xi32, {BLOCKED_1}>",
              f"!%0 = gpu.dot_wait values(%a) buffers() {{pending = -1}} : tile<64xi32, {BLOCKED_1}>", "func.return"),
         "gpu.dot_wait", "pending must be >= 0, got -1")
+
+
+def test_mbarriers_live_in_a_buffer_of_i64_and_expect_a_count_that_fits():
+    assert_verify_error(
+        func("", f"%0 = gpu.local_alloc : {BUFFER}", "!gpu.mbarrier_init %0 {count = 4}", "func.return"),
+        "gpu.mbarrier_init", f"operand 'barriers' must be a buffer of mbarriers (!gpu.buffer<Nxi64, ...>), got {BUFFER}")
+    assert_verify_error(
+        func("", f"%0 = gpu.local_alloc : {BARRIERS}", "!gpu.mbarrier_init %0 {count = 0}", "func.return"),
+        "gpu.mbarrier_init", "an mbarrier expects between 1 and 2^20 - 1 arrivals per phase, got 0")
+    assert_verify_error(
+        func("%slot: i32", f"%0 = gpu.local_alloc : {RING}", "!gpu.async_copy_arrive %0, %slot", "func.return"),
+        "gpu.async_copy_arrive",
+        f"operand 'barriers' must be a buffer of mbarriers (!gpu.buffer<Nxi64, ...>), got {RING}")

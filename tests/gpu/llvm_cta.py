@@ -150,6 +150,18 @@ class Memory:
     writer: dict[int, tuple[int, int]] = field(default_factory=dict)   # shared byte -> (epoch, thread)
     readers: dict[int, tuple[int, set]] = field(default_factory=dict)  # shared byte -> (epoch, threads)
     epoch: int = 0
+    #: Shared bytes a cp.async is still writing -> the copying thread (llvm_cta_async.py).
+    in_flight: dict[int, int] = field(default_factory=dict)
+    #: Shared bytes of live mbarriers (llvm_cta_mbarrier.py).
+    live_barriers: set = field(default_factory=set)
+
+    def _check_async(self, address: int, size: int, thread: int, access: str) -> None:
+        for a in range(address, address + size):
+            if a in self.in_flight:
+                raise SimulationError(f"thread {thread} {access} shared byte {a}, which a cp.async of thread "
+                                      f"{self.in_flight[a]} is still writing (no wait for it has returned)")
+            if a in self.live_barriers:
+                raise SimulationError(f"thread {thread} {access} shared byte {a} of a live mbarrier")
 
     def load(self, space: int, address: int, size: int, thread: int) -> bytes:
         buf = self.data[space]
@@ -157,6 +169,8 @@ class Memory:
             raise SimulationError(f"thread {thread}: {size}-byte load at {address:#x} outside address space {space} "
                                   f"({len(buf)} bytes)")
         if space == 3:
+            if self.in_flight or self.live_barriers:
+                self._check_async(address, size, thread, "reads")
             for a in range(address, address + size):
                 if a not in self.writer:
                     raise SimulationError(f"thread {thread} reads shared byte {a} that no thread wrote")
@@ -177,6 +191,8 @@ class Memory:
             raise SimulationError(f"thread {thread}: {len(data)}-byte store at {address:#x} outside address space "
                                   f"{space} ({len(buf)} bytes)")
         if space == 3:
+            if self.in_flight or self.live_barriers:
+                self._check_async(address, len(data), thread, "writes")
             for a in range(address, address + len(data)):
                 epoch, who = self.writer.get(a, (-1, thread))
                 if epoch == self.epoch and who != thread and bytes(buf[a:a + 1]) != data[a - address:a - address + 1]:
@@ -293,6 +309,10 @@ class CTA:
             self.memory.epoch += 1
             return [None] * len(pending)
         results: list = [None] * len(pending)
+        if "mbarrier.try_wait" in kind:
+            from .llvm_cta_mbarrier import mbarrier_wait_step
+
+            return mbarrier_wait_step(self, [p.inputs for p in pending])
         if "wgmma.mma_async" in kind:
             from .llvm_cta_wgmma import warpgroup_step
 
@@ -477,6 +497,12 @@ class CTA:
                     result = yield Collective(text, args)
                     return result
                 return thread_step(self, text, args, tid)
+            if "mbarrier." in text:  # tests/gpu/llvm_cta_mbarrier.py
+                from .llvm_cta_mbarrier import mbarrier_step
+                if "mbarrier.try_wait" in text:  # every thread waits together
+                    result = yield Collective(text, args)
+                    return result
+                return mbarrier_step(self, text, args, tid)
             if "cp.async" in text:  # per thread: tests/gpu/llvm_cta_async.py
                 from .llvm_cta_async import async_copy_step
                 return async_copy_step(self, text, args, tid)

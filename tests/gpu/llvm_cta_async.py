@@ -1,6 +1,7 @@
 """Asynchronous copies (cp.async) for the CTA simulator (llvm_cta.py), from the PTX ISA.
 
-Each thread's copies form groups at cp.async.commit_group; cp.async.wait_group N
+Each thread's copies form groups at cp.async.commit_group (or an mbarrier tracks them:
+tests/gpu/llvm_cta_mbarrier.py); cp.async.wait_group N
 returns once at most N of the thread's committed groups are still pending, and only then are their bytes in shared memory
 (for the other threads, after the next barrier).  A copy writes cp-size bytes: the
 first src-size from global memory, zeros after them.  Here the global bytes are read
@@ -40,7 +41,7 @@ def async_copy_step(cta: CTA, text: str, args: list, tid: int) -> None:
     if wait is not None:
         while len(copies.committed) > int(wait.group(1)):
             for address, data in copies.committed.pop(0):
-                cta.memory.store(3, address, data, tid)
+                land(cta, address, data, tid)
         return None
     copy = _CP_ASYNC.search(text)
     if copy is None:
@@ -68,5 +69,26 @@ def async_copy_step(cta: CTA, text: str, args: list, tid: int) -> None:
             raise SimulationError(f"thread {tid} starts a cp.async into shared byte {a} that thread "
                                   f"{min(readers - {tid})} read since the last barrier")
     data = memory.load(1, source, source_size, tid) if source_size else b""
+    memory._check_async(shared, size, tid, "starts a cp.async into")
+    memory.in_flight.update(dict.fromkeys(range(shared, shared + size), tid))
     copies.open.append((shared, data + bytes(size - source_size)))
     return None
+
+
+def take_open_copies(cta: CTA, tid: int) -> list:
+    """This thread's copies issued since its last commit (an mbarrier arrival tracks them)."""
+    copies = cta.__dict__.setdefault("async_copies", {}).setdefault(tid, _AsyncCopies())
+    taken, copies.open = copies.open, []
+    return taken
+
+
+def land(cta: CTA, address: int, data: bytes, tid: int, visible: bool = False) -> None:
+    """A copy's bytes reach shared memory; ``visible``: an mbarrier phase shows them to
+    every thread that waited for it (else the next bar.sync does)."""
+    memory = cta.memory
+    for a in range(address, address + len(data)):
+        memory.in_flight.pop(a, None)
+    memory.store(3, address, data, tid)
+    if visible:
+        for a in range(address, address + len(data)):
+            memory.writer[a] = (-1, tid)

@@ -12,9 +12,13 @@ import polytile as pt
 import polytile.language as pl
 from polytile.backend import BackendOptions
 from polytile.compiler import compile_module
+from polytile.errors import ConfigError
 from polytile.gpu.allocation import AllocateShared
 from polytile.gpu.membar import InsertBarriers
+import polytile.dialects.arith
+import polytile.gpu.pipelining
 from polytile.gpu.pipelining import PipelineLoops
+from polytile.gpu.ring_copies import PointerTileCopies
 from polytile.passes.pass_base import PassContext
 from polytile.target import Target
 from polytile.testing import apply_passes, dedent
@@ -77,7 +81,7 @@ func.func @k(%a_ptr: ptr<f16>, %n: i32) -> tile<16x16xf32, {MMA}> attributes {ke
 
 
 def test_a_carried_load_becomes_a_ring_a_prologue_and_a_wait_per_iteration():
-    out = run(LOOP, PipelineLoops(num_stages=2))
+    out = run(LOOP, PipelineLoops(num_stages=2, completion="groups"))
     # The ring, the copy of iteration 0 (predicated on 0 < n), the pointers advanced one
     # iteration ahead; in the loop the wait, the copy of iteration i + 1 and the slot reads.
     assert out[out.index("  %7 = gpu.local_alloc"):] == dedent("""
@@ -126,12 +130,124 @@ def test_a_carried_load_becomes_a_ring_a_prologue_and_a_wait_per_iteration():
 def test_one_barrier_per_iteration_between_the_wait_and_the_copies():
     # It makes every thread's landed copies visible, and orders the previous iteration's
     # reads of the slot before the copy that overwrites it.
-    out = run(LOOP, PipelineLoops(num_stages=3), AllocateShared(), InsertBarriers())
+    out = run(LOOP, PipelineLoops(num_stages=3, completion="groups"), AllocateShared(), InsertBarriers())
     ops = [name.removeprefix("= ") for name in op_names(out)]
     body = ops[ops.index("scf.for") + 1:ops.index("scf.yield")]
     assert body.count("gpu.barrier") == 1 and body[0] == "gpu.async_wait"
     assert body.index("gpu.barrier") + 1 == body.index("gpu.async_copy") < body.index("gpu.local_load_slot")
     assert ops[:ops.index("scf.for")].count("gpu.barrier") == 0
+
+
+def test_with_barriers_each_slot_completes_on_its_own_mbarrier_and_the_phase_flips_as_the_slots_wrap():
+    # One mbarrier per slot expecting every thread's arrival; each fill arrives on its
+    # slot's barrier; the body waits for the read slot's phase, which flips each time the
+    # read slot wraps around.  After the loop, the fills past the last iteration (two with
+    # three slots) are waited for before the barriers are invalidated.
+    out = run(LOOP, PipelineLoops(num_stages=3, completion="barriers"))
+    assert out[out.index("  %7 = gpu.local_alloc"):] == dedent("""
+        %7 = gpu.local_alloc : !gpu.buffer<3x16x16xf16, {S}>
+        %8 = gpu.local_alloc : !gpu.buffer<3xi64, #gpu.shared<vector = 1, per_phase = 1, max_phase = 1, order = [0]>>
+        gpu.mbarrier_init %8 {count = 32}
+        %9 = arith.constant {value = 0} : i32
+        %10 = arith.muli %c1, %9 : i32
+        %11 = arith.addi %c0, %10 : i32
+        %12 = arith.cmpi %11, %n {predicate = "slt"} : i1
+        %p_2 = tile.addptr %ptrs, %step : tile<16x16xptr<f16>, {BL}>
+        %13 = arith.constant {value = 0} : i32
+        %14 = tile.splat %12 : tile<16x16xi1, {BL}>
+        gpu.async_copy %ptrs, %7, %13 mask(%14)
+        gpu.async_copy_arrive %8, %13
+        %15 = arith.constant {value = 1} : i32
+        %16 = arith.muli %c1, %15 : i32
+        %17 = arith.addi %c0, %16 : i32
+        %18 = arith.cmpi %17, %n {predicate = "slt"} : i1
+        %p_2_1 = tile.addptr %p_2, %step : tile<16x16xptr<f16>, {BL}>
+        %19 = arith.constant {value = 1} : i32
+        %20 = tile.splat %18 : tile<16x16xi1, {BL}>
+        gpu.async_copy %p_2, %7, %19 mask(%20)
+        gpu.async_copy_arrive %8, %19
+        %21 = arith.constant {value = 2} : i32
+        %22 = arith.muli %c1, %21 : i32
+        %23 = arith.constant {value = 1} : i32
+        %24 = arith.constant {value = 0} : i32
+        %25 = arith.constant {value = 3} : i32
+        %26 = arith.constant {value = 2} : i32
+        %27, %28, %29, %30, %31 = scf.for %c0, %n, %c1, %p_2_1, %acc, %24, %26, %24 : tile<16x16xptr<f16>, {BL}>, tile<16x16xf32, {MMA}>, i32, i32, i32 {
+        ^bb0(%i: i32, %p_1: tile<16x16xptr<f16>, {BL}>, %acc_1: tile<16x16xf32, {MMA}>, %read_slot: i32, %write_slot: i32, %phase: i32):
+          gpu.mbarrier_wait %8, %read_slot, %phase
+          %32 = arith.addi %i, %22 : i32
+          %33 = arith.cmpi %32, %n {predicate = "slt"} : i1
+          %p_2_2 = tile.addptr %p_1, %step : tile<16x16xptr<f16>, {BL}>
+          %34 = tile.splat %33 : tile<16x16xi1, {BL}>
+          gpu.async_copy %p_1, %7, %write_slot mask(%34)
+          gpu.async_copy_arrive %8, %write_slot
+          %35 = gpu.local_load_slot %7, %read_slot : tile<16x16xf16, {A}>
+          %36 = gpu.local_load_slot %7, %read_slot : tile<16x16xf16, {B}>
+          %acc_2 = tile.dot %35, %36, %acc_1 : tile<16x16xf32, {MMA}>
+          %37 = arith.addi %read_slot, %23 : i32
+          %38 = arith.cmpi %37, %25 {predicate = "eq"} : i1
+          %39 = arith.select %38, %24, %37 : i32
+          %40 = arith.addi %write_slot, %23 : i32
+          %41 = arith.cmpi %40, %25 {predicate = "eq"} : i1
+          %42 = arith.select %41, %24, %40 : i32
+          %43 = arith.cmpi %39, %24 {predicate = "eq"} : i1
+          %44 = arith.xori %phase, %23 : i32
+          %45 = arith.select %43, %44, %phase : i32
+          scf.yield %p_2_2, %acc_2, %39, %42, %45
+        }
+        gpu.mbarrier_wait %8, %29, %31
+        %46 = arith.addi %29, %23 : i32
+        %47 = arith.cmpi %46, %25 {predicate = "eq"} : i1
+        %48 = arith.select %47, %24, %46 : i32
+        %49 = arith.cmpi %48, %24 {predicate = "eq"} : i1
+        %50 = arith.xori %31, %23 : i32
+        %51 = arith.select %49, %50, %31 : i32
+        gpu.mbarrier_wait %8, %48, %51
+        gpu.mbarrier_inval %8
+        func.return %28
+      }
+    """)
+
+
+def test_with_barriers_the_only_barrier_of_an_iteration_orders_reads_before_the_refill():
+    # The mbarrier wait shows every thread's copies: no bar.sync between it and the reads.
+    # One bar.sync follows the inits (before any thread arrives) and one precedes the
+    # invalidations (after every thread's last wait).
+    out = run(LOOP, PipelineLoops(num_stages=3, completion="barriers"), AllocateShared(), InsertBarriers())
+    ops = [name.removeprefix("= ") for name in op_names(out)]
+    loop, end = ops.index("scf.for"), ops.index("scf.yield")
+    body, prologue, epilogue = ops[loop + 1:end], ops[:loop], ops[end:]
+    assert body[0] == "gpu.mbarrier_wait" and body.count("gpu.barrier") == 1
+    assert body.index("gpu.barrier") + 1 == body.index("gpu.async_copy") < body.index("gpu.async_copy_arrive") \
+        < body.index("gpu.local_load_slot")
+    assert prologue.count("gpu.barrier") == 1
+    assert prologue.index("gpu.mbarrier_init") < prologue.index("gpu.barrier") < prologue.index("gpu.async_copy_arrive")
+    assert epilogue.count("gpu.barrier") == 1
+    assert epilogue.index("gpu.mbarrier_wait") < epilogue.index("gpu.barrier") < epilogue.index("gpu.mbarrier_inval")
+
+
+def test_auto_completion_is_barriers_where_the_target_has_them():
+    assert "gpu.mbarrier_wait" in run(LOOP, PipelineLoops(num_stages=3))
+    sm80 = PassContext(target=Target("nvidia", "sm_80"), options=BackendOptions(num_warps=1, num_stages=3))
+    text = LOOP
+    for short, full in NAMES.items():
+        text = text.replace("{" + short + "}", full)
+    out = apply_passes(text, PipelineLoops(num_stages=3), context=sm80)
+    assert "gpu.async_wait" in out and "mbarrier" not in out
+
+
+def test_barriers_on_a_target_without_them_are_refused():
+    sm80 = PassContext(target=Target("nvidia", "sm_80"), options=BackendOptions(num_warps=1, num_stages=3))
+    text = LOOP
+    for short, full in NAMES.items():
+        text = text.replace("{" + short + "}", full)
+    with pytest.raises(ConfigError, match="sm_80 has no barriers in shared memory"):
+        apply_passes(text, PipelineLoops(num_stages=3, completion="barriers"), context=sm80)
+
+
+def test_an_unknown_completion_is_refused():
+    with pytest.raises(ConfigError, match="completion = 'eventually'; use auto, groups or barriers"):
+        PipelineLoops(completion="eventually")
 
 
 @pytest.mark.parametrize("num_stages", [0, 1])
@@ -185,7 +301,11 @@ def matmul_loop_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, strid
     pl.store(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
-def simulate_matmul(dtype, k: int, block_k: int, num_stages: int, drop: str | None = None) -> tuple:
+def simulate_matmul(dtype, k: int, block_k: int, num_stages: int, drop: str | None = None,
+                    arch: str = "sm_90a", edit=None) -> tuple:
+    """A 32x32 matmul over K on the simulator: its result, NumPy's, and the LLVM IR.
+    sm_90a completes the rings on mbarriers, sm_80 with commit groups.  ``drop``: a wait
+    to weaken; ``edit``: a change to the LLVM IR before it runs."""
     m = n = 32
     rng = np.random.default_rng(k + num_stages)
     a = rng.integers(-3, 4, (m, k)).astype(dtype)
@@ -193,25 +313,32 @@ def simulate_matmul(dtype, k: int, block_k: int, num_stages: int, drop: str | No
     c = np.zeros((m, n), np.float32)
     args = [a, b, c, m, n, k, k, n, n]
     module = matmul_loop_kernel.lower(*args, BM=m, BN=n, BK=block_k)
-    artifacts = compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=num_stages).context.artifacts
+    artifacts = compile_module(module, f"nvidia:{arch}", num_warps=4, num_stages=num_stages).context.artifacts
     llvm_ir = artifacts["llvm_ir"]
     if drop is not None:
         assert drop in llvm_ir
         llvm_ir = llvm_ir.replace(drop, "cp.async.wait_group 7;")
+    if edit is not None:
+        llvm_ir = edit(llvm_ir)
     run_kernel({**artifacts, "llvm_ir": llvm_ir}, args, 4)
     return c, a.astype(np.float64) @ b.astype(np.float64), artifacts["llvm_ir"]
 
 
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 @pytest.mark.parametrize("num_stages, k, block_k", [
     (2, 64, 16),    # more iterations than stages
     (3, 48, 32),    # a masked K tail (48 = 32 + 16)
     (4, 112, 32),   # four slots, a tail
     (4, 32, 32),    # one iteration: two of the three prologue copies are predicated off
 ])
-def test_pipelined_matmul_matches_numpy(num_stages, k, block_k):
-    got, expected, llvm_ir = simulate_matmul(np.float16, k, block_k, num_stages)
+def test_pipelined_matmul_matches_numpy(num_stages, k, block_k, arch):
+    got, expected, llvm_ir = simulate_matmul(np.float16, k, block_k, num_stages, arch=arch)
     # 16 or 8 bytes a copy: a 32x16 tile of A gives each of 128 threads 4 elements.
     assert ("cp.async.cg.shared.global" in llvm_ir or "cp.async.ca.shared.global" in llvm_ir) and "ldmatrix" in llvm_ir
+    if arch == "sm_90a":
+        assert "mbarrier.try_wait.parity" in llvm_ir and "cp.async.wait_group" not in llvm_ir
+    else:
+        assert "cp.async.wait_group" in llvm_ir and "mbarrier" not in llvm_ir
     np.testing.assert_array_equal(got, expected)
 
 
@@ -240,5 +367,44 @@ def test_k_slices_read_element_by_element_where_the_matrix_unit_cannot(monkeypat
 
 def test_the_simulator_catches_a_read_before_the_wait():
     # Without the wait in the loop the slot is read before its copy lands.
-    with pytest.raises(SimulationError):
-        simulate_matmul(np.float16, 64, 16, 3, drop="cp.async.wait_group 1;")
+    with pytest.raises(SimulationError, match="is still writing"):
+        simulate_matmul(np.float16, 64, 16, 3, drop="cp.async.wait_group 1;", arch="sm_80")
+
+
+def _never_flips(builder, phase, next_slot, one, zero):
+    return phase
+
+
+def _flips_every_iteration(builder, phase, next_slot, one, zero):
+    return builder.create(polytile.dialects.arith.BINARY_OPS["xori"], phase, one).result
+
+
+@pytest.mark.parametrize("mistake, message", [
+    # The second round of slot 0 waits on the parity of the first, which has completed:
+    # the wait passes before the copy lands.
+    (_never_flips, "is still writing"),
+    # The next slot's first phase is waited for with parity 1, the phase "before" it.
+    (_flips_every_iteration, "is still writing"),
+])
+def test_the_simulator_catches_a_wait_on_the_wrong_phase(monkeypatch, mistake, message):
+    monkeypatch.setattr(polytile.gpu.pipelining, "_next_phase", mistake)
+    with pytest.raises(SimulationError, match=message):
+        simulate_matmul(np.float16, 64, 16, 3)
+
+
+def test_the_simulator_catches_a_phase_that_cannot_complete(monkeypatch):
+    # Each barrier expects one arrival more than the threads make.
+    monkeypatch.setattr(PointerTileCopies, "arrivals", lambda self, num_threads: num_threads + 1)
+    with pytest.raises(SimulationError, match="can never complete: phase 0 needs 1 more arrivals"):
+        simulate_matmul(np.float16, 64, 16, 3)
+
+
+def test_the_simulator_catches_barriers_invalidated_while_copies_are_in_flight():
+    # Without the last wait after the loop, a fill past the last iteration still arrives.
+    def drop_last_wait(llvm_ir: str) -> str:
+        at = llvm_ir.rindex("mbarrier.try_wait.parity")
+        start = llvm_ir.rindex("\n", 0, at) + 1
+        return llvm_ir[:start] + llvm_ir[llvm_ir.index("\n", at) + 1:]
+
+    with pytest.raises(SimulationError, match="invalidates the mbarrier .* still in flight"):
+        simulate_matmul(np.float16, 64, 16, 3, edit=drop_last_wait)

@@ -4,7 +4,8 @@ A 16-byte copy bypasses L1 (``.cg``, the only cache level 16-byte copies allow);
 8-byte copies use ``.ca``.  A zero-filled copy passes a source size of 0 (``cp-size``
 bytes are written, ``src-size`` read: the rest are zeros), so it reads nothing; a
 thread that only repeats another's elements is predicated off.  Commit and wait are
-``cp.async.commit_group`` / ``cp.async.wait_group N``.
+``cp.async.commit_group`` / ``cp.async.wait_group N``; or the copies complete on an
+mbarrier (``cp.async.mbarrier.arrive.noinc``, see :mod:`.mbarrier`).
 
 The asm statements clobber memory: LLVM must not move shared-memory reads across a wait.
 """
@@ -32,6 +33,9 @@ def copy_ptx(size: int, predicated: bool) -> str:
 
 
 COMMIT_PTX = "cp.async.commit_group;"
+#: Arrive on the mbarrier at $0 once this thread's earlier copies have landed; ``noinc``:
+#: the arrival counts towards the barrier's expected count (one per thread).
+ARRIVE_PTX = "cp.async.mbarrier.arrive.noinc.shared.b64 [$0];"
 WAIT_PTX = "cp.async.wait_group {};"
 
 
@@ -60,7 +64,10 @@ class NvidiaAsyncCopy:
     def wait(self, builder: ir.IRBuilder, pending: int) -> None:
         _void_asm(builder, WAIT_PTX.format(pending), [], [])
 
+    def arrive(self, builder: ir.IRBuilder, barrier_address: Any) -> None:
+        _void_asm(builder, ARRIVE_PTX, [barrier_address], ["r"])
+
 
 NVIDIA_ASYNC_COPY = register_async_copy_unit("NVIDIA", NvidiaAsyncCopy())
 
-__all__ = ["COMMIT_PTX", "NVIDIA_ASYNC_COPY", "NvidiaAsyncCopy", "WAIT_PTX", "copy_ptx"]
+__all__ = ["ARRIVE_PTX", "COMMIT_PTX", "NVIDIA_ASYNC_COPY", "NvidiaAsyncCopy", "WAIT_PTX", "copy_ptx"]

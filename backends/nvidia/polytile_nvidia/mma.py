@@ -49,7 +49,7 @@ from polytile.gpu.lowering.indexing import LLVMOps, coordinates
 from polytile.gpu.lowering.types import bit_width, element_bits, llvm_type
 from polytile.ir import types as t
 
-from . import async_copy  # noqa: F401  (the operands' pipelined loads: cp.async into ring slots)
+from . import async_copy, mbarrier  # noqa: F401  (the operands' pipelined loads: cp.async into ring slots)
 from .architectures import ARCHITECTURES
 from .wgmma import select_wgmma
 

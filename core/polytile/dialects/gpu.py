@@ -25,6 +25,19 @@ Software pipelining (``pipeline-loops``) keeps a *ring* of tiles in one buffer
   ``gpu.async_wait {pending = n}`` waits until at most ``n`` groups are in flight;
 - ``%t = gpu.local_load_slot %ring, %slot`` reads a slot into a distributed layout.
 
+Or a ring's slots complete on *mbarriers* (hardware barriers in shared memory with a phase
+that flips each time their expected arrivals are in; NVIDIA sm_90), one per slot, kept in
+a buffer of i64 (``!gpu.buffer<3xi64, ...>``):
+
+- ``gpu.mbarrier_init %bars {count = n}`` makes each barrier expect ``n`` arrivals per
+  phase (one thread initializes them); ``gpu.mbarrier_inval %bars`` ends their life,
+  before their bytes may be used for anything else;
+- ``gpu.async_copy_arrive %bars, %i`` arrives on barrier ``i`` once this thread's copies
+  issued so far have landed;
+- ``gpu.mbarrier_wait %bars, %i, %phase`` waits until the phase of parity ``%phase``
+  completes; then every copy that arrived on it is visible to this thread, with no
+  ``gpu.barrier`` needed.
+
 These ops exist only between the distribute stage and the LLVM lowering: the
 interpreter never sees them.
 """
@@ -37,7 +50,7 @@ from typing import Any, ClassVar
 
 from ..ir import types as t
 from ..ir.constraints import IntScalar, Tile, TypeConstraint
-from ..ir.opdef import Attr, Operand, Pure, Result, define_op, op_error
+from ..ir.opdef import Attr, Operand, Pure, Result, Trait, define_op, op_error
 from ..ir.operation import Operation
 from ..ir.registry import IR_REGISTRY, Dialect
 
@@ -173,6 +186,12 @@ class BarrierOp(Operation):
 # Asynchronous copies into a ring of buffers (pipeline-loops)
 
 
+class IssuesIntoRing(Trait):
+    """The op starts or closes asynchronous copies into a ring (``gpu.async_copy``, its
+    commit or arrive, a plugin's bulk copy): passes that move a ring's fill (async-dots
+    moves it after the wait that frees its slot) move these ops together."""
+
+
 def _ring_slot(op: Operation, ring: Any, tile: Any) -> None:
     """A ring is a buffer of ``stages x tile``; each slot holds one tile."""
     if len(ring.shape) != len(tile.shape) + 1 or tuple(ring.shape[1:]) != tuple(tile.shape) or \
@@ -188,6 +207,7 @@ class AsyncCopyOp(Operation):
     before that (``insert-barriers`` counts the bytes as written at the wait)."""
 
     name = "gpu.async_copy"
+    traits = (IssuesIntoRing,)
     ptr = Operand(Tile)
     ring = Operand(Buffer)
     slot = Operand(IntScalar)
@@ -213,6 +233,7 @@ class AsyncCommitGroupOp(Operation):
     (``cp.async.commit_group``)."""
 
     name = "gpu.async_commit_group"
+    traits = (IssuesIntoRing,)
 
 
 @define_op
@@ -251,6 +272,61 @@ class LocalLoadSlotOp(Operation):
         if len(slot) != len(tile.shape) or ring.element != tile.element or len(self.offsets) != len(slot) or \
                 any(not isinstance(o, int) or o < 0 or o + n > s for o, n, s in zip(self.offsets, tile.shape, slot)):
             raise op_error(self, f"{tile} at offsets {list(self.offsets)} is not inside a slot of {ring}")
+
+
+# --------------------------------------------------------------------------------------
+# Barriers in shared memory (mbarriers), which a ring's copies may complete on
+
+Barriers = TypeConstraint("a buffer of mbarriers (!gpu.buffer<Nxi64, ...>)",
+                          lambda x: isinstance(x, BufferType) and len(x.shape) == 1 and x.element == t.i64)
+
+
+@define_op
+class MBarrierInitOp(Operation):
+    """Makes every barrier of ``barriers`` expect ``count`` arrivals per phase, in phase 0
+    (NVIDIA ``mbarrier.init``, by one thread; the others use them after a
+    ``gpu.barrier``)."""
+
+    name = "gpu.mbarrier_init"
+    barriers = Operand(Barriers)
+    count = Attr(int)
+
+    def verify_op(self) -> None:
+        if not 0 < self.count < 1 << 20:
+            raise op_error(self, f"an mbarrier expects between 1 and 2^20 - 1 arrivals per phase, got {self.count}")
+
+
+@define_op
+class MBarrierWaitOp(Operation):
+    """Waits until the phase of barrier ``index`` whose parity is ``phase`` (0 or 1) has
+    completed (NVIDIA ``mbarrier.try_wait.parity`` in a loop).  What was written before
+    the arrivals that completed it is then visible to this thread."""
+
+    name = "gpu.mbarrier_wait"
+    barriers = Operand(Barriers)
+    index = Operand(IntScalar)
+    phase = Operand(IntScalar)
+
+
+@define_op
+class MBarrierInvalOp(Operation):
+    """Ends the life of every barrier of ``barriers`` (NVIDIA ``mbarrier.inval``, by one
+    thread): their bytes may hold something else after the next ``gpu.barrier``."""
+
+    name = "gpu.mbarrier_inval"
+    barriers = Operand(Barriers)
+
+
+@define_op
+class AsyncCopyArriveOp(Operation):
+    """Arrives on barrier ``index`` once every ``gpu.async_copy`` this thread issued before
+    it has landed (NVIDIA ``cp.async.mbarrier.arrive.noinc``: the arrival counts towards
+    the barrier's expected count)."""
+
+    name = "gpu.async_copy_arrive"
+    barriers = Operand(Barriers)
+    index = Operand(IntScalar)
+    traits = (IssuesIntoRing,)
 
 
 # --------------------------------------------------------------------------------------
@@ -293,12 +369,14 @@ class DotWaitOp(Operation):
 # this dialect, so GPU IR text parses wherever plugin dialects are loaded.  (#axis_info
 # registers itself with its analysis: only its test printer writes it.)
 GPU_DIALECT = Dialect("gpu", ops=(ConvertLayoutOp, LocalAllocOp, LocalStoreOp, LocalLoadOp, BarrierOp, AsyncCopyOp,
-                                  AsyncCommitGroupOp, AsyncWaitOp, LocalLoadSlotOp, DotWaitOp),
+                                  AsyncCommitGroupOp, AsyncWaitOp, LocalLoadSlotOp, MBarrierInitOp, MBarrierWaitOp,
+                                  MBarrierInvalOp, AsyncCopyArriveOp, DotWaitOp),
                       types=(BufferType,),
                       doc="Layouts of distributed tiles, shared-memory buffers, and the conversions between them.")
 
 if GPU_DIALECT.name not in IR_REGISTRY.dialects:  # imported on first need (see dialects/__init__)
     IR_REGISTRY.register(GPU_DIALECT)
 
-__all__ = ["ASYNC_DOT_ATTR", "IN_PLACE_ATTR", "AsyncCommitGroupOp", "DotWaitOp", "AsyncCopyOp", "AsyncWaitOp", "BarrierOp", "BufferType", "LocalLoadSlotOp", "ConvertLayoutOp", "GPU_DIALECT", "LocalAllocOp", "LocalLoadOp",
-           "LocalStoreOp"]
+__all__ = ["ASYNC_DOT_ATTR", "IN_PLACE_ATTR", "AsyncCommitGroupOp", "AsyncCopyArriveOp", "AsyncCopyOp", "AsyncWaitOp",
+           "BarrierOp", "BufferType", "ConvertLayoutOp", "DotWaitOp", "GPU_DIALECT", "IssuesIntoRing", "LocalAllocOp",
+           "LocalLoadOp", "LocalLoadSlotOp", "LocalStoreOp", "MBarrierInitOp", "MBarrierInvalOp", "MBarrierWaitOp"]

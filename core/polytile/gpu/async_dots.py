@@ -11,7 +11,8 @@ from the ring slots ``pipeline-loops`` fills) the pass
   may be written again; the loop carries the wait's output into the next dot, which
   accumulates into the same registers behind the one still in flight;
 - moves the iteration's copies into the ring (``gpu.async_copy``, issued ahead into the
-  slot the previous iteration read) and their commit after that wait: that slot is free
+  slot the previous iteration read) and their commit or barrier arrival (every op with
+  the ``IssuesIntoRing`` trait) after that wait: that slot is free
   only once the previous iteration's dot is done (``insert-barriers`` puts the barrier
   between the wait and the copies, for every warp group's dot);
 - waits for everything (``pending = 0``) after the loop, before the result is read.
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..dialects import scf, tile
-from ..dialects.gpu import ASYNC_DOT_ATTR, AsyncCommitGroupOp, AsyncCopyOp, DotWaitOp, LocalLoadOp, LocalLoadSlotOp
+from ..dialects.gpu import ASYNC_DOT_ATTR, DotWaitOp, IssuesIntoRing, LocalLoadOp, LocalLoadSlotOp
 from ..errors import ConfigError
 from ..ir.builder import Builder
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
@@ -124,7 +125,7 @@ def _make_async(loop: Any, dots: list, pending: int) -> None:
     # The copies into the rings (issued ahead, into the slot the previous iteration's
     # dot read) go after the wait that retires that dot.
     ops = list(body)
-    issues = [op for op in ops[:ops.index(last_wait)] if isinstance(op, (AsyncCopyOp, AsyncCommitGroupOp))]
+    issues = [op for op in ops[:ops.index(last_wait)] if op.has_trait(IssuesIntoRing)]
     anchor = last_wait
     for op in issues:
         op.move_after(anchor)

@@ -18,7 +18,10 @@ after a write, on overlapping bytes.  A barrier clears the pending set.
 - Asynchronous copies: ``gpu.async_copy`` is checked as a write of its ring where it is
   issued (the bytes may change from then on), and ``gpu.async_wait`` leaves the rings
   written (the bytes land there): a read after the wait needs a barrier, which is what
-  makes the other threads' copies visible.
+  makes the other threads' copies visible.  Copies that complete on an mbarrier leave
+  nothing: the ``gpu.mbarrier_wait`` that pipeline-loops puts before every read of a slot
+  shows all threads' bytes to the waiting thread.  A barrier buffer is written by
+  ``gpu.mbarrier_init`` and ``gpu.mbarrier_inval`` and read by arrivals and waits.
 - ``scf.if``: both branches start from the same pending set; after it, the union.
   ``scf.for`` / ``scf.while``: the body starts from the union of what comes in and what
   the previous iteration left, iterated to a fixed point, so a barrier at the top of a
@@ -36,7 +39,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterable
 
 from ..dialects import func, scf, tile_debug
-from ..dialects.gpu import AsyncCopyOp, AsyncWaitOp, BarrierOp, DotWaitOp, LocalAllocOp, LocalLoadOp, LocalLoadSlotOp, LocalStoreOp
+from ..dialects.gpu import (AsyncCopyArriveOp, AsyncCopyOp, AsyncWaitOp, BarrierOp, DotWaitOp, LocalAllocOp, LocalLoadOp,
+                            LocalLoadSlotOp, LocalStoreOp, MBarrierInitOp, MBarrierInvalOp, MBarrierWaitOp)
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 from ..plugins.tables import OwnedTable
 from .allocation import BUFFER_OFFSET_ATTR, SCRATCH_OFFSET_ATTR, buffer_bytes, scratch_bytes, scratch_sync
@@ -87,6 +91,10 @@ register_buffer_access(LocalLoadOp)(lambda op: [(op.buffer, READ)])
 register_buffer_access(LocalLoadSlotOp)(lambda op: [(op.ring, READ)])
 # The asynchronous dots it retires read their buffers until here.
 register_buffer_access(DotWaitOp)(lambda op: [(buffer, READ) for buffer in op.buffers])
+# A barrier's init and inval write it (one thread; every other uses it after a barrier);
+# arrivals and waits only read it here: the hardware orders them among themselves.
+register_buffer_access(MBarrierInitOp, MBarrierInvalOp)(lambda op: [(op.barriers, WRITE)])
+register_buffer_access(MBarrierWaitOp, AsyncCopyArriveOp)(lambda op: [(op.barriers, READ)])
 
 
 def _buffer_range(value: Any) -> tuple[int, int] | None:

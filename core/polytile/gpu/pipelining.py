@@ -20,6 +20,13 @@ software pipelining, with ``cp.async`` on NVIDIA):
   copies past the last iteration, predicated off, write zeros) before the ring's bytes
   are reused.
 
+Where the target has mbarriers (``completion`` option; auto: NVIDIA sm_90), each slot
+completes on its own barrier instead: the copies of a fill arrive on it, the body waits
+for the read slot's phase (carried, flipping as the slots wrap), and after the loop the
+fills past the last iteration are waited for before the barriers are invalidated.  What
+a load becomes is up to the :class:`~.ring_copies.RingCopies` registered for its op class
+(``tile.load``: ``gpu.async_copy``), so a plugin's copy engine fills the same rings.
+
 The address computation of a load (the ops its pointer and mask come from, and the
 updates of the loop-carried values they read: ``a_ptrs += BLOCK_K * stride_ak``) runs
 ``num_stages - 1`` iterations ahead: the loop-carried pointers now hold the pointers of
@@ -37,22 +44,22 @@ earlier reads) and when it lands (at ``gpu.async_wait``, against later reads).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from ..analysis.axis_info import AxisInfoAnalysis
 from ..dialects import arith, func, scf, tile
-from ..dialects.gpu import (AsyncCommitGroupOp, AsyncCopyOp, AsyncWaitOp, BufferType, ConvertLayoutOp, LocalAllocOp,
-                            LocalLoadSlotOp)
+from ..dialects.gpu import (AsyncWaitOp, BufferType, ConvertLayoutOp, LocalAllocOp, LocalLoadSlotOp, MBarrierInitOp,
+                            MBarrierInvalOp, MBarrierWaitOp)
+from ..errors import ConfigError
 from ..ir import types as t
 from ..ir.builder import Builder
 from ..ir.opdef import Pure
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
-from .layouts import BlockedLayout, DotOperandLayout, SwizzledSharedLayout
+from .layouts import DotOperandLayout, SwizzledSharedLayout
+from .ring_copies import BARRIERS, GROUPS, MIN_COPY_BYTES, feeds_dot, ring_copies_for
 
 #: Loop hint (``pl.range(..., num_stages=n)``) that overrides the option for one loop.
 NUM_STAGES_HINT = "pt.num_stages"
-#: The narrowest copy ``cp.async`` makes.
-MIN_COPY_BYTES = 4
 
 
 @dataclass
@@ -65,15 +72,26 @@ class PipelineLoops(Pass):
 
     #: Slots per ring; 0: the kernel's ``num_stages`` launch option.  Below 2: no pipelining.
     num_stages: int = field(default=0, metadata={"doc": "ring slots (0: the num_stages launch option)"})
+    #: How a slot's copies complete: "groups" (commit groups and a counted wait),
+    #: "barriers" (one mbarrier per slot), "auto" (barriers where the target has them).
+    completion: Literal["auto", "groups", "barriers"] = field(
+        default="auto", metadata={"doc": "groups | barriers (an mbarrier per slot) | auto: barriers where the target "
+                                         "has them"})
+
+    def __post_init__(self) -> None:
+        if self.completion not in ("auto", GROUPS, BARRIERS):
+            raise ConfigError(f"pipeline-loops: completion = {self.completion!r}; use auto, groups or barriers")
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
-        from .lowering.async_copy import async_copy_unit, copy_width
+        from .lowering.mbarrier import barrier_unit
         from .lowering.target import gpu_target_of, num_warps_of
 
         stages = self.num_stages or int(getattr(getattr(context, "options", None), "num_stages", 1) or 1)
         target = gpu_target_of(context)
-        if async_copy_unit(target) is None:
-            return PreservedAnalyses.all()
+        has_barriers = barrier_unit(target) is not None
+        if self.completion == BARRIERS and not has_barriers:
+            raise ConfigError(f"pipeline-loops: completion = barriers, but {target.arch} has no barriers in shared "
+                              "memory (mbarriers); use groups or auto")
         infos = context.analyses.get(AxisInfoAnalysis, module)
         num_warps = num_warps_of(context)
         changed = False
@@ -81,47 +99,34 @@ class PipelineLoops(Pass):
             loop_stages = int(loop.attributes.get(NUM_STAGES_HINT) or stages)
             if loop_stages < 2:
                 continue
-            loads = [op for op in loop.body.block if _pipelinable(op, infos, target, copy_width)]
+            loads = [op for op in loop.body.block if _pipelinable(op, infos, target)]
+            completion = self._completion(loads, has_barriers)
+            loads = [op for op in loads if completion in ring_copies_for(op).completions]
             plan = _plan(loop, loads) if loads else None
             if plan is not None:
-                _pipeline(loop, plan, loop_stages, lambda dot: _k_slice(dot, target, num_warps))
+                _pipeline(loop, plan, loop_stages, lambda dot: _k_slice(dot, target, num_warps), completion,
+                          num_warps * target.warp_size)
                 context.count("pipeline-loops.loops")
                 changed = True
         return PreservedAnalyses.none() if changed else PreservedAnalyses.all()
+
+    def _completion(self, loads: list, has_barriers: bool) -> str:
+        """The completion of one loop's rings: the option, or for "auto" barriers where
+        the target has them, else groups (loads that cannot complete that way stay)."""
+        if self.completion != "auto":
+            return self.completion
+        return BARRIERS if has_barriers else GROUPS
 
 
 # --------------------------------------------------------------------------------------
 # Which loads, and what their addresses depend on
 
 
-def _feeds_dot(value: Any) -> bool:
-    for use in value.uses:
-        user = use.owner
-        if isinstance(user, tile.DotOp) and use.index in (0, 1):
-            return True
-        if isinstance(user, ConvertLayoutOp) and isinstance(user.result.type.layout, DotOperandLayout):
-            return True
-    return False
-
-
-def _is_zero(value: Any) -> bool:
-    op = value.defining_op
-    return isinstance(op, arith.ConstantOp) and op.value == 0
-
-
-def _pipelinable(op: Any, infos: Any, target: Any, copy_width: Any) -> bool:
-    if type(op) is not tile.LoadOp or not isinstance(op.ptr.type, t.TileType) or op.volatile:
+def _pipelinable(op: Any, infos: Any, target: Any) -> bool:
+    copies = ring_copies_for(op)
+    if copies is None or not op.results or not feeds_dot(op.results[0]):
         return False
-    layout = op.result.type.layout
-    if not isinstance(layout, BlockedLayout) or len(op.result.type.shape) != 2 or not _feeds_dot(op.result):
-        return False
-    if op.other is not None and not _is_zero(op.other):
-        return False
-    element = op.result.type.element
-    if not isinstance(element, (t.IntType, t.FloatType)) or element.width < 8:
-        return False
-    width = copy_width(op.ptr, op.mask, infos, target, ring_slot_layout(op.result.type))
-    return width * element.width // 8 >= MIN_COPY_BYTES
+    return copies.accepts(op, infos, target)
 
 
 @dataclass
@@ -147,7 +152,7 @@ def _plan(loop: Any, loads: list) -> _Plan | None:
     yielded = body.last_op.operands
     ops: set = set()
     carried: set = set()
-    work = [v for load in loads for v in (load.ptr, load.mask) if v is not None]
+    work = [v for load in loads for v in ring_copies_for(load).addresses(load)]
     while work:
         value = work.pop()
         if value is iv:
@@ -212,30 +217,47 @@ def _binary(builder: Builder, name: str, lhs: Any, rhs: Any) -> Any:
     return builder.create(arith.BINARY_OPS[name], lhs, rhs).result
 
 
-def _valid_mask(builder: Builder, load: Any, mask: Any, valid: Any) -> Any:
-    """``mask`` (None: all) where iteration ``valid`` exists."""
-    ptr_type = load.ptr.type
-    bools = t.TileType(ptr_type.shape, t.i1, ptr_type.layout)
-    splat = builder.create(tile.SplatOp, valid, result_types=[bools]).result
-    return splat if mask is None else _binary(builder, "andi", mask, splat)
-
-
-def _issue(builder: Builder, plan: _Plan, rings: list, mapping: dict, slot: Any, valid: Any) -> None:
-    """The copies of one iteration (its address values in ``mapping``) and their commit."""
+def _issue(builder: Builder, plan: _Plan, rings: list, mapping: dict, slot: Any, valid: Any,
+           barriers: Any) -> None:
+    """The copies of one iteration (its address values in ``mapping``), then their
+    commit (``barriers`` None) or their arrivals on barrier ``slot``."""
+    lookup = lambda value: mapping.get(value, value)  # noqa: E731
+    kinds: list = []
     for load, ring in zip(plan.loads, rings):
-        ptr = mapping.get(load.ptr, load.ptr)
-        mask = mapping.get(load.mask, load.mask) if load.mask is not None else None
-        builder.create(AsyncCopyOp, ptr, ring, slot, _valid_mask(builder, load, mask, valid))
-    builder.create(AsyncCommitGroupOp)
+        copies = ring_copies_for(load)
+        copies.issue(builder, load, lookup, ring, slot, valid)
+        if not any(copies is k for k in kinds):
+            kinds.append(copies)
+    for copies in kinds:
+        if barriers is None:
+            copies.commit(builder)
+        else:
+            copies.signal(builder, barriers, slot)
 
 
-def _pipeline(loop: Any, plan: _Plan, stages: int, k_slice: Any) -> None:
+def _barriers(builder: Builder, plan: _Plan, stages: int, num_threads: int) -> Any:
+    """One mbarrier per slot, each expecting the arrivals of one fill."""
+    layout = SwizzledSharedLayout(1, 1, 1, (0,))
+    barriers = builder.create(LocalAllocOp, result_types=[BufferType((stages,), t.i64, layout)]).result
+    kinds: list = []
+    for load in plan.loads:
+        copies = ring_copies_for(load)
+        if not any(copies is k for k in kinds):
+            kinds.append(copies)
+    count = sum(copies.arrivals(num_threads) for copies in kinds)
+    builder.create(MBarrierInitOp, barriers, count=count)
+    return barriers
+
+
+def _pipeline(loop: Any, plan: _Plan, stages: int, k_slice: Any, completion: str = GROUPS,
+              num_threads: int = 0) -> None:
     body = loop.body.block
     iv = loop.induction_variable
     index_type = iv.type
     before = Builder.before(loop, loop.location)
     rings = [before.create(LocalAllocOp, result_types=[ring_type(load.result.type, stages)]).result
              for load in plan.loads]
+    barriers = _barriers(before, plan, stages, num_threads) if completion == BARRIERS else None
 
     # Prologue: iterations 0 .. stages-2, advancing the carried address values.
     carried_args = list(loop.region_iter_args)
@@ -248,18 +270,22 @@ def _pipeline(loop: Any, plan: _Plan, stages: int, k_slice: Any) -> None:
         mapping = {iv: iv_s, **{carried_args[i]: v for i, v in current.items()}}
         for op in plan.address_ops:
             before.insert(op.clone(mapping))
-        _issue(before, plan, rings, mapping, _constant(before, s, t.i32), valid)
+        _issue(before, plan, rings, mapping, _constant(before, s, t.i32), valid, barriers)
         current = {i: mapping.get(yielded[i], yielded[i]) for i in plan.carried}
     for i, value in current.items():
         loop.set_operand(3 + i, value)
 
-    # The body: wait for the oldest group, issue the newest, read the slots.
+    # The body: wait for the oldest fill, issue the newest, read the slots.
     read_slot = body.add_argument(t.i32, "read_slot")
     write_slot = body.add_argument(t.i32, "write_slot")
+    phase = body.add_argument(t.i32, "phase") if barriers is not None else None
     moved = set(plan.address_ops)
     anchor = next(op for op in body if op not in moved)
     top = Builder.before(body.ops[0], loop.location)
-    top.create(AsyncWaitOp, pending=stages - 2)
+    if barriers is None:
+        top.create(AsyncWaitOp, pending=stages - 2)
+    else:
+        top.create(MBarrierWaitOp, barriers, read_slot, phase)
     distance = _binary(before, "muli", loop.step, _constant(before, stages - 1, index_type))
     ahead = _binary(top, "addi", iv, distance)
     valid = top.create(arith.CmpIOp, ahead, loop.upper, predicate="slt").result
@@ -269,7 +295,7 @@ def _pipeline(loop: Any, plan: _Plan, stages: int, k_slice: Any) -> None:
             if operand is iv:
                 op.set_operand(index, ahead)
     top = Builder.before(anchor, loop.location)
-    _issue(top, plan, rings, {}, write_slot, valid)
+    _issue(top, plan, rings, {}, write_slot, valid, barriers)
     for load, ring in zip(plan.loads, rings):
         _replace_load(load, ring, read_slot)
     for dot in [op for op in body if isinstance(op, tile.DotOp)]:
@@ -278,10 +304,33 @@ def _pipeline(loop: Any, plan: _Plan, stages: int, k_slice: Any) -> None:
     terminator = body.last_op
     at_end = Builder.before(terminator, loop.location)
     one, zero, count = (_constant(before, value, t.i32) for value in (1, 0, stages))
-    yields = list(terminator.operands) + [_next_slot(at_end, slot, one, zero, count) for slot in (read_slot, write_slot)]
+    next_read = _next_slot(at_end, read_slot, one, zero, count)
+    yields = list(terminator.operands) + [next_read, _next_slot(at_end, write_slot, one, zero, count)]
+    inits = [zero, _constant(before, stages - 1, t.i32)]
+    if barriers is not None:
+        yields.append(_next_phase(at_end, phase, next_read, one, zero))
+        inits.append(zero)
     terminator.set_operands(yields)
-    loop = _add_carried(loop, [zero, _constant(before, stages - 1, t.i32)])
-    Builder.after(loop, loop.location).create(AsyncWaitOp, pending=0)
+    loop = _add_carried(loop, inits)
+    after = Builder.after(loop, loop.location)
+    if barriers is None:
+        after.create(AsyncWaitOp, pending=0)
+        return
+    # The fills of the iterations past the last (predicated off, they read nothing) are
+    # still in flight: wait for them before the barriers end and the slots are reused.
+    slot, slot_phase = loop.results[-3], loop.results[-1]
+    for left in range(stages - 2, -1, -1):
+        after.create(MBarrierWaitOp, barriers, slot, slot_phase)
+        if left:
+            slot = _next_slot(after, slot, one, zero, count)
+            slot_phase = _next_phase(after, slot_phase, slot, one, zero)
+    after.create(MBarrierInvalOp, barriers)
+
+
+def _next_phase(builder: Builder, phase: Any, next_slot: Any, one: Any, zero: Any) -> Any:
+    """The phase of the barrier of ``next_slot``: it flips where the slots wrap around."""
+    wrapped = builder.create(arith.CmpIOp, next_slot, zero, predicate="eq").result
+    return builder.create(arith.SelectOp, wrapped, _binary(builder, "xori", phase, one), phase).result
 
 
 def _replace_load(load: Any, ring: Any, slot: Any) -> None:

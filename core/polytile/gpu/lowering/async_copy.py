@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from llvmlite import ir
 
+from ...plugins.tables import OwnedTable
 from ...dialects.gpu import AsyncCommitGroupOp, AsyncCopyOp, AsyncWaitOp, LocalAllocOp, LocalLoadSlotOp
 from ..allocation import BUFFER_OFFSET_ATTR
 from ..layouts import SwizzledSharedLayout
@@ -45,13 +46,19 @@ class AsyncCopyUnit(Protocol):
     def wait(self, builder: ir.IRBuilder, pending: int) -> None:
         """Wait until at most ``pending`` of this thread's groups are in flight."""
 
+    # Optional, for rings that complete on barriers (:mod:`.mbarrier`):
+    #
+    # def arrive(self, builder, barrier_address) -> None:
+    #     """Arrive once on the barrier at the i32 shared address once this thread's
+    #     copies issued so far have landed (one arrival per thread)."""
 
-#: ``GpuTarget.backend_name`` -> its async copy unit.
-ASYNC_COPY_UNITS: dict[str, AsyncCopyUnit] = {}
+
+#: ``GpuTarget.backend_name`` -> its async copy unit (owned: a plugin's leaves with it).
+ASYNC_COPY_UNITS: OwnedTable[AsyncCopyUnit] = OwnedTable("async copy unit")
 
 
 def register_async_copy_unit(backend_name: str, unit: AsyncCopyUnit) -> AsyncCopyUnit:
-    ASYNC_COPY_UNITS[backend_name] = unit
+    ASYNC_COPY_UNITS.add(backend_name, unit)
     return unit
 
 
