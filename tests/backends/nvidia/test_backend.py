@@ -1,179 +1,28 @@
-"""The NVIDIA backend's targets, options, device discovery and architecture table.
+"""The NVIDIA backend's device discovery, architecture table and toolchain versions.
 
 Device discovery runs against a fake ``cuda.bindings.driver`` so that the mapping from
-compute capability to architecture is tested on machines without a GPU.
+compute capability to architecture is tested on machines without a GPU.  Its targets,
+options, packaging and a kernel's compile and launch are held to the backend contract
+with every other backend's, in tests/backends/test_contract.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-import os
-import subprocess
 import sys
 import types
 from importlib import metadata
-from pathlib import Path
 
 import pytest
 
-from polytile.backend import BackendUnavailable, Device
-from polytile.errors import ConfigError, TargetError, UnknownNameError
-from polytile.target import Target
-from polytile_nvidia import ARCHITECTURES, NvidiaBackend, NvidiaOptions
+from polytile.backend import BackendUnavailable
+from polytile_nvidia import ARCHITECTURES, NvidiaBackend
 from polytile_nvidia.architectures import architecture_for_compute_capability
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
 def backend() -> NvidiaBackend:
     return NvidiaBackend()
-
-
-# -- targets ---------------------------------------------------------------------------
-
-
-def test_identity(backend):
-    assert backend.name == "nvidia"
-    assert backend.description
-    assert backend.architectures == ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
-    assert backend.default_architecture is None
-    assert backend.options_class is NvidiaOptions
-
-
-@pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"])
-def test_resolves_known_architectures(backend, arch):
-    assert backend.resolve_target(Target.parse(f"nvidia:{arch}")) == Target("nvidia", arch)
-
-
-def test_target_without_architecture_lists_choices(backend):
-    with pytest.raises(TargetError) as info:
-        backend.resolve_target(Target.parse("nvidia"))
-    message = str(info.value)
-    assert "names no architecture" in message
-    for arch in backend.architectures:
-        assert f"'nvidia:{arch}'" in message
-
-
-@pytest.mark.parametrize("arch, suggestion", [("sm_9a", "sm_90a"), ("sm_89a", "sm_89"), ("sm80", "sm_80")])
-def test_unknown_architecture_suggests_close_matches(backend, arch, suggestion):
-    with pytest.raises(TargetError) as info:
-        backend.resolve_target(Target("nvidia", arch))
-    assert f"backend 'nvidia' has no architecture '{arch}'" in str(info.value)
-    assert f"'{suggestion}'" in str(info.value)
-    assert "did you mean" in str(info.value)
-
-
-def test_foreign_backend_target_is_rejected(backend):
-    with pytest.raises(TargetError, match="cannot compile for target 'amd:gfx942'"):
-        backend.resolve_target(Target.parse("amd:gfx942"))
-
-
-# -- options ---------------------------------------------------------------------------
-
-
-def test_default_options(backend):
-    options = backend.parse_options({})
-    assert options == NvidiaOptions()
-    assert (options.num_warps, options.num_ctas, options.maxnreg, options.enable_fp_fusion) == (4, 1, None, True)
-
-
-def test_options_are_parsed(backend):
-    options = backend.parse_options({"num_warps": 8, "num_stages": 4, "num_ctas": 1, "maxnreg": 128, "enable_fp_fusion": False})
-    assert isinstance(options, NvidiaOptions)
-    assert (options.num_warps, options.num_stages, options.num_ctas, options.maxnreg, options.enable_fp_fusion) == (
-        8,
-        4,
-        1,
-        128,
-        False,
-    )
-
-
-def test_clusters_are_refused_not_ignored(backend):
-    with pytest.raises(ConfigError, match="num_ctas' of backend 'nvidia' is 2: thread block clusters are not supported"):
-        backend.parse_options({"num_ctas": 2})
-
-
-def test_options_are_immutable(backend):
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        backend.parse_options({}).num_warps = 8  # type: ignore[misc]
-
-
-@pytest.mark.parametrize("name, suggestion", [("num_warp", "num_warps"), ("maxnregs", "maxnreg"), ("enable_fp_fuse", "enable_fp_fusion")])
-def test_unknown_option_suggests_close_matches(backend, name, suggestion):
-    with pytest.raises(UnknownNameError) as info:
-        backend.parse_options({name: 1})
-    assert "option for backend 'nvidia'" in str(info.value)
-    assert f"'{suggestion}'" in str(info.value)
-
-
-def test_amd_option_is_unknown_here(backend):
-    with pytest.raises(UnknownNameError, match="waves_per_eu"):
-        backend.parse_options({"waves_per_eu": 2})
-
-
-@pytest.mark.parametrize(
-    "options, fragment",
-    [
-        ({"num_warps": "4"}, "'num_warps' of backend 'nvidia' must be an integer"),
-        ({"num_warps": 4.0}, "'num_warps' of backend 'nvidia' must be an integer"),
-        ({"num_ctas": True}, "'num_ctas' of backend 'nvidia' must be an integer"),
-        ({"enable_fp_fusion": 1}, "'enable_fp_fusion' of backend 'nvidia' must be True or False"),
-        ({"maxnreg": "128"}, "'maxnreg' of backend 'nvidia' must be None or an integer"),
-        ({"maxnreg": True}, "'maxnreg' of backend 'nvidia' must be None or an integer"),
-    ],
-)
-def test_option_of_wrong_type_is_rejected(backend, options, fragment):
-    with pytest.raises(ConfigError) as info:
-        backend.parse_options(options)
-    assert fragment in str(info.value)
-
-
-@pytest.mark.parametrize("num_warps", [0, -4, 3, 6, 64])
-def test_bad_num_warps_is_rejected(backend, num_warps):
-    with pytest.raises(ConfigError, match="num_warps") as info:
-        backend.parse_options({"num_warps": num_warps})
-    assert str(num_warps) in str(info.value)
-
-
-@pytest.mark.parametrize("num_warps", [1, 2, 4, 8, 16, 32])
-def test_good_num_warps_is_accepted(backend, num_warps):
-    assert backend.parse_options({"num_warps": num_warps}).num_warps == num_warps
-
-
-@pytest.mark.parametrize("options", [{"num_ctas": 0}, {"num_ctas": 17}, {"maxnreg": 0}, {"maxnreg": 256}, {"num_stages": 0}])
-def test_out_of_range_option_is_rejected(backend, options):
-    (name,) = options
-    with pytest.raises(ConfigError, match=f"'{name}'"):
-        backend.parse_options(options)
-
-
-# -- devices on this machine -----------------------------------------------------------
-
-
-def test_active_devices_here_is_a_list_or_a_clear_reason(backend):
-    try:
-        devices = backend.active_devices()
-    except BackendUnavailable as exc:
-        message = str(exc)
-        assert message.startswith(
-            ("cuda-bindings is not installed", "CUDA driver not found:", "CUDA driver not usable:", "no supported NVIDIA GPU")
-        ), message
-        assert "Traceback" not in message
-    else:
-        assert isinstance(devices, list)
-        for device in devices:
-            assert isinstance(device, Device)
-            assert device.target.backend == "nvidia" and device.target.arch in backend.architectures
-
-
-def test_missing_cuda_bindings_is_reported(backend, monkeypatch):
-    for module in ("cuda", "cuda.bindings", "cuda.bindings.driver", "cuda.bindings.cydriver"):
-        monkeypatch.setitem(sys.modules, module, None)
-    with pytest.raises(BackendUnavailable, match="^cuda-bindings is not installed"):
-        backend.active_devices()
 
 
 # -- devices through a fake driver -----------------------------------------------------
@@ -369,7 +218,7 @@ def test_compute_capability_lookup():
     assert architecture_for_compute_capability(10, 0) is None
 
 
-# -- versions and import cost ----------------------------------------------------------
+# -- versions --------------------------------------------------------------------------
 
 
 def test_versions_are_installed_distributions_and_the_assembler(backend):
@@ -382,23 +231,3 @@ def test_versions_are_installed_distributions_and_the_assembler(backend):
         assert version == metadata.version(dist)
 
 
-def test_import_loads_no_vendor_module():
-    code = (
-        "import sys, polytile, polytile_nvidia, polytile_nvidia.plugin\n"
-        "backend = polytile_nvidia.NvidiaBackend()\n"
-        "backend.resolve_target(polytile.Target.parse('nvidia:sm_90a'))\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cuda', 'llvmlite')))\n"
-    )
-    path = os.pathsep.join([str(REPO / "core"), str(REPO / "backends" / "nvidia"), os.environ.get("PYTHONPATH", "")])
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path}, check=True
-    )
-    assert result.stdout.strip() == "[]"
-
-
-def test_plugin_registers_the_backend():
-    from polytile_nvidia import plugin
-
-    registered = []
-    plugin.polytile_register_backends(registry=types.SimpleNamespace(register=registered.append))
-    assert len(registered) == 1 and isinstance(registered[0], NvidiaBackend)
