@@ -36,6 +36,35 @@ def test_activate_sets_the_context_only_when_another_is_current(fake_driver):
     assert driver.current_device() == 0
 
 
+def test_a_driver_library_that_fails_to_load_at_cuinit_says_so(monkeypatch):
+    from polytile.backend import BackendUnavailable
+
+    from .fake_cuda import FakeDriver
+
+    fake = FakeDriver()
+
+    def cuInit(flags):
+        raise RuntimeError("libcuda.so.1: cannot open shared object file")
+
+    fake.cuInit = cuInit
+    monkeypatch.setattr(driver, "_state", driver._State(fake))
+    with pytest.raises(BackendUnavailable, match="^CUDA driver not found: libcuda.so.1: cannot open shared object "
+                                                 "file; NVIDIA kernels compile without it, but launching one needs "
+                                                 "the CUDA driver and an NVIDIA GPU$"):
+        driver.current_device()
+
+
+def test_the_driver_is_the_core_driver_with_cuda_calls():
+    from polytile.device_driver import Driver, Function, Module
+    from polytile.errors import DriverError, DriverOutOfResourcesError
+
+    assert isinstance(driver._state, Driver) and driver._State is driver.CudaDriver
+    assert issubclass(driver.Module, Module) and issubclass(driver.Function, Function)
+    assert issubclass(CudaDriverError, DriverError)
+    assert issubclass(driver.LaunchOutOfResourcesDriverError, DriverOutOfResourcesError)
+    assert issubclass(driver.LaunchOutOfResourcesDriverError, OutOfResourcesError)
+
+
 def test_unknown_device_index(fake_driver):
     with pytest.raises(LaunchError, match=r"there is no CUDA device 3: this process sees 1 \(device 0; "):
         driver.primary_context(3)
