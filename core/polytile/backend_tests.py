@@ -30,7 +30,8 @@ this backend's devices or :class:`~polytile.backend.BackendUnavailable` with a s
 reason, never another exception; missing vendor bindings said so); versions (strings,
 for the cache key); packaging (the plugin module registers the backend; importing it and
 resolving targets loads no vendor module); and a kernel that compiles for every
-architecture and runs on the host device or, marked ``gpu``, on an active device.
+architecture, runs on the host device or, marked ``gpu``, on an active device, and is
+refused, naming the argument, host memory where it runs on a device.
 """
 
 from __future__ import annotations
@@ -352,6 +353,22 @@ class BackendContract:
         out = np.zeros_like(x)
         contract_add[(3,)](x, y, out, 300, BLOCK=128, target=str(case.target()))
         assert np.array_equal(out, x + y)
+        contract_add[(0,)](x, y, np.zeros_like(x), 300, BLOCK=128, target=str(case.target()))  # launches nothing
+        assert np.array_equal(out, x + y)
+
+    def test_host_memory_is_refused_naming_the_kernel_and_argument(self, case):
+        backend = case.backend
+        if backend.host_device() is not None or not backend.can_launch():
+            pytest.skip(f"backend '{backend.name}' " + ("runs kernels on the host" if backend.can_launch()
+                                                        else "compiles but does not launch"))
+        import numpy as np
+
+        from .errors import LaunchError
+
+        x = np.zeros(16, np.float32)
+        with pytest.raises(LaunchError) as info:
+            contract_add[(1,)](x, x, x, 16, BLOCK=16, target=str(case.targets()[-1]))
+        assert "kernel 'contract_add'" in str(info.value) and "argument 'x'" in str(info.value), str(info.value)
 
     @pytest.mark.gpu
     def test_a_kernel_runs_on_an_active_device(self, case):
@@ -368,6 +385,9 @@ class BackendContract:
         y = torch.full((300,), 0.5, dtype=torch.float32, device="cuda")
         out = torch.zeros_like(x)
         contract_add[(3,)](x, y, out, 300, BLOCK=128, target=str(devices[0].target))
+        torch.cuda.synchronize()
+        assert torch.equal(out, x + y)
+        contract_add[(0,)](x, y, torch.zeros_like(x), 300, BLOCK=128, target=str(devices[0].target))  # nothing
         torch.cuda.synchronize()
         assert torch.equal(out, x + y)
 
