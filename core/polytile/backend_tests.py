@@ -150,6 +150,12 @@ def installed_cases(known: Mapping[str, Callable[[Backend], ContractCase]] = {})
     return [known.get(backend.name, ContractCase)(backend) for backend in get_plugin_manager().backends.ordered()]
 
 
+def _import_root(module: str) -> str:
+    """The sys.path directory that ``module`` (its top-level package or module) is imported from."""
+    path = Path(import_module(module.split(".")[0]).__file__)
+    return str(path.parents[1] if path.name == "__init__.py" else path.parent)
+
+
 @jit
 def contract_add(x, y, out, n, BLOCK: pl.constexpr):
     """A vector add: the smallest kernel that reads, computes and writes."""
@@ -315,8 +321,7 @@ class BackendContract:
             f"{'backend.versions()' if case.versions_without_vendor_modules else ''}\n"
             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {tuple(case.vendor_modules)!r}))\n"
         )
-        roots = {str(Path(import_module(name).__file__).parents[1])
-                 for name in ("polytile", cls.__module__.split(".")[0], case.plugin.split(".")[0])}
+        roots = {_import_root(name) for name in ("polytile", cls.__module__, case.plugin)}
         path = os.pathsep.join([*sorted(roots), os.environ.get("PYTHONPATH", "")])
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                 env={**os.environ, "PYTHONPATH": path})
@@ -330,11 +335,10 @@ class BackendContract:
 
         from .compiler import compile_module
 
-        kernel = contract_add
         x = np.zeros(256, np.float32)
         for target in case.targets():
             try:
-                result = compile_module(kernel.lower(x, x, x, 256, BLOCK=128), str(target))
+                result = compile_module(contract_add.lower(x, x, x, 256, BLOCK=128), str(target))
             except Exception as exc:  # noqa: BLE001 - a missing tool skips; anything else fails
                 reason = case.missing_tool(exc)
                 if reason is None:
