@@ -425,8 +425,29 @@ class Region:
                 yield from op.walk()
 
 
+#: group_slices' answers by (id of the groups tuple, count, segments): every operand or
+#: result accessor of every op asks, and the verifier asks for each op after each pass.
+#: An entry holds its groups tuple, so the id stays that tuple's while the entry exists.
+_SLICES: dict[tuple[int, int, tuple[int, ...] | None], tuple[Sequence[Any], tuple[tuple[int, int], ...]]] = {}
+
+
 def group_slices(groups: Sequence[Any], count: int, segments: tuple[int, ...] | None, what: str, op_name: str):
-    """Where each group's values lie in a flat list of ``count`` values."""
+    """Where each group's values lie in a flat list of ``count`` values (a tuple of
+    ``(start, stop)`` per group)."""
+    if segments is not None and type(segments) is not tuple:  # unhashable, or could change
+        return _group_slices(groups, count, segments, what, op_name)
+    key = (id(groups), count, segments)
+    cached = _SLICES.get(key)
+    if cached is not None and cached[0] is groups:
+        return cached[1]
+    slices = _group_slices(groups, count, segments, what, op_name)
+    if isinstance(groups, tuple):  # a list could change after its answer was kept
+        _SLICES[key] = (groups, slices)
+    return slices
+
+
+def _group_slices(groups: Sequence[Any], count: int, segments: tuple[int, ...] | None, what: str,
+                  op_name: str) -> tuple[tuple[int, int], ...]:
     if segments is not None:
         if len(segments) != len(groups) or sum(segments) != count:
             raise VerificationError(
@@ -451,7 +472,7 @@ def group_slices(groups: Sequence[Any], count: int, segments: tuple[int, ...] | 
     for size in sizes:
         slices.append((start, start + size))
         start += size
-    return slices
+    return tuple(slices)
 
 
 def _build_op(cls: type, *args: Any, **kwargs: Any) -> Operation:
