@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from ..errors import VerificationError
 from .attributes import is_attribute_value
+from .constraints import AnyType
 from .opdef import IsolatedFromAbove, Terminator, is_discardable_attribute, op_error
-from .operation import Operation
+from .operation import Operation, group_slices
 from .values import Value
 
 
@@ -26,12 +27,14 @@ class _Verifier:
         self.visit(op)
         self.visible.pop()
 
-    def _is_visible(self, value: Value) -> bool:
-        return any(value in scope for scope in self.visible)
-
     def visit(self, op: Operation) -> None:
-        for index, value in enumerate(op.operands):
-            if not self._is_visible(value):
+        visible = self.visible
+        for index, value in enumerate(op._operands):
+            # Innermost scope first: most operands are defined in the op's own block.
+            for scope in reversed(visible):
+                if value in scope:
+                    break
+            else:
                 raise op_error(op, f"operand #{index} does not dominate this use (it is defined later, "
                                    "in another region, or outside an isolated function)")
         verify_op_definition(op)
@@ -56,29 +59,53 @@ class _Verifier:
             after_regions()
 
 
+#: The declared attribute names of each definition's attribute tuple, by the tuple's id
+#: (an entry holds the tuple, so the id stays its own): asked for every op after each pass.
+_DECLARED: dict[int, tuple[tuple, frozenset[str]]] = {}
+
+
+def _declared_names(attributes: tuple) -> frozenset[str]:
+    entry = _DECLARED.get(id(attributes))
+    if entry is None or entry[0] is not attributes:
+        entry = (attributes, frozenset(a.name for a in attributes))
+        if isinstance(attributes, tuple):
+            _DECLARED[id(attributes)] = entry
+    return entry[1]
+
+
 def verify_op_definition(op: Operation) -> None:
     definition = op.definition
+    operands = op._operands
     try:
-        groups = op.operand_groups()
+        slices = group_slices(definition.operands, len(operands), op.operand_segments, "operand", op.name)
     except VerificationError as exc:
         raise op_error(op, exc.message) from None
-    for group, values in groups:
-        if group.optional and len(values) > 1:
-            raise op_error(op, f"operand '{group.name}' takes at most one value, got {len(values)}")
-        for value in values:
-            if not group.constraint(value.type):
-                raise op_error(op, f"operand '{group.name}' must be {group.constraint.description}, got {value.type}")
-    try:
-        result_slices = [op.result_group_slice(i) for i in range(len(definition.results))]
-    except VerificationError as exc:
-        raise op_error(op, exc.message) from None
-    if not definition.results and op.results:
-        raise op_error(op, f"has no results, but {len(op.results)} were given")
-    for group, (start, stop) in zip(definition.results, result_slices):
-        for result in op.results[start:stop]:
-            if not group.constraint(result.type):
-                raise op_error(op, f"result '{group.name}' must be {group.constraint.description}, got {result.type}")
-    declared = {a.name: a for a in definition.attributes}
+    for group, (start, stop) in zip(definition.operands, slices):
+        if group.optional and stop - start > 1:
+            raise op_error(op, f"operand '{group.name}' takes at most one value, got {stop - start}")
+        constraint = group.constraint
+        if constraint is AnyType:
+            continue
+        for index in range(start, stop):
+            type_ = operands[index].type
+            if not constraint(type_):
+                raise op_error(op, f"operand '{group.name}' must be {constraint.description}, got {type_}")
+    results = op.results
+    if definition.results:
+        try:
+            result_slices = group_slices(definition.results, len(results), None, "result", op.name)
+        except VerificationError as exc:
+            raise op_error(op, exc.message) from None
+        for group, (start, stop) in zip(definition.results, result_slices):
+            constraint = group.constraint
+            if constraint is AnyType:
+                continue
+            for result in results[start:stop]:
+                if not constraint(result.type):
+                    raise op_error(op, f"result '{group.name}' must be {constraint.description}, got {result.type}")
+    elif results:
+        raise op_error(op, f"has no results, but {len(results)} were given")
+    declared = _declared_names(definition.attributes)
     for attr in definition.attributes:
         if attr.name not in op.attributes:
             if not attr.optional:
