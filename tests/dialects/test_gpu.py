@@ -54,6 +54,7 @@ ROUNDTRIP = {
         "gpu.async_copy_arrive %1, %slot",
         "gpu.mbarrier_wait %1, %slot, %phase",
         "gpu.mbarrier_inval %1",
+        "gpu.fence_async_shared",
         "func.return",
     ),
     "asynchronous_dots_and_their_wait": func(

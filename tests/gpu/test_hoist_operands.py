@@ -35,6 +35,7 @@ def test_the_invariant_operand_is_stored_once_and_read_in_the_loop():
     assert out[out.index("  %a = tile.load"):] == dedent("""
       %a = tile.load %a_ptrs : tile<64x16xf16, {BA}>
       %0 = gpu.local_alloc source(%a) : !gpu.buffer<64x16xf16, #gpu.shared<vector = 8, per_phase = 4, max_phase = 2, order = [1, 0]>>
+      gpu.fence_async_shared
       %sum = scf.for %c0, %n, %c1, %acc : tile<64x64xf32, {W}> {
       ^bb0(%i: i32, %acc_1: tile<64x64xf32, {W}>):
         %b = tile.load %b_ptrs : tile<16x64xf16, {BB}>

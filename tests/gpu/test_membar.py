@@ -144,6 +144,16 @@ def test_loop_that_only_reads_needs_no_barrier():
                                         "= gpu.local_load", "scf.yield", "func.return"]
 
 
+def test_a_write_before_a_loop_that_reads_it_gets_its_barrier_before_the_loop_not_in_every_iteration():
+    # Without the load before the loop the first read is in the body: the barrier goes
+    # before the loop, which then needs none.
+    text = LOOP.replace("%r = scf.for", "%0 = gpu.local_alloc source(%a) : !gpu.buffer<64xf32, {S}>\n  "
+                                        "%r = scf.for").replace(
+        "BODY", "%y = gpu.local_load %0 : tile<64xf32, {A}>")
+    assert body(barriers(text))[2:] == ["= gpu.local_alloc", "gpu.barrier", "= scf.for", "= gpu.local_load",
+                                        "scf.yield", "func.return"]
+
+
 def test_loop_that_writes_what_it_read_synchronizes_at_the_top_of_the_body():
     text = LOOP.replace("%r = scf.for", "%0 = gpu.local_alloc : !gpu.buffer<64xf32, {S}>\n  %r = scf.for").replace(
         "BODY", "gpu.local_store %x, %0\n    %y = gpu.local_load %0 : tile<64xf32, {A}>")

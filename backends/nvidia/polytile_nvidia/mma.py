@@ -280,6 +280,12 @@ class NvidiaMma:
         return MatrixInstruction(spec.name, result_layout, kw, k, (4 * kw, 2 * kw, 4), spec.emit)
 
 
+    def fence_async_shared(self, builder: ir.IRBuilder) -> None:
+        """``gpu.fence_async_shared``: wgmma reads shared memory through the async proxy."""
+        from .wgmma import FENCE_PROXY_ASYNC, _asm_void
+
+        _asm_void(builder, FENCE_PROXY_ASYNC)
+
     def wait_dots(self, ctx: Any, pending: int, values: list[list]) -> list[list]:
         """``gpu.dot_wait``: only wgmma issues asynchronously (``wgmma.wait_group``)."""
         from .wgmma import wait_group

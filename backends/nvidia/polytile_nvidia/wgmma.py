@@ -21,8 +21,9 @@ where that slot's swizzle is the NVMMA layout; else the dot's own scratch, which
 thread fills from its registers.  A 16-bit A that is the accumulator of a dot with the
 same warps comes from registers instead (``DotOperandLayout(0, result, 2)``).  Then
 
-1. every thread: ``fence.proxy.async.shared::cta`` (its ordinary stores become visible
-   to the tensor cores' async proxy), then a barrier;
+1. where an operand goes through the dot's scratch: every thread stores its part,
+   ``fence.proxy.async.shared::cta`` (its stores become visible to the tensor cores'
+   async proxy), then a barrier (operands read in place need neither: see the lowering);
 2. ``wgmma.fence``, one ``wgmma.mma_async`` per (64-row slab, N piece, K step) with
    matrix descriptors for A and B, ``wgmma.commit_group``;
 3. ``wgmma.wait_group 0``, taking the accumulator registers in and out so that no read of
@@ -546,10 +547,16 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
     if a_source.slot_read is not None or b_source.slot_read is not None:
         _check_shared_alignment(ctx)
     a_place, b_place = a_source.placement, b_source.placement
-    # Ordinary stores (here, or cp.async into the ring slots, waited for before this) are
-    # made visible to the async proxy by each writing thread, before the barrier.
-    _asm_void(b, FENCE_PROXY_ASYNC)
-    ctx.target.barrier(b)
+    if scratch is not None:
+        # This thread's stores above are made visible to the async proxy, then every
+        # thread's are in before any warpgroup reads them.  Operands read in place need
+        # neither here: a ring slot's copies are visible once its wait returns (an
+        # mbarrier phase, or cp.async.wait_group and the barrier insert-barriers puts
+        # before the read, as for any reader); a buffer hoist-dot-operands stored is
+        # fenced after its store (gpu.fence_async_shared) and insert-barriers puts the
+        # barrier between that store and this read.
+        _asm_void(b, FENCE_PROXY_ASYNC)
+        ctx.target.barrier(b)
 
     # Where this thread's warpgroup starts in the result (warps 0-3 of a group share it).
     group_warp = b.and_(ctx.warp_id, ir.Constant(_I32, -WARPGROUP))

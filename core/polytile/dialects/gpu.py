@@ -363,6 +363,16 @@ class DotWaitOp(Operation):
             raise op_error(self, "the outputs are the waited values: one of the same type for each")
 
 
+@define_op
+class FenceAsyncSharedOp(Operation):
+    """Makes this thread's shared-memory writes before it visible to the matrix unit's
+    asynchronous reads (NVIDIA: wgmma reads through the async proxy,
+    ``fence.proxy.async.shared::cta``); the readers still need a ``gpu.barrier`` after
+    it.  Nothing on a unit that reads no shared memory asynchronously."""
+
+    name = "gpu.fence_async_shared"
+
+
 # The layouts (#gpu.blocked, #gpu.shared, ...) are this dialect's attributes, but they are
 # defined by the GPU toolkit (polytile.gpu.layouts), which sits above the dialects: they
 # register themselves when it is imported, and polytile.gpu.plugin registers them with
@@ -370,7 +380,7 @@ class DotWaitOp(Operation):
 # registers itself with its analysis: only its test printer writes it.)
 GPU_DIALECT = Dialect("gpu", ops=(ConvertLayoutOp, LocalAllocOp, LocalStoreOp, LocalLoadOp, BarrierOp, AsyncCopyOp,
                                   AsyncCommitGroupOp, AsyncWaitOp, LocalLoadSlotOp, MBarrierInitOp, MBarrierWaitOp,
-                                  MBarrierInvalOp, AsyncCopyArriveOp, DotWaitOp),
+                                  MBarrierInvalOp, AsyncCopyArriveOp, DotWaitOp, FenceAsyncSharedOp),
                       types=(BufferType,),
                       doc="Layouts of distributed tiles, shared-memory buffers, and the conversions between them.")
 
@@ -378,5 +388,5 @@ if GPU_DIALECT.name not in IR_REGISTRY.dialects:  # imported on first need (see 
     IR_REGISTRY.register(GPU_DIALECT)
 
 __all__ = ["ASYNC_DOT_ATTR", "IN_PLACE_ATTR", "AsyncCommitGroupOp", "AsyncCopyArriveOp", "AsyncCopyOp", "AsyncWaitOp",
-           "BarrierOp", "BufferType", "ConvertLayoutOp", "DotWaitOp", "GPU_DIALECT", "IssuesIntoRing", "LocalAllocOp",
+           "BarrierOp", "BufferType", "ConvertLayoutOp", "DotWaitOp", "FenceAsyncSharedOp", "GPU_DIALECT", "IssuesIntoRing", "LocalAllocOp",
            "LocalLoadOp", "LocalLoadSlotOp", "LocalStoreOp", "MBarrierInitOp", "MBarrierInvalOp", "MBarrierWaitOp"]

@@ -17,8 +17,9 @@ The buffer's layout is the one dot operands get in shared memory
 swizzled rows, column blocks beyond that); the pass hoists only where the unit says it
 reads that buffer in place, and marks the ``gpu.local_load`` ``gpu.in_place``: it only
 names the buffer for the dot (its registers go unused).  A value several dots of the
-loop read is stored once.  ``insert-barriers`` puts the barrier between the store and
-the first read.
+loop read is stored once, followed by ``gpu.fence_async_shared`` (each thread's stores
+become visible to the unit's asynchronous reads); ``insert-barriers`` puts the barrier
+between the store and the first read.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..dialects import scf, tile
-from ..dialects.gpu import IN_PLACE_ATTR, BufferType, LocalAllocOp, LocalLoadOp
+from ..dialects.gpu import IN_PLACE_ATTR, BufferType, FenceAsyncSharedOp, LocalAllocOp, LocalLoadOp
 from ..ir import types as t
 from ..ir.builder import Builder
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
@@ -86,8 +87,9 @@ def _hoist(loop: Any, dot: Any, index: int, reads_in_place: Any, stored: dict) -
         buffer_type = BufferType(tuple(value.type.shape), element, shared)
         if not reads_in_place(dot, index, buffer_type):
             return False  # the dot would store it to its scratch anyway
-        buffer = stored[value] = Builder.before(loop, loop.location).create(
-            LocalAllocOp, value, result_types=[buffer_type]).result
+        before = Builder.before(loop, loop.location)
+        buffer = stored[value] = before.create(LocalAllocOp, value, result_types=[buffer_type]).result
+        before.create(FenceAsyncSharedOp)  # the unit reads it asynchronously
     elif not reads_in_place(dot, index, buffer.type):
         return False
     read = Builder.before(dot, dot.location).create(LocalLoadOp, buffer, result_types=[value.type])

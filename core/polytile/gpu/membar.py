@@ -25,7 +25,9 @@ after a write, on overlapping bytes.  A barrier clears the pending set.
 - ``scf.if``: both branches start from the same pending set; after it, the union.
   ``scf.for`` / ``scf.while``: the body starts from the union of what comes in and what
   the previous iteration left, iterated to a fixed point, so a barrier at the top of a
-  body is placed only when the previous iteration left a conflicting access.
+  body is placed only when the previous iteration left a conflicting access.  What comes
+  in and conflicts with an access in the loop gets its barrier before the loop (once,
+  not every iteration).
 - Calls: callees are done first.  A callee reports the ranges it leaves pending at its
   return (``gpu.pending_at_return``: ``[[offset, size, "r" | "w"], ...]``, relative to
   its base) and whether every path through it passes a barrier
@@ -184,6 +186,13 @@ class _Walker:
                 pending = then_end | else_end
                 synchronized |= then_sync and else_sync
                 continue
+            if isinstance(op, (scf.ForOp, scf.WhileOp)) and pending and self._conflicts_inside(op, pending):
+                # What is pending from before the loop would need a barrier in its body,
+                # run every iteration: one before the loop does, once.
+                if insert:
+                    _insert_barrier(op)
+                pending = frozenset()
+                synchronized = True
             if isinstance(op, scf.ForOp):
                 pending = self._loop([op.body.block], pending, insert)
                 continue
@@ -203,6 +212,16 @@ class _Walker:
                 synchronized = True
             pending = pending | frozenset(effect.leaves)
         return pending, synchronized
+
+    def _conflicts_inside(self, loop: Any, pending: frozenset) -> bool:
+        """Whether an access of an op anywhere in ``loop`` conflicts with ``pending``."""
+        for op in loop.walk():
+            if op is loop or isinstance(op, (scf.IfOp, scf.ForOp, scf.WhileOp)):
+                continue
+            effect = self.effect(op)
+            if effect is not None and any(a.conflicts(p) for a in effect.checked for p in pending):
+                return True
+        return False
 
     def _loop(self, blocks: list, pending: frozenset, insert: bool, exits_after_first: bool = False) -> frozenset:
         """A loop whose body is ``blocks`` run in sequence; returns what is pending when

@@ -26,7 +26,7 @@ from typing import Any, Callable, Protocol
 from llvmlite import ir
 
 from ...dialects import tile
-from ...dialects.gpu import DotWaitOp
+from ...dialects.gpu import DotWaitOp, FenceAsyncSharedOp
 from ...ir import types as t
 from ..allocation import register_scratch
 from ..layouts import BlockedLayout, DistributedLayout, DotOperandLayout
@@ -102,6 +102,10 @@ class MatrixUnit(Protocol):
     # values``, the lowering of ``gpu.dot_wait``: wait until at most ``pending`` groups
     # of asynchronous dots are in flight; ``values`` are the registers of each waited
     # value (LLVM values of its element type), returned as the outputs.
+    #
+    # Optional, for units that read shared memory asynchronously: ``fence_async_shared(
+    # builder)``, the lowering of ``gpu.fence_async_shared`` (this thread's shared-memory
+    # writes become visible to those reads).
 
 
 #: ``GpuTarget.backend_name`` -> its matrix unit.
@@ -230,6 +234,14 @@ def _dot_wait(op: Any, operands: list, ctx: LoweringContext) -> list:
         raise ctx.unsupported(op, "'gpu.dot_wait' (this target's dots are not asynchronous)")
     values = [operands[i] for i in range(*op.operand_group_slice(0))]
     return wait(ctx, op.pending, values)
+
+
+@register_lowering(FenceAsyncSharedOp)
+def _fence_async_shared(op: Any, operands: list, ctx: LoweringContext) -> list:
+    fence = getattr(MATRIX_UNITS.get(ctx.target.backend_name), "fence_async_shared", None)
+    if fence is not None:  # a unit without it reads no shared memory asynchronously
+        fence(ctx.builder)
+    return []
 
 
 def _whole_dot_instruction(op: Any, target: Any, num_warps: int) -> MatrixInstruction | None:
