@@ -211,3 +211,184 @@ def test_a_module_belongs_to_the_plugin_of_its_longest_claimed_package(monkeypat
     assert registry._package_owner("ns.baz") is None and registry._package_owner("polytile.gpu.x") is None
     registry.claim_package("ns.foo", OTHER)  # two plugins in one package: neither is named
     assert registry._package_owner("ns.foo.lowering") is None
+
+
+# --------------------------------------------------------------------------------------
+# The core's entries come from the providers a table declares, imported on its first read
+
+
+PROVIDED_TABLE = '''
+from polytile.plugins.tables import OwnedTable
+
+TABLE = OwnedTable("thing", providers=("polytile_provided_test.entries", "polytile_provided_test.more"))
+'''
+
+PROVIDED_ENTRIES = '''
+import time
+
+from polytile_provided_test.table import TABLE
+
+TABLE.add("first", "the core's first")
+time.sleep({delay})  # another thread reads meanwhile
+TABLE.add("second", "the core's second")
+'''
+
+
+@pytest.fixture
+def provided_package(tmp_path, monkeypatch):
+    """A package whose table's entries are in two provider modules (``delay``: seconds
+    between the first module's two registrations)."""
+    package = tmp_path / "polytile_provided_test"
+
+    def make(delay: float = 0.0, more: str = "TABLE.add('third', 'the core\\'s third')"):
+        package.mkdir(exist_ok=True)
+        (package / "__init__.py").write_text("")
+        (package / "table.py").write_text(PROVIDED_TABLE)
+        (package / "entries.py").write_text(PROVIDED_ENTRIES.format(delay=delay))
+        (package / "more.py").write_text(f"from polytile_provided_test.table import TABLE\n\n{more}\n")
+        importlib.invalidate_caches()
+        return importlib.import_module("polytile_provided_test.table").TABLE
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield make
+    for name in [m for m in sys.modules if m.startswith("polytile_provided_test")]:
+        del sys.modules[name]
+
+
+def test_a_table_imports_its_providers_on_its_first_read(provided_package):
+    table = provided_package()
+    assert table.providers == ("polytile_provided_test.entries", "polytile_provided_test.more")
+    table.add("first", "the plugin's", PLUGIN)  # a plugin registering first fills nothing
+    assert "polytile_provided_test.entries" not in sys.modules
+    assert table["first"] == "the plugin's"  # the first read: the providers are imported
+    assert table.get("second") == "the core's second" and table.get("third") == "the core's third"
+    assert table.owner_of("second") == CORE_OWNER
+    assert table.remove_owned_by(PLUGIN) == ["first"]  # the plugin's stood over the core's
+    assert table["first"] == "the core's first" and table.owner_of("first") == CORE_OWNER
+
+
+@pytest.mark.parametrize("read", [lambda table: table.get("third"), lambda table: table["third"],
+                                  lambda table: "third" in table, lambda table: len(table), list,
+                                  lambda table: table.entries(), lambda table: table.find("third")])
+def test_every_read_sees_the_providers_entries(provided_package, read):
+    table = provided_package()
+    read(table)
+    assert table.keys() == ["first", "second", "third"] and table.get("first") == "the core's first"
+
+
+def test_a_provider_that_fails_is_imported_again_on_the_next_read(provided_package):
+    table = provided_package(more="raise RuntimeError('half installed')")
+    with pytest.raises(RuntimeError, match="half installed"):
+        table.get("third")
+    provided_package()  # mended
+    assert table.get("third") == "the core's third" and table.get("first") == "the core's first"
+
+
+def test_a_read_in_another_thread_waits_for_the_providers(monkeypatch):
+    import threading
+    import time
+
+    table: OwnedTable = OwnedTable("thing", providers=("polytile_provided_test.entries",))
+    started = threading.Event()
+
+    def slow_import(name):  # the provider registers one entry, then takes its time
+        started.set()
+        table.add("first", "the core's first", CORE_OWNER)
+        time.sleep(0.3)
+        table.add("second", "the core's second", CORE_OWNER)
+        return None
+
+    monkeypatch.setattr(importlib, "import_module", slow_import)
+    reader = threading.Thread(target=table.get, args=("first",))
+    reader.start()
+    assert started.wait(5)
+    assert table.get("second") == "the core's second"  # not None: it waited
+    reader.join()
+
+
+REGISTRATIONS = '''
+import importlib, json, pkgutil, sys
+
+from polytile.plugins import registry, tables
+
+made, registered = {}, {}
+init, add = tables.OwnedTable.__init__, tables.OwnedTable.add
+
+
+def recording_init(self, *args, **kwargs):
+    init(self, *args, **kwargs)
+    made[id(self)] = (self.kind, sys._getframe(1).f_globals["__name__"], list(self.providers))
+
+
+def recording_add(self, name, obj, owner=None):
+    module = registry._importing_module()
+    if module.startswith("polytile."):
+        registered.setdefault(id(self), set()).add(module)
+    return add(self, name, obj, owner)
+
+
+tables.OwnedTable.__init__, tables.OwnedTable.add = recording_init, recording_add
+before = set(sys.modules)
+for package in ("polytile.gpu", "polytile.interpreter", "polytile.passes", "polytile.analysis"):
+    for info in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
+        importlib.import_module(info.name)
+print(json.dumps([(*made[key], sorted(modules)) for key, modules in registered.items() if key in made]))
+'''
+
+
+def test_the_cores_tables_declare_every_core_module_that_registers_in_them():
+    """A core module that registers entries at import is a declared provider of the table
+    (or defines it): otherwise its entries would be missing unless something imported it
+    for that, which is what the providers replace."""
+    import json
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", REGISTRATIONS], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    undeclared = [f"{kind} (defined in {home}): {', '.join(sorted(set(modules) - set(providers) - {home}))}"
+                  for kind, home, providers, modules in json.loads(done.stdout)
+                  if set(modules) - set(providers) - {home}]
+    assert not undeclared, "tables filled by modules they do not name as providers:\n  " + "\n  ".join(undeclared)
+
+
+def test_importing_the_executor_or_the_lowering_imports_no_rule_or_lowering_module():
+    """Nothing imports the rule or lowering modules to fill the tables; the first read of
+    a table does, and finds the core's entries, owned by the core."""
+    import subprocess
+
+    code = textwrap.dedent('''
+        import sys
+        from polytile.interpreter.executor import BATCHED_RULES, RULES
+        from polytile.gpu.allocation import SCRATCH_BYTES
+        from polytile.gpu.lowering import LOWERINGS, lower_module
+        from polytile.plugins.registry import CORE_OWNER
+        from polytile.dialects import tile
+        def loaded(*names):
+            return [name for name in names if name in sys.modules]
+        rules = ["polytile.interpreter.rules" + s for s in ("", "_shape", "_debug", "_block", "_batched", "_batched_flow")]
+        lowerings = ["polytile.gpu.lowering." + name for name in ("atomics", "reduce", "scan", "shapes", "tiles", "dot")]
+        assert not loaded(*rules, *lowerings), loaded(*rules, *lowerings)
+        assert RULES.get(tile.ArangeOp) is sys.modules["polytile.interpreter.rules"].arange_rule
+        assert RULES.owner_of(tile.ArangeOp) == CORE_OWNER and not loaded(*rules[4:])
+        assert BATCHED_RULES.get(tile.DotOp) is sys.modules["polytile.interpreter.rules"].dot_rule
+        assert SCRATCH_BYTES.get(tile.ReduceOp) is not None and LOWERINGS.get(tile.ReduceOp) is not None
+        assert LOWERINGS.owner_of(tile.ReduceOp) == CORE_OWNER and not loaded("polytile_nvidia", "polytile_amd")
+    ''')
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_batched_rules_survive_being_imported_before_the_per_program_rules():
+    """Registering a per-program rule drops its owner's batched rule for the class (a new
+    meaning); a batched-rule module imported before the per-program rules loads those
+    first, so the core's batched rules survive."""
+    import subprocess
+
+    code = textwrap.dedent('''
+        import polytile.interpreter.rules_batched
+        from polytile.interpreter.executor import BATCHED_RULES
+        from polytile.dialects import tile
+        assert BATCHED_RULES.get(tile.DotOp) is not None and BATCHED_RULES.get(tile.ArangeOp) is not None
+    ''')
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

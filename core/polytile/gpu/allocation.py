@@ -71,13 +71,16 @@ SCRATCH_SYNC_MODES = ("inside", "end", "none")
 #: ``fn(op, target, num_warps) -> bytes`` (0 when this instance needs none), by op class.
 ScratchSize = Callable[[Any, Any, int], int]
 #: Each of these tables owns its entries by who registered them (a plugin's leave with it).
-SCRATCH_BYTES: OwnedTable[ScratchSize] = OwnedTable("scratch size")
+#: The core's entries are in the lowering modules named here, imported on the first read.
+_CORE_SCRATCH = tuple(f"polytile.gpu.lowering.{name}" for name in ("atomics", "convert", "dot", "reduce", "scan",
+                                                                    "shapes"))
+SCRATCH_BYTES: OwnedTable[ScratchSize] = OwnedTable("scratch size", _CORE_SCRATCH)
 #: How the scratch of an op class is synchronized (see the module docstring).
-SCRATCH_SYNC: OwnedTable[str] = OwnedTable("scratch synchronization")
+SCRATCH_SYNC: OwnedTable[str] = OwnedTable("scratch synchronization", _CORE_SCRATCH)
 #: ``fn(op, target, num_warps) -> the most rounds this op's lowering can split into``, for
 #: the op classes whose lowering honours ``gpu.scratch_rounds``.
 ScratchRounds = Callable[[Any, Any, int], int]
-SCRATCH_ROUNDS: OwnedTable[ScratchRounds] = OwnedTable("scratch rounds")
+SCRATCH_ROUNDS: OwnedTable[ScratchRounds] = OwnedTable("scratch rounds", ("polytile.gpu.lowering.convert",))
 
 
 def register_scratch(*op_classes: type, sync: str = "inside",
@@ -297,7 +300,6 @@ class AllocateShared(Pass):
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
         from ..analysis.call_graph import CallGraph
-        from . import lowering  # noqa: F401  (the lowerings register their scratch needs on import)
         from .lowering.target import NUM_WARPS_ATTR, gpu_target_of, num_warps_of
 
         target = gpu_target_of(context)

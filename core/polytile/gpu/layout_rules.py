@@ -1,7 +1,7 @@
 """The table of how an op's tiles relate in ``assign-layouts`` (see :mod:`.distribute`).
 
-Kept apart from the pass so that lowering modules (which ``distribute`` itself imports,
-for the matrix units) can register rules for their ops without an import cycle.
+Kept apart from the pass so that lowering modules can register rules for their ops
+without an import cycle.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ LayoutRule = Callable[[Any, Any], None]
 #: Op class -> how its tiles relate.  Ops without a rule constrain nothing (each of their
 #: tiles is grouped only through other ops); ops with the Elementwise trait share one.
 #: Each entry owned by who registered it (:class:`~polytile.plugins.tables.OwnedTable`).
-LAYOUT_RULES: OwnedTable[LayoutRule] = OwnedTable("layout rule")
+#: The core's rules are in the modules named here, imported on the table's first read.
+LAYOUT_RULES: OwnedTable[LayoutRule] = OwnedTable("layout rule", providers=(
+    "polytile.gpu.distribute", "polytile.gpu.lowering.debug", "polytile.gpu.lowering.shapes"))
 
 
 def register_layout_rule(*op_classes: type) -> Callable[[LayoutRule], LayoutRule]:

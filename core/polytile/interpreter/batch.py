@@ -390,7 +390,9 @@ class ExecutionPlan:
 
 #: Ops that can wait for another program inside a loop (spin locks, flags), so that
 #: lockstep execution could deadlock: ``class -> predicate(op)``.  Plugins may add theirs.
-WAITS_ON_OTHER_PROGRAMS: OwnedTable[Callable[[Operation], bool]] = OwnedTable("waiting op")
+#: The core's entries of these three tables are in :mod:`.rules_batched_flow`.
+_CORE_FLOW_RULES = ("polytile.interpreter.rules_batched_flow",)
+WAITS_ON_OTHER_PROGRAMS: OwnedTable[Callable[[Operation], bool]] = OwnedTable("waiting op", _CORE_FLOW_RULES)
 
 class _OwnedSet(OwnedTable[bool]):
     """An owned set of op classes: ``add(cls)``, ``cls in table``."""
@@ -401,10 +403,10 @@ class _OwnedSet(OwnedTable[bool]):
 
 #: Loops that run until memory says otherwise: ``class``.  A loop of these classes
 #: holding an op of WAITS_ON_OTHER_PROGRAMS makes its kernel run program by program.
-UNBOUNDED_LOOPS: OwnedTable[bool] = _OwnedSet("unbounded loop")
+UNBOUNDED_LOOPS: OwnedTable[bool] = _OwnedSet("unbounded loop", _CORE_FLOW_RULES)
 
 #: How to find the function a call op calls: ``class -> callee symbol name``.
-CALLEES: OwnedTable[Callable[[Operation], str]] = OwnedTable("call op")
+CALLEES: OwnedTable[Callable[[Operation], str]] = OwnedTable("call op", _CORE_FLOW_RULES)
 # A change to these tables (a plugin withdrawn, say) makes the cached plans again.
 for _table in (WAITS_ON_OTHER_PROGRAMS, UNBOUNDED_LOOPS, CALLEES):
     _table.on_change(_rules_changed)
@@ -487,7 +489,3 @@ def run_batched(interpreter: Interpreter, arguments: list, num_programs: tuple[i
             run.flush(upto)
             raise
         run.flush()
-
-
-from . import rules_batched as _rules_batched  # noqa: E402,F401  (batched rules of the core data ops)
-from . import rules_batched_flow as _rules_batched_flow  # noqa: E402,F401  (control flow, debug, block pointers)

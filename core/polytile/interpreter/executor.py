@@ -64,7 +64,13 @@ Rule = Callable[[Operation, list, "ProgramContext"], Any]
 #: Interpretation rules by op class.  Extend with :func:`register_rule`.  Each rule is
 #: owned by who registered it: a plugin's rules leave with it, and a core rule it had
 #: replaced comes back (:class:`~polytile.plugins.tables.OwnedTable`).
-RULES: OwnedTable[Rule] = OwnedTable("interpreter rule")
+#: The core's rules are in the modules named here, imported on the table's first read.
+RULES: OwnedTable[Rule] = OwnedTable("interpreter rule", providers=(
+    "polytile.interpreter.rules",        # the core ops
+    "polytile.interpreter.rules_shape",  # scans, join, split, cat
+    "polytile.interpreter.rules_debug",  # print, assert, barrier
+    "polytile.interpreter.rules_block",  # block pointers
+))
 
 
 def register_rule(op_class: type, rule: Rule | None = None):
@@ -89,7 +95,10 @@ def register_rule(op_class: type, rule: Rule | None = None):
 
 #: Batched rules by op class: ``rule(op, operands, ctx)`` with values for a batch of
 #: programs (see :mod:`polytile.interpreter.batch`).  Extend with :func:`register_batched_rule`.
-BATCHED_RULES: OwnedTable[Rule] = OwnedTable("batched interpreter rule")
+BATCHED_RULES: OwnedTable[Rule] = OwnedTable("batched interpreter rule", providers=(
+    "polytile.interpreter.rules_batched",       # the core data ops
+    "polytile.interpreter.rules_batched_flow",  # control flow, calls, debugging, block pointers
+))
 
 
 def register_batched_rule(op_class: type, rule: Rule | None = None):
@@ -191,8 +200,6 @@ def batched_rule_for(op: Operation) -> Rule | None:
         return _DERIVED_BATCHED[cls]
     except KeyError:
         pass
-    from . import batch  # noqa: F401  (registers the core's batched rules)
-
     rule: Rule | None = None
     for base in cls.__mro__:
         if base in RULES:
@@ -206,7 +213,9 @@ def batched_rule_for(op: Operation) -> Rule | None:
             break
     else:
         if getattr(cls, "semantics", None) is not None and cls.has_trait(Elementwise):
-            rule = batch.batched_elementwise_rule
+            from .batch import batched_elementwise_rule
+
+            rule = batched_elementwise_rule
     _DERIVED_BATCHED[cls] = rule
     return rule
 
@@ -527,8 +536,3 @@ def run_kernel(module: Operation, kernel_name: str, grid: Any, args: Sequence[An
         for z, y, x in itertools.product(range(nz), range(ny), range(nx)):
             interpreter.run_program(values, (x, y, z), num_programs)
 
-
-from . import rules as _rules  # noqa: E402,F401  (registers the core ops' rules)
-from . import rules_shape as _rules_shape  # noqa: E402,F401  (scans, join, split, cat)
-from . import rules_debug as _rules_debug  # noqa: E402,F401  (print, assert, barrier)
-from . import rules_block as _rules_block  # noqa: E402,F401  (block pointers)

@@ -17,11 +17,13 @@ from ..dialects import arith, tile, tile_shape
 from ..dialects import semantics as sem
 from ..ir import types as t
 from ..ir.operation import Operation
-from . import executor  # noqa: F401  (first: it loads the per-program rules in order)
 from . import rules, rules_shape
 from .batch import BatchContext, any_batched, elementwise, lift, locate_batched, uniform_or
 from .executor import RULES, InterpreterUnsupportedError, register_batched_rule
 from .memory import serialized_update
+
+# The per-program rules first: registering one drops the batched rule of its class.
+RULES.load_providers()
 
 
 # --------------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ import numpy as np
 
 from ..dialects import func, scf, tile, tile_block, tile_debug
 from ..ir.operation import Operation
-from . import executor  # noqa: F401  (first: it loads the per-program rules in order)
 from . import rules, rules_block, rules_debug
 from .batch import (
     CALLEES,
@@ -27,7 +26,10 @@ from .batch import (
     merge,
     uniform_or,
 )
-from .executor import InterpreterUnsupportedError, register_batched_rule
+from .executor import RULES, InterpreterUnsupportedError, register_batched_rule
+
+# The per-program rules first: registering one drops the batched rule of its class.
+RULES.load_providers()
 
 for _terminator in (scf.YieldOp, scf.ConditionOp, func.ReturnOp):
     register_batched_rule(_terminator, rules.exit_rule)

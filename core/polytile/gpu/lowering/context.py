@@ -22,8 +22,12 @@ Lowering = Callable[[Any, list, "LoweringContext"], list]
 SHARED_MEMORY_SYMBOL = "polytile_shared"
 
 #: Op class -> lowering function (see the module docstring); each entry owned by the
-#: plugin that registered it (:class:`~polytile.plugins.tables.OwnedTable`).
-LOWERINGS: OwnedTable[Lowering] = OwnedTable("GPU lowering")
+#: plugin that registered it (:class:`~polytile.plugins.tables.OwnedTable`).  The core's
+#: lowerings are in the modules named here, imported on the table's first read.
+LOWERINGS: OwnedTable[Lowering] = OwnedTable("GPU lowering", providers=tuple(
+    f"polytile.gpu.lowering.{name}" for name in (
+        "async_copy", "atomics", "calls", "control_flow", "convert", "debug", "dot", "elementwise", "mbarrier",
+        "memory", "reduce", "scan", "shapes", "shared", "tiles")))
 
 
 def register_lowering(*op_classes: type) -> Callable[[Lowering], Lowering]:

@@ -53,7 +53,9 @@ from .types import element_bits
 Conversion = Callable[[Any, list, LoweringContext], list]
 #: (source layout class | None, result layout class | None) -> (conversion, scratch size | None).
 #: Each entry owned by who registered it (:class:`~polytile.plugins.tables.OwnedTable`).
-CONVERSIONS: OwnedTable[tuple[Conversion, ScratchSize | None]] = OwnedTable("layout conversion")
+#: The core's are in this module and in :mod:`.dot_operands` (imported on the first read).
+CONVERSIONS: OwnedTable[tuple[Conversion, ScratchSize | None]] = OwnedTable(
+    "layout conversion", providers=("polytile.gpu.lowering.dot_operands",))
 
 
 def register_conversion(source: type | None, result: type | None, *,

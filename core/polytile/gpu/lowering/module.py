@@ -17,9 +17,6 @@ from ...analysis.axis_info import AxisInfoAnalysis
 from ...ir import types as t
 from ...passes.pass_base import Pass, PassContext, PreservedAnalyses
 from ..linear_layout import log2
-# Importing the lowerings fills LOWERINGS (and their scratch needs).
-from . import (atomics, calls, control_flow, convert, debug, dot, dot_operands, elementwise,  # noqa: F401
-               memory, reduce, scan, shapes, shared, tiles)
 from ..allocation import SHARED_BYTES_ATTR
 from .context import LOWERINGS, LoweringContext, op_error
 from .target import NUM_WARPS_ATTR, GpuTarget, gpu_target_of, num_warps_of
