@@ -164,7 +164,7 @@ def _current_cpu() -> int | None:
 
 
 def precompile_sources() -> None:
-    """Write the bytecode of polytile's packages and the bench's, as a pip install does.
+    """Write the bytecode of polytile's packages, the bench's and the examples', as a pip install does.
 
     With ``PYTHONDONTWRITEBYTECODE`` set (GPU machines and containers often set it) and
     an editable install, every fresh child process would otherwise compile polytile's
@@ -181,6 +181,10 @@ def precompile_sources() -> None:
             continue
         for directory in getattr(module, "__path__", []):
             compileall.compile_dir(directory, quiet=1, workers=1)
+    # The examples, which hold the bench's kernels (the vector add the children launch among them).
+    from .polytile_kernels import EXAMPLES_DIR
+
+    compileall.compile_dir(EXAMPLES_DIR, maxlevels=0, quiet=1, workers=1)
 
 
 def _launch_counts(compiler: str, backend: str, kernel: Any) -> Any:

@@ -1,5 +1,9 @@
-"""The benchmark kernels in Triton: ``bench/polytile_kernels.py`` line for line; only the
-imports differ.  Imported only when Triton is installed and a GPU target is benchmarked.
+"""The benchmark kernels in Triton: the polytile ones (``bench/polytile_kernels.py`` and
+the examples it takes its kernels from) line for line, only the module names differ; a
+test compares the two (tests/bench/test_bench_kernels.py), and runs this file with
+polytile standing in for Triton on the interpreter, so each of these kernels is checked
+without a GPU too.  Imported by the harness only when Triton is installed and a GPU
+target is benchmarked.
 """
 
 import triton
@@ -103,7 +107,7 @@ def cumsum_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK_SIZE: tl.constexpr):
 @triton.jit
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr = 8):
     # Programs walk the output in groups of GROUP_M block rows, so that the blocks of A
     # and B a group reads stay in L2 (Triton's matmul tutorial).
     pid = tl.program_id(axis=0)
@@ -138,7 +142,8 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, scale, seq_len,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
     # Flash attention forward (examples/flash_attention.py): q, k, v and out are
-    # (batch * heads * seq_len, HEAD_DIM) rows; one program per block of queries of a head.
+    # (batch * heads * seq_len, HEAD_DIM) rows, one head after another; one program per
+    # block of queries of a head.
     block = tl.program_id(0)
     head = tl.program_id(1)
     offs_m = block * BLOCK_M + tl.arange(0, BLOCK_M)

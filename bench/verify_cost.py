@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 KERNELS = [
     ("vector_add", "add_kernel", "*fp32:16,*fp32:16,*fp32:16,i32", {"BLOCK_SIZE": 1024}),
     ("softmax", "softmax_kernel", "*fp32:16,*fp32:16,i32,i32,i32", {"BLOCK_SIZE": 1024}),
-    ("layer_norm", "layer_norm_fwd", "*fp32:16,*fp32:16,*fp32:16,*fp32:16,*fp32:16,*fp32:16,i32,i32,fp32",
+    ("layer_norm", "layer_norm_fwd_kernel", "*fp32:16,*fp32:16,*fp32:16,*fp32:16,*fp32:16,*fp32:16,i32,i32,fp32",
      {"BLOCK_SIZE": 1024}),
     ("matmul", "matmul_kernel", "*fp32:16,*fp32:16,*fp32:16,i32,i32,i32,i32,i32,i32,i32,i32,i32",
      {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}),

@@ -10,12 +10,13 @@ from _device import device, empty, host  # NumPy on the interpreter, torch tenso
 
 
 @pt.jit
-def cumsum_kernel(x_ptr, out_ptr, n_cols, stride, BLOCK_SIZE: pl.constexpr):
+def cumsum_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK_SIZE: pl.constexpr):
     row = pl.program_id(axis=0)
     cols = pl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
-    # Masked-off lanes load 0, so they add nothing to the lanes before them.
-    x = pl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)
+    # Masked-off lanes load 0, so they add nothing to the lanes before them; the sum is
+    # kept in float32 whatever the input type.
+    x = pl.load(x_ptr + row * stride + cols, mask=mask, other=0.0).to(pl.float32)
     pl.store(out_ptr + row * stride + cols, pl.cumsum(x, axis=0), mask=mask)
 
 
@@ -23,7 +24,7 @@ def cumsum(x: np.ndarray) -> np.ndarray:
     rows, cols = x.shape
     x = np.ascontiguousarray(x)  # (the row stride below is this array's)
     out = empty(x.shape, x.dtype)
-    cumsum_kernel[(rows,)](device(x), out, cols, x.strides[0] // x.itemsize, BLOCK_SIZE=pt.next_power_of_2(cols))
+    cumsum_kernel[(rows,)](device(x), out, x.strides[0] // x.itemsize, cols, BLOCK_SIZE=pt.next_power_of_2(cols))
     return host(out)
 
 

@@ -13,17 +13,17 @@ from _device import device, host  # NumPy on the interpreter, torch tensors on a
 
 
 @pt.jit
-def attention_forward_kernel(q_ptr, k_ptr, v_ptr, out_ptr, scale, seq_len,
-                             stride_head, stride_row,
-                             HEAD_DIM: pl.constexpr, BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr,
-                             CAUSAL: pl.constexpr):
+def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, scale, seq_len,
+                     HEAD_DIM: pl.constexpr, BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr, CAUSAL: pl.constexpr):
+    # q, k, v and out are (batch * heads * seq_len, HEAD_DIM) rows, one head after another;
+    # one program per block of queries of a head.
     block = pl.program_id(0)
-    head = pl.program_id(1)  # batch and head together: the arrays are (batch * heads, seq_len, HEAD_DIM)
+    head = pl.program_id(1)  # batch and head together
     offs_m = block * BLOCK_M + pl.arange(0, BLOCK_M)
     offs_n = pl.arange(0, BLOCK_N)
     offs_d = pl.arange(0, HEAD_DIM)
-    base = head * stride_head
-    q = pl.load(q_ptr + base + offs_m[:, None] * stride_row + offs_d[None, :], mask=offs_m[:, None] < seq_len,
+    base = head * seq_len * HEAD_DIM
+    q = pl.load(q_ptr + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=offs_m[:, None] < seq_len,
                 other=0.0)
     m_i = pl.full((BLOCK_M,), float("-inf"), pl.float32)  # the running max of each row
     l_i = pl.zeros((BLOCK_M,), dtype=pl.float32)          # the running sum of exp
@@ -33,7 +33,7 @@ def attention_forward_kernel(q_ptr, k_ptr, v_ptr, out_ptr, scale, seq_len,
     for start in range(0, end, BLOCK_N):
         cols = start + offs_n
         # K^T's block: (HEAD_DIM, BLOCK_N)
-        k = pl.load(k_ptr + base + cols[None, :] * stride_row + offs_d[:, None], mask=cols[None, :] < seq_len,
+        k = pl.load(k_ptr + base + cols[None, :] * HEAD_DIM + offs_d[:, None], mask=cols[None, :] < seq_len,
                     other=0.0)
         qk = pl.dot(q, k)
         keep = cols[None, :] < seq_len
@@ -44,12 +44,12 @@ def attention_forward_kernel(q_ptr, k_ptr, v_ptr, out_ptr, scale, seq_len,
         p = pl.exp2(qk - m_new[:, None])
         alpha = pl.exp2(m_i - m_new)
         l_i = l_i * alpha + pl.sum(p, axis=1)
-        v = pl.load(v_ptr + base + cols[:, None] * stride_row + offs_d[None, :], mask=cols[:, None] < seq_len,
+        v = pl.load(v_ptr + base + cols[:, None] * HEAD_DIM + offs_d[None, :], mask=cols[:, None] < seq_len,
                     other=0.0)
         acc = pl.dot(p.to(pl.float16), v, acc * alpha[:, None])
         m_i = m_new
     out = acc / l_i[:, None]
-    pl.store(out_ptr + base + offs_m[:, None] * stride_row + offs_d[None, :], out.to(pl.float16),
+    pl.store(out_ptr + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], out.to(pl.float16),
              mask=offs_m[:, None] < seq_len)
 
 
@@ -57,14 +57,13 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool, block_m
               block_n: int = 64) -> np.ndarray:
     """``softmax(q k^T / sqrt(d)) v`` over the last two axes of (batch, heads, seq_len, d) float16 arrays."""
     batch, heads, seq_len, head_dim = q.shape
-    flat = [np.ascontiguousarray(x.reshape(batch * heads, seq_len, head_dim)) for x in (q, k, v)]
+    flat = [np.ascontiguousarray(x.reshape(batch * heads * seq_len, head_dim)) for x in (q, k, v)]
     out = np.empty_like(flat[0])
     out_on_device = device(out)
     grid = (pt.cdiv(seq_len, block_m), batch * heads)
-    attention_forward_kernel[grid](device(flat[0]), device(flat[1]), device(flat[2]), out_on_device,
-                                   1.0 / math.sqrt(head_dim), seq_len, seq_len * head_dim, head_dim,
-                                   HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
-                                   num_warps=4)
+    attention_kernel[grid](device(flat[0]), device(flat[1]), device(flat[2]), out_on_device,
+                           1.0 / math.sqrt(head_dim), seq_len,
+                           HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, num_warps=4)
     return host(out_on_device).reshape(batch, heads, seq_len, head_dim)
 
 

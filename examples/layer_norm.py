@@ -12,8 +12,8 @@ from _device import device, empty, host  # NumPy on the interpreter, torch tenso
 
 
 @pt.jit
-def layer_norm_fwd(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, stride, n_cols, eps,
-                   BLOCK_SIZE: pl.constexpr):
+def layer_norm_fwd_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, stride, n_cols, eps,
+                          BLOCK_SIZE: pl.constexpr):
     row = pl.program_id(0)
     x_ptr += row * stride
     y_ptr += row * stride
@@ -37,8 +37,8 @@ def layer_norm_fwd(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, stride, n_col
     for off in range(0, n_cols, BLOCK_SIZE):
         cols = off + pl.arange(0, BLOCK_SIZE)
         mask = cols < n_cols
-        w = pl.load(w_ptr + cols, mask=mask)
-        b = pl.load(b_ptr + cols, mask=mask)
+        w = pl.load(w_ptr + cols, mask=mask).to(pl.float32)
+        b = pl.load(b_ptr + cols, mask=mask).to(pl.float32)
         x = pl.load(x_ptr + cols, mask=mask, other=0.0).to(pl.float32)
         pl.store(y_ptr + cols, (x - mean) * rstd * w + b, mask=mask)
 
@@ -48,8 +48,8 @@ def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float =
     y = empty(x.shape, x.dtype)
     mean = empty(rows, np.float32)
     rstd = empty(rows, np.float32)
-    layer_norm_fwd[(rows,)](device(x), y, device(weight), device(bias), mean, rstd, x.shape[1], cols, eps,
-                            BLOCK_SIZE=block)
+    layer_norm_fwd_kernel[(rows,)](device(x), y, device(weight), device(bias), mean, rstd, x.shape[1], cols, eps,
+                                   BLOCK_SIZE=block)
     return host(y), host(mean), host(rstd)
 
 

@@ -14,7 +14,8 @@ def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK
     row = pl.program_id(0)
     cols = pl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
-    x = pl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
+    # In float32 whatever the input type (float16 and bfloat16 rows too).
+    x = pl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(pl.float32)
     x = x - pl.max(x, axis=0)
     numerator = pl.exp(x)
     denominator = pl.sum(numerator, axis=0)

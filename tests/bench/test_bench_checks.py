@@ -38,8 +38,10 @@ def unfinished_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_
 
 
 def kernels_with(**replaced):
-    """The real kernel module with some kernels replaced, as the harness takes it."""
-    return SimpleNamespace(**{**vars(polytile_kernels), **replaced})
+    """The real kernel module with some kernels replaced, as the harness takes it (every
+    kernel, the ones it loads from the examples when asked included)."""
+    return SimpleNamespace(**{**{name: getattr(polytile_kernels, name) for name in dir(polytile_kernels)},
+                              **replaced})
 
 
 class RecordingDevice(NumpyDevice):

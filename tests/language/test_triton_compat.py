@@ -1,5 +1,7 @@
 """Triton's tutorial kernels run unchanged with ``import polytile as triton`` and
-``import polytile.language as tl`` (see triton_tutorials.py), at small sizes, against NumPy."""
+``import polytile.language as tl``, at small sizes, against NumPy: 02 and 03 from
+triton_tutorials.py, 01 (vector add) and 05 (layer norm forward) from the bench's Triton
+kernels (bench/triton_kernels.py, run the same way: tests/bench/loading.py)."""
 
 import importlib.util
 from pathlib import Path
@@ -16,6 +18,12 @@ _spec.loader.exec_module(tut)
 triton = tut.triton
 
 
+def bench_triton_kernels():
+    from tests.bench.loading import triton_kernels_on_polytile
+
+    return triton_kernels_on_polytile()
+
+
 @pytest.mark.parametrize("n", [98, 256])
 def test_01_vector_add(target, n):
     rng = np.random.default_rng(0)
@@ -23,7 +31,7 @@ def test_01_vector_add(target, n):
     output = np.zeros_like(x)
     n_elements = output.size
     grid = lambda meta: (triton.cdiv(n_elements, meta['BLOCK_SIZE']), )  # noqa: E731 (as the tutorial)
-    tut.add_kernel[grid](x, y, output, n_elements, BLOCK_SIZE=64, target=target)
+    bench_triton_kernels().add_kernel[grid](x, y, output, n_elements, BLOCK_SIZE=64, target=target)
     np.testing.assert_array_equal(output, x + y)
 
 
@@ -68,8 +76,8 @@ def test_05_layer_norm_forward(target, M, N, BLOCK_SIZE):
     w, b = rng.standard_normal(N).astype(np.float32), rng.standard_normal(N).astype(np.float32)
     y, mean, rstd = np.empty_like(x), np.empty(M, np.float32), np.empty(M, np.float32)
     eps = 1e-5
-    tut._layer_norm_fwd_fused[(M, )](x, y, w, b, mean, rstd, x.strides[0] // x.itemsize, N, eps,
-                                     BLOCK_SIZE=BLOCK_SIZE, target=target)
+    bench_triton_kernels().layer_norm_fwd_kernel[(M, )](x, y, w, b, mean, rstd, x.strides[0] // x.itemsize, N, eps,
+                                                        BLOCK_SIZE=BLOCK_SIZE, target=target)
     mu = x.astype(np.float64).mean(axis=1)
     sigma = 1 / np.sqrt(x.astype(np.float64).var(axis=1) + eps)
     np.testing.assert_allclose(mean, mu, rtol=1e-5, atol=1e-6)

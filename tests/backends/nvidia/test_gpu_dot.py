@@ -104,7 +104,7 @@ def test_matmul_example(nvidia_gpu, mnk):
     a = rng.standard_normal((m, k)).astype(np.float16)
     b = rng.standard_normal((k, n)).astype(np.float16)
     c = cuda(np.zeros((m, n), np.float16))
-    grid = (pt.cdiv(m, 32), pt.cdiv(n, 32))
+    grid = (pt.cdiv(m, 32) * pt.cdiv(n, 32),)  # one program per block of C, in groups of block rows
     example.matmul_kernel[grid](cuda(a), cuda(b), c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=32, BLOCK_N=32,
                                 BLOCK_K=32, target="nvidia")
     reference = a.astype(np.float32) @ b.astype(np.float32)
