@@ -5,7 +5,8 @@ code for polytile and Triton: ``lib`` is ``bench.polytile_kernels`` or
 ``bench.triton_kernels``), what the right answer is (NumPy, on a host copy of the
 inputs), how many bytes it must move or flops it must do, and its sizes for each size
 class.  Block sizes and ``num_warps`` are chosen by the launch code, as a user would,
-so both compilers get the same ones.
+so both compilers get the same ones (the autotuned matmul: the same configs to tune over,
+bench/matmul_configs.py).
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ class Case:
     reference: Callable[[dict[str, np.ndarray], dict[str, Any]], dict[str, np.ndarray]]
     work: Callable[[Size, int], float]  # bytes (memory) or flops (matmul)
     tolerance: dict[str, tuple[float, float]] = field(default_factory=dict)  # dtype -> (rtol, atol)
+    #: What to say of a result that was checked and timed (the JSON's ``detail``): the
+    #: config an autotuner chose, say.  Given the kernel module.
+    note: Callable[[Any], str] | None = None
 
     @property
     def metric(self) -> str:
@@ -214,9 +218,52 @@ def _launch_matmul(lib: Any, p: Problem) -> None:
                             BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, num_warps=warps, num_stages=stages)
 
 
+def _matmul_grid(p: Problem) -> Callable[[dict[str, Any]], tuple[int]]:
+    return lambda meta: (cdiv(p.M, meta["BLOCK_M"]) * cdiv(p.N, meta["BLOCK_N"]),)
+
+
+def _launch_matmul_autotuned(lib: Any, p: Problem) -> None:
+    # The autotuner picks the blocks, num_warps and num_stages (and the grid follows), once
+    # per (M, N, K): the first launch, the one that is checked, tunes.
+    lib.matmul_kernel_autotuned[_matmul_grid(p)](p.a, p.b, p.c, p.M, p.N, p.K, p.stride_am, 1, p.stride_bk, 1,
+                                                 p.stride_cm, 1)
+
+
+def _chosen_config(lib: Any) -> str:
+    best = getattr(lib.matmul_kernel_autotuned, "best_config", None)
+    return f"tuned: {best}" if best is not None else ""
+
+
+def _make_matmul_fp8(device: Device, size: Size, dtype: str) -> Problem:
+    """fp8 operands, f16 out.  B is an (N, K) array, given to the kernel as B's strides
+    (1 along K, K along N): wgmma takes fp8 operands K-major only, and Triton's matmul
+    tutorial gives its kernel fp8 B the same way (``b = b.T``)."""
+    m, n, k = size
+    a, b = device.randn((m, k), dtype, 7), device.randn((n, k), dtype, 8)
+    c = device.empty((m, n), "f16")
+    strides = {"stride_am": device.row_stride(a), "stride_bn": device.row_stride(b), "stride_cm": device.row_stride(c)}
+    return Problem({"a": a, "b": b, "c": c}, {"M": m, "N": n, "K": k, **strides},
+                   outputs=("c",), rows=m, row_arrays=("a", "c"))
+
+
+def _launch_matmul_fp8(lib: Any, p: Problem) -> None:
+    # Triton's matmul tutorial's first fp8 config for CUDA; small problems get small blocks.
+    if p.M >= 1024:
+        bm, bn, bk, group, warps, stages = 128, 256, 128, 8, 8, 3
+    else:
+        bm, bn, bk, group, warps, stages = 32, 32, 32, 2, 4, 2
+    grid = (cdiv(p.M, bm) * cdiv(p.N, bn),)
+    lib.matmul_kernel[grid](p.a, p.b, p.c, p.M, p.N, p.K, p.stride_am, 1, 1, p.stride_bn, p.stride_cm, 1,
+                            BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, num_warps=warps, num_stages=stages)
+
+
 def _matmul_reference(host: dict[str, np.ndarray], scalars: dict[str, Any]) -> dict[str, np.ndarray]:
     # In float64: a float32 product over K = 8192 is itself off by more than bf16's tolerance.
     return {"c": host["a"].astype(np.float64) @ host["b"].astype(np.float64)}
+
+
+def _matmul_fp8_reference(host: dict[str, np.ndarray], scalars: dict[str, Any]) -> dict[str, np.ndarray]:
+    return {"c": host["a"].astype(np.float64) @ host["b"].astype(np.float64).T}  # B is (N, K)
 
 
 def _matmul_flops(size: Size, itemsize: int) -> float:
@@ -321,6 +368,22 @@ CASES: dict[str, Case] = {case.name: case for case in (
          # fp32 accumulation over K = 8192 of terms near 1 is off by about 1e-3 where the
          # sum cancels to near 0: cuBLAS, Triton and polytile alike.
          tolerance={"f16": (1e-2, 1e-2), "bf16": (2e-2, 1e-2)}),
+    Case("matmul_autotuned", "matmul", "the same matmul under @autotune, over the configs of Triton's tutorial",
+         ("f16",), {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),),
+                    "full": ((4096, 4096, 4096), (8192, 8192, 8192))},
+         _make_matmul, _launch_matmul_autotuned, _matmul_reference, _matmul_flops,
+         tolerance={"f16": (1e-2, 1e-2)}, note=_chosen_config),
+    Case("matmul_fp8", "matmul", "the same matmul, fp8 e4m3 in (B K-major: (N, K)), fp32 accumulation, f16 out",
+         ("e4m3",),
+         {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),),
+          "full": ((4096, 4096, 4096), (8192, 8192, 8192))},
+         _make_matmul_fp8, _launch_matmul_fp8, _matmul_fp8_reference, _matmul_flops,
+         # The reference multiplies the fp8 values exactly (float64).  What is left is the
+         # f16 rounding of the output and the accumulation: fp8 wgmma adds into the fp32
+         # accumulator with fewer bits than fp32 (Triton does not promote by default), off
+         # by up to a few units where K = 8192 products of about 1 sum to a few hundred.
+         # A wrong tile or stride is off by tens.
+         tolerance={"e4m3": (2e-2, 4.0)}),
     Case("attention", "matmul", "flash attention forward, (batch, heads, seq_len, head_dim), fp16", ("f16",),
          _ATTENTION_SIZES, _make_attention, _launch_attention(False), _attention_reference(False),
          _attention_flops(False)),

@@ -7,8 +7,8 @@ Two devices, with one interface, so that the rest of the harness does not care w
 - :class:`NumpyDevice`: NumPy arrays for the interpreter, timed with ``perf_counter``.
   Its numbers only show that the harness works; the interpreter is not a fast target.
 
-Dtypes are named by short strings (``"f32"``, ``"bf16"``, ``"f16"``) everywhere in the
-harness, in the table and in the JSON.
+Dtypes are named by short strings (``"f32"``, ``"bf16"``, ``"f16"``, ``"e4m3"`` for
+fp8 e4m3) everywhere in the harness, in the table and in the JSON.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2}
+ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "e4m3": 1}
 _NUMPY_DTYPES = {"f32": np.float32, "f16": np.float16}
 
 
@@ -100,7 +100,7 @@ class Device:
 class NumpyDevice(Device):
     backend = "interp"
     library = "numpy"
-    # NumPy has no bfloat16, so bf16 rows are reported as skipped on the interpreter.
+    # NumPy has no bfloat16 and no fp8, so those rows are reported as skipped on the interpreter.
     dtypes = ("f32", "f16")
 
     def name(self) -> str:
@@ -167,6 +167,9 @@ class TorchCudaDevice(Device):
         self.torch = torch
         self.cuda = torch.device("cuda", torch.cuda.current_device())
         self._torch_dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+        if hasattr(torch, "float8_e4m3fn"):
+            self._torch_dtypes["e4m3"] = torch.float8_e4m3fn
+        self.dtypes = tuple(self._torch_dtypes)
         self._flush_buffer = torch.empty(self.L2_FLUSH_BYTES, dtype=torch.int8, device=self.cuda)
 
     def name(self) -> str:
@@ -187,6 +190,8 @@ class TorchCudaDevice(Device):
         return array.stride(0)
 
     def host(self, array: Any, rows: np.ndarray | None = None) -> np.ndarray:
+        if array.element_size() == 1:  # fp8: converted first, for the indexing below
+            array = array.float()
         if rows is not None:
             array = array[self.torch.as_tensor(rows, device=array.device)]
         return array.float().cpu().numpy()

@@ -20,9 +20,13 @@ from pathlib import Path
 import polytile as pt
 import polytile.language as pl
 
+from .matmul_configs import AUTOTUNE_CONFIGS
+
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
-#: The kernels the examples hold: name -> the example (examples/NAME.py).
+#: The kernels the examples hold: name -> the example (examples/NAME.py).  The bench
+#: launches ``matmul_kernel`` with B a (K, N) array or, for fp8, an (N, K) one given as
+#: B's strides (1 along K, K along N), as Triton's matmul tutorial gives it fp8 B.
 FROM_EXAMPLES = {
     "add_kernel": "vector_add",
     "softmax_kernel": "softmax",
@@ -52,16 +56,19 @@ def load_example(name: str):
 
 
 def __getattr__(name: str):
-    """An example's kernel, loaded when first asked for (PEP 562)."""
-    if name not in FROM_EXAMPLES:
+    """An example's kernel, or one made from it, loaded when first asked for (PEP 562)."""
+    if name in FROM_EXAMPLES:
+        kernel = getattr(load_example(FROM_EXAMPLES[name]), name)
+    elif name in DERIVED:
+        kernel = DERIVED[name]()
+    else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    kernel = getattr(load_example(FROM_EXAMPLES[name]), name)
     globals()[name] = kernel
     return kernel
 
 
 def __dir__():
-    return sorted({*globals(), *FROM_EXAMPLES})
+    return sorted({*globals(), *FROM_EXAMPLES, *DERIVED})
 
 
 @pt.jit
@@ -95,3 +102,15 @@ def row_max_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK_SIZE: pl.constexpr):
         x = pl.load(x_ptr + cols, mask=cols < n_cols, other=-float("inf")).to(pl.float32)
         acc = pl.maximum(acc, x)
     pl.store(out_ptr + row, pl.max(acc, axis=0))
+
+
+def _matmul_kernel_autotuned():
+    # The example's matmul under @autotune, as a Triton user writes it: the configs of
+    # Triton's matmul tutorial (bench/matmul_configs.py), tuned once per (M, N, K).
+    return pt.autotune(configs=[pt.Config(meta, num_warps=warps, num_stages=stages)
+                                for meta, warps, stages in AUTOTUNE_CONFIGS],
+                       key=["M", "N", "K"])(load_example("matmul").matmul_kernel)
+
+
+#: Kernels made from an example's kernel, when first asked for.
+DERIVED = {"matmul_kernel_autotuned": _matmul_kernel_autotuned}

@@ -88,7 +88,8 @@ def measure(case: Case, problem: Problem, dtype: str, size: Size, lib: Any, devi
     except Exception as exc:  # noqa: BLE001
         return Measurement.failed(ERROR, f"failed while timing: {describe_error(exc)}")
     ms = statistics.median(samples)
-    return Measurement(OK, value=case.rate(size, dtype, ms), ms=ms, samples=len(samples))
+    note = case.note(lib) if case.note is not None else ""
+    return Measurement(OK, value=case.rate(size, dtype, ms), ms=ms, samples=len(samples), detail=note)
 
 
 def run_cases(cases: Iterable[Case], size_class: str, device: Device, compilers: dict[str, Any],

@@ -9,6 +9,8 @@ target is benchmarked.
 import triton
 import triton.language as tl
 
+from .matmul_configs import AUTOTUNE_CONFIGS
+
 
 @triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
@@ -177,3 +179,10 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, scale, seq_len,
     out = acc / l_i[:, None]
     tl.store(out_ptr + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], out.to(tl.float16),
              mask=offs_m[:, None] < seq_len)
+
+
+# The matmul under @autotune, as bench/polytile_kernels.py has it: the same configs
+# (bench/matmul_configs.py), tuned once per (M, N, K).
+matmul_kernel_autotuned = triton.autotune(configs=[triton.Config(meta, num_warps=warps, num_stages=stages)
+                                                   for meta, warps, stages in AUTOTUNE_CONFIGS],
+                                          key=["M", "N", "K"])(matmul_kernel)

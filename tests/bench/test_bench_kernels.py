@@ -4,7 +4,7 @@ The kernels that are also examples live in ``examples/NAME.py`` (the bench loads
 there: ``bench.polytile_kernels.FROM_EXAMPLES``); the bench's own are in
 ``bench/polytile_kernels.py``.  ``bench/triton_kernels.py`` must be the same code with the
 module names changed: compared as syntax trees (comments and line breaks aside), every
-kernel on both sides.  Every case of
+kernel on both sides, and the autotuned matmul over the same configs.  Every case of
 the harness is then launched with both kernel modules (the Triton one with polytile
 standing in for Triton) and each result checked, so the pairing is the harness's own.
 """
@@ -76,6 +76,15 @@ def test_the_triton_kernel_is_the_polytile_kernel_renamed(name):
         "change both alike")
 
 
+def test_the_autotuned_matmuls_tune_the_same_kernel_over_the_same_configs():
+    ours, theirs = polytile_kernels.matmul_kernel_autotuned, triton_kernels_on_polytile().matmul_kernel_autotuned
+    assert ours.fn is polytile_kernels.matmul_kernel
+    assert theirs.fn is triton_kernels_on_polytile().matmul_kernel
+    assert ours.keys == theirs.keys == ["M", "N", "K"]
+    assert [c.all_kwargs() for c in ours.configs] == [c.all_kwargs() for c in theirs.configs]
+    assert len(ours.configs) >= 4
+
+
 def test_the_bench_kernels_are_written_with_the_public_api():
     for path in [BENCH_KERNELS, *(EXAMPLES / f"{e}.py" for e in polytile_kernels.FROM_EXAMPLES.values())]:
         tree = ast.parse(path.read_text())
@@ -100,7 +109,8 @@ def test_the_kernels_can_be_run_with_polytile_standing_in_for_triton():
     assert triton_kernels_on_polytile().add_kernel.fn.__code__.co_filename == str(TRITON_KERNELS)
 
 
-#: Each case in a dtype NumPy holds (the interpreter's arrays).
+#: Each case with a dtype NumPy holds (the interpreter's arrays): the fp8 matmul runs here
+#: in float16 (the same launch code and layout: tests/bench/test_bench_matmul_rows.py).
 RUNNABLE = {name: next(d for d in (*case.dtypes, "f16") if d in NumpyDevice.dtypes) for name, case in CASES.items()}
 
 
