@@ -93,7 +93,7 @@ def test_the_bench_kernels_are_written_with_the_public_api():
         assert not {name for name in imported if name.startswith("polytile.")} - {"polytile.language"}, path
 
 
-def test_only_the_vector_add_example_is_loaded_for_the_launch_and_compile_modes(tmp_path):
+def test_only_the_vector_add_example_is_loaded_for_the_launch_and_compile_modes():
     """Their child processes time importing the kernel module and launching add_kernel:
     that loads examples/vector_add.py, not every example."""
     import subprocess
