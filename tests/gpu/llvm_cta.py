@@ -534,6 +534,17 @@ class CTA:
                 if m:
                     self._store(e, _space(op.types[1]), ptr + i * _size(e), v, tid)
             return None
+        if name.startswith(("llvm.smin.", "llvm.smax.", "llvm.umin.", "llvm.umax.")):
+            pick = min if ".smin." in name or ".umin." in name else max
+            signed = name.startswith(("llvm.smin.", "llvm.smax."))
+
+            def extreme(t: str, a: int, b: int) -> int:
+                bits = _bits(t)
+                a, b = a & ((1 << bits) - 1), b & ((1 << bits) - 1)
+                if signed:
+                    return pick(_s(a, bits), _s(b, bits)) & ((1 << bits) - 1)
+                return pick(a, b)
+            return _lanewise(extreme, op.type, *args)
         if name.startswith("llvm.fmuladd") or name.startswith("llvm.fma."):
             dtype = _FLOATS[_element(op.type)]
             return _lanewise(lambda t, a, b, c: dtype(np.float64(a) * np.float64(b) + np.float64(c)), op.type, *args)

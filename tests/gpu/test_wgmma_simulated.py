@@ -7,6 +7,8 @@ makes it a model of the hardware for these layouts."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -141,6 +143,30 @@ def test_a_loop_invariant_q_is_stored_once_and_k_and_v_are_pipelined():
     barriers = 32  # the rings' three mbarriers (24 bytes, placed in 32)
     assert artifacts["shared_bytes"] == 64 * 64 * 2 + rings + barriers  # q, the K and V rings: no dot scratch
     assert artifacts["ptx"].count("cp.async.cg") >= 2
+    run_kernel(artifacts, args, 4)
+    np.testing.assert_array_equal(o, expected)
+
+
+def test_attention_keeps_p_at_v_in_flight_across_the_next_scores():
+    # Both dots issue asynchronously: the scores' dot, then a wait that leaves only it in
+    # flight (retiring the previous iteration's P @ V, whose slots the copies after it
+    # refill), then the scores' own wait right before the scores are read; P @ V (A in
+    # registers) stays in flight into the next iteration.  One barrier per iteration.
+    q, k, v, expected = invariant_q_case(64, 64, 160)
+    o = np.zeros((64, 64), np.float32)
+    args = [q, k, v, o, 160]
+    module = invariant_q_kernel.lower(*args, BM=64, BN=64, D=64)
+    result = compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=3)
+    text = str(result.module)
+    loop = text[text.index("scf.for"):text.index("scf.yield")]
+    ops = re.findall(r"(tile\.dot|gpu\.dot_wait|gpu\.barrier|gpu\.async_copy_arrive|gpu\.mbarrier_wait)", loop)
+    assert ops == ["gpu.mbarrier_wait", "tile.dot", "gpu.dot_wait", "gpu.barrier", "gpu.async_copy_arrive",
+                   "gpu.dot_wait", "tile.dot"]
+    assert loop.count("{gpu.async = true}") == 2
+    assert re.findall(r"gpu.dot_wait .*?\{pending = (\d)\}", loop) == ["1", "0"]
+    artifacts = result.context.artifacts
+    # The dots read in place: the one proxy fence is the hoisted q's, before the loop.
+    assert artifacts["ptx"].count("fence.proxy.async") == 1 and text.count("gpu.fence_async_shared") == 1
     run_kernel(artifacts, args, 4)
     np.testing.assert_array_equal(o, expected)
 

@@ -158,14 +158,15 @@ def select_wgmma(a: t.Type, acc: t.Type, shape: tuple[int, int, int], num_warps:
 
 def overlaps(op: Any) -> bool:
     """Whether the dot ``op`` can stay in flight after its lowering (``async-dots``):
-    both operands read in place from ring slots or hoisted buffers, which stay put
-    until a wait retires it (the dot's own scratch, or A in registers, would be
-    overwritten by the next iteration's dot while this one still reads them), and an
-    f32 or i32 accumulator: f16 ones travel packed two to a register, and unpacking
-    them between iterations would touch registers the tensor cores still write."""
+    its shared-memory operands read in place from ring slots or hoisted buffers, which
+    stay put until a wait retires it (the dot's own scratch would be overwritten by the
+    next dot while this one still reads it); A may come in registers (``async-dots``
+    then makes sure they are written again only after the wait); and an f32 or i32
+    accumulator: f16 ones travel packed two to a register, and unpacking them between
+    iterations would touch registers the tensor cores still write."""
     if element_bits(op.acc.type) != 32:
         return False
-    return all(source.slot_read is not None for source in operand_sources(op))
+    return all(source.slot_read is not None or source.in_registers for source in operand_sources(op))
 
 
 def reads_in_place(op: Any, index: int, buffer: Any) -> bool:

@@ -1,26 +1,31 @@
-"""``async-dots``: keep a loop's matrix multiply in flight while the next iteration starts.
+"""``async-dots``: keep a loop's matrix multiplies in flight while the next iteration starts.
 
 A matrix unit whose instruction issues asynchronously (NVIDIA's wgmma: the tensor cores
 run while the warps go on) says so per dot (``MatrixInstruction.overlaps``).  In a loop
-that accumulates into a carried value (``acc = pl.dot(a, b, acc)``, the operands read
-from the ring slots ``pipeline-loops`` fills) the pass
+whose dot's result the loop carries on (``acc = pl.dot(a, b, acc)``; attention's
+``acc = pl.dot(p, v, acc * alpha)``), the pass marks the loop's dots ``gpu.async``
+(their lowering issues them and returns) and retires them with ``gpu.dot_wait``:
 
-- marks the dot ``gpu.async``: its lowering issues it and returns;
-- follows it with ``gpu.dot_wait {pending = N}`` on its result and the rings it reads:
-  the dots of all but the last ``N`` iterations are done there, so the slots they read
-  may be written again; the loop carries the wait's output into the next dot, which
-  accumulates into the same registers behind the one still in flight;
-- moves the iteration's copies into the ring (``gpu.async_copy``, issued ahead into the
-  slot the previous iteration read) and their commit or barrier arrival (every op with
-  the ``IssuesIntoRing`` trait) after that wait: that slot is free
-  only once the previous iteration's dot is done (``insert-barriers`` puts the barrier
-  between the wait and the copies, for every warp group's dot);
-- waits for everything (``pending = 0``) after the loop, before the result is read.
+- after the iteration's first dot, ``gpu.dot_wait {pending = N}`` (N = 1) retires
+  everything the previous iteration left in flight (the carried results read after it
+  come out of it; a first dot accumulating into its own carried value chains on the
+  in-flight registers instead, and its result goes through the wait to the next
+  iteration);
+- a dot whose result the body reads (attention's scores) is retired right before the
+  first reader, behind only the dots issued since;
+- the iteration's copies into the rings (every op with the ``IssuesIntoRing`` trait:
+  issued ahead, into the slots the previous iteration's dots read) move after the first
+  wait: those slots are free once it returns (``insert-barriers`` puts the barrier
+  between, for every warp group's dots);
+- after the loop, ``pending = 0`` retires everything before the results are read.
 
-So with ``N = 1`` the copies, the address arithmetic and the loop's control of the next
-iteration overlap the tensor cores' work on this one (Triton and CUTLASS do the same).
-A dot is left alone where its result has another use in the loop, it does not
-accumulate into the carried value, or the unit cannot read its operands in place.
+So the copies, the address arithmetic, the loop's control and the next iteration's first
+dot overlap the tensor cores' work on this iteration's last one (Triton and CUTLASS do
+the same).  A dot with A in registers (``p @ v``) stays in flight only where A is
+computed from a dot retired in the same iteration: its registers are written again only
+after the next iteration's first wait.  The pass leaves a loop alone where no dot's
+result crosses iterations in flight, a carried result is read before the first dot, or
+the unit cannot read the operands in place.
 """
 
 from __future__ import annotations
@@ -64,11 +69,11 @@ class AsyncDots(Pass):
         num_warps = num_warps_of(context)
         changed = False
         for loop in [op for op in module.walk() if isinstance(op, scf.ForOp)]:
-            dots = [(op, index) for op in loop.body.block if isinstance(op, tile.DotOp)
-                    for index in [_carried_accumulator(loop, op)]
-                    if index is not None and _overlaps(op, select_instruction(op, target, num_warps))]
-            if dots:
-                _make_async(loop, dots, self.pending)
+            candidates = [op for op in loop.body.block if isinstance(op, tile.DotOp)
+                          and _overlaps(op, select_instruction(op, target, num_warps))]
+            plan = _plan(loop, candidates)
+            if plan is not None:
+                _make_async(loop, plan, self.pending)
                 context.count("async-dots.loops")
                 changed = True
         return PreservedAnalyses.none() if changed else PreservedAnalyses.all()
@@ -82,19 +87,99 @@ def _overlaps(dot: Any, instruction: Any) -> bool:
     return instruction.overlaps(dot)
 
 
-def _carried_accumulator(loop: Any, dot: Any) -> int | None:
-    """The position of the loop-carried value ``dot`` accumulates into and yields, where
-    the yield is the only use of its result; else None."""
+@dataclass
+class _Plan:
+    #: The dots left in flight, in body order; the first is issued before the wait that
+    #: retires the previous iteration's.
+    dots: list
+    #: Dots whose result crosses into the next iteration in flight: position in the
+    #: loop's carried values (after the induction variable).
+    carried: dict
+    #: Dots whose result the body reads: retired right before the first reader.
+    read: list
+
+
+def _body_uses(dot: Any) -> list:
+    terminator = dot.parent.last_op
+    return [use for use in dot.result.uses if use.owner is not terminator]
+
+
+def _plan(loop: Any, candidates: list) -> _Plan | None:
+    """Which dots stay in flight, and how each is retired (see :func:`_make_async`):
+
+    - a dot whose result only the loop carries on (``acc = pl.dot(a, b, acc)``,
+      attention's ``acc = pl.dot(p, v, acc * alpha)``) stays in flight into the next
+      iteration, where the wait after that iteration's first dot retires it; so every
+      read of its carried value there must come after that first dot, except the first
+      dot accumulating into it (the tensor cores chain those);
+    - a dot the body reads (attention's ``qk``) is retired right before the first read;
+    - a dot with A in registers (``p @ v``) stays in flight only where A is computed from
+      a dot retired in the same iteration: its registers are then written again only
+      after the next iteration's first wait (which retired this dot);
+    - none of this without a dot that crosses iterations in flight: there would be
+      nothing to overlap."""
+    if not candidates:
+        return None
+    body = loop.body.block
+    order = {op: i for i, op in enumerate(body)}
+    terminator = body.last_op
     args = list(loop.region_iter_args)
-    if dot.acc not in args or len(dot.result.uses) != 1:
+    first = candidates[0]
+    carried: dict = {}
+    read: list = []
+    for dot in candidates:
+        if _body_uses(dot):
+            read.append(dot)
+            continue
+        yielded = [use.index for use in dot.result.uses if use.owner is terminator]
+        if len(yielded) != 1:
+            continue
+        index = yielded[0]
+        arg = args[index]
+        uses_ok = all(
+            (use.owner is first and use.index == 2 and dot is first) or order[_top(use.owner, body)] > order[first]
+            for use in arg.uses)
+        if uses_ok:
+            carried[dot] = index
+    if not carried:
         return None
-    (use,) = dot.result.uses
-    index = args.index(dot.acc)
-    if use.owner is not loop.body.block.last_op or use.index != index:
+    dots = [d for d in candidates if d in carried or d in read]
+    retired_in_body = set(read)
+    dots = [d for d in dots if not _a_in_registers(d) or _from_retired(d.a, retired_in_body, body)]
+    carried = {d: i for d, i in carried.items() if d in dots}
+    read = [d for d in read if d in dots]
+    if not carried or first not in dots:
         return None
-    if len(dot.acc.uses) != 1:  # the carried value is read elsewhere in the body
-        return None
-    return index
+    return _Plan(dots, carried, read)
+
+
+def _top(op: Any, body: Any) -> Any:
+    """``op``, or the op of ``body`` it is nested in."""
+    while op.parent is not body:
+        op = op.parent_op
+    return op
+
+
+def _a_in_registers(dot: Any) -> bool:
+    from .layouts import DotOperandLayout
+
+    return isinstance(dot.a.type.layout, DotOperandLayout)
+
+
+def _from_retired(value: Any, retired: set, body: Any) -> bool:
+    """Whether ``value`` is computed in ``body`` from the result of a dot in ``retired``."""
+    seen: set = set()
+    work = [value]
+    while work:
+        v = work.pop()
+        op = v.defining_op
+        if op is None or op in seen or op.parent is not body:
+            continue
+        if op in retired:
+            return True
+        seen.add(op)
+        work.extend(op.operands)
+    return False
 
 
 def _rings(dot: Any) -> list:
@@ -109,29 +194,52 @@ def _rings(dot: Any) -> list:
     return rings
 
 
-def _make_async(loop: Any, dots: list, pending: int) -> None:
+def _make_async(loop: Any, plan: _Plan, pending: int) -> None:
     body = loop.body.block
     terminator = body.last_op
+    args = list(loop.region_iter_args)
     rings: list = []
-    last_wait = None
-    for dot, index in dots:
+    for dot in plan.dots:
         dot.set_attr(ASYNC_DOT_ATTR, True)
-        dot_rings = _rings(dot)
-        rings += [r for r in dot_rings if r not in rings]
-        wait = Builder.after(dot, dot.location).create(DotWaitOp, [dot.result], dot_rings, pending=pending,
-                                                       result_types=[dot.result.type])
-        terminator.set_operand(index, wait.results[0])
-        last_wait = wait
-    # The copies into the rings (issued ahead, into the slot the previous iteration's
-    # dot read) go after the wait that retires that dot.
+        rings += [r for r in _rings(dot) if r not in rings]
+    first = plan.dots[0]
+
+    # After the first dot: the previous iteration's dots are retired (only this one may
+    # still run), so their slots may be refilled and their carried results read.
+    carried_in = [args[index] for dot, index in plan.carried.items() if dot is not first]
+    through = [first.result] if first in plan.carried else []
+    values = carried_in + through
+    wait = Builder.after(first, first.location).create(DotWaitOp, values, rings, pending=pending,
+                                                       result_types=[v.type for v in values])
+    for arg, waited in zip(carried_in, wait.results):
+        for use in list(arg.uses):
+            if use.owner is not wait:
+                use.owner.set_operand(use.index, waited)
+    if through:
+        terminator.set_operand(plan.carried[first], wait.results[-1])
+
+    # A dot the body reads: retired right before the first reader, behind the dots
+    # issued since (they may stay in flight).
+    order = {op: i for i, op in enumerate(body)}
+    for dot in plan.read:
+        reader = min((_top(use.owner, body) for use in dot.result.uses), key=order.__getitem__)
+        behind = sum(1 for d in plan.dots if order[dot] < order[d] < order[reader])
+        retire = Builder.before(reader, reader.location).create(DotWaitOp, [dot.result], _rings(dot),
+                                                                pending=behind, result_types=[dot.result.type])
+        for use in list(dot.result.uses):
+            if use.owner is not retire:
+                use.owner.set_operand(use.index, retire.results[0])
+
+    # The copies into the rings (issued ahead, into the slots the previous iteration's
+    # dots read) go after the wait that retires those dots.
     ops = list(body)
-    issues = [op for op in ops[:ops.index(last_wait)] if op.has_trait(IssuesIntoRing)]
-    anchor = last_wait
+    issues = [op for op in ops[:ops.index(wait)] if op.has_trait(IssuesIntoRing)]
+    anchor = wait
     for op in issues:
         op.move_after(anchor)
         anchor = op
     # After the loop, everything retires before the results are read.
-    results = [loop.results[index] for _, index in dots]
+    results = [loop.results[index] for index in plan.carried.values()]
     after = Builder.after(loop, loop.location)
     final = after.create(DotWaitOp, results, rings, pending=0, result_types=[r.type for r in results])
     for result, waited in zip(results, final.results):

@@ -172,12 +172,23 @@ def test_wgmma_ptx(blocks, num_warps, num_stages, dtype, acc, a_t, instruction):
     n_instr = int(instruction.split("n")[1].split("k")[0])
     warps_m, warps_n = wgmma_warps((bm, bn), num_warps)
     assert ptx.count("wgmma.mma_async") == (bm // (16 * warps_m)) * (bn // (n_instr * warps_n)) * (bk // 16)
-    fence, barrier, wg_fence, first, commit, wait = _positions(
-        ptx, "fence.proxy.async.shared::cta", "bar.sync", "wgmma.fence.sync.aligned", "wgmma.mma_async",
-        "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned 0")
-    assert fence < wg_fence < first < commit < wait
-    assert barrier < wg_fence and ptx.index("bar.sync", fence) < wg_fence  # a barrier after the fence
+    wg_fence, first, commit, wait = _positions(
+        ptx, "wgmma.fence.sync.aligned", "wgmma.mma_async", "wgmma.commit_group.sync.aligned",
+        "wgmma.wait_group.sync.aligned")
+    assert wg_fence < first < commit < wait
     assert ptx.rindex("wgmma.mma_async") < commit
+    if num_stages == 1:
+        # The operands go through the dot's scratch: stored, fenced for the async proxy,
+        # and a barrier after the fence before any warpgroup reads them.
+        fence = ptx.index("fence.proxy.async.shared::cta")
+        assert fence < wg_fence and ptx.index("bar.sync", fence) < wg_fence
+    else:
+        # Pipelined: the slots are read in place (no stores, no proxy fence) once the
+        # loop has waited for the slot's mbarrier phase; the phase flips as slots wrap.
+        assert "fence.proxy.async" not in ptx
+        assert ptx.index("mbarrier.init.shared.b64") < ptx.index("cp.async.mbarrier.arrive.noinc") \
+            < ptx.index("mbarrier.try_wait.parity") < wg_fence
+        assert "cp.async.wait_group" not in ptx and "mbarrier.inval.shared.b64" in ptx
     assembles(ptx, "sm_90a", name)
 
 
