@@ -392,3 +392,33 @@ def test_the_batched_rules_survive_being_imported_before_the_per_program_rules()
     ''')
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_backends_units_are_its_own_and_leave_with_it():
+    """The NVIDIA and AMD backends register their matrix (and NVIDIA's async-copy and
+    mbarrier) units where they build their GpuTarget; the units are the backend's, so a
+    manager that disables the backend takes them away, and one that enables it puts
+    them back."""
+    import subprocess
+
+    code = textwrap.dedent('''
+        from polytile.gpu.lowering.async_copy import ASYNC_COPY_UNITS
+        from polytile.gpu.lowering.dot import MATRIX_UNITS
+        from polytile.gpu.lowering.mbarrier import BARRIER_UNITS
+        from polytile.plugins.manager import PluginManager, get_plugin_manager
+        from polytile.target import Target
+
+        backends = get_plugin_manager().backends
+        backends.get("nvidia").gpu_target(Target.parse("nvidia:sm_90a"))
+        backends.get("amd").gpu_target(Target.parse("amd:gfx942"))
+        tables = {"NVIDIA": (MATRIX_UNITS, ASYNC_COPY_UNITS, BARRIER_UNITS), "AMD": (MATRIX_UNITS,)}
+        owners = {(name, table.kind): table.owner_of(name).distribution for name in tables for table in tables[name]}
+        assert owners == {("NVIDIA", "matrix unit"): "polytile-nvidia", ("NVIDIA", "async copy unit"): "polytile-nvidia",
+                          ("NVIDIA", "mbarrier unit"): "polytile-nvidia", ("AMD", "matrix unit"): "polytile-amd"}, owners
+        PluginManager(disabled=["polytile-nvidia"]).plugins()
+        assert all("NVIDIA" not in table for table in tables["NVIDIA"]) and "AMD" in MATRIX_UNITS
+        PluginManager().plugins()
+        assert all("NVIDIA" in table for table in tables["NVIDIA"])
+    ''')
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -27,15 +27,16 @@ from llvmlite import ir
 from polytile.errors import PolytileError
 from polytile.gpu.lowering import SHARED_BYTES, GpuTarget
 from polytile.gpu.lowering.context import SHARED_MEMORY_SYMBOL
+from polytile.gpu.lowering.dot import register_matrix_unit
 from polytile.llvm_codegen import EmitFromLLVM, optimized_module, target_machine
 from polytile.llvm_codegen import llvm as binding
 from polytile.passes.instrumentation import register_artifact_extension
 from polytile.passes.pass_base import PassContext
 
-from . import devicelibs
-from . import lanes, matrix  # noqa: F401  (matrix registers the AMD matrix unit for tile.dot)
+from . import devicelibs, lanes
 from .architectures import ARCHITECTURES
 from .errors import OutOfResourcesError
+from .matrix import AMD_MATRIX
 
 TRIPLE = "amdgcn-amd-amdhsa"
 #: Artifact keys this backend adds (next to the core's 'llvm_ir').
@@ -174,6 +175,11 @@ def _annotate(waves_per_eu: int) -> Any:
 
 # --------------------------------------------------------------------------------------
 # The target
+
+
+# The matrix cores the lowering finds by the target's backend_name for tile.dot:
+# registered here, with the target they serve; owned by this backend, they leave with it.
+register_matrix_unit("AMD", AMD_MATRIX)
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,8 +1,8 @@
 """AMD matrix cores for ``tile.dot``: which MFMA (CDNA: gfx90a, gfx942, gfx950) or WMMA
 (RDNA3: gfx1100) instruction serves which operand types, and the LLVM intrinsic of each.
 
-Importing this module registers :data:`AMD_MATRIX` as the matrix unit of the AMD backend
-(see :mod:`polytile.gpu.lowering.dot`).  The instructions, in the order they are
+:data:`AMD_MATRIX` is the matrix unit of the AMD backend (registered by :mod:`.codegen`;
+see :mod:`polytile.gpu.lowering.dot`).  The instructions, in the order they are
 preferred (the first whose M, N and K fit the dot wins):
 
 ========  ============  ===============================================  =========
@@ -41,7 +41,7 @@ from typing import Any
 from llvmlite import ir
 
 from polytile.gpu.layouts import DistributedLayout, MfmaLayout, WmmaLayout
-from polytile.gpu.lowering.dot import MatrixInstruction, register_matrix_unit
+from polytile.gpu.lowering.dot import MatrixInstruction
 from polytile.ir import types as t
 
 from .architectures import ARCHITECTURES
@@ -235,7 +235,7 @@ class AmdMatrixUnit:
         return instruction_for(spec, arch) if spec is not None else None
 
 
-AMD_MATRIX = register_matrix_unit("AMD", AmdMatrixUnit())
+AMD_MATRIX = AmdMatrixUnit()
 
 __all__ = ["AMD_MATRIX", "AmdMatrixSpec", "AmdMatrixUnit", "SPECS", "candidates", "choose", "instruction_for",
            "make_emit", "warps_per_tile"]

@@ -16,8 +16,6 @@ from typing import Any
 
 from llvmlite import ir
 
-from polytile.gpu.lowering.async_copy import register_async_copy_unit
-
 _I32 = ir.IntType(32)
 _I64 = ir.IntType(64)
 
@@ -68,6 +66,6 @@ class NvidiaAsyncCopy:
         _void_asm(builder, ARRIVE_PTX, [barrier_address], ["r"])
 
 
-NVIDIA_ASYNC_COPY = register_async_copy_unit("NVIDIA", NvidiaAsyncCopy())
+NVIDIA_ASYNC_COPY = NvidiaAsyncCopy()
 
 __all__ = ["ARRIVE_PTX", "COMMIT_PTX", "NVIDIA_ASYNC_COPY", "NvidiaAsyncCopy", "WAIT_PTX", "copy_ptx"]

@@ -24,12 +24,17 @@ from llvmlite import ir
 
 from polytile.errors import PolytileError
 from polytile.gpu.lowering import GpuTarget
+from polytile.gpu.lowering.async_copy import register_async_copy_unit
+from polytile.gpu.lowering.dot import register_matrix_unit
 from polytile.gpu.lowering.elementwise import LOG2E
+from polytile.gpu.lowering.mbarrier import register_barrier_unit
 from polytile.llvm_codegen import EmitFromLLVM, link_library, optimized_module
 from polytile.passes.pass_base import Pass, PassContext, PreservedAnalyses
 
-from . import mma  # noqa: F401  (registers the NVIDIA matrix unit for tile.dot)
 from .architectures import ARCHITECTURES
+from .async_copy import NVIDIA_ASYNC_COPY
+from .mbarrier import NVIDIA_BARRIERS
+from .mma import NVIDIA_MMA
 from .registers import cubin_registers, register_budget, threads_per_block, with_register_cap
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -420,6 +425,14 @@ def _float8_convert_hook(arch: str) -> Any:
             return builder.bitcast(builder.trunc(halves, ir.IntType(16)), ir.HalfType())
         return None
     return convert
+
+
+# The units the lowering finds by the target's backend_name: tensor cores (mma.sync,
+# wgmma) for tile.dot, cp.async for the pipelined loads, mbarriers for their rings.
+# Registered here, with the target they serve; owned by this backend, they leave with it.
+register_matrix_unit("NVIDIA", NVIDIA_MMA)
+register_async_copy_unit("NVIDIA", NVIDIA_ASYNC_COPY)
+register_barrier_unit("NVIDIA", NVIDIA_BARRIERS)
 
 
 @functools.lru_cache(maxsize=None)

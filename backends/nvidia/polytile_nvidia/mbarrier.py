@@ -19,7 +19,6 @@ from typing import Any
 
 from llvmlite import ir
 
-from polytile.gpu.lowering.mbarrier import register_barrier_unit
 
 from .architectures import ARCHITECTURES
 
@@ -58,6 +57,6 @@ class NvidiaBarriers:
         _void_asm(builder, INVAL_PTX, [address, builder.zext(predicate, _I32)], ["r", "r"])
 
 
-NVIDIA_BARRIERS = register_barrier_unit("NVIDIA", NvidiaBarriers())
+NVIDIA_BARRIERS = NvidiaBarriers()
 
 __all__ = ["INVAL_PTX", "NVIDIA_BARRIERS", "NvidiaBarriers", "WAIT_PTX", "init_ptx"]

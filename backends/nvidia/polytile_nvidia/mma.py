@@ -2,8 +2,8 @@
 operand and accumulator types, the PTX of each, and ``ldmatrix``.  On sm_90a, dots that
 fit a warpgroup take ``wgmma.mma_async`` instead (``polytile_nvidia.wgmma``).
 
-Importing this module registers :data:`NVIDIA_MMA` as the matrix unit of the NVIDIA
-backend (see :mod:`polytile.gpu.lowering.dot`).  Every architecture polytile targets is
+:data:`NVIDIA_MMA` is the matrix unit of the NVIDIA backend (registered by
+:mod:`.codegen`; see :mod:`polytile.gpu.lowering.dot`).  Every architecture polytile targets is
 sm_80 or later, so every instruction here exists on all of them but fp8's, which needs
 sm_89 (Ada) or later:
 
@@ -43,13 +43,12 @@ from llvmlite import ir
 from polytile.gpu.layouts import DotOperandLayout, MmaLayout
 from polytile.gpu.linear_layout import LinearLayout, log2
 from polytile.gpu.lowering.context import linear_layout_of
-from polytile.gpu.lowering.dot import MatrixInstruction, register_matrix_unit
+from polytile.gpu.lowering.dot import MatrixInstruction
 from polytile.gpu.lowering.dot_operands import shared_offset
 from polytile.gpu.lowering.indexing import LLVMOps, coordinates
 from polytile.gpu.lowering.types import bit_width, element_bits, llvm_type
 from polytile.ir import types as t
 
-from . import async_copy, mbarrier  # noqa: F401  (the operands' pipelined loads: cp.async into ring slots)
 from .architectures import ARCHITECTURES
 from .wgmma import select_wgmma
 
@@ -399,7 +398,7 @@ def emit_ldmatrix(ctx: Any, base: Any, shared: Any, plan: LdmatrixPlan, element:
     return registers
 
 
-NVIDIA_MMA = register_matrix_unit("NVIDIA", NvidiaMma())
+NVIDIA_MMA = NvidiaMma()
 
 __all__ = ["CVT_TF32", "F64_STEPS", "LdmatrixPlan", "emit_ldmatrix", "ldmatrix_plan", "INSTR_SHAPE", "LDMATRIX_X4", "LDMATRIX_X4_TRANS", "NVIDIA_MMA", "NvidiaMma", "mma_ptx",
            "pack32", "result_layout", "unpack32", "warps_per_tile"]

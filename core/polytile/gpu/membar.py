@@ -272,7 +272,6 @@ class InsertBarriers(Pass):
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
         from ..analysis.call_graph import CallGraph
-        from . import lowering  # noqa: F401  (the lowerings register their scratch needs on import)
         from .allocation import SHARED_BYTES_ATTR
         from .lowering.target import NUM_WARPS_ATTR, gpu_target_of, num_warps_of
 

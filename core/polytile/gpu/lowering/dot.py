@@ -28,6 +28,7 @@ from llvmlite import ir
 from ...dialects import tile
 from ...dialects.gpu import DotWaitOp, FenceAsyncSharedOp
 from ...ir import types as t
+from ...plugins.tables import OwnedTable
 from ..allocation import register_scratch
 from ..layouts import BlockedLayout, DistributedLayout, DotOperandLayout
 from .context import LoweringContext, layout_of, linear_layout_of, register_lowering
@@ -108,12 +109,13 @@ class MatrixUnit(Protocol):
     # writes become visible to those reads).
 
 
-#: ``GpuTarget.backend_name`` -> its matrix unit.
-MATRIX_UNITS: dict[str, MatrixUnit] = {}
+#: ``GpuTarget.backend_name`` -> its matrix unit, owned by the backend that registered it
+#: (where it builds its GpuTarget): it leaves with the backend.
+MATRIX_UNITS: OwnedTable[MatrixUnit] = OwnedTable("matrix unit")
 
 
 def register_matrix_unit(backend_name: str, unit: MatrixUnit) -> MatrixUnit:
-    MATRIX_UNITS[backend_name] = unit
+    MATRIX_UNITS.add(backend_name, unit)
     return unit
 
 

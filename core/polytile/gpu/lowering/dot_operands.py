@@ -164,9 +164,6 @@ def _to_dot_operand(op: Any, registers: list, ctx: LoweringContext) -> list:
     return loaded
 
 
-# Ring slots (pipeline-loops) are read into dot operand layouts the same way.
-from . import async_copy  # noqa: E402,F401  (registers the async copy and slot read lowerings)
-
 for _source in (BlockedLayout, MmaLayout, None):
     register_conversion(_source, DotOperandLayout, scratch=_scratch_bytes)(_to_dot_operand)
 
