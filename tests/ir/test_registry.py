@@ -227,3 +227,22 @@ def test_use_tile_infers_its_result():
 
 def test_plugin_attribute_classes_are_plain_dialect_attributes():
     assert issubclass(LayoutAttr, DialectAttribute) and LayoutAttr.attribute_name == "test.layout"
+
+
+def test_the_registry_imports_the_core_dialects_on_its_first_miss():
+    """Nothing imports polytile.dialects for what it registers: the registry names it as
+    the provider of the core's dialects and imports it when a name is first missing."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from polytile.ir.registry import IR_REGISTRY\n"
+        "from polytile.ir.parser import parse_type\n"
+        "assert 'polytile.dialects' not in sys.modules\n"
+        "IR_REGISTRY.on_miss = None  # not through the plugins\n"
+        "assert IR_REGISTRY.op('arith.addi').name == 'arith.addi' and IR_REGISTRY.providers == ()\n"
+        "assert IR_REGISTRY.ops.owner_of('tile.load').name == 'core'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

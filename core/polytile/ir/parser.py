@@ -588,14 +588,10 @@ def parse_module(text: str, source_name: str = "<ir>", locate: bool = False) -> 
     """Parse IR text into a ``builtin.module``.  Top-level ops without an explicit
     ``module { }`` are wrapped in one.  With ``locate``, ops that have no ``loc(...)``
     get ``source_name:line:column`` of their name in the text."""
-    import polytile.dialects  # noqa: F401  (registers the core dialects)
-
     return Parser(text, source_name, locate).parse_top_level()
 
 
 def parse_type(text: str) -> Type:
-    import polytile.dialects  # noqa: F401
-
     parser = Parser(text, "<type>")
     result = parser.parse_type()
     if not parser.at_end():

@@ -2,11 +2,13 @@
 
 The core's dialects register on import of :mod:`polytile.dialects`; plugins register
 theirs through the ``polytile_register_dialects`` hook.  The parser asks the registry by
-name; on a miss it loads plugins once (see :attr:`IRRegistry.on_miss`) before giving up.
+name; on a miss it imports the core's dialects (:attr:`IRRegistry.providers`), then
+loads plugins once (see :attr:`IRRegistry.on_miss`) before giving up.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -31,6 +33,10 @@ class IRRegistry:
         self.types: Registry[type] = Registry("type")
         self.attributes: Registry[type] = Registry("attribute")
         self.dialects: Registry[Dialect] = Registry("dialect")
+        #: The modules that register the core's dialects, imported on the first lookup
+        #: miss (so the parser imports nothing for them, and a kernel that only builds
+        #: IR never looks them up by name).
+        self.providers: tuple[str, ...] = ("polytile.dialects",)
         #: Called once with no arguments on the first lookup miss, then the lookup is
         #: retried: by default it loads the plugins' dialects, so the parser knows ops
         #: that installed plugins define without importing every plugin up front.
@@ -61,6 +67,11 @@ class IRRegistry:
 
     def _lookup(self, registry: Registry, name: str, where: str = "") -> Any:
         found = registry.find(name)
+        if found is None and self.providers:
+            for module in self.providers:
+                importlib.import_module(module)
+            self.providers = ()
+            found = registry.find(name)
         if found is None and self.on_miss is not None:
             loader, self.on_miss = self.on_miss, None
             loader()
