@@ -1,5 +1,7 @@
 """The layers of core/polytile hold: no circle of module-level imports across its packages,
-and the core never imports a backend or a plugin (docs/architecture.md draws the layers).
+nor between any two modules of the core, the backends or the in-tree plugins; the core
+never imports a backend or a plugin; and no module imports another only for what its
+import registers (docs/architecture.md draws the layers).
 
 Only imports that run when a module is imported count (its top level, including under
 ``if``/``try``, not under ``if TYPE_CHECKING``): an import inside a function is how a
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import sys
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
@@ -184,3 +187,133 @@ def test_the_core_never_imports_a_backend_or_a_plugin():
     offending = [str(item) for item in all_imports(top_level_only=False)
                  if item.target.startswith(BACKEND_AND_PLUGIN_PACKAGES)]
     assert not offending, "the core imports a backend or a plugin:\n  " + "\n  ".join(offending)
+
+
+# --------------------------------------------------------------------------------------
+# Every module of the core, the in-tree backends and plugins
+
+
+REPOSITORY = ROOT.parent.parent
+#: Top-level package -> its folder (the core's and every in-tree distribution's).
+PACKAGES = {"polytile": ROOT,
+            "polytile_nvidia": REPOSITORY / "backends" / "nvidia" / "polytile_nvidia",
+            "polytile_amd": REPOSITORY / "backends" / "amd" / "polytile_amd",
+            "polytile_lds": REPOSITORY / "plugins" / "lds" / "polytile_lds"}
+
+
+def _module_names(package: str, folder: Path) -> dict[str, Path]:
+    found = {}
+    for path in sorted(folder.rglob("*.py")):
+        parts = [package, *path.relative_to(folder).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+EVERY_MODULE = {name: path for package, folder in PACKAGES.items() for name, path in _module_names(package, folder).items()}
+
+
+def _imports_of(module: str, statement: ast.Import | ast.ImportFrom) -> Iterator[tuple[str, str | None]]:
+    """``(imported module, name it binds in module, or None)`` for each module
+    ``statement`` imports: ``from x import y`` imports ``x.y`` where that is a module
+    (binding ``y``), else ``x`` (binding no module)."""
+    if isinstance(statement, ast.Import):
+        for alias in statement.names:
+            yield alias.name, alias.asname or alias.name.split(".")[0]
+        return
+    if statement.level:
+        package = module if EVERY_MODULE[module].name == "__init__.py" else module.rpartition(".")[0]
+        parts = package.split(".")
+        base = ".".join(parts[:len(parts) - (statement.level - 1)] + ([statement.module] if statement.module else []))
+    else:
+        base = statement.module or ""
+    for alias in statement.names:
+        submodule = f"{base}.{alias.name}"
+        if submodule in EVERY_MODULE:
+            yield submodule, alias.asname or alias.name
+        else:
+            yield base, None
+
+
+def _parsed(module: str) -> ast.Module:
+    return ast.parse(EVERY_MODULE[module].read_text(encoding="utf-8"), str(EVERY_MODULE[module]))
+
+
+def module_graph() -> dict[str, dict[str, int]]:
+    """module -> the modules of EVERY_MODULE it imports at module level -> the line.
+
+    A module's import of its own package (``from . import x`` runs ``__init__`` first)
+    is Python's doing, not an arrow: a package's ``__init__`` naming its modules is its
+    face, and a circle through it says nothing of the design."""
+    graph: dict[str, dict[str, int]] = {}
+    for module in EVERY_MODULE:
+        for statement in top_level_imports(_parsed(module).body):
+            for target, _ in _imports_of(module, statement):
+                if target in EVERY_MODULE and target != module:
+                    graph.setdefault(module, {}).setdefault(target, statement.lineno)
+    return graph
+
+
+def test_no_circle_of_module_level_imports_between_modules():
+    """The interpreter's executor imported its rule modules at its end, which import it:
+    a module's top level must be able to run after everything it imports is whole."""
+    graph = module_graph()
+    circle = find_circle({module: {target: [Import(module, target, line)] for target, line in targets.items()}
+                          for module, targets in graph.items()})
+    assert circle is None, (
+        "modules import each other in a circle at module level (move what both need into a third "
+        "module, or import inside the function that needs it):\n  "
+        + "\n  ".join(f"{a} imports {b} (line {graph[a][b]})" for a, b in zip(circle, circle[1:])))
+
+
+def _names_used(tree: ast.Module) -> set[str]:
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    for node in tree.body:  # a package's face hands modules on by naming them in __all__
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            used |= {element.value for element in ast.walk(node.value)
+                     if isinstance(element, ast.Constant) and isinstance(element.value, str)}
+    return used
+
+
+def imports_for_side_effects() -> list[str]:
+    """Imports, anywhere in a module (top level or function), of a module of the project
+    whose name the importer never uses: what such an import is for is what the imported
+    module does when it runs (registering entries, usually)."""
+    found = []
+    for module in EVERY_MODULE:
+        tree = _parsed(module)
+        used = _names_used(tree)
+        for statement in ast.walk(tree):
+            if not isinstance(statement, (ast.Import, ast.ImportFrom)):
+                continue
+            for target, bound in _imports_of(module, statement):
+                if bound is not None and target.split(".")[0] in PACKAGES and bound not in used:
+                    found.append(f"{module}, line {statement.lineno}: imports {target} and uses nothing of it")
+    return found
+
+
+def test_no_module_imports_another_only_for_what_it_registers():
+    """A table names the modules that provide its entries and imports them on its first
+    read (``OwnedTable(kind, providers=...)``); a backend registers its units where it
+    builds its target, from names it imports; a plugin registers from its hooks."""
+    found = imports_for_side_effects()
+    assert not found, ("imports made only for what the imported module does when it runs (declare it as a "
+                       "provider of the table it fills, or register explicitly):\n  " + "\n  ".join(found))
+
+
+def test_the_checkers_see_a_circle_and_an_import_for_side_effects(monkeypatch, tmp_path):
+    (tmp_path / "a.py").write_text("from polytile_fake import b\n\n\ndef f():\n    return b.X\n")
+    (tmp_path / "b.py").write_text("X = 1\nfrom polytile_fake import a\nfrom . import c  # noqa: F401\n")
+    (tmp_path / "c.py").write_text("import polytile_fake.a as unused\n")
+    (tmp_path / "__init__.py").write_text("")
+    monkeypatch.setattr(sys.modules[__name__], "EVERY_MODULE", _module_names("polytile_fake", tmp_path))
+    monkeypatch.setitem(PACKAGES, "polytile_fake", tmp_path)
+    assert module_graph() == {"polytile_fake.a": {"polytile_fake.b": 1},
+                              "polytile_fake.b": {"polytile_fake.a": 2, "polytile_fake.c": 3},
+                              "polytile_fake.c": {"polytile_fake.a": 1}}
+    assert find_circle({module: {target: [] for target in targets} for module, targets in module_graph().items()}) \
+        == ["polytile_fake.a", "polytile_fake.b", "polytile_fake.a"]
+    assert imports_for_side_effects() == ["polytile_fake.b, line 2: imports polytile_fake.a and uses nothing of it",
+                                          "polytile_fake.b, line 3: imports polytile_fake.c and uses nothing of it",
+                                          "polytile_fake.c, line 1: imports polytile_fake.a and uses nothing of it"]
