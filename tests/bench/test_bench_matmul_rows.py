@@ -120,3 +120,12 @@ def test_the_fp8_row_is_skipped_on_the_interpreter_saying_why():
     assert row.dtype == "e4m3"
     assert row.results["polytile"].status == "skipped"
     assert row.results["polytile"].detail == "numpy arrays cannot hold e4m3 (the interp target)"
+
+
+def test_the_fp8_row_is_checked_with_its_own_tolerance():
+    # There is no default tolerance for fp8: the case's own must be found without one
+    # (a GPU run once failed every fp8 check looking the default up first).
+    fp8 = CASES["matmul_fp8"]
+    assert fp8.tolerance_for("e4m3") == (2e-2, 4.0)
+    matmul = CASES["matmul"]
+    assert matmul.tolerance_for("f16") == (1e-2, 1e-2)
