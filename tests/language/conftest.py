@@ -42,6 +42,17 @@ def unavailable_reason(backend_name: str) -> str:
 COMPILE_ALL = pytest.param("compile", marks=pytest.mark.compile_all)
 
 
+def pytest_collection_modifyitems(config, items):
+    # ./dev test runs the suite on several processes (pytest-xdist, --dist loadgroup).
+    # Each process compiles a launched specialization once per arch (_arch_compiler); the
+    # compile-all tests of one file launch the same kernels, so they go to one process,
+    # and a kernel is never compiled for the same arch by two.  Other tests spread freely.
+    here = config.rootpath / "tests" / "language"
+    for item in items:
+        if item.get_closest_marker("compile_all") is not None and item.path.parent == here:
+            item.add_marker(pytest.mark.xdist_group(f"compile_all-{item.path.name}"))
+
+
 @pytest.fixture(params=["interp", *(pytest.param(name, marks=pytest.mark.gpu) for name in GPU_TARGETS), COMPILE_ALL])
 def target(request, monkeypatch):
     """The target every language test runs on."""

@@ -182,3 +182,14 @@ def test_archs_without_a_linker_skip_visibly_unless_ci_requires_it(monkeypatch):
     monkeypatch.setenv("PT_REQUIRE_LLD", "1")
     with pytest.raises(pytest.fail.Exception, match=r"amd:gfx942: ToolNotFoundError: ld.lld"):
         ArchCompiler(("nvidia:sm_80", "amd:gfx942")).check_launch(scale_kernel, args, kwargs, "t2")
+
+
+def test_a_files_compile_all_tests_share_one_xdist_group(target, request):
+    # ./dev test runs on several worker processes (pytest-xdist, --dist loadgroup), each
+    # with its own ArchCompiler: a file's compile-all tests, which launch the same kernels,
+    # must go to one worker so that no kernel is compiled twice for an arch.
+    group = request.node.get_closest_marker("xdist_group")
+    if request.node.get_closest_marker("compile_all") is None:
+        assert group is None
+    else:
+        assert group is not None and group.args == ("compile_all-test_compile_all.py",)
