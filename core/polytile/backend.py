@@ -214,6 +214,11 @@ class Backend:
         """
         return natural_argument_layout([param.type for param in params])
 
+    def synchronize(self) -> None:
+        """Return once every kernel this backend launched from this thread (on its current
+        device) has finished.  The autotuner times its trials with it.  The default is
+        for backends whose launches return when the kernel is done (the interpreter)."""
+
     def can_launch(self) -> bool:
         """Whether this backend runs kernels (else the runtime falls back to the
         interpreter when no target was asked for, and says so when one was)."""

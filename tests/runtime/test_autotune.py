@@ -165,3 +165,59 @@ def test_heuristics_and_config_hooks_see_defaulted_arguments():
     tuned = autotune(configs=[Config({}, pre_hook=lambda args: seen.append(args))], key=["n"])(k)
     tuned[(1,)](out, 32)
     assert seen[0]["FACTOR"] == 2 and seen[0]["n"] == 32 and seen[0]["num_warps"] == 4
+
+
+class _AsyncDevice:
+    """A device whose launches return at once and whose kernels run until synchronize():
+    a fake clock advances 1 ms per launch on the host and 10 ms per kernel on the device."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.queued = 0.0
+        self.synchronized = 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def launch(self) -> None:
+        self.now += 0.001
+        self.queued += 0.010
+
+    def synchronize(self) -> None:
+        self.now += self.queued
+        self.queued = 0.0
+        self.synchronized += 1
+
+
+def test_bench_times_the_device_when_launches_return_before_the_kernel_ends(monkeypatch):
+    import importlib
+
+    autotune_module = importlib.import_module("polytile.runtime.autotune")
+
+    device = _AsyncDevice()
+    monkeypatch.setattr(autotune_module.time, "perf_counter", device.clock)
+    # Synchronized: one run is its launch and its kernel.
+    assert autotune_module.bench(device.launch, warmup=50, rep=200, synchronize=device.synchronize) == \
+        pytest.approx(0.011)
+    # In batches: far fewer waits than runs.
+    assert device.synchronized < 50
+    # The host's clock alone times the launches only (what a GPU autotuner must not do).
+    assert autotune_module.bench(device.launch, warmup=5, rep=20) == pytest.approx(0.001)
+
+
+def test_the_tuner_waits_for_the_backend_that_launched_each_trial(monkeypatch):
+    from polytile.interpreter.plugin import InterpreterBackend
+
+    waits = []
+    monkeypatch.setattr(InterpreterBackend, "synchronize", lambda self: waits.append(self.name), raising=False)
+
+    @autotune(configs=CONFIGS, key=["n"], warmup=0, rep=1)
+    @jit
+    def double(x_ptr, out_ptr, n, BLOCK: pl.constexpr):
+        offs = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+        pl.store(out_ptr + offs, 2 * pl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    x, out = np.arange(40, dtype=np.float32), np.zeros(40, np.float32)
+    double[lambda meta: (cdiv(40, meta["BLOCK"]),)](x, out, 40, target="interp")
+    np.testing.assert_array_equal(out, 2 * x)
+    assert waits and set(waits) == {"interp"}

@@ -113,6 +113,12 @@ class AmdBackend(Backend):
         return amd_gpu_target(self.resolve_target(target).arch, getattr(options, "waves_per_eu", 0) or 0,
                               getattr(options, "matrix_instr_nonkdim", 0) or 0)
 
+    def synchronize(self) -> None:
+        """``hipDeviceSynchronize`` on this thread's current device."""
+        from .driver import synchronize
+
+        synchronize()
+
     def make_launcher(self, *, compiled: Any, kernel_name: str, params: Any, options: BackendOptions) -> Any:
         """A :class:`~.launcher.Launcher` of the kernel's HSACO (``compiled.binaries['hsaco']``)."""
         from .launcher import Launcher

@@ -192,6 +192,13 @@ def current_device() -> int:
     return _state.current_device()
 
 
+def synchronize() -> None:
+    """Wait for everything launched on this thread's current device (compiled and tested
+    against fake bindings only: no AMD GPU has run it)."""
+    hip = _state.initialize()
+    _state.check(hip.hipDeviceSynchronize(), "hipDeviceSynchronize")
+
+
 def set_device(device: int) -> None:
     _state.make_current(device)
 

@@ -117,6 +117,12 @@ class NvidiaBackend(Backend):
 
         return launch_path()
 
+    def synchronize(self) -> None:
+        """``cuCtxSynchronize`` on this thread's current context (where kernels launch)."""
+        from .driver import synchronize
+
+        synchronize()
+
     def make_launcher(self, *, compiled: Any, kernel_name: str, params: Any, options: BackendOptions) -> Any:
         """A :class:`~.launcher.Launcher` of the compiled cubin (loaded on a device at its
         first launch there)."""

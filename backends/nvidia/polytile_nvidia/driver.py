@@ -290,6 +290,14 @@ _State = CudaDriver
 _state = CudaDriver()
 
 
+def synchronize() -> None:
+    """Wait for everything launched in this thread's current context (nothing when no
+    context is current: nothing was launched from this thread)."""
+    cuda = _state.initialize()
+    if int(_state.check(cuda.cuCtxGetCurrent(), "cuCtxGetCurrent")):
+        _state.check(cuda.cuCtxSynchronize(), "cuCtxSynchronize")
+
+
 def bindings() -> Any:
     """The driver's calls in ``cuda.bindings.driver``'s convention, made ready on first
     use (BackendUnavailable when cuda-bindings is missing): through cuda-bindings' C

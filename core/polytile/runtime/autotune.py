@@ -14,8 +14,9 @@ straight to it.  Trials run on the caller's arrays, so the tuner protects them: 
 every trial it puts back the arguments the kernel may write (found by mutation analysis,
 :meth:`JITFunction.mutated_args`, plus any ``restore_value`` names) and zeroes the
 ``reset_to_zero`` ones; after tuning the arrays hold what they held before, and the real
-launch with the best config follows.  On the interpreter trials are timed with
-``time.perf_counter`` (a GPU backend will time them with device events).
+launch with the best config follows.  Trials are timed on the host's clock between two
+waits for the device (the backend's ``synchronize``; the interpreter's launches end with
+their kernel), in batches, so a GPU's kernel time is measured, not its launch time.
 
 A config the target cannot hold (too much shared memory, LDS or registers: the compiler
 raises :class:`~polytile.errors.OutOfResourcesError` on the trial's first run, which
@@ -164,7 +165,9 @@ class Autotuner(_Launchable):
         self.early_config_prune = (prune_configs_by or {}).get("early_config_prune")
         self.warmup = warmup
         self.rep = rep
-        self.do_bench = do_bench or functools.partial(bench, warmup=warmup, rep=rep)
+        #: ``do_bench(trial) -> seconds``: the user's timer; None: :func:`bench`, with the
+        #: launching backend's ``synchronize`` (a GPU launch returns before the kernel ends).
+        self.do_bench = do_bench
         #: The best config for each key seen.
         self.cache: dict[tuple, Config] = {}
         self.best_config: Config | None = None
@@ -260,6 +263,14 @@ class Autotuner(_Launchable):
             for argument in saved.values():
                 argument.restore()
 
+        launched: list = []  # the kernel the last trial launched
+
+        def synchronize() -> None:
+            backend = getattr(launched[0], "backend", None) if launched else None
+            if backend is not None:
+                backend.synchronize()
+
+        measure = self.do_bench or (lambda fn: bench(fn, self.warmup, self.rep, synchronize=synchronize))
         timings: dict[Config, float] = {}
         dropped: dict[Config, OutOfResourcesError | UnsupportedOptionError] = {}
         try:
@@ -270,12 +281,12 @@ class Autotuner(_Launchable):
                         argument.zero()
                     if self.user_pre_hook is not None:
                         self.user_pre_hook(named)
-                    self._launch(config, args, kwargs, grid)
+                    launched[:] = [self._launch(config, args, kwargs, grid)]
                     if self.user_post_hook is not None:
                         self.user_post_hook(named, None)
 
                 try:
-                    timings[config] = self.do_bench(trial)
+                    timings[config] = measure(trial)
                 except (OutOfResourcesError, UnsupportedOptionError) as error:
                     # A config this target cannot hold, or one with an option it does not have
                     # (Triton's configs carry maxnreg, an NVIDIA option): dropped, with the reason.
@@ -290,25 +301,45 @@ class Autotuner(_Launchable):
         return min(timings, key=timings.get)
 
 
-def bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100) -> float:
-    """The median time of ``fn()`` in seconds: runs for about ``warmup`` ms (at least
-    once: the first run compiles), then ``rep`` ms of measured runs (at least once)."""
+def bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100,
+          synchronize: Callable[[], None] | None = None) -> float:
+    """The median time of one ``fn()`` in seconds: about ``warmup`` ms of runs (at least
+    one: the first run compiles), then about ``rep`` ms of measured runs.
+
+    ``synchronize()`` waits for the device's work (a GPU launch returns before its kernel
+    ends, so the host's clock alone would time the launches): the measured runs go in
+    batches, each timed from one synchronization to the next, so the device's time is
+    what is measured, and the cost of synchronizing is spread over the batch."""
+    sync = synchronize or _nothing
     start = time.perf_counter()
-    fn()
-    while (time.perf_counter() - start) * 1e3 < warmup:
+    runs = 0
+    while True:
         fn()
+        sync()
+        runs += 1
+        elapsed = time.perf_counter() - start
+        if elapsed * 1e3 >= warmup:
+            break
+    # Batches of about a tenth of ``rep`` each (one run where a run is longer).
+    batch = max(1, min(1000, int(rep / 10 / (elapsed * 1e3 / runs)))) if elapsed > 0 else 1
     times = []
     start = time.perf_counter()
     while True:
         begin = time.perf_counter()
-        fn()
+        for _ in range(batch):
+            fn()
+        sync()
         end = time.perf_counter()
-        times.append(end - begin)
+        times.append((end - begin) / batch)
         if (end - start) * 1e3 >= rep or len(times) >= 1000:
             break
     import statistics  # with fractions and decimal: not on every warm start
 
     return statistics.median(times)
+
+
+def _nothing() -> None:
+    pass
 
 
 def autotune(configs: list[Config], key: Iterable[str], prune_configs_by: dict | None = None,

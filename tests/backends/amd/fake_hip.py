@@ -50,6 +50,7 @@ class FakeHip:
     #: address range start -> device, for hipPointerGetAttributes.
     allocations: dict = field(default_factory=dict)
     launches: list = field(default_factory=list)
+    synchronized: list = field(default_factory=list)  # the current device at each hipDeviceSynchronize
     loads: list = field(default_factory=list)
     current: int = 0
     fail: dict = field(default_factory=dict)
@@ -102,9 +103,14 @@ class FakeHip:
             self.current = device
             return (ok,)
 
+        def hipDeviceSynchronize():
+            self.synchronized.append(self.current)
+            return (ok,)
+
         return types.SimpleNamespace(
             hipError_t=hipError_t, hipInit=lambda flags: (ok,), hipGetDeviceCount=lambda: (ok, len(self.gpus)),
             hipGetDevice=lambda: (ok, self.current), hipSetDevice=hipSetDevice,
+            hipDeviceSynchronize=hipDeviceSynchronize,
             hipGetDeviceProperties=hipGetDeviceProperties, hipModuleLoadData=hipModuleLoadData,
             hipModuleGetFunction=hipModuleGetFunction, hipModuleLaunchKernel=hipModuleLaunchKernel,
             hipPointerGetAttributes=hipPointerGetAttributes,

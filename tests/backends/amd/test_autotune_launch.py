@@ -117,6 +117,7 @@ def test_a_config_hip_refuses_for_resources_is_dropped(hip):
     [(dropped, error)] = twice.dropped_configs.items()
     assert dropped is CONFIGS[0] and isinstance(error, OutOfResourcesError)
     assert hip.launches and {launch.block for launch in hip.launches} == {(128, 1, 1)}
+    assert hip.synchronized  # the trials were timed up to a wait for the device
 
 
 def test_when_no_config_fits_the_error_lists_each(hip):

@@ -149,6 +149,10 @@ class FakeDriver:
     def cuCtxGetCurrent(self):
         return (CUresult.CUDA_SUCCESS, self.current)
 
+    def cuCtxSynchronize(self):
+        self.calls.append("cuCtxSynchronize")
+        return (CUresult.CUDA_SUCCESS,)
+
     def cuCtxSetCurrent(self, context):
         self.calls.append(f"cuCtxSetCurrent({int(context):#x})")
         self.current = context

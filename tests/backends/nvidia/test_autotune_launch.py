@@ -94,6 +94,8 @@ def test_a_config_the_driver_refuses_for_resources_is_dropped(gpu):
     assert twice.best_config is CONFIGS[1]
     [(dropped, error)] = twice.dropped_configs.items()
     assert dropped is CONFIGS[0] and isinstance(error, OutOfResourcesError) and isinstance(error, LaunchError)
+    # The trials that ran were timed up to a wait for the device, not just their launch.
+    assert "cuCtxSynchronize" in gpu.calls
     assert "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" in str(error)
     assert gpu.launches and {launch.block for launch in gpu.launches} == {(128, 1, 1)}
 
