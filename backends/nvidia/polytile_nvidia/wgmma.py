@@ -568,13 +568,43 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
     # f16 accumulators travel packed two to a 32-bit register from before the first
     # wgmma to after the wait: unpacking in between would touch registers the tensor
     # cores still write (ptxas would then wait for them, serializing the wgmmas).
-    words_out = _pack_f16(b, list(acc)) if f16_acc else list(acc)
+    # A zero accumulator is not written at all: the first K step of each tile passes
+    # scale-d = 0 (d = a * b) and undefined registers.  Zeroing them with moves would be
+    # non-wgmma instructions defining accumulators while other wgmmas are in flight,
+    # which makes ptxas serialize the wgmmas (C7515).
+    zero_acc = _is_zero_tile(op.acc)
+    if zero_acc:
+        word = ir.IntType(32) if f16_acc else element
+        words_out = [ir.Constant(word, ir.Undefined)] * (len(acc) // (2 if f16_acc else 1))
+    else:
+        words_out = _pack_f16(b, list(acc)) if f16_acc else list(acc)
     per_word = 2 if f16_acc else 1
-    _asm_void(b, WGMMA_FENCE)
-    one = ir.Constant(_I32, 1)
-    a_fragments = _a_fragments(b, op, a) if a_source.in_registers else None
-    for start in range(0, result.num_registers, fragment):
-        m0, n0 = register_offset(result, start)
+    one, zero = ir.Constant(_I32, 1), ir.Constant(_I32, 0)
+    tiles = [(start, *register_offset(result, start)) for start in range(0, result.num_registers, fragment)]
+    fragments: dict = {}
+    if a_source.in_registers:
+        a_fragment = _a_fragments(b, op, a)
+        for _, m0, _ in tiles:
+            for k0 in range(0, k, k_step):
+                fragments.setdefault((m0, k0), a_fragment(m0, k0))
+    # Every register the wgmmas read goes through wgmma.fence (CUTLASS's
+    # warpgroup_fence_operand): whatever defines them (the accumulator's scaling, A's
+    # packing) then comes before the first wgmma, not between two of them, where ptxas
+    # would serialize the wgmmas (C7515) to wait for it.
+    pinned = [w for w in words_out if not isinstance(w, ir.Constant)]
+    keys = list(fragments)
+    flat = [word for key in keys for word in fragments[key]]
+    fenced = _asm_tied(b, WGMMA_FENCE, pinned + flat, []) if pinned or flat else []
+    it = iter(fenced[:len(pinned)])
+    words_out = [w if isinstance(w, ir.Constant) else next(it) for w in words_out]
+    at = len(pinned)
+    for key in keys:
+        count = len(fragments[key])
+        fragments[key] = fenced[at:at + count]
+        at += count
+    if not fenced:
+        _asm_void(b, WGMMA_FENCE)
+    for start, m0, n0 in tiles:
         first, count = start // per_word, fragment // per_word
         tied = words_out[first:first + count]
         trans_a = 0 if a_place is None else int(not a_place.k_major)
@@ -584,17 +614,28 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
         cols = b.add(group_n, ir.Constant(_I32, n0))
         for k0 in range(0, k, k_step):
             b_start = _start(b, b_place, cols, k0)
-            if a_fragments is not None:
-                a_inputs = a_fragments(m0, k0)
+            if fragments:
+                a_inputs = fragments[(m0, k0)]
             else:
                 a_inputs = [_descriptor(b, a_base, _start(b, a_place, rows, k0), a_place)]
-            tied = _asm_tied(b, text, tied, a_inputs + [_descriptor(b, b_base, b_start, b_place), one])
+            scale_d = zero if zero_acc and k0 == 0 else one
+            tied = _asm_tied(b, text, tied, a_inputs + [_descriptor(b, b_base, b_start, b_place), scale_d])
         words_out[first:first + count] = tied
     _asm_void(b, WGMMA_COMMIT)
     if op.attributes.get(ASYNC_DOT_ATTR):  # in flight: a gpu.dot_wait retires it (async-dots; f32/i32 only)
         return words_out
     words = _asm_tied(b, WGMMA_WAIT, words_out, [])
     return _unpack_f16(b, words, element) if f16_acc else words
+
+
+def _is_zero_tile(value: Any) -> bool:
+    """Whether ``value`` is a constant tile of zeros (``pl.zeros``, a splat 0)."""
+    from polytile.dialects import arith, tile
+
+    op = value.defining_op
+    if isinstance(op, tile.SplatOp):
+        op = op.operands[0].defining_op
+    return isinstance(op, arith.ConstantOp) and not isinstance(op.value, (list, tuple)) and op.value == 0
 
 
 def wait_group(b: ir.IRBuilder, pending: int, values: list[list]) -> list[list]:

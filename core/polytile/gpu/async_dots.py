@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..dialects import scf, tile
+from ..dialects import arith, scf, tile
 from ..dialects.gpu import ASYNC_DOT_ATTR, DotWaitOp, IssuesIntoRing, LocalLoadOp, LocalLoadSlotOp
 from ..errors import ConfigError
 from ..ir.builder import Builder
@@ -238,6 +238,16 @@ def _make_async(loop: Any, plan: _Plan, pending: int) -> None:
     for op in issues:
         op.move_after(anchor)
         anchor = op
+    # The carried values enter the loop through a wait too (nothing is in flight there):
+    # a constant initial accumulator would otherwise be materialized again on the path
+    # that skips the loop, by moves into the registers the final wait takes, which ptxas
+    # counts as non-wgmma writes to in-flight accumulators (and serializes the wgmmas).
+    before = Builder.before(loop, loop.location)
+    for index in plan.carried.values():
+        init = loop.init_args[index]
+        if isinstance(init.defining_op, (arith.ConstantOp, tile.SplatOp)):
+            entry = before.create(DotWaitOp, [init], [], pending=0, result_types=[init.type])
+            loop.set_operand(3 + index, entry.results[0])
     # After the loop, everything retires before the results are read.
     results = [loop.results[index] for index in plan.carried.values()]
     after = Builder.after(loop, loop.location)
