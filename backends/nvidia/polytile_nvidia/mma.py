@@ -129,6 +129,19 @@ def _bits(builder: ir.IRBuilder, value: Any) -> Any:
 
 def pack32(builder: ir.IRBuilder, values: list) -> list:
     """Elements packed into 32-bit registers, the first in the low bits."""
+    if values and isinstance(values[0].type, (ir.HalfType, ir.IntType)) and \
+            getattr(values[0].type, "width", 16) == 16 and len(values) % 2 == 0:
+        # Two 16-bit elements as a vector: LLVM packs them in one instruction (and a pair
+        # of f32 -> f16 conversions becomes one cvt.rn.f16x2.f32), where shifts and ors
+        # take four.
+        vector = ir.VectorType(values[0].type, 2)
+        words = []
+        for start in range(0, len(values), 2):
+            pair = ir.Constant(vector, ir.Undefined)
+            for i in range(2):
+                pair = builder.insert_element(pair, values[start + i], ir.Constant(_I32, i))
+            words.append(builder.bitcast(pair, _I32))
+        return words
     bits = [_bits(builder, v) for v in values]
     width = bits[0].type.width
     per = 32 // width
