@@ -3,7 +3,8 @@
 :func:`nvidia_gpu_target` gives the :class:`~polytile.gpu.lowering.GpuTarget` of an
 architecture: NVPTX triple and data layout, 32-lane warps, ``ptx_kernel`` entry points,
 ``llvm.nvvm.read.ptx.sreg.*`` ids, and the math table: ``exp``, ``exp2`` and ``sqrt`` as
-Triton does them (``ex2.approx.f32``, exp(x) = 2^(x * log2 e); ``sqrt.approx.f32``), the other transcendental
+Triton does them (``ex2.approx.ftz.f32``, exp(x) = 2^(x * log2 e), denormal results flushed to
+zero; ``sqrt.approx.f32``), the other transcendental
 functions from libdevice (``__nv_sinf``...), linked in by :class:`EmitPTX` when a kernel
 uses them.
 
@@ -124,7 +125,10 @@ def _in_f32(emit: Any) -> Any:
 
 
 def _ex2(ctx: Any, args: list) -> Any:
-    return ctx.call("llvm.nvvm.ex2.approx.f", _F32, args)
+    # ftz, as Triton's: results below 2^-126 (and denormal inputs) flush to zero, and
+    # the instruction is one MUFU.EX2; without it ptxas scales around every one of them
+    # for denormals (three more instructions, 32 of them per attention iteration).
+    return ctx.call("llvm.nvvm.ex2.approx.ftz.f", _F32, args)
 
 
 def _exp(ctx: Any, args: list) -> Any:
