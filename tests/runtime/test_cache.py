@@ -265,36 +265,65 @@ WRITER = """
 import sys
 import numpy as np
 import importlib.util
+import polytile.runtime.cache
 from polytile import config
+polytile.runtime.cache._SOURCE_HASH = sys.argv[3]  # the test's: see pinned_source_hash
 config.set(cache_dir=sys.argv[2], target="interp")
-spec = importlib.util.spec_from_file_location("cached_kernels", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
 out = np.zeros(16, np.float32)
+compiles = reads = 0
 for _ in range(3):
-    module.kernel.cache.clear()
-    module.kernel[(1,)](out, 16, BLOCK=16)
+    # A new kernel object each time (nothing in memory), so each launch goes to the disk cache.
+    spec = importlib.util.spec_from_file_location("cached_kernels", sys.argv[1])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out[:] = 0
+    compiled = module.kernel[(1,)](out, 16, BLOCK=16)
     assert (out == np.arange(16) * 2).all(), out
-print("ok", module.kernel.compile_count, module.kernel.disk_hits)
+    compiles += module.kernel.compile_count
+    reads += module.kernel.disk_hits
+print("ok", compiles, reads, compiled.cache_key)
 """
 
 
-def test_concurrent_writers_leave_a_valid_entry(tmp_path):
+@pytest.fixture
+def pinned_source_hash(monkeypatch):
+    """The hash of polytile's sources as they are now, for this process and the ones the
+    test starts (they set it from the command line).
+
+    The key of an entry holds the hash of polytile's own files, which a process computes
+    once.  A test process that computed it long before (an earlier test compiled a
+    kernel) holds a stale one if any polytile file changed since (a developer's edit
+    during a long run of the suite): its key no longer matched the key of the processes
+    it started, and the entry they wrote was a plain miss for it."""
+    import polytile.runtime.cache as cache_module
+
+    monkeypatch.setattr(cache_module, "_SOURCE_HASH", None)
+    return cache_module.polytile_source_hash()
+
+
+def test_concurrent_writers_leave_a_valid_entry(tmp_path, pinned_source_hash):
     path = _write_module(tmp_path)
     cache_dir = tmp_path / "shared-cache"
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
-    procs = [subprocess.Popen([sys.executable, str(script), str(path), str(cache_dir)],
+    procs = [subprocess.Popen([sys.executable, str(script), str(path), str(cache_dir), pinned_source_hash],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    reports = []
     for proc in procs:
         stdout, stderr = proc.communicate(timeout=120)
         assert proc.returncode == 0, stderr
         assert stdout.startswith("ok")
+        reports.append(stdout.split())
+    # One compiled (under the key's lock); every other launch of either read its entry.
+    assert sorted((int(compiled), int(read)) for _, compiled, read, _ in reports) == [(0, 3), (1, 2)], reports
+    (key,) = {key for *_, key in reports}
     (entry,) = _entries(cache_dir)
+    assert entry.name == key
     assert not [p for p in entry.iterdir() if p.name.endswith(".tmp")]  # no temporary file left behind
     with config.override(cache_dir=cache_dir):
         kernel = _fresh_kernel(path, "ck_m")
-        kernel[(1,)](np.zeros(16, np.float32), 16, BLOCK=16)
+        compiled = kernel[(1,)](np.zeros(16, np.float32), 16, BLOCK=16)
+    assert compiled.cache_key == key
     assert kernel.disk_hits == 1
 
 
