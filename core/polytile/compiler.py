@@ -8,6 +8,7 @@ core's tile stage, the backend's stages, plugins' insertions at anchors) and run
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import MutableMapping
 from typing import Any
 
 from .backend import Backend, BackendOptions
@@ -35,10 +36,14 @@ class CompileResult:
     plugins_failed: list[str] = field(default_factory=list)
 
     @property
-    def artifacts(self) -> dict[str, Any]:
+    def artifacts(self) -> "MutableMapping[str, Any]":
         """Everything the stages left besides the IR, by key (``"llvm_ir"``, ``"ptx"``,
-        ``"cubin"``, ``"llvm_module"``, ``"num_warps"``...): see :class:`PassContext`."""
-        return self.context.artifacts
+        ``"cubin"``, ``"llvm_module"``, ``"num_warps"``...): see :class:`PassContext`.
+        An artifact a backend makes only when asked (AMDGCN assembly) is made when read
+        here (:mod:`polytile.passes.artifacts`)."""
+        from .passes.artifacts import ArtifactsView
+
+        return ArtifactsView(self.context.artifacts)
 
     @property
     def binaries(self) -> dict[str, bytes]:

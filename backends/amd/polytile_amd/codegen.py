@@ -1,5 +1,6 @@
 """AMD's side of the GPU lowering: the :class:`~polytile.gpu.lowering.GpuTarget` of an
-architecture, and the ``emit-amdgcn`` pass (LLVM IR to AMDGCN assembly and an object).
+architecture, and the ``emit-amdgcn`` pass (LLVM IR to an object, and AMDGCN assembly
+when something reads it).
 
 The target: triple ``amdgcn-amd-amdhsa``, ``amdgpu_kernel`` entry points, wavefronts of
 64 lanes on gfx9 and 32 on gfx11, ids from ``llvm.amdgcn.workitem.id.*`` and
@@ -30,6 +31,7 @@ from polytile.gpu.lowering.context import SHARED_MEMORY_SYMBOL
 from polytile.gpu.lowering.dot import register_matrix_unit
 from polytile.llvm_codegen import EmitFromLLVM, optimized_module, target_machine
 from polytile.llvm_codegen import llvm as binding
+from polytile.passes.artifacts import DeferredArtifact
 from polytile.passes.instrumentation import register_artifact_extension
 from polytile.passes.pass_base import PassContext
 
@@ -242,15 +244,28 @@ _CODE_OBJECT_VERSION = ('\n!llvm.module.flags = !{!90000}\n'
                         '!90000 = !{i32 1, !"amdhsa_code_object_version", i32 500}\n')
 
 
-@dataclass(frozen=True)
 class Emitted:
-    llvm_ir: str
-    assembly: str
-    object: bytes
+    """What :func:`emit_amdgcn` made: the optimized LLVM IR and the relocatable object,
+    from one run of LLVM's code generation.  ``assembly``, the AMDGCN text, is a second
+    run (llvmlite's ``emit_assembly`` and ``emit_object`` each run code generation), made
+    only when it is first read."""
+
+    def __init__(self, llvm_ir: str, object: bytes, arch: str):
+        self.llvm_ir = llvm_ir
+        self.object = object
+        self.arch = arch
+        self._assembly: str | None = None
+
+    @property
+    def assembly(self) -> str:
+        if self._assembly is None:
+            self._assembly = amdgcn_assembly(self.llvm_ir, self.arch)
+        return self._assembly
 
 
 def emit_amdgcn(llvm_ir: str, arch: str, kernel: str = "kernel", shared_bytes: int = 0) -> Emitted:
-    """Optimized LLVM IR, AMDGCN assembly and a relocatable object for ``arch``."""
+    """Optimized LLVM IR and a relocatable object for ``arch`` (and, when read, the AMDGCN
+    assembly of that object)."""
     limit = ARCHITECTURES[arch].lds_bytes
     if shared_bytes > limit:
         # LLVM would stop the whole process on this ("local memory limit exceeded").
@@ -260,26 +275,35 @@ def emit_amdgcn(llvm_ir: str, arch: str, kernel: str = "kernel", shared_bytes: i
     module, machine = optimized_module(size_lds(llvm_ir, shared_bytes) + _CODE_OBJECT_VERSION, TRIPLE, arch,
                                        link=lambda llvm, module: devicelibs.link_into(llvm, module, arch, kernel))
     optimized = str(module)
-    llvm = binding()
-    # Code generation changes the module it runs on, so each output gets its own parse.
-    assembly = machine.emit_assembly(llvm.parse_assembly(optimized))
-    obj = machine.emit_object(llvm.parse_assembly(optimized))
-    return Emitted(optimized, assembly, obj)
+    # The object comes from a parse of the optimized text, as the assembly does when it is
+    # asked for: the same input to the same code generation, so the assembly is the code
+    # in the object (a module parsed from its printed text may order its uses otherwise,
+    # which code generation can see).  Code generation changes the module it runs on.
+    return Emitted(optimized, machine.emit_object(binding().parse_assembly(optimized)), arch)
+
+
+def amdgcn_assembly(optimized_ir: str, arch: str) -> str:
+    """The AMDGCN assembly of ``optimized_ir`` (the LLVM IR :func:`emit_amdgcn` optimized
+    for ``arch``, artifact 'llvm_ir_optimized'): LLVM's code generation run again on it."""
+    return target_machine(TRIPLE, arch, "").emit_assembly(binding().parse_assembly(optimized_ir))
 
 
 @dataclass
 class EmitAMDGCN(EmitFromLLVM):
-    """LLVM IR (artifact 'llvm_ir') to AMDGCN assembly (artifact 'amdgcn') and a
-    relocatable object (artifact 'amdgpu_object') with LLVM's AMDGPU backend."""
+    """LLVM IR (artifact 'llvm_ir') to a relocatable object (artifact 'amdgpu_object')
+    with LLVM's AMDGPU backend, and its AMDGCN assembly (artifact 'amdgcn'), made only
+    when read (an IR dump, an ahead-of-time compile, ``CompileResult.artifacts``: see
+    :mod:`polytile.passes.artifacts`), since it costs a second run of code generation."""
 
     name: ClassVar[str] = "emit-amdgcn"
-    summary: ClassVar[str] = "LLVM IR to AMDGCN assembly and an object through the AMDGPU target machine"
+    summary: ClassVar[str] = "LLVM IR to an object (and, when read, AMDGCN assembly) through the AMDGPU target machine"
 
     def emit(self, llvm_ir: str, context: PassContext, kernel: str) -> None:
         emitted = emit_amdgcn(llvm_ir, context.target.arch, kernel, int(context.artifacts.get(SHARED_BYTES, 0)))
         context.artifacts[LLVM_IR_OPTIMIZED] = emitted.llvm_ir
-        context.artifacts[AMDGCN] = emitted.assembly
+        context.artifacts[AMDGCN] = DeferredArtifact(lambda: emitted.assembly)
         context.artifacts[AMDGPU_OBJECT] = emitted.object
 
 
-__all__ = ["AMDGCN", "AMDGPU_OBJECT", "EmitAMDGCN", "amd_gpu_target", "bpermute", "emit_amdgcn", "size_lds"]
+__all__ = ["AMDGCN", "AMDGPU_OBJECT", "EmitAMDGCN", "Emitted", "amd_gpu_target", "amdgcn_assembly", "bpermute",
+           "emit_amdgcn", "size_lds"]

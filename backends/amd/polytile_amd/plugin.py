@@ -11,6 +11,16 @@ def polytile_register_backends(registry):
 
 
 @hookimpl
+def polytile_register_passes(registry):
+    # Named, so that print_ir_after=emit-amdgcn (or link-hsaco) and `polytile passes` know them.
+    from .assemble import LinkHSACO
+    from .codegen import EmitAMDGCN
+
+    registry.register(EmitAMDGCN)
+    registry.register(LinkHSACO)
+
+
+@hookimpl
 def polytile_register_settings(registry):
     from .settings import SETTINGS
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any, ClassVar, Iterable, Mapping, NamedTuple
 
 from ..errors import ConfigError, UnknownNameError, VerificationError
+from .artifacts import DeferredArtifact, resolve_artifact, same_artifact
 from .pass_base import Pass
 
 
@@ -128,7 +129,10 @@ def register_artifact_extension(key: str, extension: str | None) -> None:
 
 def artifact_extension(key: str, value: Any) -> str | None:
     """The extension the artifact ``key`` holding ``value`` is written with, or None
-    when it is not a file (not text or bytes, or declared a value)."""
+    when it is not a file (not text or bytes, or declared a value).  A deferred artifact
+    (:mod:`.artifacts`) counts as the text or bytes it will be."""
+    if isinstance(value, DeferredArtifact):
+        value = "" if value.text else b""
     if not isinstance(value, (str, bytes)):
         return None
     if key in ARTIFACT_EXTENSIONS:
@@ -137,14 +141,18 @@ def artifact_extension(key: str, value: Any) -> str | None:
 
 
 def file_artifacts(artifacts: Mapping[str, Any]) -> dict[str, str | bytes]:
-    """The artifacts that are files, in the order they were made."""
-    return {key: value for key, value in artifacts.items() if artifact_extension(key, value) is not None}
+    """The artifacts that are files, in the order they were made (a deferred one is made
+    now, and stored in its place)."""
+    return {key: resolve_artifact(artifacts, key) for key, value in list(artifacts.items())
+            if artifact_extension(key, value) is not None}
 
 
 def _made_since(snapshot: Mapping[str, Any], artifacts: Mapping[str, Any]) -> dict[str, str | bytes]:
     """File artifacts added or replaced since ``snapshot`` (a shallow copy, which keeps
-    the old values alive so that identity tells a replaced value from the same one)."""
-    return {key: value for key, value in file_artifacts(artifacts).items() if snapshot.get(key) is not value}
+    the old values alive so that identity tells a replaced value from the same one).
+    Only these are made if they are deferred: an artifact no dump shows is never made."""
+    return {key: resolve_artifact(artifacts, key) for key, value in list(artifacts.items())
+            if artifact_extension(key, value) is not None and not same_artifact(snapshot.get(key), value)}
 
 
 class IRPrinter(PassInstrumentation):

@@ -269,3 +269,69 @@ def test_an_lds_declaration_in_an_unexpected_form_is_an_error_not_dynamic_lds():
     with pytest.raises(PolytileError, match="cannot size the LDS array to 256 bytes"):
         size_lds(odd, 256)
     assert size_lds("define void @k() {\n  ret void\n}\n", 256).startswith("define")  # no LDS used
+
+
+# -- code generation runs once; the assembly is made when something reads it -------------
+
+
+@pytest.fixture
+def codegen_runs(monkeypatch):
+    """How many times LLVM's code generation ran, by what it made (llvmlite's
+    ``emit_object`` and ``emit_assembly`` each run it)."""
+    machine = codegen.binding().TargetMachine
+    runs = {"emit_object": 0, "emit_assembly": 0}
+    for name in list(runs):
+        def counted(self, module, _original=getattr(machine, name), _name=name):
+            runs[_name] += 1
+            return _original(self, module)
+
+        monkeypatch.setattr(machine, name, counted)
+    return runs
+
+
+def _vgpr_and_sgpr_counts(assembly):
+    """The register counts the assembly's metadata (``amdhsa.kernels``) declares."""
+    import re
+
+    return tuple(int(re.search(rf"^\s*\.{what}_count:\s+(\d+)$", assembly, re.MULTILINE).group(1))
+                 for what in ("vgpr", "sgpr"))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_compile_runs_code_generation_once_and_the_assembly_only_when_read(arch, codegen_runs):
+    from polytile.compiler import compile_module
+
+    result = compile_module(add.lower(f32(), f32(), f32(), 8192, BLOCK=1024), f"amd:{arch}", num_warps=4)
+    assert codegen_runs == {"emit_object": 1, "emit_assembly": 0}
+    assert "amdgcn" not in result.binaries and "amdgcn" not in result.metadata  # nothing for the cache to keep
+    assembly = result.artifacts["amdgcn"]
+    assert codegen_runs == {"emit_object": 1, "emit_assembly": 1}
+    assert ".amdhsa_code_object_version 5" in assembly and "add:" in assembly
+    # The assembly is the code of the linked object: the registers it declares are the code object's.
+    _, kernel = notes(result.artifacts)
+    assert _vgpr_and_sgpr_counts(assembly) == (kernel.vgpr_count, kernel.sgpr_count)
+    assert result.artifacts["amdgcn"] is assembly and result.context.artifacts["amdgcn"] is assembly
+    assert codegen_runs == {"emit_object": 1, "emit_assembly": 1}
+
+
+def test_a_jit_compile_into_the_cache_runs_code_generation_once(codegen_runs, tmp_path):
+    from polytile.ir import types as t
+
+    with config.override(cache_dir=str(tmp_path)):
+        compiled = add.compile({"x": t.PointerType(t.f32), "y": t.PointerType(t.f32), "out": t.PointerType(t.f32),
+                                "n": t.i32}, {"BLOCK": 1024}, target="amd:gfx942")
+    assert codegen_runs == {"emit_object": 1, "emit_assembly": 0}
+    assert not compiled.from_disk and sorted(compiled.binaries) == ["amdgpu_object", "hsaco"]
+    assert not list(tmp_path.glob("kernels/*/*/amdgcn*"))
+
+
+@pytest.mark.parametrize("after, printed", [("emit-amdgcn", True), ("link-hsaco", False)])
+def test_an_ir_dump_makes_the_assembly_where_it_shows_it(after, printed, codegen_runs, capsys):
+    from polytile.compiler import compile_module
+
+    with config.override(print_ir_after=[after]):
+        compile_module(add.lower(f32(), f32(), f32(), 8192, BLOCK=1024), "amd:gfx942", num_warps=4)
+    err = capsys.readouterr().err
+    assert ("// -----// amdgcn after emit-amdgcn (assemble) //----- //" in err) == printed
+    assert (".amdhsa_code_object_version 5" in err) == printed
+    assert codegen_runs == {"emit_object": 1, "emit_assembly": int(printed)}
