@@ -408,3 +408,41 @@ def test_the_simulator_catches_barriers_invalidated_while_copies_are_in_flight()
 
     with pytest.raises(SimulationError, match="invalidates the mbarrier .* still in flight"):
         simulate_matmul(np.float16, 64, 16, 3, edit=drop_last_wait)
+
+
+class _RecordingCopies(PointerTileCopies):
+    """The core's copies of tile.load, recording what the pass hands a RingCopies."""
+
+    def __init__(self):
+        self.prepared, self.issued_with = [], []
+
+    def prepare(self, builder, barriers):
+        self.prepared.append(barriers)
+
+    def issue(self, builder, load, lookup, ring, slot, valid, barriers):
+        self.issued_with.append(barriers)
+        super().issue(builder, load, lookup, ring, slot, valid, barriers)
+
+
+@pytest.mark.parametrize("completion", ["barriers", "groups"])
+def test_a_registered_ring_copies_gets_the_barriers_and_prepares_once(completion):
+    # What a plugin's copy engine (TMA) relies on: its copies are told the ring's
+    # barriers (a bulk copy completes on the slot's) and it may fence their
+    # initialization once, before any copy.
+    from polytile.gpu.ring_copies import POINTER_TILE_COPIES, register_ring_copies
+    from polytile.dialects import tile
+
+    recording = _RecordingCopies()
+    register_ring_copies(tile.LoadOp, recording)
+    try:
+        out = run(LOOP, PipelineLoops(num_stages=3, completion=completion))
+    finally:
+        register_ring_copies(tile.LoadOp, POINTER_TILE_COPIES)
+    assert "gpu.async_copy" in out
+    # Two prologue fills and one in the body.
+    assert len(recording.issued_with) == 3
+    if completion == "barriers":
+        assert len(recording.prepared) == 1 and recording.prepared[0] is not None
+        assert all(b is recording.prepared[0] for b in recording.issued_with)
+    else:
+        assert recording.prepared == [] and recording.issued_with == [None, None, None]

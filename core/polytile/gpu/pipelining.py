@@ -225,7 +225,7 @@ def _issue(builder: Builder, plan: _Plan, rings: list, mapping: dict, slot: Any,
     kinds: list = []
     for load, ring in zip(plan.loads, rings):
         copies = ring_copies_for(load)
-        copies.issue(builder, load, lookup, ring, slot, valid)
+        copies.issue(builder, load, lookup, ring, slot, valid, barriers)
         if not any(copies is k for k in kinds):
             kinds.append(copies)
     for copies in kinds:
@@ -246,6 +246,8 @@ def _barriers(builder: Builder, plan: _Plan, stages: int, num_threads: int) -> A
             kinds.append(copies)
     count = sum(copies.arrivals(num_threads) for copies in kinds)
     builder.create(MBarrierInitOp, barriers, count=count)
+    for copies in kinds:
+        copies.prepare(builder, barriers)
     return barriers
 
 

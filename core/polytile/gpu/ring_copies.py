@@ -56,12 +56,19 @@ class RingCopies:
         raise NotImplementedError
 
     def issue(self, builder: Builder, load: Any, lookup: Callable[[Any], Any], ring: Any, slot: Any,
-              valid: Any) -> None:
+              valid: Any, barriers: Any) -> None:
         """Create the ops that start copying ``load``'s tile into slot ``slot`` (an i32
         value) of ``ring``; ``lookup(operand)`` is the operand's value for the iteration
         being copied, ``valid`` (i1) whether that iteration exists (when not, the copy
-        must not fault; the slot is never read)."""
+        must not fault; the slot is never read).  ``barriers``: the ring's mbarriers
+        (barrier ``slot`` is this fill's; a bulk copy completes on it), or None with
+        ``"groups"`` completion."""
         raise NotImplementedError
+
+    def prepare(self, builder: Builder, barriers: Any) -> None:
+        """Once, after the ring's barriers are initialized and before any copy (a copy
+        engine of another memory proxy fences the initialization here).  Nothing by
+        default."""
 
     def commit(self, builder: Builder) -> None:
         """Close this iteration's group of copies (``"groups"`` completion)."""
@@ -140,7 +147,7 @@ class PointerTileCopies(RingCopies):
         return [v for v in (load.ptr, load.mask) if v is not None]
 
     def issue(self, builder: Builder, load: Any, lookup: Callable[[Any], Any], ring: Any, slot: Any,
-              valid: Any) -> None:
+              valid: Any, barriers: Any) -> None:
         ptr_type = load.ptr.type
         bools = t.TileType(ptr_type.shape, t.i1, ptr_type.layout)
         mask = builder.create(tile.SplatOp, valid, result_types=[bools]).result
