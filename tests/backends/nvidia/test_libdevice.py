@@ -28,6 +28,10 @@ def _bitcode(directory: Path) -> Path:
 @pytest.fixture
 def bare_machine(monkeypatch, tmp_path):
     """No toolkit anywhere but where a test puts one under tmp_path."""
+    # The plugins and their settings are loaded before sys.path is emptied: a plugin
+    # manager made afresh under it (an earlier test changed disabled_plugins) would find
+    # no entry point, and 'libdevice_path' would be an unknown setting.
+    config.get("libdevice_path")
     monkeypatch.setenv("PATH", "")
     monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
     monkeypatch.setattr(toolkit, "COMMON_CUDA_ROOTS", (str(tmp_path / "usr-local-cuda"), str(tmp_path / "cuda-*")))
