@@ -125,6 +125,10 @@ def test_f16_accumulators_stay_synchronous():
     # Read before a wait retired it, the accumulator would not hold the sum yet.
     ("a result read in the loop", loop(extra="\n    %s = arith.addf %acc_2, %acc_2 : tile<64x64xf32, {W}>"),
      [AsyncDots()]),
+    # The next dot accumulates into the registers the in-flight one writes: the carried
+    # value may not be read besides.
+    ("a chained accumulator read besides", loop(extra="\n    %s = arith.addf %acc_1, %acc_1 : tile<64x64xf32, {W}>"),
+     [AsyncDots()]),
 ])
 def test_dots_that_cannot_overlap_are_left_alone(why, text, passes):
     assert run(text, *passes) == run(text), why

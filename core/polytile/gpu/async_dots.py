@@ -136,9 +136,12 @@ def _plan(loop: Any, candidates: list) -> _Plan | None:
             continue
         index = yielded[0]
         arg = args[index]
-        uses_ok = all(
-            (use.owner is first and use.index == 2 and dot is first) or order[_top(use.owner, body)] > order[first]
-            for use in arg.uses)
+        if dot is first and first.acc is arg:
+            # Chained: the next iteration's dot accumulates into the registers this one
+            # is still writing, so nothing else may read the carried value.
+            uses_ok = len(arg.uses) == 1
+        else:
+            uses_ok = all(order[_top(use.owner, body)] > order[first] for use in arg.uses)
         if uses_ok:
             carried[dot] = index
     if not carried:
@@ -206,7 +209,8 @@ def _make_async(loop: Any, plan: _Plan, pending: int) -> None:
 
     # After the first dot: the previous iteration's dots are retired (only this one may
     # still run), so their slots may be refilled and their carried results read.
-    carried_in = [args[index] for dot, index in plan.carried.items() if dot is not first]
+    carried_in = [args[index] for dot, index in plan.carried.items()
+                  if not (dot is first and first.acc is args[index])]
     through = [first.result] if first in plan.carried else []
     values = carried_in + through
     wait = Builder.after(first, first.location).create(DotWaitOp, values, rings, pending=pending,
