@@ -288,6 +288,19 @@ class BackendContract:
             assert isinstance(host, Device) and host.target.backend == case.backend.name
             assert case.backend.can_launch()
 
+    def test_a_backend_that_launches_on_a_device_says_how_to_wait_for_it(self, case):
+        # The autotuner times trials up to Backend.synchronize(); the default waits for
+        # nothing, which is right only where a launch returns when its kernel is done.
+        from polytile.backend import Backend
+
+        backend = case.backend
+        if not backend.can_launch() or backend.host_device() is not None:
+            pytest.skip(f"backend '{backend.name}' " + ("runs kernels on the host" if backend.can_launch()
+                                                        else "launches nothing"))
+        assert type(backend).synchronize is not Backend.synchronize, (
+            f"backend '{backend.name}' launches kernels on a device but does not override Backend.synchronize(): "
+            "the autotuner would time its launches, not its kernels")
+
     def test_missing_vendor_bindings_are_said_so(self, case, monkeypatch):
         if case.missing_bindings is None:
             pytest.skip(f"the case of backend '{case.backend.name}' names no vendor bindings")

@@ -169,7 +169,7 @@ def test_heuristics_and_config_hooks_see_defaulted_arguments():
 
 class _AsyncDevice:
     """A device whose launches return at once and whose kernels run until synchronize():
-    a fake clock advances 1 ms per launch on the host and 10 ms per kernel on the device."""
+    a fake clock advances 1 us per launch on the host and 10 us per kernel on the device."""
 
     def __init__(self):
         self.now = 0.0
@@ -180,8 +180,8 @@ class _AsyncDevice:
         return self.now
 
     def launch(self) -> None:
-        self.now += 0.001
-        self.queued += 0.010
+        self.now += 1e-6
+        self.queued += 1e-5
 
     def synchronize(self) -> None:
         self.now += self.queued
@@ -193,16 +193,29 @@ def test_bench_times_the_device_when_launches_return_before_the_kernel_ends(monk
     import importlib
 
     autotune_module = importlib.import_module("polytile.runtime.autotune")
-
     device = _AsyncDevice()
     monkeypatch.setattr(autotune_module.time, "perf_counter", device.clock)
-    # Synchronized: one run is its launch and its kernel.
-    assert autotune_module.bench(device.launch, warmup=50, rep=200, synchronize=device.synchronize) == \
-        pytest.approx(0.011)
-    # In batches: far fewer waits than runs.
+    # Synchronized: one run is its launch and its kernel, measured in batches (a few
+    # dozen waits for 200 ms of 11 us runs, not one per run).
+    assert autotune_module.bench(device.launch, warmup=0, rep=200, synchronize=device.synchronize) == \
+        pytest.approx(1.1e-5)
+    assert device.synchronized < 50
+    # A first run that compiles (200 ms here) is not taken for the length of one run:
+    # the batches stay long.
+    compiled = []
+
+    def launch_compiling_first() -> None:
+        if not compiled:
+            compiled.append(True)
+            device.now += 0.200
+        device.launch()
+
+    device.synchronized = 0
+    assert autotune_module.bench(launch_compiling_first, warmup=0, rep=200, synchronize=device.synchronize) == \
+        pytest.approx(1.1e-5)
     assert device.synchronized < 50
     # The host's clock alone times the launches only (what a GPU autotuner must not do).
-    assert autotune_module.bench(device.launch, warmup=5, rep=20) == pytest.approx(0.001)
+    assert autotune_module.bench(device.launch, warmup=5, rep=20) == pytest.approx(1e-6)
 
 
 def test_the_tuner_waits_for_the_backend_that_launched_each_trial(monkeypatch):

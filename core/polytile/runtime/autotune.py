@@ -311,6 +311,8 @@ def bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100,
     batches, each timed from one synchronization to the next, so the device's time is
     what is measured, and the cost of synchronizing is spread over the batch."""
     sync = synchronize or _nothing
+    fn()  # compiles (on the first config's first run): not a measure of one run
+    sync()
     start = time.perf_counter()
     runs = 0
     while True:
