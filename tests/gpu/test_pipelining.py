@@ -13,6 +13,7 @@ import polytile.language as pl
 from polytile.backend import BackendOptions
 from polytile.compiler import compile_module
 from polytile.errors import ConfigError
+from polytile.ir import types as t
 from polytile.gpu.allocation import AllocateShared
 from polytile.gpu.membar import InsertBarriers
 import polytile.dialects.arith
@@ -414,7 +415,11 @@ class _RecordingCopies(PointerTileCopies):
     """The core's copies of tile.load, recording what the pass hands a RingCopies."""
 
     def __init__(self):
-        self.prepared, self.issued_with = [], []
+        self.prepared, self.issued_with, self.signalled = [], [], []
+
+    def signal(self, builder, barriers, slot, valid, loads):
+        self.signalled.append((valid, [load.name for load in loads]))
+        super().signal(builder, barriers, slot, valid, loads)
 
     def prepare(self, builder, barriers):
         self.prepared.append(barriers)
@@ -444,5 +449,29 @@ def test_a_registered_ring_copies_gets_the_barriers_and_prepares_once(completion
     if completion == "barriers":
         assert len(recording.prepared) == 1 and recording.prepared[0] is not None
         assert all(b is recording.prepared[0] for b in recording.issued_with)
+        # Each fill's signal hears which loads it copied and whether its iteration exists.
+        assert len(recording.signalled) == 3
+        assert all(names == ["tile.load"] and valid.type == t.i1 for valid, names in recording.signalled)
     else:
         assert recording.prepared == [] and recording.issued_with == [None, None, None]
+
+
+def test_a_plugins_copy_into_a_ring_is_a_write_from_its_issue_like_gpu_async_copy():
+    # insert-barriers knows copies by the IssuesIntoRing trait and a ring operand, so a
+    # plugin's bulk copy is ordered after earlier reads of its ring and leaves nothing
+    # pending (the slot's wait shows its bytes).
+    from polytile.dialects.gpu import AsyncCommitGroupOp, AsyncCopyOp, IssuesIntoRing
+    from polytile.gpu.membar import _copies_into_ring
+
+    class BulkCopy:
+        ring = object()
+
+        @staticmethod
+        def has_trait(trait):
+            return trait is IssuesIntoRing
+
+    class NotACopy(BulkCopy):
+        ring = None
+
+    assert _copies_into_ring(BulkCopy()) and not _copies_into_ring(NotACopy())
+    assert AsyncCopyOp.has_trait(IssuesIntoRing) and AsyncCommitGroupOp.has_trait(IssuesIntoRing)

@@ -203,8 +203,10 @@ def _ring_slot(op: Operation, ring: Any, tile: Any) -> None:
 class AsyncCopyOp(Operation):
     """Starts copying the tile ``ptr`` points at into slot ``slot`` of ``ring``, where
     ``mask`` holds; masked-off elements become ``other`` (zero without it).  The copy is
-    in flight until a ``gpu.async_wait`` retires its group: nothing may read the slot
-    before that (``insert-barriers`` counts the bytes as written at the wait)."""
+    in flight until a ``gpu.async_wait`` retires its group (``insert-barriers`` then
+    counts the bytes as written), or, where a ``gpu.async_copy_arrive`` follows it, until
+    a ``gpu.mbarrier_wait`` sees that barrier's phase complete: nothing may read the slot
+    before that."""
 
     name = "gpu.async_copy"
     traits = (IssuesIntoRing,)

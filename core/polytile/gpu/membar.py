@@ -20,7 +20,9 @@ after a write, on overlapping bytes.  A barrier clears the pending set.
   written (the bytes land there): a read after the wait needs a barrier, which is what
   makes the other threads' copies visible.  Copies that complete on an mbarrier leave
   nothing: the ``gpu.mbarrier_wait`` that pipeline-loops puts before every read of a slot
-  shows all threads' bytes to the waiting thread.  A barrier buffer is written by
+  shows all threads' bytes to the waiting thread.  A plugin's copy into a ring (an op
+  with the ``IssuesIntoRing`` trait and a ``ring`` operand) is counted the same way.  A
+  barrier buffer is written by
   ``gpu.mbarrier_init`` and ``gpu.mbarrier_inval`` and read by arrivals and waits.
 - ``scf.if``: both branches start from the same pending set; after it, the union.
   ``scf.for`` / ``scf.while``: the body starts from the union of what comes in and what
@@ -41,8 +43,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterable
 
 from ..dialects import func, scf, tile_debug
-from ..dialects.gpu import (AsyncCopyArriveOp, AsyncCopyOp, AsyncWaitOp, BarrierOp, DotWaitOp, LocalAllocOp, LocalLoadOp,
-                            LocalLoadSlotOp, LocalStoreOp, MBarrierInitOp, MBarrierInvalOp, MBarrierWaitOp)
+from ..dialects.gpu import (AsyncCopyArriveOp, AsyncCopyOp, AsyncWaitOp, BarrierOp, DotWaitOp, IssuesIntoRing, LocalAllocOp,
+                            LocalLoadOp, LocalLoadSlotOp, LocalStoreOp, MBarrierInitOp, MBarrierInvalOp, MBarrierWaitOp)
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 from ..plugins.tables import OwnedTable
 from .allocation import BUFFER_OFFSET_ATTR, SCRATCH_OFFSET_ATTR, buffer_bytes, scratch_bytes, scratch_sync
@@ -99,6 +101,13 @@ register_buffer_access(MBarrierInitOp, MBarrierInvalOp)(lambda op: [(op.barriers
 register_buffer_access(MBarrierWaitOp, AsyncCopyArriveOp)(lambda op: [(op.barriers, READ)])
 
 
+def _copies_into_ring(op: Any) -> bool:
+    """``gpu.async_copy``, or a plugin's copy into a ring (an op with the
+    ``IssuesIntoRing`` trait and a ``ring`` operand, a bulk tensor copy): a write of
+    the ring from its issue to the wait that retires it."""
+    return isinstance(op, AsyncCopyOp) or (op.has_trait(IssuesIntoRing) and getattr(op, "ring", None) is not None)
+
+
 def _buffer_range(value: Any) -> tuple[int, int] | None:
     alloc = value.defining_op
     if not isinstance(alloc, LocalAllocOp) or alloc.attributes.get(BUFFER_OFFSET_ATTR) is None:
@@ -128,7 +137,7 @@ class _Walker:
             return _Effect([], synchronizes=True)
         if isinstance(op, func.CallOp):
             return self._call(op)
-        if isinstance(op, (AsyncCopyOp, AsyncWaitOp)):
+        if isinstance(op, AsyncWaitOp) or _copies_into_ring(op):
             return self._async(op)
         accessor = BUFFER_ACCESSES.get(type(op))
         if accessor is not None:
@@ -154,7 +163,7 @@ class _Walker:
         """A copy writes its ring from its issue (checked against earlier accesses, as
         a write) to the wait that retires it (pending from there, against later reads).
         A wait may retire any copy of the function: it leaves all their rings written."""
-        if isinstance(op, AsyncCopyOp):
+        if _copies_into_ring(op):
             found = _buffer_range(op.ring)
             return _Effect([Access(found[0], found[1], WRITE)]) if found is not None else None
         function = next(a for a in op.ancestors() if isinstance(a, func.FuncOp))

@@ -197,9 +197,10 @@ def ring_slot_layout(tile_type: Any) -> SwizzledSharedLayout:
     return operand_shared_layout(tile_type.layout, tuple(tile_type.shape), t.element_type(tile_type).width)
 
 
-def ring_type(tile_type: Any, stages: int) -> BufferType:
-    """``stages`` slots of ``tile_type`` one after another (the slot the slowest dimension)."""
-    slot = ring_slot_layout(tile_type)
+def ring_type(tile_type: Any, stages: int, slot: SwizzledSharedLayout | None = None) -> BufferType:
+    """``stages`` slots of ``tile_type`` one after another (the slot the slowest
+    dimension), each in ``slot`` (default: :func:`ring_slot_layout`)."""
+    slot = slot or ring_slot_layout(tile_type)
     order = tuple(d + 1 for d in slot.order) + (0,)
     layout = SwizzledSharedLayout(slot.vector, slot.per_phase, slot.max_phase, order, slot.block)
     return BufferType((stages, *tile_type.shape), t.element_type(tile_type), layout)
@@ -222,17 +223,20 @@ def _issue(builder: Builder, plan: _Plan, rings: list, mapping: dict, slot: Any,
     """The copies of one iteration (its address values in ``mapping``), then their
     commit (``barriers`` None) or their arrivals on barrier ``slot``."""
     lookup = lambda value: mapping.get(value, value)  # noqa: E731
-    kinds: list = []
+    kinds: list = []  # (copies, its loads)
     for load, ring in zip(plan.loads, rings):
         copies = ring_copies_for(load)
         copies.issue(builder, load, lookup, ring, slot, valid, barriers)
-        if not any(copies is k for k in kinds):
-            kinds.append(copies)
-    for copies in kinds:
+        kind = next((k for k in kinds if k[0] is copies), None)
+        if kind is None:
+            kinds.append((copies, [load]))
+        else:
+            kind[1].append(load)
+    for copies, loads in kinds:
         if barriers is None:
             copies.commit(builder)
         else:
-            copies.signal(builder, barriers, slot)
+            copies.signal(builder, barriers, slot, valid, loads)
 
 
 def _barriers(builder: Builder, plan: _Plan, stages: int, num_threads: int) -> Any:
@@ -257,8 +261,9 @@ def _pipeline(loop: Any, plan: _Plan, stages: int, k_slice: Any, completion: str
     iv = loop.induction_variable
     index_type = iv.type
     before = Builder.before(loop, loop.location)
-    rings = [before.create(LocalAllocOp, result_types=[ring_type(load.result.type, stages)]).result
-             for load in plan.loads]
+    rings = [before.create(LocalAllocOp, result_types=[
+        ring_type(load.results[0].type, stages, ring_copies_for(load).slot_layout(load))]).result
+        for load in plan.loads]
     barriers = _barriers(before, plan, stages, num_threads) if completion == BARRIERS else None
 
     # Prologue: iterations 0 .. stages-2, advancing the carried address values.

@@ -74,10 +74,19 @@ class RingCopies:
         """Close this iteration's group of copies (``"groups"`` completion)."""
         raise NotImplementedError
 
-    def signal(self, builder: Builder, barriers: Any, slot: Any) -> None:
-        """Make this iteration's copies arrive on barrier ``slot`` of ``barriers``
-        (``"barriers"`` completion)."""
+    def signal(self, builder: Builder, barriers: Any, slot: Any, valid: Any, loads: list) -> None:
+        """Make this iteration's copies of ``loads`` (this kind's, in the order issued)
+        arrive on barrier ``slot`` of ``barriers`` (``"barriers"`` completion); ``valid``
+        as for :meth:`issue` (a bulk copy's expect-tx counts only the bytes it copies)."""
         raise NotImplementedError
+
+    def slot_layout(self, load: Any) -> Any:
+        """The shared layout of one ring slot for ``load``'s tile: by default the layout
+        its dot operand is read from (``ldmatrix``, wgmma in place); a copy engine with
+        a layout of its own (a TMA tensor map's swizzle) returns that."""
+        from .pipelining import ring_slot_layout
+
+        return ring_slot_layout(load.results[0].type)
 
     def arrivals(self, num_threads: int) -> int:
         """Arrivals :meth:`signal` makes per fill of a slot, with ``num_threads`` threads."""
@@ -128,7 +137,6 @@ class PointerTileCopies(RingCopies):
 
     def accepts(self, load: Any, infos: Any, target: Any) -> bool:
         from .lowering.async_copy import async_copy_unit, copy_width
-        from .pipelining import ring_slot_layout
 
         if async_copy_unit(target) is None or not isinstance(load.ptr.type, t.TileType) or load.volatile:
             return False
@@ -140,7 +148,7 @@ class PointerTileCopies(RingCopies):
         element = load.result.type.element
         if not isinstance(element, (t.IntType, t.FloatType)) or element.width < 8:
             return False
-        width = copy_width(load.ptr, load.mask, infos, target, ring_slot_layout(load.result.type))
+        width = copy_width(load.ptr, load.mask, infos, target, self.slot_layout(load))
         return width * element.width // 8 >= MIN_COPY_BYTES
 
     def addresses(self, load: Any) -> list:
@@ -158,7 +166,7 @@ class PointerTileCopies(RingCopies):
     def commit(self, builder: Builder) -> None:
         builder.create(AsyncCommitGroupOp)
 
-    def signal(self, builder: Builder, barriers: Any, slot: Any) -> None:
+    def signal(self, builder: Builder, barriers: Any, slot: Any, valid: Any, loads: list) -> None:
         builder.create(AsyncCopyArriveOp, barriers, slot)
 
     def arrivals(self, num_threads: int) -> int:
