@@ -154,6 +154,40 @@ def test_a_write_before_a_loop_that_reads_it_gets_its_barrier_before_the_loop_no
                                         "scf.yield", "func.return"]
 
 
+def test_the_barrier_for_what_came_before_goes_before_an_inner_loop_and_a_while_loop_too():
+    # Nested: the write before the outer loop conflicts with the read in the inner body;
+    # one barrier before the outer loop does for every iteration of both.
+    nested = LOOP.replace("%r = scf.for", "%0 = gpu.local_alloc source(%a) : !gpu.buffer<64xf32, {S}>\n  "
+                                          "%r = scf.for").replace(
+        "BODY", "%y = scf.for %c0, %n, %c1, %x : tile<64xf32, {A}> {{\n"
+                "    ^bb1(%j: i32, %w: tile<64xf32, {A}>):\n"
+                "      %v = gpu.local_load %0 : tile<64xf32, {A}>\n"
+                "      scf.yield %v\n"
+                "    }}")
+    ops = body(barriers(nested))
+    assert ops.count("gpu.barrier") == 1
+    assert ops.index("= gpu.local_alloc") < ops.index("gpu.barrier") < ops.index("= scf.for")
+    # A while loop whose condition block reads what was written before it.
+    text = """
+    func.func @k(%a: tile<64xf32, {A}>, %n: i32) attributes {{kernel = true}} {{
+      %0 = gpu.local_alloc source(%a) : !gpu.buffer<64xf32, {S}>
+      %c0 = arith.constant {{value = 0}} : i32
+      %r = scf.while %c0 : i32 {{
+      ^bb0(%i: i32):
+        %t = gpu.local_load %0 : tile<64xf32, {A}>
+        %go = arith.cmpi %i, %n {{predicate = "slt"}} : i1
+        scf.condition %go, %i
+      }} {{
+      ^bb1(%j: i32):
+        scf.yield %j
+      }}
+      func.return
+    }}
+    """
+    ops = body(barriers(text))
+    assert ops.count("gpu.barrier") == 1 and ops.index("gpu.barrier") < ops.index("= scf.while")
+
+
 def test_loop_that_writes_what_it_read_synchronizes_at_the_top_of_the_body():
     text = LOOP.replace("%r = scf.for", "%0 = gpu.local_alloc : !gpu.buffer<64xf32, {S}>\n  %r = scf.for").replace(
         "BODY", "gpu.local_store %x, %0\n    %y = gpu.local_load %0 : tile<64xf32, {A}>")

@@ -331,6 +331,7 @@ def simulate_matmul(dtype, k: int, block_k: int, num_stages: int, drop: str | No
     (3, 48, 32),    # a masked K tail (48 = 32 + 16)
     (4, 112, 32),   # four slots, a tail
     (4, 32, 32),    # one iteration: two of the three prologue copies are predicated off
+    (3, 0, 32),     # no iteration: every fill predicated off, waited for and the barriers retired
 ])
 def test_pipelined_matmul_matches_numpy(num_stages, k, block_k, arch):
     got, expected, llvm_ir = simulate_matmul(np.float16, k, block_k, num_stages, arch=arch)
