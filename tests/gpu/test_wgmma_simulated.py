@@ -12,6 +12,8 @@ import re
 import numpy as np
 import pytest
 
+import polytile as pt
+import polytile.language as pl
 from polytile.compiler import compile_module
 
 from .llvm_cta import SimulationError, run_kernel
@@ -249,3 +251,57 @@ def test_fp8_wgmma(kind):
     assert f"wgmma.mma_async.sync.aligned.m64n64k32.f32.{kind}.{kind}" in artifacts["ptx"]
     run_kernel(artifacts, [a, b, c], 4)
     np.testing.assert_array_equal(c, (a_values @ b_values).astype(np.float32))
+
+
+@pt.jit
+def several_dots_kernel(a_ptr, b_ptr, c_ptr, d_ptr, M, N, K, BM: pl.constexpr, BN: pl.constexpr, BK: pl.constexpr,
+                        SCORES: pl.constexpr):
+    # Two accumulating dots (one chained on its own registers, one into a scaled
+    # accumulator) and, with SCORES, a dot the body reads before them.
+    offs_m, offs_n, offs_k = pl.arange(0, BM), pl.arange(0, BN), pl.arange(0, BK)
+    a_ptrs = a_ptr + offs_m[:, None] * K + offs_k[None, :]
+    b_ptrs = b_ptr + offs_k[:, None] * N + offs_n[None, :]
+    acc1 = pl.zeros((BM, BN), dtype=pl.float32)
+    acc2 = pl.zeros((BM, BN), dtype=pl.float32)
+    total = pl.zeros((BM, BN), dtype=pl.float32)
+    for k in range(pl.cdiv(K, BK)):
+        a = pl.load(a_ptrs)
+        b = pl.load(b_ptrs)
+        if SCORES:
+            total += pl.dot(a, b) * 2.0
+        acc1 = pl.dot(a, b, acc1)
+        acc2 = pl.dot(a, b, acc2 * 0.5)
+        a_ptrs += BK
+        b_ptrs += BK * N
+    out = offs_m[:, None] * N + offs_n[None, :]
+    pl.store(c_ptr + out, acc1 + total)
+    pl.store(d_ptr + out, acc2)
+
+
+@pytest.mark.parametrize("scores", [False, True])
+def test_several_asynchronous_dots_in_one_loop_match_numpy(scores):
+    # The waits async-dots places for more than one dot in flight: after the first dot
+    # (pending 1), and with a dot the body reads, that one's own (pending 0, before the
+    # reader), on the simulator against NumPy.
+    m = n = 64
+    k, bk = 128, 32
+    rng = np.random.default_rng(7)
+    a = rng.integers(-2, 3, (m, k)).astype(np.float16)
+    b = rng.integers(-2, 3, (k, n)).astype(np.float16)
+    c, d = np.zeros((m, n), np.float32), np.zeros((m, n), np.float32)
+    args = [a, b, c, d, m, n, k]
+    result = compile_module(several_dots_kernel.lower(*args, BM=m, BN=n, BK=bk, SCORES=scores), "nvidia:sm_90a",
+                            num_warps=4, num_stages=3)
+    loop = str(result.module)
+    loop = loop[loop.index("scf.for"):loop.index("scf.yield")]
+    assert loop.count("{gpu.async = true}") == (3 if scores else 2)
+    assert re.findall(r"gpu.dot_wait .*?\{pending = (\d)\}", loop) == (["1", "0"] if scores else ["1"])
+    run_kernel(result.context.artifacts, args, 4)
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    acc2, total = np.zeros((m, n)), np.zeros((m, n))
+    for i in range(k // bk):
+        part = A[:, i * bk:(i + 1) * bk] @ B[i * bk:(i + 1) * bk]
+        acc2 = acc2 * 0.5 + part
+        total += 2 * part
+    np.testing.assert_array_equal(c, A @ B + (total if scores else 0))
+    np.testing.assert_array_equal(d, acc2)
