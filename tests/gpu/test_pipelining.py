@@ -39,10 +39,10 @@ NAMES["A"] = f"#gpu.dot_operand<op_idx = 0, parent = {NAMES['MMA']}, k_width = 2
 NAMES["B"] = f"#gpu.dot_operand<op_idx = 1, parent = {NAMES['MMA']}, k_width = 2>"
 
 
-def run(text: str, *passes, num_stages: int = 3) -> str:
+def run(text: str, *passes, num_stages: int = 3, arch: str = "sm_90a") -> str:
     for short, full in NAMES.items():
         text = text.replace("{" + short + "}", full)
-    context = PassContext(target=Target("nvidia", "sm_90a"), options=BackendOptions(num_warps=1, num_stages=num_stages))
+    context = PassContext(target=Target("nvidia", arch), options=BackendOptions(num_warps=1, num_stages=num_stages))
     out = apply_passes(text, *passes, context=context)
     for short, full in sorted(NAMES.items(), key=lambda item: -len(item[1])):
         out = out.replace(full, "{" + short + "}")
@@ -229,21 +229,13 @@ def test_with_barriers_the_only_barrier_of_an_iteration_orders_reads_before_the_
 
 def test_auto_completion_is_barriers_where_the_target_has_them():
     assert "gpu.mbarrier_wait" in run(LOOP, PipelineLoops(num_stages=3))
-    sm80 = PassContext(target=Target("nvidia", "sm_80"), options=BackendOptions(num_warps=1, num_stages=3))
-    text = LOOP
-    for short, full in NAMES.items():
-        text = text.replace("{" + short + "}", full)
-    out = apply_passes(text, PipelineLoops(num_stages=3), context=sm80)
+    out = run(LOOP, PipelineLoops(num_stages=3), arch="sm_80")
     assert "gpu.async_wait" in out and "mbarrier" not in out
 
 
 def test_barriers_on_a_target_without_them_are_refused():
-    sm80 = PassContext(target=Target("nvidia", "sm_80"), options=BackendOptions(num_warps=1, num_stages=3))
-    text = LOOP
-    for short, full in NAMES.items():
-        text = text.replace("{" + short + "}", full)
     with pytest.raises(ConfigError, match="sm_80 has no barriers in shared memory"):
-        apply_passes(text, PipelineLoops(num_stages=3, completion="barriers"), context=sm80)
+        run(LOOP, PipelineLoops(num_stages=3, completion="barriers"), arch="sm_80")
 
 
 def test_an_unknown_completion_is_refused():

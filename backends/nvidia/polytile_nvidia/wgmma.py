@@ -630,12 +630,13 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
 
 def _is_zero_tile(value: Any) -> bool:
     """Whether ``value`` is a constant tile of zeros (``pl.zeros``, a splat 0)."""
-    from polytile.dialects import arith, tile
+    from polytile.dialects import tile
+    from polytile.passes.rewrite import constant_value
 
-    op = value.defining_op
-    if isinstance(op, tile.SplatOp):
-        op = op.operands[0].defining_op
-    return isinstance(op, arith.ConstantOp) and not isinstance(op.value, (list, tuple)) and op.value == 0
+    if isinstance(value.defining_op, tile.SplatOp):
+        value = value.defining_op.operands[0]
+    found = constant_value(value)
+    return not isinstance(found, (list, tuple)) and found == 0
 
 
 def wait_group(b: ir.IRBuilder, pending: int, values: list[list]) -> list[list]:

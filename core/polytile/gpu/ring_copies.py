@@ -125,8 +125,9 @@ def feeds_dot(value: Any) -> bool:
 
 
 def _is_zero(value: Any) -> bool:
-    op = value.defining_op
-    return isinstance(op, arith.ConstantOp) and op.value == 0
+    from ..passes.rewrite import constant_value
+
+    return constant_value(value) == 0
 
 
 class PointerTileCopies(RingCopies):

@@ -18,15 +18,14 @@ from typing import Any, Protocol
 
 from llvmlite import ir
 
+from ...dialects.gpu import AsyncCommitGroupOp, AsyncCopyOp, AsyncWaitOp, LocalLoadSlotOp
 from ...plugins.tables import OwnedTable
-from ...dialects.gpu import AsyncCommitGroupOp, AsyncCopyOp, AsyncWaitOp, LocalAllocOp, LocalLoadSlotOp
-from ..allocation import BUFFER_OFFSET_ATTR
 from ..layouts import SwizzledSharedLayout
 from ..linear_layout import log2
 from .context import LoweringContext, linear_layout_of, register_lowering
 from .indexing import coordinates, duplicate_register_mask
 from .memory import thread_owner, vector_width as global_vector_width
-from .shared import (LLVMAddOps, access_plan, contiguous_run, element_offset, load_registers, shared_pointer,
+from .shared import (LLVMAddOps, access_plan, contiguous_run, element_offset, load_registers, buffer_pointer,
                      storage_type, vector_width)
 from .types import element_bits
 
@@ -103,14 +102,9 @@ def _unit(ctx: LoweringContext, op: Any) -> AsyncCopyUnit:
 
 def _ring_base(ctx: LoweringContext, op: Any, ring: Any, slot: Any) -> Any:
     """An i8 shared pointer to slot ``slot`` (an i32) of ``ring``."""
-    alloc = ring.defining_op
-    offset = alloc.attributes.get(BUFFER_OFFSET_ATTR) if isinstance(alloc, LocalAllocOp) else None
-    if offset is None:
-        raise ctx.error(op, f"internal error: the ring of '{op.name}' has no {BUFFER_OFFSET_ATTR}; the memory "
-                            "stage (allocate-shared) must run before lower-to-llvm")
     slot_bytes = ring.type.numel // ring.type.shape[0] * element_bits(ring.type.element) // 8
     b = ctx.builder
-    return b.gep(shared_pointer(ctx, offset), [b.mul(slot, ctx.i32(slot_bytes))], source_etype=ir.IntType(8))
+    return b.gep(buffer_pointer(ctx, ring), [b.mul(slot, ctx.i32(slot_bytes))], source_etype=ir.IntType(8))
 
 
 @register_lowering(AsyncCopyOp)

@@ -15,11 +15,10 @@ from typing import Any, Protocol
 
 from llvmlite import ir
 
-from ...dialects.gpu import AsyncCopyArriveOp, LocalAllocOp, MBarrierInitOp, MBarrierInvalOp, MBarrierWaitOp
+from ...dialects.gpu import AsyncCopyArriveOp, MBarrierInitOp, MBarrierInvalOp, MBarrierWaitOp
 from ...plugins.tables import OwnedTable
-from ..allocation import BUFFER_OFFSET_ATTR
 from .context import LoweringContext, register_lowering
-from .shared import shared_pointer
+from .shared import buffer_pointer
 
 #: Bytes of one mbarrier.
 BARRIER_BYTES = 8
@@ -66,13 +65,8 @@ def _unit(ctx: LoweringContext, op: Any) -> BarrierUnit:
 
 def barrier_address(ctx: LoweringContext, op: Any, barriers: Any, index: Any) -> Any:
     """The i32 shared address of barrier ``index`` (an i32) of the buffer ``barriers``."""
-    alloc = barriers.defining_op
-    offset = alloc.attributes.get(BUFFER_OFFSET_ATTR) if isinstance(alloc, LocalAllocOp) else None
-    if offset is None:
-        raise ctx.error(op, f"internal error: the barriers of '{op.name}' have no {BUFFER_OFFSET_ATTR}; the memory "
-                            "stage (allocate-shared) must run before lower-to-llvm")
     b = ctx.builder
-    base = b.ptrtoint(shared_pointer(ctx, offset), ir.IntType(32))
+    base = b.ptrtoint(buffer_pointer(ctx, barriers), ir.IntType(32))
     return b.add(base, b.mul(index, ctx.i32(BARRIER_BYTES)))
 
 

@@ -287,6 +287,11 @@ def _buffer_access(ctx: LoweringContext, buffer: Any) -> tuple[Any, Any]:
     return shared_pointer(ctx, offset), buffer.type
 
 
+def buffer_pointer(ctx: LoweringContext, buffer: Any) -> Any:
+    """An i8 pointer to the start of the ``!gpu.buffer`` value ``buffer``."""
+    return _buffer_access(ctx, buffer)[0]
+
+
 def shared_pointer(ctx: LoweringContext, offset: int) -> Any:
     """An i8 pointer ``offset`` bytes into the function's shared memory: in a noinline
     function, past the base its caller passed (``ctx.scratch_base``)."""
