@@ -29,12 +29,17 @@ _NUMPY_DTYPES = {"f32": np.float32, "f16": np.float16}
 @dataclass(frozen=True)
 class TimingPlan:
     """How long to warm up and to measure, as in ``triton.testing.do_bench``: the number
-    of repetitions follows from a first estimate of one call's time, within bounds."""
+    of repetitions follows from a first estimate of one call's time, within bounds.
+    ``rounds``: the compilers of a row are timed in turn this many times (polytile,
+    Triton, torch, then again), and each one's rate is the median of its rounds, so
+    that a GPU's clocks drifting with its temperature and power (large matmuls) weigh
+    on every compiler alike instead of on whichever ran last."""
 
     warmup_ms: float
     rep_ms: float
     min_reps: int
     max_reps: int
+    rounds: int = 1
 
     def counts(self, estimate_ms: float) -> tuple[int, int]:
         estimate_ms = max(estimate_ms, 1e-6)
@@ -47,7 +52,7 @@ class TimingPlan:
 TIMING_PLANS = {
     "tiny": TimingPlan(warmup_ms=0.0, rep_ms=0.0, min_reps=3, max_reps=3),
     "small": TimingPlan(warmup_ms=25.0, rep_ms=100.0, min_reps=10, max_reps=1000),
-    "full": TimingPlan(warmup_ms=25.0, rep_ms=100.0, min_reps=10, max_reps=1000),
+    "full": TimingPlan(warmup_ms=25.0, rep_ms=100.0, min_reps=10, max_reps=1000, rounds=3),
 }
 
 

@@ -28,7 +28,9 @@ class Measurement:
     (it did not compile or launch) or ``skipped`` (it cannot run here); ``detail`` says
     what went wrong, in words.  A value measured in several fresh processes (the launch
     mode) is their median; ``low`` and ``high`` are the fastest and slowest process, and
-    ``processes`` what each reported.
+    ``processes`` what each reported.  A value timed in interleaved rounds (the memory
+    and matmul modes, :class:`~.devices.TimingPlan`) is the median of ``rounds``, each
+    round's value in the order run.
     """
 
     status: str
@@ -39,6 +41,7 @@ class Measurement:
     low: float | None = None
     high: float | None = None
     processes: list[dict[str, Any]] = field(default_factory=list)
+    rounds: list[float] = field(default_factory=list)
 
     @classmethod
     def failed(cls, status: str, detail: str) -> Measurement:
@@ -92,7 +95,7 @@ class Report:
             item = asdict(row)
             for result in item["results"].values():
                 # Only a value measured across processes has a spread: other rows stay as they were.
-                for key in ("low", "high", "processes"):
+                for key in ("low", "high", "processes", "rounds"):
                     if not result[key]:
                         del result[key]
             item["ratio"] = row.ratio()
@@ -180,6 +183,9 @@ def format_table(report: Report) -> str:
                   if vendor else "") + "% copy BW: polytile's GB/s over the device copy bandwidth")
     if any(m.low is not None for row in report.rows for m in row.results.values()):
         out.append("launch: the median of fresh processes, each with an empty cache (fastest-slowest in brackets)")
+    rounds = max((len(m.rounds) for row in report.rows for m in row.results.values()), default=0)
+    if rounds > 1:
+        out.append(f"each rate: the median of {rounds} rounds that time the compilers of a row in turn")
     for note, number in notes.items():
         out.append(f"[{number}] {note}")
     return "\n".join(out)

@@ -67,9 +67,8 @@ def check(case: Case, problem: Problem, dtype: str, device: Device) -> str | Non
     return None
 
 
-def measure(case: Case, problem: Problem, dtype: str, size: Size, lib: Any, device: Device,
-            plan: TimingPlan) -> Measurement:
-    """Launch once, check, then time: one compiler's result for one row."""
+def prepare(case: Case, problem: Problem, dtype: str, lib: Any, device: Device) -> Measurement | None:
+    """Launch once and check: None when the result is right, else the failed result."""
     for name in problem.outputs:
         device.fill_nan(problem.arrays[name])
     try:
@@ -83,13 +82,49 @@ def measure(case: Case, problem: Problem, dtype: str, size: Size, lib: Any, devi
         return Measurement.failed(ERROR, f"checking the result failed: {describe_error(exc)}")
     if wrong is not None:
         return Measurement.failed(MISMATCH, wrong)
+    return None
+
+
+def time_round(case: Case, problem: Problem, lib: Any, device: Device, plan: TimingPlan) -> list[float] | Measurement:
+    """One round's times (ms) of ``case.launch``, or the failed result."""
     try:
-        samples = device.time_ms(lambda: case.launch(lib, problem), plan)
+        return device.time_ms(lambda: case.launch(lib, problem), plan)
     except Exception as exc:  # noqa: BLE001
         return Measurement.failed(ERROR, f"failed while timing: {describe_error(exc)}")
-    ms = statistics.median(samples)
-    note = case.note(lib) if case.note is not None else ""
-    return Measurement(OK, value=case.rate(size, dtype, ms), ms=ms, samples=len(samples), detail=note)
+
+
+def measure(case: Case, problem: Problem, dtype: str, size: Size, lib: Any, device: Device,
+            plan: TimingPlan) -> Measurement:
+    """Launch once, check, then time: one compiler's result for one row (one round)."""
+    return measure_all(case, problem, dtype, size, {"lib": lib}, device, plan)["lib"]
+
+
+def measure_all(case: Case, problem: Problem, dtype: str, size: Size, libs: dict[str, Any], device: Device,
+                plan: TimingPlan) -> dict[str, Measurement]:
+    """Each compiler's result for one row: each launched once and checked, then the
+    checked ones timed in turn, ``plan.rounds`` times; a rate is the median of its rounds."""
+    results: dict[str, Measurement] = {}
+    for name, lib in libs.items():
+        failed = prepare(case, problem, dtype, lib, device)
+        if failed is not None:
+            results[name] = failed
+    per_round: dict[str, list[float]] = {name: [] for name in libs if name not in results}
+    counts = dict.fromkeys(per_round, 0)
+    for _ in range(max(plan.rounds, 1)):
+        for name in list(per_round):
+            samples = time_round(case, problem, libs[name], device, plan)
+            if isinstance(samples, Measurement):
+                results[name] = samples
+                del per_round[name]
+                continue
+            per_round[name].append(statistics.median(samples))
+            counts[name] += len(samples)
+    for name, medians in per_round.items():
+        ms = statistics.median(medians)
+        note = case.note(libs[name]) if case.note is not None else ""
+        results[name] = Measurement(OK, value=case.rate(size, dtype, ms), ms=ms, samples=counts[name], detail=note,
+                                    rounds=[case.rate(size, dtype, m) for m in medians] if len(medians) > 1 else [])
+    return {name: results[name] for name in libs}
 
 
 def run_cases(cases: Iterable[Case], size_class: str, device: Device, compilers: dict[str, Any],
@@ -108,13 +143,13 @@ def run_cases(cases: Iterable[Case], size_class: str, device: Device, compilers:
                     continue
                 progress(f"{case.name} {dtype} {row.size}")
                 problem = case.make(device, size, dtype)
-                for name, lib in compilers.items():
-                    served = getattr(lib, "CASES", None)  # a library module serves some cases only
-                    if served is not None and case.name not in served:
-                        continue
-                    row.results[name] = measure(case, problem, dtype, size, lib, device, plan)
+                # A library module may serve some cases only.
+                libs = {name: lib for name, lib in compilers.items()
+                        if getattr(lib, "CASES", None) is None or case.name in lib.CASES}
+                row.results.update(measure_all(case, problem, dtype, size, libs, device, plan))
                 del problem  # the largest sizes need the memory back before the next
     return rows
 
 
-__all__ = ["CHECKED_ROWS", "MISMATCH", "OK", "check", "measure", "run_cases", "sample_rows"]
+__all__ = ["CHECKED_ROWS", "MISMATCH", "OK", "check", "measure", "measure_all", "prepare", "run_cases", "sample_rows",
+           "time_round"]

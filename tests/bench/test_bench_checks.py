@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from types import SimpleNamespace
 
@@ -15,7 +16,7 @@ from bench import polytile_kernels
 from bench.cases import CASES
 from bench.devices import TIMING_PLANS, NumpyDevice
 from bench.report import format_table
-from bench.throughput import CHECKED_ROWS, measure, sample_rows
+from bench.throughput import CHECKED_ROWS, measure, measure_all, sample_rows
 
 
 @pt.jit
@@ -245,3 +246,28 @@ def test_attention_is_checked_on_sampled_query_rows_against_their_own_heads(name
     assert check(case, problem, "f16", device) is None
     problem.out[767, 3] += 1.0  # the last row (always sampled), in the last head
     assert "first at index (767, 3)" in check(case, problem, "f16", device)
+
+
+def test_compilers_are_timed_in_turn_and_each_rate_is_the_median_of_its_rounds():
+    # Rounds interleave the compilers (a GPU's clocks drift during a long run: whoever
+    # ran last would pay for it); a wrong kernel is checked out before any round.
+    class ScriptedDevice(NumpyDevice):
+        def __init__(self):
+            self.order, self.times = [], iter([1.0, 2.0, 5.0, 2.0, 2.0, 2.0])
+
+        def time_ms(self, fn, plan):
+            self.order.append(fn)
+            return [next(self.times)] * 2
+
+    device = ScriptedDevice()
+    case = CASES["vector_add"]
+    size = case.sizes["tiny"][0]
+    problem = case.make(device, size, "f32")
+    plan = dataclasses.replace(TIMING_PLANS["tiny"], rounds=3)
+    libs = {"polytile": polytile_kernels, "other": kernels_with(), "wrong": kernels_with(add_kernel=subtracting_add_kernel)}
+    results = measure_all(case, problem, "f32", size, libs, device, plan)
+    assert results["wrong"].status == "mismatch" and len(device.order) == 6
+    polytile, other = results["polytile"], results["other"]
+    # Rounds of polytile: 1, 5, 2 ms; of the other: 2, 2, 2 ms.
+    assert polytile.ms == 2.0 and other.ms == 2.0 and polytile.samples == other.samples == 6
+    assert polytile.rounds == [case.rate(size, "f32", ms) for ms in (1.0, 5.0, 2.0)]

@@ -142,6 +142,10 @@ def _decode(function: Any, globals_: dict[str, int]) -> dict[str, list[_Op]]:
     return blocks
 
 
+#: The thread number the async proxy (wgmma's operand reads) uses with :class:`Memory`.
+ASYNC_PROXY = -1
+
+
 @dataclass
 class Memory:
     """A flat byte array per address space; shared bytes remember who wrote them when."""
@@ -154,6 +158,10 @@ class Memory:
     in_flight: dict[int, int] = field(default_factory=dict)
     #: Shared bytes of live mbarriers (llvm_cta_mbarrier.py).
     live_barriers: set = field(default_factory=set)
+    #: Shared bytes written through the generic proxy (a store, a cp.async landing) ->
+    #: the writing thread, until that thread's next ``fence.proxy.async``: the async
+    #: proxy (wgmma) must not read them before (llvm_cta_wgmma.py).
+    unfenced: dict[int, int] = field(default_factory=dict)
 
     def _check_async(self, address: int, size: int, thread: int, access: str) -> None:
         for a in range(address, address + size):
@@ -171,6 +179,8 @@ class Memory:
         if space == 3:
             if self.in_flight or self.live_barriers:
                 self._check_async(address, size, thread, "reads")
+            if thread == ASYNC_PROXY:
+                self._check_proxy_fence(address, size)
             for a in range(address, address + size):
                 if a not in self.writer:
                     raise SimulationError(f"thread {thread} reads shared byte {a} that no thread wrote")
@@ -203,7 +213,21 @@ class Memory:
                     raise SimulationError(f"thread {thread} overwrites shared byte {a} that thread "
                                           f"{min(threads - {thread})} read since the last barrier")
                 self.writer[a] = (self.epoch, thread)
+                self.unfenced[a] = thread
         buf[address:address + len(data)] = data
+
+    def _check_proxy_fence(self, address: int, size: int) -> None:
+        for a in range(address, address + size):
+            if a in self.unfenced:
+                raise SimulationError(f"the async proxy (wgmma) reads shared byte {a}, which thread "
+                                      f"{self.unfenced[a]} wrote through the generic proxy (a store or a cp.async) "
+                                      "with no fence.proxy.async after the write")
+
+    def fence_proxy_async(self, thread: int) -> None:
+        """``fence.proxy.async`` by ``thread``: its generic-proxy writes so far (its stores,
+        its cp.async copies that landed) are ordered before later async-proxy reads."""
+        for a in [a for a, who in self.unfenced.items() if who == thread]:
+            del self.unfenced[a]
 
 
 def _space(ptr_type: str) -> int:

@@ -58,6 +58,11 @@ def _bpermute(cta: Any, name: str, inputs: list, warp: int) -> list:
     return [inputs[(address >> 2) % cta.warp_size][1] for address, _ in inputs]
 
 
+def _readfirstlane(cta: Any, name: str, inputs: list, warp: int) -> list:
+    # Every lane gets the first active lane's value (all lanes run here: lane 0's).
+    return [inputs[0][0]] * len(inputs)
+
+
 def dpp_source(ctrl: int, lane: int, warp_size: int) -> int | None:
     """The lane a DPP move reads for ``lane``, or None where it reads nothing (the lane
     keeps ``old``).  Rows are 16 lanes."""
@@ -214,7 +219,8 @@ def _wmma(cta: Any, name: str, inputs: list, warp: int) -> list:
 
 #: Intrinsic name prefix -> the wavefront step.
 _WARP_INTRINSICS = {"llvm.amdgcn.ds.bpermute": _bpermute, "llvm.amdgcn.ds.swizzle": _ds_swizzle,
-                    "llvm.amdgcn.update.dpp": _update_dpp, "llvm.amdgcn.mfma.": _mfma, "llvm.amdgcn.wmma.": _wmma}
+                    "llvm.amdgcn.update.dpp": _update_dpp, "llvm.amdgcn.readfirstlane": _readfirstlane,
+                    "llvm.amdgcn.mfma.": _mfma, "llvm.amdgcn.wmma.": _wmma}
 
 
 def _warp_intrinsic(name: str) -> Any:

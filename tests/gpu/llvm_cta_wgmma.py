@@ -28,8 +28,9 @@
   the ``wgmma.wait_group`` that retires it: an operand overwritten while the instruction
   is in flight is reported (a cp.async into its bytes already when it is issued: it may
   land at any time before its own wait, see llvm_cta_async.py), as is reading bytes another thread wrote without a barrier
-  between (the ``fence.proxy.async`` every thread issues before is required too, and
-  assumed here).  ``wgmma.fence`` and ``commit_group`` order nothing the simulation
+  between.  Bytes written through the generic proxy (a store, a cp.async landing) must
+  be followed by a ``fence.proxy.async`` of the writing thread before wgmma (the async
+  proxy) reads them: reading them before is reported.  ``wgmma.fence`` and ``commit_group`` order nothing the simulation
   needs.
 """
 
@@ -41,14 +42,12 @@ from typing import Any
 
 import numpy as np
 
-from .llvm_cta import CTA, SimulationError, _from_bits, _to_bits, fp8_value
+from .llvm_cta import ASYNC_PROXY, CTA, SimulationError, _from_bits, _to_bits, fp8_value
 
 _MMA_ASYNC = re.compile(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k(\d+)\.(\w+)\.(\w+)\.(\w+) \{([^}]*)\}, "
                         r"(\{[^}]*\}|\$\d+), (\$\d+), p, (-?1), (-?1)((?:, \d)*);")
 _WAIT = re.compile(r"wgmma\.wait_group\.sync\.aligned (\d+);")
 _BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "s8": 1, "u8": 1}
-#: The async proxy's reads, as the memory model sees a reader (no thread of the block).
-_ASYNC_PROXY = -1
 
 
 @dataclass
@@ -141,7 +140,10 @@ def thread_step(cta: CTA, text: str, args: list, tid: int) -> Any:
         if state.open.get(group):  # the first thread of the warpgroup closes the group
             state.pending.setdefault(group, []).append(state.open.pop(group))
         return None
-    if text.startswith(("wgmma.fence", "fence.proxy.async")):
+    if text.startswith("fence.proxy.async"):
+        cta.memory.fence_proxy_async(tid)
+        return None
+    if text.startswith("wgmma.fence"):
         # wgmma.fence may take registers in and out (pinning their definitions before
         # the wgmmas that read them): they pass unchanged.
         return tuple(args) if args else None
@@ -199,7 +201,7 @@ def _read_operand(cta: CTA, desc: int, rows: int, depth: int, kind: str, transpo
     for mn in range(rows):
         for k in range(depth):
             address = _address(desc, mn, k, size, transposed)
-            data = cta.memory.load(3, address, size, _ASYNC_PROXY)
+            data = cta.memory.load(3, address, size, ASYNC_PROXY)
             ranges.append((address, size))
             out[mn, k] = _value(data, kind)
     return out

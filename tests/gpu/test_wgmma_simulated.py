@@ -167,8 +167,10 @@ def test_attention_keeps_p_at_v_in_flight_across_the_next_scores():
     assert loop.count("{gpu.async = true}") == 2
     assert re.findall(r"gpu.dot_wait .*?\{pending = (\d)\}", loop) == ["1", "0"]
     artifacts = result.context.artifacts
-    # The dots read in place: the one proxy fence is the hoisted q's, before the loop.
-    assert artifacts["ptx"].count("fence.proxy.async") == 1 and text.count("gpu.fence_async_shared") == 1
+    # The dots read in place: no stores and no barrier at the dots; the hoisted q's
+    # proxy fence before the loop, and one per dot that reads a slot cp.async filled
+    # (after the slot's wait, before the wgmma).
+    assert artifacts["ptx"].count("fence.proxy.async") == 3 and text.count("gpu.fence_async_shared") == 1
     run_kernel(artifacts, args, 4)
     np.testing.assert_array_equal(o, expected)
 
@@ -199,6 +201,23 @@ def test_an_operand_overwritten_while_its_wgmma_is_in_flight_is_caught():
     with pytest.raises(SimulationError, match="an operand of a wgmma.mma_async of warpgroup 0, changed before the "
                                               "wgmma.wait_group that retires it"):
         _loop(64, 64, 128, 32, edit=keep_one_in_flight)
+
+
+def _drop_proxy_fences(llvm_ir: str) -> str:
+    lines = llvm_ir.splitlines()
+    kept = [line for line in lines if "fence.proxy.async" not in line]
+    assert len(kept) < len(lines)
+    return "\n".join(kept) + "\n"
+
+
+@pytest.mark.parametrize("num_stages", [1, 3])
+def test_a_wgmma_reading_generic_proxy_writes_without_a_proxy_fence_is_caught(num_stages):
+    # Stages 1: the operands stored to the dot's scratch; 3: ring slots cp.async filled,
+    # read in place after the slot's mbarrier wait.  Either way the bytes were written
+    # through the generic proxy, and wgmma reads through the async proxy.
+    with pytest.raises(SimulationError, match="the async proxy \\(wgmma\\) reads shared byte .* with no "
+                                              "fence.proxy.async after the write"):
+        _loop(64, 64, 128, 32, num_stages=num_stages, edit=_drop_proxy_fences)
 
 
 def test_a_missing_barrier_before_the_wgmma_is_caught():

@@ -134,6 +134,12 @@ def bpermute(builder: ir.IRBuilder, value: Any, source_lane: Any) -> Any:
     return out if is_int else builder.bitcast(out, value.type)
 
 
+def warp_uniform(builder: ir.IRBuilder, value: Any) -> Any:
+    # readfirstlane: the value lives in a scalar register (SGPR), as Triton's AMD backend
+    # does with the wave index, so what is computed from it stays scalar too.
+    return _call(builder, "llvm.amdgcn.readfirstlane.i32", _I32, [value])
+
+
 def _shuffles(warp_size: int) -> tuple[Any, Any, Any]:
     def shuffle_xor(builder: ir.IRBuilder, value: Any, lane_mask: int) -> Any:
         lane = lane_id(builder, warp_size)
@@ -199,7 +205,8 @@ def amd_gpu_target(arch: str, waves_per_eu: int = 0, matrix_instr_nonkdim: int =
         backend_name="AMD", arch=arch, triple=TRIPLE, data_layout=data_layout(arch), warp_size=warp_size,
         kernel_calling_convention="amdgpu_kernel", read_id=read_id, barrier=barrier,
         shuffle_xor=lanes.shuffle_xor_hook(arch, shuffle_xor),
-        shuffle_up=lanes.shuffle_up_hook(arch, shuffle_up), shuffle_idx=shuffle_idx, math=devicelibs.MATH, printf=devicelibs.printf,
+        shuffle_up=lanes.shuffle_up_hook(arch, shuffle_up), shuffle_idx=shuffle_idx, warp_uniform=warp_uniform,
+        math=devicelibs.MATH, printf=devicelibs.printf,
         assert_fail=devicelibs.assert_fail, annotate_kernel=_annotate(waves_per_eu),
         global_address_space=1, shared_address_space=3, math_library_prefix=devicelibs.OCML_PREFIX,
         matrix_options={"nonkdim": matrix_instr_nonkdim} if matrix_instr_nonkdim else {},

@@ -107,6 +107,13 @@ def shuffle_idx(builder: ir.IRBuilder, value: Any, lane: Any) -> Any:
     return _shuffle(builder, "idx", value, lane, 0x1F)
 
 
+def warp_uniform(builder: ir.IRBuilder, value: Any) -> Any:
+    # The value of lane 0: ptxas then knows every lane holds the same, and keeps what is
+    # computed from it (a warpgroup's wgmma descriptors, shared addresses) in uniform
+    # registers instead of moving it there (R2UR) before each use.
+    return shuffle_idx(builder, value, ir.Constant(_I32, 0))
+
+
 def annotate_kernel(function: ir.Function, num_threads: int) -> None:
     # ptxas allocates registers for this block size (.maxntid); launching more fails.
     module = function.module
@@ -446,8 +453,8 @@ def nvidia_gpu_target(arch: str, enable_wgmma: bool = True) -> GpuTarget:
     return GpuTarget(
         backend_name="NVIDIA", arch=arch, triple=TRIPLE, data_layout=DATA_LAYOUT,
         warp_size=ARCHITECTURES[arch].warp_size, kernel_calling_convention="ptx_kernel", read_id=read_id,
-        barrier=barrier, shuffle_xor=shuffle_xor, shuffle_up=shuffle_up, shuffle_idx=shuffle_idx, math=MATH,
-        annotate_kernel=annotate_kernel, math_library_prefix=LIBDEVICE_PREFIX,
+        barrier=barrier, shuffle_xor=shuffle_xor, shuffle_up=shuffle_up, shuffle_idx=shuffle_idx,
+        warp_uniform=warp_uniform, math=MATH, annotate_kernel=annotate_kernel, math_library_prefix=LIBDEVICE_PREFIX,
         max_shared_bytes=ARCHITECTURES[arch].shared_memory_per_block_optin, float8_convert=_float8_convert_hook(arch),
         atomic_rmw=_atomic_rmw_hook(arch), atomic_cas=atomic_cas, printf=printf, assert_fail=assert_fail,
         memory_access=memory_access, matrix_options={} if enable_wgmma else {"wgmma": False},

@@ -265,9 +265,14 @@ class OperandPlacement:
         (or columns) from ``mn`` and K from ``k`` starts; ``mn`` a multiple of 8 (K-major)
         or of a swizzle row (MN-major), ``k`` of 16."""
         if self.k_major:
-            return self.offset + (k // self.row_elements) * self.block_bytes + mn * self.swizzle \
-                + (k % self.row_elements) * self.element_bytes
-        return self.offset + (mn // self.row_elements) * self.block_bytes + k * self.swizzle
+            return mn * self.swizzle + self.k_start(k)
+        return (mn // self.row_elements) * self.block_bytes + self.k_start(k)
+
+    def k_start(self, k: int) -> int:
+        """The part of :meth:`start` that does not depend on ``mn``."""
+        if self.k_major:
+            return self.offset + (k // self.row_elements) * self.block_bytes + (k % self.row_elements) * self.element_bytes
+        return self.offset + k * self.swizzle
 
 
 def _swizzle_for(extent_bytes: int) -> int:
@@ -463,6 +468,18 @@ def scratch_bytes(op: Any) -> int:
     return max(ends) + SWIZZLE_ALIGNMENT if ends else 0
 
 
+def _written_through_generic_proxy(read: Any) -> bool:
+    """Whether a copy into the ring ``read`` reads from writes through the generic proxy:
+    a copy op (``IssuesIntoRing``, with the ring as its ``ring``) without the
+    ``WritesThroughAsyncProxy`` trait."""
+    from polytile.dialects.gpu import IssuesIntoRing, WritesThroughAsyncProxy
+
+    ring = getattr(read, "ring", None)  # None: a whole buffer (fenced where it is stored)
+    return ring is not None and any(
+        user.has_trait(IssuesIntoRing) and getattr(user, "ring", None) is ring
+        and not user.has_trait(WritesThroughAsyncProxy) for user in ring.users())
+
+
 def _slot_address(ctx: Any, read: Any) -> Any:
     """The i32 shared address of what ``read`` reads: a ring slot, or a whole buffer."""
     from polytile.dialects.gpu import LocalLoadOp
@@ -510,10 +527,23 @@ def _store_operand(ctx: Any, base: Any, placement: OperandPlacement, value: Any,
         b.store(packed, b.inttoptr(address, pointer), align=width * bytes_)
 
 
-def _descriptor(b: ir.IRBuilder, base: Any, start: Any, placement: OperandPlacement) -> Any:
+def _descriptors(b: ir.IRBuilder, base: Any, placement: OperandPlacement, mn: Any, k: int, k_step: int) -> list:
+    """The descriptors of ``placement`` at the i32 shared address ``base``, row (or
+    column) ``mn``, for each K step of ``k``.  The first one is built from the address;
+    each later one adds its constant distance from the first, over 16, to it: one add
+    per wgmma (in uniform registers where ``mn`` is warp-uniform) instead of a shift,
+    mask and or.  The add cannot carry out of the 14-bit address field (bits 0-13):
+    shared addresses are below 2^18."""
     high = descriptor_high(placement.leading_bytes(), placement.stride_bytes(), placement.swizzle)
-    address = b.and_(b.lshr(b.add(base, start), ir.Constant(_I32, 4)), ir.Constant(_I32, 0x3FFF))
-    return b.or_(b.zext(address, _I64), ir.Constant(_I64, high))
+    field = b.and_(b.lshr(b.add(base, _start(b, placement, mn, 0)), ir.Constant(_I32, 4)), ir.Constant(_I32, 0x3FFF))
+    low = b.or_(field, ir.Constant(_I32, high & 0xFFFFFFFF))
+    first = placement.k_start(0)
+    out = []
+    for k0 in range(0, k, k_step):
+        delta = placement.k_start(k0) - first
+        word = b.add(low, ir.Constant(_I32, delta >> 4)) if delta else low
+        out.append(b.or_(b.zext(word, _I64), ir.Constant(_I64, high & ~0xFFFFFFFF)))
+    return out
 
 
 def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str) -> list:
@@ -551,13 +581,18 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
     if scratch is not None:
         # This thread's stores above are made visible to the async proxy, then every
         # thread's are in before any warpgroup reads them.  Operands read in place need
-        # neither here: a ring slot's copies are visible once its wait returns (an
+        # no barrier here: a ring slot's copies are complete once its wait returns (an
         # mbarrier phase, or cp.async.wait_group and the barrier insert-barriers puts
         # before the read, as for any reader); a buffer hoist-dot-operands stored is
         # fenced after its store (gpu.fence_async_shared) and insert-barriers puts the
         # barrier between that store and this read.
         _asm_void(b, FENCE_PROXY_ASYNC)
         ctx.target.barrier(b)
+    elif any(_written_through_generic_proxy(s.slot_read) for s in (a_source, b_source) if s.slot_read is not None):
+        # cp.async writes the slot through the generic proxy and wgmma reads it through
+        # the async proxy: after the slot's wait (above), a proxy fence orders the two
+        # (the PTX memory model's proxy rule; TMA's bulk copies need none).
+        _asm_void(b, FENCE_PROXY_ASYNC)
 
     # Where this thread's warpgroup starts in the result (warps 0-3 of a group share it).
     group_warp = b.and_(ctx.warp_id, ir.Constant(_I32, -WARPGROUP))
@@ -610,16 +645,13 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
         trans_a = 0 if a_place is None else int(not a_place.k_major)
         text = wgmma_ptx(instr_n, k_step, d_type, a_type, len(tied), trans_a, int(not b_place.k_major),
                          a_registers=a_source.in_registers)
-        rows = b.add(group_m, ir.Constant(_I32, m0))
-        cols = b.add(group_n, ir.Constant(_I32, n0))
-        for k0 in range(0, k, k_step):
-            b_start = _start(b, b_place, cols, k0)
-            if fragments:
-                a_inputs = fragments[(m0, k0)]
-            else:
-                a_inputs = [_descriptor(b, a_base, _start(b, a_place, rows, k0), a_place)]
+        b_descriptors = _descriptors(b, b_base, b_place, b.add(group_n, ir.Constant(_I32, n0)), k, k_step)
+        if not fragments:
+            a_descriptors = _descriptors(b, a_base, a_place, b.add(group_m, ir.Constant(_I32, m0)), k, k_step)
+        for step, k0 in enumerate(range(0, k, k_step)):
+            a_inputs = fragments[(m0, k0)] if fragments else [a_descriptors[step]]
             scale_d = zero if zero_acc and k0 == 0 else one
-            tied = _asm_tied(b, text, tied, a_inputs + [_descriptor(b, b_base, b_start, b_place), scale_d])
+            tied = _asm_tied(b, text, tied, a_inputs + [b_descriptors[step], scale_d])
         words_out[first:first + count] = tied
     _asm_void(b, WGMMA_COMMIT)
     if op.attributes.get(ASYNC_DOT_ATTR):  # in flight: a gpu.dot_wait retires it (async-dots; f32/i32 only)
@@ -691,13 +723,11 @@ def _a_fragments(b: ir.IRBuilder, op: Any, registers: list) -> Any:
 
 def _start(b: ir.IRBuilder, placement: OperandPlacement, mn: Any, k0: int) -> Any:
     """``placement.start(mn, k0)`` for a run-time ``mn``."""
+    constant = ir.Constant(_I32, placement.k_start(k0))
     if placement.k_major:
-        constant = placement.offset + (k0 // placement.row_elements) * placement.block_bytes \
-            + (k0 % placement.row_elements) * placement.element_bytes
-        return b.add(b.mul(mn, ir.Constant(_I32, placement.swizzle)), ir.Constant(_I32, constant))
+        return b.add(b.mul(mn, ir.Constant(_I32, placement.swizzle)), constant)
     blocks = b.lshr(mn, ir.Constant(_I32, log2(placement.row_elements)))
-    return b.add(b.mul(blocks, ir.Constant(_I32, placement.block_bytes)),
-                 ir.Constant(_I32, placement.offset + k0 * placement.swizzle))
+    return b.add(b.mul(blocks, ir.Constant(_I32, placement.block_bytes)), constant)
 
 
 __all__ = ["FENCE_PROXY_ASYNC", "OperandPlacement", "OperandSource", "operand_sources", "scratch_bytes",

@@ -192,6 +192,13 @@ class IssuesIntoRing(Trait):
     moves it after the wait that frees its slot) move these ops together."""
 
 
+class WritesThroughAsyncProxy(Trait):
+    """The op's copies write shared memory through the async proxy (a bulk tensor copy).
+    Copies without it (``gpu.async_copy``: cp.async) write through the generic proxy,
+    so an async-proxy reader of the slot (wgmma) puts a proxy fence between its wait for
+    them and its read."""
+
+
 def _ring_slot(op: Operation, ring: Any, tile: Any) -> None:
     """A ring is a buffer of ``stages x tile``; each slot holds one tile."""
     if len(ring.shape) != len(tile.shape) + 1 or tuple(ring.shape[1:]) != tuple(tile.shape) or \
@@ -391,4 +398,5 @@ if GPU_DIALECT.name not in IR_REGISTRY.dialects:  # imported on first need (see 
 
 __all__ = ["ASYNC_DOT_ATTR", "IN_PLACE_ATTR", "AsyncCommitGroupOp", "AsyncCopyArriveOp", "AsyncCopyOp", "AsyncWaitOp",
            "BarrierOp", "BufferType", "ConvertLayoutOp", "DotWaitOp", "FenceAsyncSharedOp", "GPU_DIALECT", "IssuesIntoRing", "LocalAllocOp",
-           "LocalLoadOp", "LocalLoadSlotOp", "LocalStoreOp", "MBarrierInitOp", "MBarrierInvalOp", "MBarrierWaitOp"]
+           "LocalLoadOp", "LocalLoadSlotOp", "LocalStoreOp", "MBarrierInitOp", "MBarrierInvalOp", "MBarrierWaitOp",
+           "WritesThroughAsyncProxy"]

@@ -108,9 +108,12 @@ def test_a_kernel_that_spills_is_named_once_per_specialization(ptxas):
     assert len(spilled) == 1, [str(w.message) for w in caught]
     message = str(spilled[0].message)
     assert message.startswith("kernel 'square' (BLOCK=64, maxnreg=32) spills registers on nvidia:sm_80: ")
-    assert "bytes of spill stores" in message and "(32 registers per thread)" in message
+    registers = compiled.metadata[RESOURCES]["registers"]
+    # ptxas may spill below the cap (it did at 24 of 32 once the warp index came from a
+    # shuffle); the message gives the count it chose.
+    assert "bytes of spill stores" in message and f"({registers} registers per thread)" in message
     assert spilled[0].filename == __file__
-    assert compiled.metadata[RESOURCES]["registers"] <= 32
+    assert registers <= 32
 
 
 def test_the_record_survives_the_disk_cache_and_warns_again_in_a_new_process(ptxas, tmp_path):

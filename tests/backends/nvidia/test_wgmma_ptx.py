@@ -182,11 +182,14 @@ def test_wgmma_ptx(blocks, num_warps, num_stages, dtype, acc, a_t, instruction):
         fence = ptx.index("fence.proxy.async.shared::cta")
         assert fence < wg_fence and ptx.index("bar.sync", fence) < wg_fence
     else:
-        # Pipelined: the slots are read in place (no stores, no proxy fence) once the
-        # loop has waited for the slot's mbarrier phase; the phase flips as slots wrap.
-        assert "fence.proxy.async" not in ptx
-        assert ptx.index("mbarrier.init.shared.b64") < ptx.index("cp.async.mbarrier.arrive.noinc") \
-            < ptx.index("mbarrier.try_wait.parity") < wg_fence
+        # Pipelined: the slots are read in place (no stores, no barrier) once the loop
+        # has waited for the slot's mbarrier phase (the phase flips as slots wrap); a
+        # proxy fence after the wait orders cp.async's generic-proxy writes before
+        # wgmma's async-proxy reads.
+        wait = ptx.index("mbarrier.try_wait.parity")
+        assert ptx.index("mbarrier.init.shared.b64") < ptx.index("cp.async.mbarrier.arrive.noinc") < wait < wg_fence
+        fence = ptx.index("fence.proxy.async.shared::cta", wait)
+        assert fence < first and "bar.sync" not in ptx[fence:first]
         assert "cp.async.wait_group" not in ptx and "mbarrier.inval.shared.b64" in ptx
     assembles(ptx, "sm_90a", name)
 

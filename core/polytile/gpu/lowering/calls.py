@@ -25,10 +25,9 @@ from llvmlite import ir
 from ...dialects import func
 from ...ir import types as t
 from ..allocation import SCRATCH_OFFSET_ATTR
-from ..linear_layout import log2
 from .context import LoweringContext, linear_layout_of, register_lowering
 from .shared import shared_pointer
-from .target import NUM_WARPS_ATTR
+from .target import NUM_WARPS_ATTR, warp_index
 from .types import UnsupportedType, llvm_type
 
 
@@ -116,7 +115,7 @@ def device_function(callee: Any, ctx: LoweringContext, call: Any) -> ir.Function
         inner.set(arg, lowered)
     inner.thread_id = ctx.target.read_id(builder, "thread_id", 0)
     inner.lane_id = builder.and_(inner.thread_id, inner.i32(ctx.target.warp_size - 1))
-    inner.warp_id = builder.lshr(inner.thread_id, inner.i32(log2(ctx.target.warp_size)))
+    inner.warp_id = warp_index(ctx.target, builder, inner.thread_id)
     for op in callee.entry_block:
         if isinstance(op, func.ReturnOp):
             _return(op, inner, return_type)

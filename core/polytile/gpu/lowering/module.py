@@ -16,10 +16,9 @@ from llvmlite import ir
 from ...analysis.axis_info import AxisInfoAnalysis
 from ...ir import types as t
 from ...passes.pass_base import Pass, PassContext, PreservedAnalyses
-from ..linear_layout import log2
 from ..allocation import SHARED_BYTES_ATTR
 from .context import LOWERINGS, LoweringContext, op_error
-from .target import NUM_WARPS_ATTR, GpuTarget, gpu_target_of, num_warps_of
+from .target import NUM_WARPS_ATTR, GpuTarget, gpu_target_of, num_warps_of, warp_index
 from .types import UnsupportedType, llvm_type
 
 #: Artifact keys the GPU stages leave in ``PassContext.artifacts``.
@@ -75,7 +74,7 @@ def _lower_kernel(function: Any, llvm_module: ir.Module, target: GpuTarget, axis
         ctx.set(arg, param)
     ctx.thread_id = target.read_id(builder, "thread_id", 0)
     ctx.lane_id = builder.and_(ctx.thread_id, ctx.i32(target.warp_size - 1))
-    ctx.warp_id = builder.lshr(ctx.thread_id, ctx.i32(log2(target.warp_size)))
+    ctx.warp_id = warp_index(target, builder, ctx.thread_id)
     for op in function.entry_block:
         lower_op(op, ctx)
     if not builder.block.is_terminated:

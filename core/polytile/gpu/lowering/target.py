@@ -18,6 +18,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from llvmlite import ir
+
+from ..linear_layout import log2
+
 #: Function attributes assign-layouts sets and the lowering reads: the program's shape.
 NUM_WARPS_ATTR = "gpu.num_warps"
 WARP_SIZE_ATTR = "gpu.warp_size"
@@ -58,6 +62,12 @@ class GpuTarget:
     shuffle_up: Callable[[Any, Any, int, int], Any] | None = None
     #: ``shuffle_idx(builder, value, lane)``: the value of lane ``lane`` (an i32 LLVM value).
     shuffle_idx: Callable[[Any, Any, Any], Any] | None = None
+    #: ``warp_uniform(builder, value)``: the i32 ``value``, which is the same in every lane
+    #: of a warp, marked as such for the vendor's compiler (NVIDIA: a shuffle from lane 0,
+    #: so that ptxas keeps what is derived from it in uniform registers, as wgmma's
+    #: descriptors must be; AMD: ``readfirstlane``, into a scalar register).  The warp
+    #: index goes through it.  None: the value as it is.
+    warp_uniform: Callable[[Any, Any], Any] | None = None
     #: Math functions by name ("exp", "sin", ...; see ``elementwise.MATH_FUNCTIONS``):
     #: the target's own emitters, consulted before the LLVM intrinsics the core knows.
     math: Mapping[str, MathEmitter] = field(default_factory=dict)
@@ -106,6 +116,13 @@ class GpuTarget:
     #: Backend options its matrix unit reads (AMD: ``{"nonkdim": 16}``), passed to
     #: ``MatrixUnit.select`` as keywords; empty: none are passed.
     matrix_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def warp_index(target: GpuTarget, builder: Any, thread_id: Any) -> Any:
+    """The i32 index of the warp of ``thread_id`` in its program, through the target's
+    :attr:`GpuTarget.warp_uniform`."""
+    warp = builder.lshr(thread_id, ir.Constant(ir.IntType(32), log2(target.warp_size)))
+    return target.warp_uniform(builder, warp) if target.warp_uniform is not None else warp
 
 
 def gpu_target_of(context: Any) -> GpuTarget:
