@@ -219,6 +219,22 @@ def _launch_matmul(lib: Any, p: Problem) -> None:
                             BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, num_warps=warps, num_stages=stages)
 
 
+def _make_persistent_matmul(device: Device, size: Size, dtype: str) -> Problem:
+    problem = _make_matmul(device, size, dtype)
+    problem.scalars["programs"] = device.programs()
+    return problem
+
+
+def _launch_persistent_matmul(lib: Any, p: Problem) -> None:
+    # The matmul's configuration; one program per SM (at most one per tile), each walking
+    # the tiles with the program count as its stride (examples/persistent_matmul.py).
+    bm, bn, bk, warps, stages = (128, 256, 64, 8, 3) if p.M >= 1024 else (32, 32, 32, 4, 2)
+    programs = min(p.programs, cdiv(p.M, bm) * cdiv(p.N, bn))
+    lib.persistent_matmul_kernel[(programs,)](p.a, p.b, p.c, p.M, p.N, p.K, p.stride_am, 1, p.stride_bk, 1,
+                                              p.stride_cm, 1, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                              NUM_PROGRAMS=programs, num_warps=warps, num_stages=stages)
+
+
 def _matmul_grid(p: Problem) -> Callable[[dict[str, Any]], tuple[int]]:
     return lambda meta: (cdiv(p.M, meta["BLOCK_M"]) * cdiv(p.N, meta["BLOCK_N"]),)
 
@@ -374,6 +390,12 @@ CASES: dict[str, Case] = {case.name: case for case in (
                     "full": ((4096, 4096, 4096), (8192, 8192, 8192))},
          _make_matmul, _launch_matmul_autotuned, _matmul_reference, _matmul_flops,
          tolerance={"f16": (1e-2, 1e-2)}, note=_chosen_config),
+    Case("matmul_persistent", "matmul", "the same matmul as a persistent kernel: one program per SM walks the "
+         "tiles (pl.range(..., flatten=True))", ("f16",),
+         {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),),
+          "full": ((4096, 4096, 4096), (8192, 8192, 8192))},
+         _make_persistent_matmul, _launch_persistent_matmul, _matmul_reference, _matmul_flops,
+         tolerance={"f16": (1e-2, 1e-2)}),
     Case("matmul_fp8", "matmul", "the same matmul, fp8 e4m3 in (B K-major: (N, K)), fp32 accumulation, f16 out",
          ("e4m3",),
          {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),),

@@ -13,6 +13,7 @@ fp8 e4m3) everywhere in the harness, in the table and in the JSON.
 
 from __future__ import annotations
 
+import os
 import platform
 import statistics
 import time
@@ -80,6 +81,11 @@ class Device:
         what another kernel wrote before it."""
         raise NotImplementedError
 
+    def programs(self) -> int:
+        """One program per streaming multiprocessor (the interpreter: per CPU core): the
+        grid of a persistent kernel."""
+        raise NotImplementedError
+
     def row_stride(self, array: Any) -> int:
         raise NotImplementedError
 
@@ -123,6 +129,9 @@ class NumpyDevice(Device):
 
     def fill_nan(self, array: np.ndarray) -> None:
         array.fill(np.nan)
+
+    def programs(self) -> int:
+        return os.cpu_count() or 1
 
     def row_stride(self, array: np.ndarray) -> int:
         return array.strides[0] // array.itemsize
@@ -190,6 +199,9 @@ class TorchCudaDevice(Device):
 
     def fill_nan(self, array: Any) -> None:
         array.fill_(float("nan"))
+
+    def programs(self) -> int:
+        return self.torch.cuda.get_device_properties(self.cuda).multi_processor_count
 
     def row_stride(self, array: Any) -> int:
         return array.stride(0)

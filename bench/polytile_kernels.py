@@ -33,6 +33,7 @@ FROM_EXAMPLES = {
     "layer_norm_fwd_kernel": "layer_norm",
     "cumsum_kernel": "cumsum",
     "matmul_kernel": "matmul",
+    "persistent_matmul_kernel": "persistent_matmul",
     "attention_kernel": "flash_attention",
 }
 

@@ -181,6 +181,32 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, scale, seq_len,
              mask=offs_m[:, None] < seq_len)
 
 
+@triton.jit
+def persistent_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                             stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                             NUM_PROGRAMS: tl.constexpr):
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = tl.cdiv(M, BLOCK_M) * num_pid_n
+    # Tiles pid, pid + NUM_PROGRAMS, ...: every program walks its share of the output.
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten=True):
+        offs_m = (tile_id // num_pid_n) * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = (tile_id % num_pid_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+        offs_k = tl.arange(0, BLOCK_K)
+        a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+        b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            k_left = K - k * BLOCK_K
+            a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
+            b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)
+            acc = tl.dot(a, b, acc)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        tl.store(c_ptrs, acc.to(tl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
 # The matmul under @autotune, as bench/polytile_kernels.py has it: the same configs
 # (bench/matmul_configs.py), tuned once per (M, N, K).
 matmul_kernel_autotuned = triton.autotune(configs=[triton.Config(meta, num_warps=warps, num_stages=stages)

@@ -1,11 +1,11 @@
-"""The fp8 and autotuned matmul rows, checked without a GPU.
+"""The fp8, autotuned and persistent matmul rows, checked without a GPU.
 
 NumPy holds no fp8, so the fp8 row is skipped on the interpreter.  Its launch code and
 B's layout (an (N, K) array, K-major, given to the kernel as B's strides) are run here in float16 on
 the interpreter, for polytile's kernel and Triton's; and the very launch the row makes on
 a GPU (its arguments, blocks and options, recorded) is compiled for sm_90a with fp8
 operands, down to a cubin.  The autotuned row runs on the interpreter, and every config
-it tunes over is compiled for sm_90a.
+it tunes over is compiled for sm_90a; so is the persistent row's launch.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 import bench
 import bench.polytile_kernels as polytile_kernels
-from bench.cases import CASES
+from bench.cases import CASES, Problem
 from bench.devices import NumpyDevice
 from bench.matmul_configs import AUTOTUNE_CONFIGS
 from bench.throughput import check
@@ -60,11 +60,12 @@ def recorded_fp8_launch(size):
     return launch
 
 
-def compile_for_sm90a(args, kwargs, element_types):
-    """``matmul_kernel`` compiled for sm_90a as a launch with ``args`` and ``kwargs`` would
-    compile it (arrays as pointers to ``element_types[name]``, ints specialized as the
-    runtime does: equal to 1, divisible by 16, or neither), without launching."""
-    kernel = polytile_kernels.matmul_kernel
+def compile_for_sm90a(args, kwargs, element_types, kernel=None):
+    """``kernel`` (default ``matmul_kernel``) compiled for sm_90a as a launch with ``args``
+    and ``kwargs`` would compile it (arrays as pointers to ``element_types[name]``, ints
+    specialized as the runtime does: equal to 1, divisible by 16, or neither), without
+    launching."""
+    kernel = kernel or polytile_kernels.matmul_kernel
     names = [p for p in kernel.param_names if p not in kernel.constexpr_names()]
     types, hints = {}, []
     for name, value in zip(names, args, strict=True):
@@ -89,6 +90,24 @@ def test_the_fp8_row_compiles_to_fp8_wgmma_on_sm_90a():
     ptx = compiled.result.context.artifacts["ptx"]
     wgmma = "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"  # fp8 operands, f32 accumulator
     assert set(re.findall(r"wgmma\.mma_async\.[\w.]+", ptx)) == {wgmma}
+    assert compiled.binaries["cubin"][:4] == b"\x7fELF"
+
+
+def test_the_persistent_row_prefetches_the_next_tile_during_the_store_on_sm_90a():
+    # The bench's launch on an H100 (132 SMs): 128x256x64 tiles, 8 warps, 3 stages.
+    recorder = Recorder()
+    problem = Problem({"a": None, "b": None, "c": None},
+                      {"M": 4096, "N": 4096, "K": 4096, "stride_am": 4096, "stride_bk": 4096, "stride_cm": 4096,
+                       "programs": 132}, outputs=("c",))
+    CASES["matmul_persistent"].launch(SimpleNamespace(persistent_matmul_kernel=recorder), problem)
+    (grid, args, kwargs), = recorder.launches
+    assert grid == (132,) and kwargs["NUM_PROGRAMS"] == 132 and kwargs["num_warps"] == 8
+    a = np.zeros((64, 64), np.float16)
+    args = (a, a, a, *args[3:])
+    f16 = {"a_ptr": t.f16, "b_ptr": t.f16, "c_ptr": t.f16}
+    compiled = compile_for_sm90a(args, kwargs, f16, polytile_kernels.persistent_matmul_kernel)
+    assert compiled.result.context.statistics.get("pipeline-loops.prefetched-across") == 1
+    assert "wgmma.mma_async" in compiled.result.context.artifacts["ptx"]
     assert compiled.binaries["cubin"][:4] == b"\x7fELF"
 
 

@@ -56,6 +56,7 @@ from ..ir.builder import Builder
 from ..ir.opdef import Pure
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 from .layouts import DotOperandLayout, SwizzledSharedLayout
+from .prefetch_next import prefetch_next_iteration, wants_prefetch
 from .ring_copies import BARRIERS, GROUPS, MIN_COPY_BYTES, feeds_dot, ring_copies_for
 
 #: Loop hint (``pl.range(..., num_stages=n)``) that overrides the option for one loop.
@@ -104,10 +105,13 @@ class PipelineLoops(Pass):
             loads = [op for op in loads if completion in ring_copies_for(op).completions]
             plan = _plan(loop, loads) if loads else None
             if plan is not None:
-                _pipeline(loop, plan, loop_stages, lambda dot: _k_slice(dot, target, num_warps), completion,
-                          num_warps * target.warp_size)
+                loop, setup, drain = _pipeline(loop, plan, loop_stages, lambda dot: _k_slice(dot, target, num_warps),
+                                               completion, num_warps * target.warp_size)
                 context.count("pipeline-loops.loops")
                 changed = True
+                outer = wants_prefetch(loop)
+                if outer is not None and prefetch_next_iteration(outer, loop, setup, drain):
+                    context.count("pipeline-loops.prefetched-across")
         return PreservedAnalyses.none() if changed else PreservedAnalyses.all()
 
     def _completion(self, loads: list, has_barriers: bool) -> str:
@@ -256,7 +260,18 @@ def _barriers(builder: Builder, plan: _Plan, stages: int, num_threads: int) -> A
 
 
 def _pipeline(loop: Any, plan: _Plan, stages: int, k_slice: Any, completion: str = GROUPS,
-              num_threads: int = 0) -> None:
+              num_threads: int = 0) -> tuple[Any, list, list]:
+    """Pipeline ``loop``; returns the new loop, the ops put before it (the rings, the
+    barriers and the prologue, in order) and those put after it (the drain)."""
+    block = loop.parent
+    existing = set(block)
+    loop = _rewrite(loop, plan, stages, k_slice, completion, num_threads)
+    ops = list(block)
+    at = ops.index(loop)
+    return loop, [op for op in ops[:at] if op not in existing], [op for op in ops[at + 1:] if op not in existing]
+
+
+def _rewrite(loop: Any, plan: _Plan, stages: int, k_slice: Any, completion: str, num_threads: int) -> Any:
     body = loop.body.block
     iv = loop.induction_variable
     index_type = iv.type
@@ -322,7 +337,7 @@ def _pipeline(loop: Any, plan: _Plan, stages: int, k_slice: Any, completion: str
     after = Builder.after(loop, loop.location)
     if barriers is None:
         after.create(AsyncWaitOp, pending=0)
-        return
+        return loop
     # The fills of the iterations past the last (predicated off, they read nothing) are
     # still in flight: wait for them before the barriers end and the slots are reused.
     slot, slot_phase = loop.results[-3], loop.results[-1]
@@ -332,6 +347,7 @@ def _pipeline(loop: Any, plan: _Plan, stages: int, k_slice: Any, completion: str
             slot = _next_slot(after, slot, one, zero, count)
             slot_phase = _next_phase(after, slot_phase, slot, one, zero)
     after.create(MBarrierInvalOp, barriers)
+    return loop
 
 
 def _next_phase(builder: Builder, phase: Any, next_slot: Any, one: Any, zero: Any) -> Any:

@@ -1,0 +1,203 @@
+"""The next outer iteration's first loads during this one's epilogue (``flatten=True``).
+
+A persistent kernel's outer loop walks output tiles (``for tile in pl.range(pid,
+num_tiles, NUM_PROGRAMS, flatten=True)``): its body computes the tile's offsets, runs the
+K loop and stores the tile (the epilogue).  Pipelined on its own, each K loop fills its
+ring first (the prologue: the copies of its first ``num_stages - 1`` iterations) and
+drains it at the end, so the next tile's first loads would wait behind this tile's
+epilogue.  Here the prologue of the next tile moves to the end of this one, right after
+the drain and before the epilogue: its copies are in flight while the epilogue converts
+and stores the accumulator, and the next K loop starts on slots already filling.  The
+first tile's prologue goes before the outer loop.  Triton gets this overlap by fusing
+the two loops into one (its ``flatten``); the copies issued are the same.
+
+``pipeline-loops`` calls :func:`prefetch_next_iteration` after pipelining a K loop that
+sits directly in the body of an ``scf.for`` with the ``pt.flatten`` hint.  The move is
+made only where it keeps the program's meaning:
+
+- what the prologue reads from the outer body (the tile's offsets, its pointers) is pure
+  arithmetic on the outer induction variable and values from before the loop, so it can
+  be computed again for the next tile (not from values the outer loop carries);
+- nothing in the outer body writes memory the copies read: every store and atomic writes
+  through a pointer argument of the kernel other than the ones the copies read from
+  (distinct pointer arguments are taken not to overlap, as Triton takes them), and there
+  are no calls and no other ops with side effects.
+
+Otherwise the loop stays as ``pipeline-loops`` left it (correct, without the overlap).
+The next tile's copies are issued only where that tile exists.  Its address values
+are computed twice, for the copies here and at the start of its own iteration for its K
+loop, rather than carried through the epilogue: tiles of pointers held across the store
+would take registers the accumulator needs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..dialects import arith, func, scf, tile
+from ..dialects.gpu import (AsyncWaitOp, ConvertLayoutOp, LocalAllocOp, MBarrierInvalOp, MBarrierWaitOp)
+from ..ir.builder import Builder
+from ..ir.opdef import Pure
+
+#: Loop hint (``pl.range(..., flatten=True)``) that asks for it.
+FLATTEN_HINT = "pt.flatten"
+
+#: Ops that pass a pointer on from their first operand: a pointer's root argument is the
+#: root of that operand.
+_POINTER_PATH = (tile.AddPtrOp, tile.SplatOp, tile.BroadcastOp, tile.ExpandDimsOp, tile.ReshapeOp, ConvertLayoutOp)
+#: Ops of the outer body, outside the K loop, that write memory through their ``ptr``.
+_WRITES = (tile.StoreOp, tile.AtomicRMWOp, tile.AtomicCASOp)
+#: Other side effects the outer body may have: the K loop's drain.
+_RING_ENDS = (MBarrierWaitOp, MBarrierInvalOp, AsyncWaitOp)
+
+
+def wants_prefetch(loop: Any) -> Any:
+    """The outer ``scf.for`` with the flatten hint whose body holds ``loop``, or None."""
+    outer = loop.parent_op
+    if isinstance(outer, scf.ForOp) and outer.attributes.get(FLATTEN_HINT) and loop.parent is outer.body.block:
+        return outer
+    return None
+
+
+def prefetch_next_iteration(outer: Any, inner: Any, setup: list, drain: list) -> bool:
+    """Move the prologue ``setup`` (the ops pipeline-loops put before the K loop
+    ``inner``, in order) of ``outer``'s next iteration after ``drain`` (the ops it put
+    after the loop), and the first iteration's before ``outer``.  False (nothing
+    changed) where that would change what the program computes (module docstring)."""
+    body = outer.body.block
+    iv = outer.induction_variable
+    allocs = [op for op in setup if isinstance(op, LocalAllocOp)]
+    work = [op for op in setup if not isinstance(op, LocalAllocOp)]
+    needed = _inputs(work, body, set(setup))
+    if needed is None or not _writes_elsewhere(outer, inner, set(setup), _roots_read(work)):
+        return False
+    recomputed = needed + work
+    if any(not op.has_trait(Pure) and any(r.has_uses for r in op.results) for op in work):
+        return False  # a side effect whose result the K loop reads: it cannot go into the guard
+    for op in allocs:  # one ring for every tile: allocated once, before the outer loop
+        op.move_before(outer)
+    before = Builder.before(outer, outer.location)
+    exists = before.create(arith.CmpIOp, outer.lower, outer.upper, predicate="slt").result
+    _emit(before, recomputed, {iv: outer.lower}, exists, None, outer.location)
+    at = Builder.after(drain[-1] if drain else inner, outer.location)
+    next_iv = at.create(arith.BINARY_OPS["addi"], iv, outer.step).result
+    exists_next = at.create(arith.CmpIOp, next_iv, outer.upper, predicate="slt").result
+    _emit(at, recomputed, {iv: next_iv}, exists_next, _varying(recomputed, iv), outer.location)
+    # The body's own prologue keeps its values (the K loop starts from the pointers it
+    # computes: recomputing them costs less than carrying tiles of pointers through the
+    # epilogue in registers); its effects are the ones issued above.
+    for op in reversed(work):
+        if not op.has_trait(Pure) or not any(r.has_uses for r in op.results):
+            op.erase()
+    return True
+
+
+def _inputs(work: list, body: Any, setup: set) -> list | None:
+    """The ops of ``body`` (outside ``setup``) that ``work`` reads, transitively, in
+    body order; None where one cannot be computed again for another iteration."""
+    found: set = set()
+    pending = [v for op in work for v in _operands(op)]
+    carried = set(body.arguments[1:])
+    while pending:
+        value = pending.pop()
+        if value in carried:
+            return None  # a value the outer loop carries: the next iteration's is not known yet
+        op = value.defining_op
+        if op is None or op in found or op in setup:
+            continue
+        if op.parent is not body:
+            if _inside(op, body):
+                return None
+            continue  # defined before the outer loop
+        if not op.has_trait(Pure) or op.regions:
+            return None
+        found.add(op)
+        pending.extend(op.operands)
+    return [op for op in body if op in found]
+
+
+def _operands(op: Any) -> list:
+    return [v for nested in op.walk() for v in nested.operands]
+
+
+def _inside(op: Any, block: Any) -> bool:
+    return op.parent is block or any(a.parent is block for a in op.ancestors())
+
+
+def _varying(ops: list, iv: Any) -> set:
+    """The ops of ``ops`` whose results depend on ``iv`` (or that have side effects)."""
+    varying: set = set()
+    for op in ops:
+        values = _operands(op)
+        if not op.has_trait(Pure) or any(v is iv or (v.defining_op in varying) for v in values):
+            varying.add(op)
+    return varying
+
+
+def _emit(builder: Builder, ops: list, mapping: dict, guard: Any, varying: set | None, location: Any) -> None:
+    """``ops`` again, with ``mapping``, inside ``scf.if guard`` at ``builder``: what they
+    compute is needed only there, by the copies.  With ``varying``, only those ops are
+    computed again; the others' values are used as they are."""
+    used: set = set()
+    for op in reversed(ops):  # what the effects need, and the effects
+        if not op.has_trait(Pure) or any(r.has_uses and any(u.owner in used for u in r.uses) for r in op.results):
+            used.add(op)
+    guarded = builder.insert(scf.IfOp.create(guard, location=location))
+    inside = Builder.at_end(guarded.then_region.block, location)
+    for op in ops:
+        if op in used and (varying is None or op in varying):
+            inside.insert(op.clone(mapping))
+    inside.create(scf.YieldOp)
+    Builder.at_end(guarded.else_region.block, location).create(scf.YieldOp)
+
+
+def _roots_read(work: list) -> set | None:
+    """The kernel arguments the copies of ``work`` read through; None: one is unknown."""
+    roots: set = set()
+    for op in work:
+        if getattr(op, "ring", None) is not None and getattr(op, "ptr", None) is not None:
+            root = _root(op.ptr)
+            if root is None:
+                return None
+            roots.add(root)
+    return roots
+
+
+def _root(value: Any) -> Any:
+    """The kernel argument a pointer (tile) value is computed from, or None."""
+    for _ in range(64):
+        op = value.defining_op
+        if op is None:
+            region = getattr(getattr(value, "block", None), "parent", None)
+            return value if region is not None and isinstance(region.parent, func.FuncOp) else None
+        if isinstance(op, arith.SelectOp):
+            sides = {_root(op.operands[1]), _root(op.operands[2])}
+            return sides.pop() if len(sides) == 1 else None
+        if not isinstance(op, _POINTER_PATH):
+            return None
+        value = op.operands[0]
+    return None
+
+
+def _writes_elsewhere(outer: Any, inner: Any, setup: set, read: set | None) -> bool:
+    """Whether every write of the outer body (outside the K loop and ``setup``) goes
+    through a pointer argument the copies do not read, and nothing else has effects."""
+    if read is None:
+        return False
+    for op in outer.body.block:
+        if op is inner or op in setup:
+            continue
+        for nested in op.walk():
+            if isinstance(nested, _WRITES):
+                root = _root(nested.ptr)
+                if root is None or root in read:
+                    return False
+            elif isinstance(nested, func.CallOp):
+                return False
+            elif not (nested.has_trait(Pure) or isinstance(nested, _RING_ENDS) or nested.regions
+                      or isinstance(nested, scf.YieldOp)):
+                return False
+    return True
+
+
+__all__ = ["FLATTEN_HINT", "prefetch_next_iteration", "wants_prefetch"]
