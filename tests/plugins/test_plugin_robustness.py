@@ -361,3 +361,44 @@ def test_a_kernel_compiled_while_a_plugin_failed_is_not_stored_in_the_disk_cache
     with config.override(cache_dir=str(tmp_path / "after")):
         make_kernel()[(1,)](x, out, 8, BLOCK=8, target="interp")
     assert (out == 2 * x).all() and stored(tmp_path / "after")
+
+
+def failing_registration_plugin():
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def polytile_register_passes(registry):
+            raise ModuleNotFoundError("No module named 'polytile_missing_backend'")
+
+    return Plugin
+
+
+def test_a_plugin_that_fails_to_register_its_passes_does_not_turn_the_disk_cache_off(plugins, tmp_path, caplog):
+    """A plugin that cannot load in this process (an optional plugin whose backend is not
+    installed) fails at registration, before the first kernel's key is taken: the key
+    leaves it out and the kernel is stored, and a later process reads it back."""
+    from polytile.passes.registry import reset_pass_registry
+
+    def make_kernel():
+        @pt.jit
+        def scale(x, out, n, BLOCK: pl.constexpr):
+            offsets = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+            mask = offsets < n
+            pl.store(out + offsets, pl.load(x + offsets, mask=mask) * 2, mask=mask)
+
+        return scale
+
+    x = np.arange(8, dtype=np.int32)
+    stored = lambda folder: [p for p in (folder / "kernels").rglob("*") if p.is_file()]  # noqa: E731
+    plugins.register(failing_registration_plugin(), PluginInfo("unloadable", "polytile-unloadable", "1.0"))
+    reset_pass_registry()  # the next compile runs the registrations, this plugin's failing
+    out = np.zeros(8, dtype=np.int32)
+    with config.override(cache_dir=str(tmp_path)), caplog.at_level(logging.WARNING):
+        first = make_kernel()
+        first[(1,)](x, out, 8, BLOCK=8, target="interp")
+        assert (out == 2 * x).all() and stored(tmp_path)
+        assert any("unloadable" in r.getMessage() for r in caplog.records if r.name == "polytile.plugins")
+        again = make_kernel()  # a new function object: only the disk can serve it
+        out[:] = 0
+        again[(1,)](x, out, 8, BLOCK=8, target="interp")
+    assert (out == 2 * x).all() and again.disk_hits == 1 and again.compile_count == 0

@@ -505,6 +505,13 @@ class JITFunction:
             if key is None:
                 key = tuple((n, str(arg_types[n]), h) for n, h in zip(params, hints)) + tuple(
                     (n, type(v).__name__, repr(v)) for n, v in sorted(constexprs.items()))
+            # The plugins' pass registrations run first (the compile needs them anyway): a
+            # plugin that fails there (polytile-lds without polytile-amd, say) is disabled
+            # before the key is taken, which then leaves it out, and the kernel is stored
+            # as usual, instead of every compile of the process counting as one it failed in.
+            from ..passes.registry import pass_registry
+
+            pass_registry()
             components = get_plugin_manager().cache_key_components(resolved, parsed) + [
                 f"{k}=={v}" for k, v in sorted(backend.versions().items())]
             disk_key = kernel_cache_key(self, key, options, str(resolved), components)
