@@ -8,7 +8,7 @@ names the close matches.
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from typing import Any, Iterable, NamedTuple
 
 
 def close_matches(name: str, candidates: Iterable[str], limit: int = 3) -> list[str]:
@@ -308,6 +308,37 @@ class PassFailure(PolytileError):
         self.cause = cause
         hint = f"\n{ir_dump_hint}" if ir_dump_hint else ""
         super().__init__(f"internal compiler error in pass '{pass_name}': {type(cause).__name__}: {cause}{hint}")
+
+
+class InvalidIRError(PassFailure, VerificationError):
+    """A pass left invalid IR (a value used before or without its definition, an op
+    against its definition): an internal error of that pass, which names it
+    (``pass_name``), its ``stage`` and the plugin and distribution that provide it
+    (``owner``; ``plugin`` and ``distribution``, empty for polytile's own passes).
+    ``cause`` is what the verifier found; ``suspects``, when the IR was found invalid
+    before a plugin's pass after several passes that are not verified by default,
+    ``stage/pass`` of each (``pass_name`` is the last).  The op's ``location`` is only
+    where the op came from: the kernel's line is not at fault.  The pass manager makes
+    it (``polytile.passes.manager.invalid_ir_error``, which words the message)."""
+
+    def __init__(self, message: str, pass_name: str, stage: str, owner: Any, problem: VerificationError,
+                 suspects: tuple[str, ...] = (), plugin: str = "", distribution: str = ""):
+        self.pass_name = pass_name
+        self.stage = stage
+        self.owner = owner
+        self.suspects = suspects
+        self.cause = problem
+        self.message = problem.message
+        self.op_name = problem.op_name
+        self.location = problem.location
+        self.plugin = plugin
+        self.distribution = distribution
+        Exception.__init__(self, message)
+
+
+class LayoutError(PolytileError, ValueError):
+    """A GPU layout that cannot be built, or that does not fit a tile shape (in IR text a
+    pass plugin parses, say)."""
 
 
 class PluginError(PolytileError):

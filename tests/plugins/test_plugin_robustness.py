@@ -23,7 +23,7 @@ from polytile.ir import Builder, parse_module
 from polytile.passes import Pass
 from polytile.gpu.plugin import gpu_pass_classes
 from polytile.passes.builtin import core_pass_classes
-from polytile.passes.manager import InvalidIRError
+from polytile.errors import InvalidIRError
 from polytile.passes.registry import pass_registry, reset_pass_registry
 from polytile.plugins import hookimpl
 from polytile.plugins.manager import FAILED, get_plugin_manager, reset_plugin_manager

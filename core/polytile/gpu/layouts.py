@@ -22,15 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
+from ..errors import LayoutError
 from ..ir.attributes import DialectAttribute
 from ..ir.registry import IR_REGISTRY
 from .linear_layout import LayoutBuilder, LinearLayout, is_power_of_two
 
 WARP_SIZES = (32, 64)
-
-
-class LayoutError(ValueError):
-    """A layout that cannot be built, or that does not fit a tile shape."""
 
 
 def _ints(name: str, values: Any, rank: int | None = None) -> None:

@@ -15,8 +15,9 @@ Every pass a plugin provides (a backend's, a plugin's: its class is registered b
 plugin, or the plugin inserted it) is followed by the verifier, whatever ``verify_each`` says: a plugin must
 never turn a valid kernel into a silently wrong one.  The cost is small next to code
 generation (docs/passes.md gives the measurements, bench/verify_plugin_passes.py makes
-them).  Invalid IR after a pass is :class:`InvalidIRError`: an internal error of that
-pass naming its plugin and distribution, never a mistake at the user's kernel line.
+them).  Invalid IR after a pass is :class:`~polytile.errors.InvalidIRError`: an
+internal error of that pass naming its plugin and distribution, never a mistake at the
+user's kernel line.
 """
 
 from __future__ import annotations
@@ -25,50 +26,34 @@ import traceback
 import time
 from typing import Any, Iterable
 
-from ..errors import PassFailure, PolytileError, VerificationError
+from ..errors import InvalidIRError, PassFailure, PolytileError, VerificationError
 from .instrumentation import (PassInstrumentation, Verifier, after_pass_order, call_after_pipeline,
                               instrumentation_from_config, ir_dump_hint)
 from .pass_base import Pass, PassContext
 from .pipeline import Pipeline
 
 
-class InvalidIRError(PassFailure, VerificationError):
-    """A pass left invalid IR (a value used before or without its definition, an op
-    against its definition): an internal error of that pass, which names it, its stage
-    and the plugin and distribution that provide it (``owner``, from :func:`pass_owner`).
-
-    A :class:`~polytile.errors.PassFailure` and a :class:`~polytile.errors.VerificationError`.
-    The op's source location is only said as where the op came from: the kernel's line
-    is not at fault.
-    """
-
-    def __init__(self, pass_name: str, stage: str, owner: Any, problem: VerificationError, hint: str = "",
-                 suspects: tuple[str, ...] = ()):
-        self.pass_name = pass_name
-        self.stage = stage
-        self.owner = owner
-        #: When the IR was found invalid before a plugin's pass, after several passes that
-        #: are not verified by default: ``stage/pass`` of each (``pass_name`` is the last).
-        self.suspects = suspects
-        self.cause = problem
-        self.message = problem.message
-        self.op_name = problem.op_name
-        self.location = problem.location
-        self.plugin = owner.name if is_plugin(owner) else ""
-        self.distribution = owner.distribution if is_plugin(owner) else ""
-        what = f"'{problem.op_name}' op: " if problem.op_name else ""
-        # The verifier's message may go on with how to see the IR: that comes last.
-        first, _, more = problem.message.partition("\n")
-        made_for = (f"\n(The op was made for the kernel source at {problem.location}; "
-                    "the kernel is not at fault.)") if problem.location is not None else ""
-        culprit = (f"pass '{pass_name}' (stage '{stage}')" if len(suspects) <= 1 else
-                   f"one of the passes {', '.join(suspects)}")
-        text = (f"internal compiler error: {culprit} of {describe_owner(owner)} "
-                f"left invalid IR: {what}{first}{made_for}\n{_blame(owner)}")
-        for extra in (more, hint):
-            if extra:
-                text += "\n" + extra
-        Exception.__init__(self, text)
+def invalid_ir_error(pass_name: str, stage: str, owner: Any, problem: VerificationError, hint: str = "",
+                     suspects: tuple[str, ...] = ()) -> InvalidIRError:
+    """The :class:`~polytile.errors.InvalidIRError` of pass ``pass_name`` (stage
+    ``stage``) of ``owner`` (from :func:`pass_owner`), with its message: which pass, whose
+    it is, what the verifier found, where the op came from (the kernel's line is not at
+    fault) and whom to tell."""
+    what = f"'{problem.op_name}' op: " if problem.op_name else ""
+    # The verifier's message may go on with how to see the IR: that comes last.
+    first, _, more = problem.message.partition("\n")
+    made_for = (f"\n(The op was made for the kernel source at {problem.location}; "
+                "the kernel is not at fault.)") if problem.location is not None else ""
+    culprit = (f"pass '{pass_name}' (stage '{stage}')" if len(suspects) <= 1 else
+               f"one of the passes {', '.join(suspects)}")
+    text = (f"internal compiler error: {culprit} of {describe_owner(owner)} "
+            f"left invalid IR: {what}{first}{made_for}\n{_blame(owner)}")
+    for extra in (more, hint):
+        if extra:
+            text += "\n" + extra
+    return InvalidIRError(text, pass_name, stage, owner, problem, suspects,
+                          plugin=owner.name if is_plugin(owner) else "",
+                          distribution=owner.distribution if is_plugin(owner) else "")
 
 
 def describe_owner(owner: Any) -> str:
@@ -167,7 +152,7 @@ class PassManager:
             except InvalidIRError:
                 raise
             except VerificationError as exc:
-                raise InvalidIRError(pass_.name, stage.name, owner, exc) from None
+                raise invalid_ir_error(pass_.name, stage.name, owner, exc) from None
             if checked:
                 unchecked.clear()
             else:
@@ -203,7 +188,7 @@ def _verify_before(module: Any, pass_: Pass, stage: str, owner: Any, unchecked: 
         if len(suspects) > 1:
             found += (f" POLYTILE_VERIFY_EACH=1 verifies after every pass and names the one of "
                       f"{', '.join(suspects)} that broke the IR.")
-        raise InvalidIRError(last.name, last_stage, last_owner if len(owners) == 1 else None, exc,
+        raise invalid_ir_error(last.name, last_stage, last_owner if len(owners) == 1 else None, exc,
                              found + ")\n" + ir_dump_hint(module, last.name, last_stage), suspects) from None
 
 
