@@ -6,14 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import polytile as pt
-import polytile.language as pl
 from polytile.compiler import compile_module
 from polytile.gpu.pipelining import PipelineLoops
 from polytile.testing import dedent
 
 from .llvm_cta import run_kernel
 from .test_pipelining import run
+from tests.examples.loading import load_example
 
 pytest.importorskip("polytile_nvidia")
 
@@ -176,25 +175,8 @@ def test_a_prologue_that_reads_a_value_the_outer_loop_carries_stays_in_its_tile(
 # -- run on the CTA simulator ----------------------------------------------------------
 
 
-@pt.jit
-def persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr,
-                      BLOCK_K: pl.constexpr, PROGRAMS: pl.constexpr):
-    num_pid_n = pl.cdiv(N, BLOCK_N)
-    for tile_id in pl.range(pl.program_id(0), pl.cdiv(M, BLOCK_M) * num_pid_n, PROGRAMS, flatten=True):
-        offs_m = (tile_id // num_pid_n) * BLOCK_M + pl.arange(0, BLOCK_M)
-        offs_n = (tile_id % num_pid_n) * BLOCK_N + pl.arange(0, BLOCK_N)
-        offs_k = pl.arange(0, BLOCK_K)
-        a_ptrs = a_ptr + offs_m[:, None] * K + offs_k[None, :]
-        b_ptrs = b_ptr + offs_k[:, None] * N + offs_n[None, :]
-        acc = pl.zeros((BLOCK_M, BLOCK_N), dtype=pl.float32)
-        for k in range(0, pl.cdiv(K, BLOCK_K)):
-            left = K - k * BLOCK_K
-            a = pl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < left), other=0.0)
-            b = pl.load(b_ptrs, mask=(offs_k[:, None] < left) & (offs_n[None, :] < N), other=0.0)
-            acc = pl.dot(a, b, acc)
-            a_ptrs += BLOCK_K
-            b_ptrs += BLOCK_K * N
-        pl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+#: The example's kernel (examples/persistent_matmul.py), as the bench and the GPU tests run it.
+persistent_kernel = load_example("persistent_matmul").persistent_matmul_kernel
 
 
 @pytest.mark.parametrize("arch, k, programs", [("sm_90a", 48, 1), ("sm_90a", 48, 3), ("sm_90a", 0, 1),
@@ -207,13 +189,13 @@ def test_program_zero_of_a_persistent_matmul_matches_numpy(arch, k, programs):
     rng = np.random.default_rng(k + programs)
     a = rng.integers(-2, 3, (m, k)).astype(np.float16)
     b = rng.integers(-2, 3, (k, n)).astype(np.float16)
-    c = np.full((m, n), -7.0, np.float32)
-    args = [a, b, c, m, n, k]
-    meta = dict(BLOCK_M=64, BLOCK_N=32, BLOCK_K=32, PROGRAMS=programs)
+    c = np.full((m, n), -7.0, np.float16)
+    args = [a, b, c, m, n, k, k, 1, n, 1, n, 1]
+    meta = dict(BLOCK_M=64, BLOCK_N=32, BLOCK_K=32, NUM_PROGRAMS=programs)
     result = compile_module(persistent_kernel.lower(*args, **meta), f"nvidia:{arch}", num_warps=4, num_stages=3)
     assert result.context.statistics.get("pipeline-loops.prefetched-across") == 1
     run_kernel(result.context.artifacts, args, 4)
-    expected = a.astype(np.float64) @ b.astype(np.float64)
+    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16)  # exact: small integers
     for tile in range(0, 4, programs):
         rows, cols = slice((tile // 2) * 64, (tile // 2 + 1) * 64), slice((tile % 2) * 32, (tile % 2 + 1) * 32)
         np.testing.assert_array_equal(c[rows, cols], expected[rows, cols])

@@ -333,23 +333,29 @@ def test_every_installed_plugin_loads_and_compiles_under_strict_plugins(plugins,
     assert [r.getMessage() for r in caplog.records if r.name == "polytile.plugins"] == []
 
 
+def make_scale_kernel():
+    """A new ``@jit`` function each call: only the disk cache can serve its first launch."""
+    @pt.jit
+    def scale(x, out, n, BLOCK: pl.constexpr):
+        offsets = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+        mask = offsets < n
+        pl.store(out + offsets, pl.load(x + offsets, mask=mask) * 2, mask=mask)
+
+    return scale
+
+
+def stored_entries(folder):
+    """The disk cache's entries under ``folder`` (a compile's lock files aside)."""
+    return [p for p in (folder / "kernels").rglob("*") if p.is_file()]
+
+
 def test_a_kernel_compiled_while_a_plugin_failed_is_not_stored_in_the_disk_cache(plugins, tmp_path, caplog):
     """The on-disk cache key names every loaded plugin, and is taken before the compile:
     a kernel made without a plugin that failed during its compile must not be stored
     under it (a later process, where the plugin works, would load code made without it)."""
 
-    def make_kernel():
-        @pt.jit
-        def scale(x, out, n, BLOCK: pl.constexpr):
-            offsets = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
-            mask = offsets < n
-            pl.store(out + offsets, pl.load(x + offsets, mask=mask) * 2, mask=mask)
-
-        return scale
-
+    make_kernel, stored = make_scale_kernel, stored_entries
     x = np.arange(8, dtype=np.int32)
-    # The entries (a compile's lock files aside).
-    stored = lambda folder: [p for p in (folder / "kernels").rglob("*") if p.is_file()]  # noqa: E731
     plugins.register(half_done_plugin([]), PluginInfo("halfway", "polytile-halfway", "2.0"))
     out = np.zeros(8, dtype=np.int32)
     with config.override(cache_dir=str(tmp_path / "failed")), caplog.at_level(logging.WARNING):
@@ -379,17 +385,8 @@ def test_a_plugin_that_fails_to_register_its_passes_does_not_turn_the_disk_cache
     leaves it out and the kernel is stored, and a later process reads it back."""
     from polytile.passes.registry import reset_pass_registry
 
-    def make_kernel():
-        @pt.jit
-        def scale(x, out, n, BLOCK: pl.constexpr):
-            offsets = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
-            mask = offsets < n
-            pl.store(out + offsets, pl.load(x + offsets, mask=mask) * 2, mask=mask)
-
-        return scale
-
+    make_kernel, stored = make_scale_kernel, stored_entries
     x = np.arange(8, dtype=np.int32)
-    stored = lambda folder: [p for p in (folder / "kernels").rglob("*") if p.is_file()]  # noqa: E731
     plugins.register(failing_registration_plugin(), PluginInfo("unloadable", "polytile-unloadable", "1.0"))
     reset_pass_registry()  # the next compile runs the registrations, this plugin's failing
     out = np.zeros(8, dtype=np.int32)
