@@ -203,3 +203,37 @@ def test_program_zero_of_a_persistent_matmul_matches_numpy(arch, k, programs):
     for tile in others:  # other programs' tiles: untouched
         rows, cols = slice((tile // 2) * 64, (tile // 2 + 1) * 64), slice((tile % 2) * 32, (tile % 2 + 1) * 32)
         assert (c[rows, cols] == -7.0).all()
+
+
+def test_an_atomic_in_the_outer_body_keeps_the_prologue_in_its_tile():
+    # Even through another argument: an acquire could make bytes another program wrote
+    # visible only after copies issued ahead of it had read them.
+    _same_as_without_the_hint(PERSISTENT.replace(
+        "tile.store %out, %sum\n",
+        "tile.store %out, %sum\n    %one = arith.constant {value = 1.0} : f32\n"
+        "    %old = tile.atomic_rmw %c_ptr, %one {kind = \"add\"} : f32\n"))
+
+
+def test_a_plain_load_in_the_epilogue_does_not_stop_the_prefetch():
+    # A bias read in the epilogue reads memory the copies do not write.
+    out = run(PERSISTENT.replace(
+        "tile.store %out, %sum\n",
+        "%bias = tile.load %out : tile<16x16xf32, {MMA}>\n"
+        "    %biased = arith.addf %sum, %bias : tile<16x16xf32, {MMA}>\n    tile.store %out, %biased\n"),
+        PipelineLoops(num_stages=2, completion="groups"))
+    assert out.count("scf.if") == 2
+
+
+def test_copies_that_read_through_no_pointer_operand_are_not_traced():
+    # A plugin's bulk tensor copy reads through a descriptor: its source is unknown here.
+    from polytile.dialects.gpu import IssuesIntoRing
+    from polytile.gpu.prefetch_next import _roots_read
+
+    class DescriptorCopy:
+        ring = object()
+
+        @staticmethod
+        def has_trait(trait):
+            return trait is IssuesIntoRing
+
+    assert _roots_read([DescriptorCopy()]) is None

@@ -18,16 +18,23 @@ made only where it keeps the program's meaning:
 - what the prologue reads from the outer body (the tile's offsets, its pointers) is pure
   arithmetic on the outer induction variable and values from before the loop, so it can
   be computed again for the next tile (not from values the outer loop carries);
-- nothing in the outer body writes memory the copies read: every store and atomic writes
-  through a pointer argument of the kernel other than the ones the copies read from
-  (distinct pointer arguments are taken not to overlap, as Triton takes them), and there
-  are no calls and no other ops with side effects.
+- nothing in the outer body writes memory the copies read: every store writes through a
+  pointer argument of the kernel other than the ones the copies read from (distinct
+  pointer arguments are taken not to overlap, as Triton takes them: an output that is
+  also an input, in place, gives other results with ``flatten=True``); and it has no
+  atomics (an acquire could make another program's bytes visible only after the copies
+  read them), no volatile loads, no calls and no other ops with side effects (plain
+  loads, a bias say, are fine).  A copy engine whose copies do not read through a
+  ``ptr`` operand (a tensor descriptor) is not traced, so its loops are left alone.
 
 Otherwise the loop stays as ``pipeline-loops`` left it (correct, without the overlap).
 The next tile's copies are issued only where that tile exists.  Its address values
 are computed twice, for the copies here and at the start of its own iteration for its K
 loop, rather than carried through the epilogue: tiles of pointers held across the store
-would take registers the accumulator needs.
+would take registers the accumulator needs.  What does not depend on the tile (the
+prologue's K masks, say) is taken from this iteration's prologue, so it stays live
+through the K loop and the epilogue; and the rings stay allocated for the whole outer
+loop, so the epilogue's conversion scratch no longer shares their bytes.
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..dialects import arith, func, scf, tile
-from ..dialects.gpu import (AsyncWaitOp, ConvertLayoutOp, LocalAllocOp, MBarrierInvalOp, MBarrierWaitOp)
+from ..dialects.gpu import (AsyncWaitOp, ConvertLayoutOp, IssuesIntoRing, LocalAllocOp, MBarrierInvalOp,
+                            MBarrierWaitOp)
 from ..ir.builder import Builder
 from ..ir.opdef import Pure
 
@@ -46,7 +54,10 @@ FLATTEN_HINT = "pt.flatten"
 #: root of that operand.
 _POINTER_PATH = (tile.AddPtrOp, tile.SplatOp, tile.BroadcastOp, tile.ExpandDimsOp, tile.ReshapeOp, ConvertLayoutOp)
 #: Ops of the outer body, outside the K loop, that write memory through their ``ptr``.
-_WRITES = (tile.StoreOp, tile.AtomicRMWOp, tile.AtomicCASOp)
+_WRITES = (tile.StoreOp,)
+#: Ops that order this program's memory against other programs' (an acquire can make
+#: bytes another program wrote visible: copies issued before it could read stale ones).
+_SYNCHRONIZES = (tile.AtomicRMWOp, tile.AtomicCASOp)
 #: Other side effects the outer body may have: the K loop's drain.
 _RING_ENDS = (MBarrierWaitOp, MBarrierInvalOp, AsyncWaitOp)
 
@@ -152,14 +163,17 @@ def _emit(builder: Builder, ops: list, mapping: dict, guard: Any, varying: set |
 
 
 def _roots_read(work: list) -> set | None:
-    """The kernel arguments the copies of ``work`` read through; None: one is unknown."""
+    """The kernel arguments the copies of ``work`` read through; None: one is unknown (a
+    copy engine whose copies read through something other than a ``ptr`` operand, a
+    tensor descriptor say, is not traced here)."""
     roots: set = set()
     for op in work:
-        if getattr(op, "ring", None) is not None and getattr(op, "ptr", None) is not None:
-            root = _root(op.ptr)
-            if root is None:
-                return None
-            roots.add(root)
+        if not op.has_trait(IssuesIntoRing) or getattr(op, "ring", None) is None:
+            continue
+        root = _root(op.ptr) if getattr(op, "ptr", None) is not None else None
+        if root is None:
+            return None
+        roots.add(root)
     return roots
 
 
@@ -192,8 +206,11 @@ def _writes_elsewhere(outer: Any, inner: Any, setup: set, read: set | None) -> b
                 root = _root(nested.ptr)
                 if root is None or root in read:
                     return False
-            elif isinstance(nested, func.CallOp):
+            elif isinstance(nested, (func.CallOp, *_SYNCHRONIZES)):
                 return False
+            elif isinstance(nested, tile.LoadOp):
+                if nested.volatile:  # a spin on a flag another program sets
+                    return False
             elif not (nested.has_trait(Pure) or isinstance(nested, _RING_ENDS) or nested.regions
                       or isinstance(nested, scf.YieldOp)):
                 return False
