@@ -2,6 +2,9 @@
 each looping over output tiles with a stride of the program count, the K loop inside.
 The grid is sized from ``polytile.device_properties()`` (Triton users write
 ``torch.cuda.get_device_properties(0).multi_processor_count``, which works too).
+``flatten=True`` on the tile loop lets a GPU load the next tile's first K blocks while
+this tile is stored (docs/gpu-lowering.md, "Persistent loops"); it takes ``c`` not to
+overlap ``a`` or ``b``, as Triton does.
 Run: python examples/persistent_matmul.py"""
 
 import numpy as np
