@@ -183,6 +183,12 @@ def format_table(report: Report) -> str:
                   if vendor else "") + "% copy BW: polytile's GB/s over the device copy bandwidth")
     if any(m.low is not None for row in report.rows for m in row.results.values()):
         out.append("launch: the median of fresh processes, each with an empty cache (fastest-slowest in brackets)")
+        # How polytile's timed launches went (native dispatcher or Python, and why): a
+        # slow row says in the text itself whether it left the fast path.
+        for row in report.rows:
+            ours = row.results.get("polytile")
+            if ours is not None and ours.status == OK and ours.processes and ours.detail:
+                out.append(f"{row.kernel}, polytile: {ours.detail}")
     rounds = max((len(m.rounds) for row in report.rows for m in row.results.values()), default=0)
     if rounds > 1:
         out.append(f"each rate: the median of {rounds} rounds that time the compilers of a row in turn")

@@ -139,3 +139,14 @@ def test_a_module_that_serves_some_cases_only_is_skipped_for_the_others():
     rows = run_cases([CASES["vector_add"]], "tiny", NumpyDevice(), {"polytile": polytile_kernels, "lib": library},
                      TIMING_PLANS["tiny"])
     assert rows and all(set(row.results) == {"polytile"} for row in rows if row.dtype == "f32")
+
+
+def test_a_launch_row_says_under_the_table_how_polytiles_launches_went():
+    # A slow launch row then shows in the text whether it left the native dispatcher.
+    measured = Measurement("ok", value=26.0, ms=0.026, samples=6, low=22.5, high=36.1,
+                           processes=[{"us": 26.0, "native": 0, "python": 51000}] * 6,
+                           detail="6 of 6 processes made timed launches through Python: 51000 native launcher pending")
+    report = Report(dict(META), [row("launch, tuple grid", "us/launch", measured, ok(13.7), size="10000 launches")])
+    lines = format_table(report).splitlines()
+    assert ("launch, tuple grid, polytile: 6 of 6 processes made timed launches through Python: "
+            "51000 native launcher pending") in lines
