@@ -505,9 +505,22 @@ def allow_contraction(llvm_ir: str) -> str:
     return _FLOAT_ARITHMETIC.sub(r"= \1 contract ", llvm_ir)
 
 
+@functools.lru_cache(maxsize=None)
+def _short_shared_pointers() -> None:
+    """NVPTX with 32-bit pointers into shared, constant and local memory (Triton sets the
+    same), as DATA_LAYOUT says: without it shared addresses are 64-bit registers, two per
+    address; a persistent kernel's epilogue kept 64 of them live across its tile loop and
+    spilled.  A process-wide LLVM option, set once before the first NVPTX target machine
+    is made (the machine reads it when it is made)."""
+    from polytile.llvm_codegen import llvm
+
+    llvm().set_option("polytile", "-nvptx-short-ptr")
+
+
 def emit_ptx(llvm_ir: str, arch: str, kernel: str = "kernel", fp_fusion: bool = False) -> str:
     """PTX for ``arch`` from LLVM IR text (libdevice linked in when it is called);
     ``fp_fusion``: contract a * b + c into fma (:func:`allow_contraction`)."""
+    _short_shared_pointers()
     if fp_fusion:
         llvm_ir = allow_contraction(llvm_ir)
     needed = sorted({name for name in _declared(llvm_ir) if name.startswith(LIBDEVICE_PREFIX)})
