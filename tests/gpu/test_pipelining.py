@@ -449,19 +449,26 @@ def test_a_registered_ring_copies_gets_the_barriers_and_prepares_once(completion
         assert recording.prepared == [] and recording.issued_with == [None, None, None]
 
 
+class BulkCopy:
+    """A plugin's copy into a ring as the passes see it: the ``IssuesIntoRing`` trait and
+    a ``ring`` operand, and no tile of pointers (a bulk tensor copy reads through a
+    descriptor)."""
+
+    ring = object()
+
+    @staticmethod
+    def has_trait(trait):
+        from polytile.dialects.gpu import IssuesIntoRing
+
+        return trait is IssuesIntoRing
+
+
 def test_a_plugins_copy_into_a_ring_is_a_write_from_its_issue_like_gpu_async_copy():
     # insert-barriers knows copies by the IssuesIntoRing trait and a ring operand, so a
     # plugin's bulk copy is ordered after earlier reads of its ring and leaves nothing
     # pending (the slot's wait shows its bytes).
     from polytile.dialects.gpu import AsyncCommitGroupOp, AsyncCopyOp, IssuesIntoRing
     from polytile.gpu.membar import _copies_into_ring
-
-    class BulkCopy:
-        ring = object()
-
-        @staticmethod
-        def has_trait(trait):
-            return trait is IssuesIntoRing
 
     class NotACopy(BulkCopy):
         ring = None

@@ -11,7 +11,7 @@ from polytile.gpu.pipelining import PipelineLoops
 from polytile.testing import dedent
 
 from .llvm_cta import run_kernel
-from .test_pipelining import run
+from .test_pipelining import BulkCopy, run
 from tests.examples.loading import load_example
 
 pytest.importorskip("polytile_nvidia")
@@ -64,9 +64,9 @@ func.func @k(%a_ptr: ptr<f16>, %c_ptr: ptr<f32>, %n: i32, %tiles: i32) attribute
 def test_the_next_tiles_prologue_runs_between_the_drain_and_the_store():
     out = run(PERSISTENT, PipelineLoops(num_stages=2, completion="groups"))
     # The ring once, before the outer loop, with the first tile's prologue (its copy
-    # only where that tile exists); the outer loop carries the next tile's pointers,
-    # advanced one iteration, into the K loop; after the K loop's drain, the next tile's
-    # pointers and (where it exists) its copy, then the store.
+    # only where that tile exists); each tile computes its own pointers, advanced one
+    # iteration, for its K loop; after the K loop's drain, the next tile's pointers and
+    # copy (where that tile exists), then the store.
     assert out[out.index("  %7 = gpu.local_alloc"):] == dedent("""
       %7 = gpu.local_alloc : !gpu.buffer<2x16x16xf16, {S}>
       %8 = arith.cmpi %pid, %tiles {predicate = "slt"} : i1
@@ -226,14 +226,6 @@ def test_a_plain_load_in_the_epilogue_does_not_stop_the_prefetch():
 
 def test_copies_that_read_through_no_pointer_operand_are_not_traced():
     # A plugin's bulk tensor copy reads through a descriptor: its source is unknown here.
-    from polytile.dialects.gpu import IssuesIntoRing
     from polytile.gpu.prefetch_next import _roots_read
 
-    class DescriptorCopy:
-        ring = object()
-
-        @staticmethod
-        def has_trait(trait):
-            return trait is IssuesIntoRing
-
-    assert _roots_read([DescriptorCopy()]) is None
+    assert _roots_read([BulkCopy()]) is None
