@@ -36,7 +36,9 @@ Where a value cannot have the layout a use needs (``x[:, None] + x[None, :]``), 
 ``gpu.convert_layout`` goes in between.  ``remove-redundant-converts`` then drops
 conversions to the same layout, folds chains, and recomputes cheap producers (splat,
 constant, arange, and chains of index, pointer and mask arithmetic over them) in the
-wanted layout instead of converting them.
+wanted layout instead of converting them; such a chain that starts at a conversion out
+of the wanted layout (``m[:, None]`` of a row maximum, expanded in a layout of its own
+and converted back) reads the conversion's source instead: no data moves at all.
 
 Union rules are a table keyed by op class (:data:`LAYOUT_RULES`); a plugin that adds tile
 ops registers its rule with :func:`register_layout_rule`.
@@ -553,6 +555,9 @@ def _recomputable(value: Any, layout: Any, budget: list) -> bool:
     if not isinstance(value.type, t.TileType) or value.type.layout == layout:
         return True
     op = value.defining_op
+    if type(op) is ConvertLayoutOp:
+        # A conversion back to where its source came from costs nothing to undo.
+        return _recomputable(op.source, layout, budget)
     if op is None or op.regions or len(op.results) != 1:
         return False
     wanted = _operand_layouts(op, layout)
@@ -567,9 +572,11 @@ def _recompute(value: Any, layout: Any, before: Any, done: dict) -> Any:
     """``value`` computed again in ``layout`` before ``before`` (see :func:`_recomputable`)."""
     if not isinstance(value.type, t.TileType) or value.type.layout == layout:
         return value
+    op = value.defining_op
+    if type(op) is ConvertLayoutOp:
+        return _recompute(op.source, layout, before, done)
     key = (value, layout)
     if key not in done:
-        op = value.defining_op
         tiles = [v for v in op.operands if isinstance(v.type, t.TileType)]
         mapping = {v: _recompute(v, w, before, done) for v, w in zip(tiles, _operand_layouts(op, layout))}
         copy = op.clone(mapping)
