@@ -75,7 +75,9 @@ def fake_module(monkeypatch, name: str, **attributes) -> types.ModuleType:
     monkeypatch.setitem(sys.modules, name, module)
     parent, _, child = name.rpartition(".")
     if parent:
-        setattr(sys.modules.get(parent) or fake_module(monkeypatch, parent), child, module)
+        # Undone after the test: the real package may be installed (polytile-tma is), and
+        # a stand-in left on it would shadow its own submodule.
+        monkeypatch.setattr(sys.modules.get(parent) or fake_module(monkeypatch, parent), child, module, raising=False)
     return module
 
 
@@ -150,18 +152,30 @@ def check_register_passes(monkeypatch):
 
 
 def check_register_builtins(monkeypatch):
+    from dataclasses import dataclass
+
+    from polytile.ir import DialectType
+    from polytile.language.core import builtin, tensor
+    from polytile.language.extensions import BuiltinRegistry
+
+    @builtin
     def make_tensor_descriptor(base, shape, strides, block_shape):
         """pl.make_tensor_descriptor"""
 
-    fake_module(monkeypatch, "polytile_tma.language", make_tensor_descriptor=make_tensor_descriptor)
+    class tensor_descriptor(tensor):
+        __slots__ = ()
 
-    class BuiltinRegistry(Registry):  # the language's builtin registry is not built yet
-        def register(self, function):
-            return self.add(function.__name__, function)
+    @dataclass(frozen=True)
+    class TensorDescType(DialectType):
+        type_name = "example.desc"
 
-    registry = BuiltinRegistry("builtin")
+    fake_module(monkeypatch, "polytile_tma.language", make_tensor_descriptor=make_tensor_descriptor,
+                tensor_descriptor=tensor_descriptor)
+    fake_module(monkeypatch, "polytile_tma.types", TensorDescType=TensorDescType)
+    registry = BuiltinRegistry()
     load_example("polytile_register_builtins", monkeypatch).run_registration("polytile_register_builtins", registry)
-    assert registry.get("make_tensor_descriptor") is make_tensor_descriptor
+    assert registry.functions.get("make_tensor_descriptor") is make_tensor_descriptor
+    assert registry.value_classes.get("example.desc") is tensor_descriptor
 
 
 def check_configure_pipeline(monkeypatch):

@@ -116,7 +116,7 @@ def _has_trait(op: Any, trait: type) -> bool:
 
 
 def _is_pointer_like(type_: Any) -> bool:
-    return t.is_pointer(type_) or isinstance(type_, t.BlockPointerType)
+    return t.is_pointer(type_) or isinstance(type_, t.BlockPointerType) or getattr(type_, "refers_to_memory", False)
 
 
 class _FunctionAnalysis:

@@ -79,9 +79,11 @@ class ExpressionGen:
         base = lc.unwrap(self.visit(node.value))
         try:
             value = getattr(base, node.attr)
-        except AttributeError:
-            raise self.error(node, f"{sem._describe(base) if not hasattr(base, '__name__') else repr(base.__name__)} "
-                                   f"has no attribute '{node.attr}'") from None
+        except AttributeError as exc:
+            what = sem._describe(base) if not hasattr(base, '__name__') else repr(base.__name__)
+            # The language's own message says which plugin provides a name, when one does.
+            why = str(exc).partition(": ")[2] if getattr(base, "__name__", "") == "polytile.language" else ""
+            raise self.error(node, f"{what} has no attribute '{node.attr}'" + (f": {why}" if why else "")) from None
         if _is_user_namespace(base):
             # helpers.SCALE or Config.SCALE: a global too, folded like one.
             refused = refusal_message(ast.unparse(node), value)

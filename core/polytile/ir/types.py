@@ -182,10 +182,16 @@ class DialectType(Type):
     they print as ``!tma.descriptor<params>``.  Override :meth:`format_parameters` and
     :meth:`parse_parameters` to control the text between ``<`` and ``>``; the defaults
     print the dataclass fields as a comma-separated list of attribute values.
+
+    ``refers_to_memory = True`` says a value of the type addresses memory the way a
+    pointer does (a tensor descriptor): the mutation analysis then follows it as it
+    follows pointers, so a write through an op taking it marks the arguments it was
+    made from.
     """
 
     __slots__ = ()
     type_name: ClassVar[str] = ""
+    refers_to_memory: ClassVar[bool] = False
 
     def format_parameters(self) -> str:
         import dataclasses

@@ -67,10 +67,31 @@ __all__ = sorted([*(name for name in globals() if not name.startswith("_")
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
-        raise AttributeError(f"module 'polytile.language' has no attribute '{name}'")
+        # Neither dunder probes (copy, pickle) nor the import system asking for a submodule
+        # not yet imported (`from polytile.language import semantic`) ask the plugins.
+        if name.startswith("__") or name in _submodules():
+            raise AttributeError(f"module 'polytile.language' has no attribute '{name}'")
+        extensions = importlib.import_module(".extensions", __name__)
+
+        value = extensions.plugin_builtin(name)
+        if value is None:
+            raise AttributeError(extensions.missing_name_message(name))
+        return value
     value = getattr(importlib.import_module(f".{home}", __name__), name)
     globals()[name] = value
     return value
+
+
+def _submodules() -> frozenset:
+    global _SUBMODULES
+    if _SUBMODULES is None:
+        import pkgutil
+
+        _SUBMODULES = frozenset(info.name for info in pkgutil.iter_modules(__path__))
+    return _SUBMODULES
+
+
+_SUBMODULES: frozenset | None = None
 
 
 def __dir__() -> list[str]:

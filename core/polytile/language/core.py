@@ -225,6 +225,17 @@ class tensor:
 
     __slots__ = ("handle",)
 
+    def __new__(cls, handle: Any = None) -> "tensor":
+        # A value of a plugin's IR type gets the class the plugin registered for it (a
+        # tensor descriptor's methods), wherever the frontend wraps it.
+        if cls is tensor and isinstance(getattr(handle, "type", None), t.DialectType):
+            from .extensions import value_class
+
+            special = value_class(handle.type)
+            if special is not None:
+                return object.__new__(special)
+        return object.__new__(cls)
+
     def __init__(self, handle: Any):
         self.handle = handle
 

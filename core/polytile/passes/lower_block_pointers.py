@@ -107,41 +107,10 @@ class _Lowering:
         """The tile of element pointers of the block and its in-bounds mask (None when no
         dimension is checked)."""
         b = Builder.before(op)
-        block = parts.block
-        rank = len(block)
         wide = any(v.type == t.i64 for v in (*parts.shape, *parts.strides, *parts.offsets))
         index = t.i64 if wide else t.i32
-        full = t.TileType(block, index)
-        linear, mask = None, None
-        for d in range(rank):
-            along = b.create(tile.ArangeOp, start=0, end=block[d]).result
-            along = self._cast_tile(b, along, index)
-            start = b.create(tile.SplatOp, self._cast(b, parts.offsets[d], index),
-                             result_types=[t.TileType((block[d],), index)]).result
-            position = b.create(arith.AddIOp, start, along).result
-            for axis in range(rank):
-                if axis != d:
-                    position = b.create(tile.ExpandDimsOp, position, axis=axis).result
-            if block != tuple(position.type.shape):
-                position = b.create(tile.BroadcastOp, position, result_types=[full]).result
-            stride = b.create(tile.SplatOp, self._cast(b, parts.strides[d], index), result_types=[full]).result
-            term = b.create(arith.MulIOp, position, stride).result
-            linear = term if linear is None else b.create(arith.AddIOp, linear, term).result
-            if d in checked:
-                zero = b.create(arith.ConstantOp, value=0, result_types=[full]).result
-                extent = b.create(tile.SplatOp, self._cast(b, parts.shape[d], index), result_types=[full]).result
-                inside = b.create(arith.AndIOp,
-                                  b.create(arith.CmpIOp, position, zero, predicate="sge").result,
-                                  b.create(arith.CmpIOp, position, extent, predicate="slt").result).result
-                mask = inside if mask is None else b.create(arith.AndIOp, mask, inside).result
-        base = b.create(tile.SplatOp, parts.base, result_types=[t.TileType(block, parts.base.type)]).result
-        return b.create(tile.AddPtrOp, base, linear).result, mask
-
-    @staticmethod
-    def _cast_tile(b: Builder, value: Any, element: t.Type) -> Any:
-        if value.type.element == element:
-            return value
-        return b.create(arith.ExtSIOp, value, result_types=[t.TileType(value.type.shape, element)]).result
+        positions = [block_positions(b, parts.offsets[d], size, index) for d, size in enumerate(parts.block)]
+        return element_addresses(b, parts.base, parts.shape, parts.strides, positions, checked)
 
     def load(self, op: Operation) -> None:
         parts = self._get(op, op.ptr)
@@ -235,6 +204,58 @@ _HANDLERS = {
 }
 
 
+def _cast_scalar(b: Builder, value: Any, type_: t.Type) -> Any:
+    if value.type == type_:
+        return value
+    name = "extsi" if type_.width > value.type.width else "trunci"  # type: ignore[attr-defined]
+    return b.create(arith.CASTS[name], value, result_types=[type_]).result
+
+
+def block_positions(b: Builder, offset: Any, size: int, index: t.Type) -> Any:
+    """``offset + arange(size)`` as a 1-D tile of ``index`` (i32 or i64): the positions a
+    block starting at run-time ``offset`` covers along one dimension."""
+    along = b.create(tile.ArangeOp, start=0, end=size).result
+    if index != t.i32:
+        along = b.create(arith.ExtSIOp, along, result_types=[t.TileType((size,), index)]).result
+    start = b.create(tile.SplatOp, _cast_scalar(b, offset, index), result_types=[t.TileType((size,), index)]).result
+    return b.create(arith.AddIOp, start, along).result
+
+
+def element_addresses(b: Builder, base: Any, shape: list, strides: list, positions: list,
+                      checked: tuple) -> tuple[Any, Any]:
+    """The pointers ``base + sum_d positions[d] * strides[d]`` of an N-D tile whose
+    dimension ``d`` covers the 1-D tile ``positions[d]`` of positions, and the mask
+    ``0 <= position < shape[d]`` over the ``checked`` dimensions (None when none is).
+
+    The index arithmetic is done in the positions' element type; ``shape`` and
+    ``strides`` (scalars) are cast to it.  Block pointers (``tile.load_block``) and the
+    plugins' block accesses (a tensor descriptor's loads, gathers and atomics) share it."""
+    block = tuple(p.type.shape[0] for p in positions)
+    rank = len(block)
+    index = positions[0].type.element
+    full = t.TileType(block, index)
+    linear, mask = None, None
+    for d in range(rank):
+        position = positions[d]
+        for axis in range(rank):
+            if axis != d:
+                position = b.create(tile.ExpandDimsOp, position, axis=axis).result
+        if block != tuple(position.type.shape):
+            position = b.create(tile.BroadcastOp, position, result_types=[full]).result
+        stride = b.create(tile.SplatOp, _cast_scalar(b, strides[d], index), result_types=[full]).result
+        term = b.create(arith.MulIOp, position, stride).result
+        linear = term if linear is None else b.create(arith.AddIOp, linear, term).result
+        if d in checked:
+            zero = b.create(arith.ConstantOp, value=0, result_types=[full]).result
+            extent = b.create(tile.SplatOp, _cast_scalar(b, shape[d], index), result_types=[full]).result
+            inside = b.create(arith.AndIOp,
+                              b.create(arith.CmpIOp, position, zero, predicate="sge").result,
+                              b.create(arith.CmpIOp, position, extent, predicate="slt").result).result
+            mask = inside if mask is None else b.create(arith.AndIOp, mask, inside).result
+    pointers = b.create(tile.SplatOp, base, result_types=[t.TileType(block, base.type)]).result
+    return b.create(tile.AddPtrOp, pointers, linear).result, mask
+
+
 def lower_block_pointers(module: Any) -> bool:
     """Rewrite every block pointer of ``module``; True when something changed."""
     if not any(isinstance(op, tile_block.TILE_BLOCK_OPS) for op in module.walk()):
@@ -259,4 +280,4 @@ class LowerBlockPointers(Pass):
         return PreservedAnalyses.none() if lower_block_pointers(module) else PreservedAnalyses.all()
 
 
-__all__ = ["LowerBlockPointers", "lower_block_pointers"]
+__all__ = ["LowerBlockPointers", "block_positions", "element_addresses", "lower_block_pointers"]

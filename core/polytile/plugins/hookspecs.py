@@ -172,11 +172,14 @@ def polytile_register_passes(registry: Any) -> None:
 def polytile_register_builtins(registry: Any) -> None:
     """Register language builtins that kernels reach through ``polytile.language``.
 
-    :param registry: the builtin registry of :mod:`polytile.language`.  Call
-        ``registry.register(builtin)`` with a builtin function defined with the
+    :param registry: the builtin registry of :mod:`polytile.language.extensions`.
+        Call ``registry.register(builtin)`` with a builtin function defined with the
         language's builtin decorator; it is keyed by the function's name and becomes
         ``pl.<name>`` inside kernels.  A builtin name the core already defines is a
-        conflict, not an override.
+        conflict, not an override.  Call ``registry.register_value_class(TypeClass,
+        cls)`` to wrap every kernel value of the plugin's IR type ``TypeClass`` (a
+        ``DialectType``) in ``cls``, a subclass of ``polytile.language.tensor`` that
+        adds the type's methods and properties.
     :return: ignored.
 
     Called once per process, the first time the frontend resolves a ``pl.`` name it does
@@ -188,8 +191,10 @@ def polytile_register_builtins(registry: Any) -> None:
 
         @hookimpl
         def polytile_register_builtins(registry):
-            from polytile_tma.language import make_tensor_descriptor
+            from polytile_tma.language import make_tensor_descriptor, tensor_descriptor
+            from polytile_tma.types import TensorDescType
             registry.register(make_tensor_descriptor)   # pl.make_tensor_descriptor
+            registry.register_value_class(TensorDescType, tensor_descriptor)   # desc.load(...)
     """
 
 

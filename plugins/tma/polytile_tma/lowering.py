@@ -1,0 +1,198 @@
+"""``lower-tensor-descriptors``: tensor descriptor ops to the core's pointer ops.
+
+A descriptor made in the kernel (``tma.make_descriptor``) is its base pointer, shape and
+strides; this pass keeps those as separate SSA values and rewrites each access into
+pointer tiles ``base + sum_d position_d * stride_d`` masked by ``0 <= position_d <
+shape_d`` in every dimension:
+
+- ``tma.load`` -> ``tile.load`` with the padding (zero or NaN) as ``other``;
+- ``tma.store`` -> ``tile.store`` (what falls outside is not written);
+- ``tma.reduce`` -> ``tile.atomic_rmw`` (add on floats is ``fadd``; min and max on
+  unsigned integers are ``umin`` / ``umax``);
+- ``tma.gather`` / ``tma.scatter`` -> the same, with the rows taken from the row tile;
+- ``tma.dim`` -> the shape or stride value itself.
+
+That is the descriptors' meaning on every target (the interpreter runs the result, so it
+bounds-checks each element against the array it reads), and the lowering every backend
+gets for free.  Index arithmetic is i64 (the strides are).  A descriptor that flows
+through a loop, an ``if`` or a call is an error naming the op: Triton's descriptors are
+made where they are used, or passed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from polytile.dialects import arith, tile
+from polytile.errors import CompilationError, SourceLocation
+from polytile.ir import types as t
+from polytile.ir.builder import Builder
+from polytile.passes import Pass, PassContext, PreservedAnalyses
+from polytile.passes.lower_block_pointers import block_positions, element_addresses
+
+from . import ops
+from .types import TensorDescType
+
+
+@dataclass
+class _Parts:
+    base: Any
+    shape: list
+    strides: list
+
+
+def _error(op: Any, message: str) -> CompilationError:
+    location = op.location if isinstance(op.location, SourceLocation) else None
+    return CompilationError(f"lower-tensor-descriptors: {message}", location)
+
+
+def _is_descriptor(value: Any) -> bool:
+    return isinstance(value.type, TensorDescType)
+
+
+class _Lowering:
+    def __init__(self) -> None:
+        self.parts: dict[Any, _Parts] = {}
+        self.dead: list[Any] = []
+
+    def walk(self, block: Any) -> None:
+        for op in list(block):
+            handler = _HANDLERS.get(type(op))
+            if handler is not None:
+                handler(self, op)
+                continue
+            if any(_is_descriptor(v) for v in (*op.operands, *op.results)):
+                raise _error(op, f"a tensor descriptor passed through '{op.name}' is not supported; make it "
+                                 "(pl.make_tensor_descriptor) where it is used, outside loops and branches")
+            for region in op.regions:
+                for inner in region.blocks:
+                    self.walk(inner)
+
+    def _get(self, op: Any) -> _Parts:
+        found = self.parts.get(op.desc)
+        if found is None:
+            raise _error(op, f"'{op.name}' uses a tensor descriptor that does not come from tma.make_descriptor")
+        return found
+
+    # -- handlers ---------------------------------------------------------------------
+    def make(self, op: Any) -> None:
+        self.parts[op.result] = _Parts(op.base, list(op.shape), list(op.strides))
+        self.dead.append(op)
+
+    def dim(self, op: Any) -> None:
+        parts = self._get(op)
+        op.result.replace_all_uses_with((parts.shape if op.kind == "shape" else parts.strides)[op.index])
+        op.erase()
+
+    def _block(self, op: Any, b: Builder) -> tuple[Any, Any]:
+        parts = self._get(op)
+        block = op.desc.type.block.shape
+        positions = [block_positions(b, offset, size, t.i64) for offset, size in zip(op.offsets, block)]
+        return element_addresses(b, parts.base, parts.shape, parts.strides, positions, tuple(range(len(block))))
+
+    def _rows(self, op: Any, b: Builder) -> tuple[Any, Any]:
+        parts = self._get(op)
+        rows = op.x_offsets
+        rows = b.create(arith.ExtSIOp, rows, result_types=[t.TileType(rows.type.shape, t.i64)]).result
+        columns = block_positions(b, op.y_offset, op.desc.type.block.shape[1], t.i64)
+        return element_addresses(b, parts.base, parts.shape, parts.strides, [rows, columns], (0, 1))
+
+    @staticmethod
+    def _padded_load(b: Builder, op: Any, pointers: Any, mask: Any) -> None:
+        desc = op.desc.type
+        result_type = op.result.type
+        value = float("nan") if desc.padding == "nan" else 0
+        value = float(value) if isinstance(desc.element, t.FloatType) else int(value)
+        other = b.create(arith.ConstantOp, value=value, result_types=[result_type]).result
+        load = b.create(tile.LoadOp, pointers, mask=mask, other=other, result_types=[result_type])
+        op.result.replace_all_uses_with(load.result)
+        op.erase()
+
+    def load(self, op: Any) -> None:
+        b = Builder.before(op)
+        self._padded_load(b, op, *self._block(op, b))
+
+    def gather(self, op: Any) -> None:
+        b = Builder.before(op)
+        self._padded_load(b, op, *self._rows(op, b))
+
+    def store(self, op: Any) -> None:
+        b = Builder.before(op)
+        pointers, mask = self._block(op, b)
+        b.create(tile.StoreOp, pointers, op.value, mask=mask)
+        op.erase()
+
+    def scatter(self, op: Any) -> None:
+        b = Builder.before(op)
+        pointers, mask = self._rows(op, b)
+        b.create(tile.StoreOp, pointers, op.value, mask=mask)
+        op.erase()
+
+    def reduce(self, op: Any) -> None:
+        b = Builder.before(op)
+        pointers, mask = self._block(op, b)
+        element = op.desc.type.element
+        kind = op.kind
+        if kind == "add" and isinstance(element, t.FloatType):
+            kind = "fadd"
+        elif kind in ("min", "max"):
+            if isinstance(element, t.FloatType):
+                raise _error(op, f"atomic_{kind} through a descriptor of {element} is not supported on this "
+                                 "target: it combines integers")
+            if not element.signed:  # type: ignore[attr-defined]
+                kind = "u" + kind
+        # A reduction through a descriptor returns nothing and orders nothing (TMA's
+        # reductions are relaxed): the old values are dropped.
+        b.create(tile.AtomicRMWOp, pointers, op.value, mask=mask, kind=kind, sem="relaxed")
+        op.erase()
+
+    def erase_dead(self) -> None:
+        for op in reversed(self.dead):
+            if op.parent is not None and not any(r.has_uses for r in op.results):
+                op.erase()
+
+
+_HANDLERS = {
+    ops.MakeDescriptorOp: _Lowering.make,
+    ops.DimOp: _Lowering.dim,
+    ops.LoadOp: _Lowering.load,
+    ops.StoreOp: _Lowering.store,
+    ops.ReduceOp: _Lowering.reduce,
+    ops.GatherOp: _Lowering.gather,
+    ops.ScatterOp: _Lowering.scatter,
+}
+
+
+def lower_tensor_descriptors(module: Any) -> bool:
+    """Rewrite every descriptor op of ``module``; True when something changed."""
+    if not any(isinstance(op, ops.TMA_OPS) for op in module.walk()):
+        return False
+    lowering = _Lowering()
+    for op in module.walk():
+        if op.name == "func.func":
+            if any(_is_descriptor(arg) for arg in op.arguments):
+                raise _error(op, "a tensor descriptor argument reached lower-tensor-descriptors; host descriptors "
+                                 "are expanded before it")
+            for block in op.regions[0].blocks:
+                lowering.walk(block)
+    lowering.erase_dead()
+    return True
+
+
+@dataclass
+class LowerTensorDescriptors(Pass):
+    """Tensor descriptor ops to masked pointer loads, stores and atomics (see the module
+    docstring)."""
+
+    name: ClassVar[str] = "lower-tensor-descriptors"
+    summary: ClassVar[str] = "tensor descriptors (pl.make_tensor_descriptor) to masked pointer accesses"
+
+    def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
+        if lower_tensor_descriptors(module):
+            context.count("lower-tensor-descriptors.lowered")
+            return PreservedAnalyses.none()
+        return PreservedAnalyses.all()
+
+
+__all__ = ["LowerTensorDescriptors", "lower_tensor_descriptors"]

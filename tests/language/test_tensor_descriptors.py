@@ -1,0 +1,277 @@
+"""Tensor descriptors made in the kernel (``pl.make_tensor_descriptor``, polytile-tma)
+against NumPy on every target, and the errors a kernel author gets for misusing them."""
+
+import numpy as np
+import pytest
+
+import polytile.language as pl
+from polytile.errors import CompilationError
+from polytile.runtime import jit
+
+pytest.importorskip("polytile_tma", reason="tensor descriptors come with the polytile-tma plugin")
+
+
+@jit
+def copy2d(x, y, M, N, BM: pl.constexpr, BN: pl.constexpr, PAD: pl.constexpr):
+    src = pl.make_tensor_descriptor(x, [M, N], [N, 1], [BM, BN], padding_option=PAD)
+    # The destination holds whole blocks: it shows what the load read outside the array.
+    dst = pl.make_tensor_descriptor(y, [M + BM, N + BN], [N + BN, 1], [BM, BN])
+    pm, pn = pl.program_id(0), pl.program_id(1)
+    dst.store([pm * BM, pn * BN], src.load([pm * BM, pn * BN]))
+
+
+@pytest.mark.parametrize("pad", ["zero", "nan"])
+def test_a_load_at_the_edges_reads_the_padding_outside_the_array(target, pad):
+    m, n, bm, bn = 7, 20, 4, 16
+    x = np.arange(m * n, dtype=np.float32).reshape(m, n)
+    y = np.full((m + bm, n + bn), -1, np.float32)
+    copy2d[(-(-m // bm), -(-n // bn))](x, y, m, n, BM=bm, BN=bn, PAD=pad, target=target)
+    expected = np.full((m + bm, n + bn), -1, np.float32)
+    blocks = np.full((-(-m // bm) * bm, -(-n // bn) * bn), np.nan if pad == "nan" else 0, np.float32)
+    blocks[:m, :n] = x
+    expected[:blocks.shape[0], :blocks.shape[1]] = blocks
+    np.testing.assert_array_equal(y, expected)
+
+
+@jit
+def scale_in_place(x, M, N, SX, BM: pl.constexpr, BN: pl.constexpr):
+    desc = pl.make_tensor_descriptor(x, [M, N], [SX, 1], [BM, BN])
+    pm, pn = pl.program_id(0), pl.program_id(1)
+    desc.store([pm * BM, pn * BN], desc.load([pm * BM, pn * BN]) * 2)
+
+
+def test_a_store_at_the_edges_writes_only_inside_the_array(target):
+    # The descriptor covers 7 x 20 of a 9 x 32 buffer: a store past its shape would show
+    # in the rest of the buffer.
+    buffer = np.arange(9 * 32, dtype=np.int32).reshape(9, 32)
+    expected = buffer.copy()
+    expected[:7, :20] *= 2
+    scale_in_place[(2, 2)](buffer, 7, 20, 32, BM=4, BN=16, target=target)
+    np.testing.assert_array_equal(buffer, expected)
+
+
+@jit
+def copy_nd(x, y, S0, S1, S2, S3, S4, RANK: pl.constexpr, B: pl.constexpr):
+    if RANK == 1:
+        sx = pl.make_tensor_descriptor(x, [S0], [1], [B[0]])
+        sy = pl.make_tensor_descriptor(y, [S0], [1], [B[0]])
+        sy.store([pl.program_id(0) * B[0]], sx.load([pl.program_id(0) * B[0]]) + 1)
+    elif RANK == 2:
+        sx = pl.make_tensor_descriptor(x, [S0, S1], [S1, 1], [B[0], B[1]])
+        sy = pl.make_tensor_descriptor(y, [S0, S1], [S1, 1], [B[0], B[1]])
+        off = [0, pl.program_id(0) * B[1]]
+        sy.store(off, sx.load(off) + 1)
+    elif RANK == 3:
+        shape = [S0, S1, S2]
+        strides = [S1 * S2, S2, 1]
+        sx = pl.make_tensor_descriptor(x, shape, strides, [B[0], B[1], B[2]])
+        sy = pl.make_tensor_descriptor(y, shape, strides, [B[0], B[1], B[2]])
+        off = [0, 0, pl.program_id(0) * B[2]]
+        sy.store(off, sx.load(off) + 1)
+    elif RANK == 4:
+        shape = [S0, S1, S2, S3]
+        strides = [S1 * S2 * S3, S2 * S3, S3, 1]
+        sx = pl.make_tensor_descriptor(x, shape, strides, [B[0], B[1], B[2], B[3]])
+        sy = pl.make_tensor_descriptor(y, shape, strides, [B[0], B[1], B[2], B[3]])
+        off = [0, 0, 0, pl.program_id(0) * B[3]]
+        sy.store(off, sx.load(off) + 1)
+    else:
+        shape = [S0, S1, S2, S3, S4]
+        strides = [S1 * S2 * S3 * S4, S2 * S3 * S4, S3 * S4, S4, 1]
+        sx = pl.make_tensor_descriptor(x, shape, strides, [B[0], B[1], B[2], B[3], B[4]])
+        sy = pl.make_tensor_descriptor(y, shape, strides, [B[0], B[1], B[2], B[3], B[4]])
+        off = [0, 0, 0, 0, pl.program_id(0) * B[4]]
+        sy.store(off, sx.load(off) + 1)
+
+
+@pytest.mark.parametrize("shape,block", [((37,), (16,)), ((3, 37), (4, 16)), ((2, 3, 21), (2, 4, 8)),
+                                         ((2, 1, 3, 21), (2, 1, 4, 8)), ((1, 2, 2, 3, 21), (1, 2, 2, 4, 8))])
+def test_every_rank_from_one_to_five(target, shape, block):
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    y = np.zeros_like(x)
+    sizes = list(shape) + [1] * (5 - len(shape))
+    copy_nd[(-(-shape[-1] // block[-1]),)](x, y, *sizes, RANK=len(shape), B=block, target=target)
+    np.testing.assert_array_equal(y, x + 1)
+
+
+@jit
+def reduce_kernel(x, v, M, N, KIND: pl.constexpr, BM: pl.constexpr, BN: pl.constexpr):
+    desc = pl.make_tensor_descriptor(x, [M, N], [N, 1], [BM, BN])
+    rows = pl.arange(0, BM)[:, None]
+    cols = pl.arange(0, BN)[None, :]
+    values = pl.load(v + rows * BN + cols)
+    off = [pl.program_id(0) * BM, 0]
+    if KIND == "add":
+        desc.atomic_add(off, values)
+    elif KIND == "min":
+        desc.atomic_min(off, values)
+    elif KIND == "max":
+        desc.atomic_max(off, values)
+    elif KIND == "and":
+        desc.atomic_and(off, values)
+    elif KIND == "or":
+        desc.atomic_or(off, values)
+    else:
+        desc.atomic_xor(off, values)
+
+
+_COMBINE = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and, "or": np.bitwise_or,
+            "xor": np.bitwise_xor}
+
+
+@pytest.mark.parametrize("kind,dtype", [("add", np.float32), ("add", np.int32), ("min", np.int32), ("max", np.int32),
+                                        ("min", np.uint32), ("and", np.int32), ("or", np.int32), ("xor", np.int32)])
+def test_atomic_reductions_combine_each_element_once_inside_the_array(target, kind, dtype):
+    m, n, bm, bn = 6, 8, 4, 8
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 100, (m, n)).astype(dtype)
+    v = rng.integers(0, 100, (bm, bn)).astype(dtype)
+    expected = x.copy()
+    for start in range(0, m, bm):  # each program combines v into its rows (the last block is cut)
+        rows = min(bm, m - start)
+        expected[start:start + rows] = _COMBINE[kind](expected[start:start + rows], v[:rows])
+    reduce_kernel[(-(-m // bm),)](x, v, m, n, KIND=kind, BM=bm, BN=bn, target=target)
+    np.testing.assert_array_equal(x, expected)
+
+
+@jit
+def gather_scatter(x, y, rows, M, N, R: pl.constexpr, BN: pl.constexpr):
+    src = pl.make_tensor_descriptor(x, [M, N], [N, 1], [1, BN])
+    dst = pl.make_tensor_descriptor(y, [M, N], [N, 1], [1, BN])
+    picked = pl.load(rows + pl.arange(0, R))
+    col = pl.program_id(0) * BN
+    dst.scatter(src.gather(picked, col) * 10, pl.arange(0, R), col)
+
+
+def test_gather_reads_the_given_rows_and_scatter_writes_them(target):
+    m, n, r, bn = 9, 20, 4, 16
+    x = np.arange(m * n, dtype=np.float32).reshape(m, n)
+    rows = np.array([8, 0, 11, 3], np.int32)  # row 11 is outside: it reads zero
+    y = np.full((m, n), -1, np.float32)
+    gather_scatter[(-(-n // bn),)](x, y, rows, m, n, R=r, BN=bn, target=target)
+    expected = np.full((m, n), -1, np.float32)
+    for i, row in enumerate(rows):
+        expected[i] = x[row] * 10 if row < m else 0
+    np.testing.assert_array_equal(y, expected)
+
+
+@jit
+def properties(x, out, M, N, BM: pl.constexpr, BN: pl.constexpr):
+    desc = pl.make_tensor_descriptor(x, [M, N], [N, 1], [BM, BN])
+    shape = desc.shape
+    strides = desc.strides
+    pl.store(out + 0, shape[0])
+    pl.store(out + 1, shape[1])
+    pl.store(out + 2, strides[0].to(pl.int32))
+    pl.store(out + 3, strides[1].to(pl.int32))
+    pl.static_assert(desc.block_shape == [BM, BN])
+    pl.static_assert(desc.dtype == pl.float16)
+    pl.store(out + 4, desc.load([0, 0]).shape[1])
+
+
+def test_shape_strides_block_shape_and_dtype(target):
+    x = np.zeros((5, 24), np.float16)
+    out = np.zeros(5, np.int32)
+    properties[(1,)](x, out, 5, 24, BM=2, BN=8, target=target)
+    np.testing.assert_array_equal(out, [5, 24, 24, 1, 8])
+
+
+@jit
+def writes_through_a_descriptor(x, y, n, B: pl.constexpr):
+    src = pl.make_tensor_descriptor(x, [n], [1], [B])
+    dst = pl.make_tensor_descriptor(y, [n], [1], [B])
+    dst.store([0], src.load([0]))
+
+
+def test_a_store_through_a_descriptor_marks_its_base_as_written():
+    x, y = np.zeros(16, np.float32), np.zeros(16, np.float32)
+    assert writes_through_a_descriptor.mutated_args(x, y, 16, B=16) == ["y"]
+
+
+@jit
+def beyond_the_array(x, n, B: pl.constexpr):
+    desc = pl.make_tensor_descriptor(x, [n], [1], [B])
+    desc.store([0], desc.load([0]) + 1)
+
+
+def test_the_interpreter_names_an_element_past_the_array_the_descriptor_claims():
+    x = np.zeros(8, np.float32)
+    from polytile.errors import InterpreterError
+
+    with pytest.raises(InterpreterError, match=r"accesses index 8, out of bounds of argument 'x' \(8 elements of "
+                                               r"float32\) \(at element 8 of the pointer tile\)"):
+        beyond_the_array[(1,)](x, 16, B=16, target="interp")
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+@jit
+def misuse(x, n, CASE: pl.constexpr):
+    if CASE == "rank6":
+        pl.make_tensor_descriptor(x, [n] * 6, [1] * 6, [1] * 6)
+    elif CASE == "padding":
+        pl.make_tensor_descriptor(x, [n], [1], [8], padding_option="inf")
+    elif CASE == "base":
+        pl.make_tensor_descriptor(n, [n], [1], [8])
+    elif CASE == "stride":
+        pl.make_tensor_descriptor(x, [n, n], [n, 2], [8, 8])
+    elif CASE == "gather":
+        pl.make_tensor_descriptor(x, [n, n], [n, 1], [2, 8]).gather(pl.arange(0, 4), 0)
+    elif CASE == "store_shape":
+        pl.make_tensor_descriptor(x, [n], [1], [8]).store([0], pl.zeros((4,), pl.float32))
+    elif CASE == "and_float":
+        pl.make_tensor_descriptor(x, [n], [1], [8]).atomic_and([0], 1.0)
+    elif CASE == "offsets":
+        pl.make_tensor_descriptor(x, [n, n], [n, 1], [8, 8]).load([0])
+
+
+@pytest.mark.parametrize("case,message", [
+    ("rank6", "a descriptor has rank 1 to 5"),
+    ("padding", "unknown padding_option 'inf'"),
+    ("base", "needs a pointer scalar as its base"),
+    ("stride", r"the last dimension must be contiguous \(stride 1\), got strides\[1\] = 2"),
+    ("gather", r"needs a 2-D descriptor whose block is one row \(block_shape \[1, N\]\)"),
+    ("store_shape", r"the value has shape \[4\] but the descriptor moves blocks of \[8\]"),
+    ("and_float", "desc.atomic_and combines integers; this descriptor holds fp32"),
+    ("offsets", "desc.load's offsets has 1 entries for a block of rank 2"),
+])
+def test_misuse_is_a_compilation_error_naming_it(case, message):
+    x = np.zeros(64, np.float32)
+    with pytest.raises(CompilationError, match=message):
+        misuse[(1,)](x, 8, CASE=case, target="interp")
+
+
+# -- docs/tma.md ----------------------------------------------------------------------------
+
+
+def _docs_blocks() -> list[str]:
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "tma.md").read_text()
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def test_the_docs_kernel_runs(target, tmp_path):
+    import importlib.util
+
+    source = _docs_blocks()[0]
+    assert "def add_one" in source
+    path = tmp_path / "docs_tma_kernel.py"  # kernels are read from their file
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("docs_tma_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = np.arange(37 * 45, dtype=np.float32).reshape(37, 45)
+    y = np.zeros_like(x)
+    module.add_one[(3, 2)](x, y, 37, 45, BM=16, BN=32, target=target)
+    np.testing.assert_array_equal(y, x + 1)
+
+
+def test_the_docs_host_descriptors_build():
+    a = np.zeros((128, 64), np.float16)
+    b = np.zeros((64, 32), np.float32)
+    scope = {"a": a, "b": b, "M": 64, "K": 32}
+    exec(_docs_blocks()[1], scope)
+    assert scope["a_desc"].block_shape == [64, 64] and scope["b_desc"].padding == "nan"
