@@ -430,3 +430,19 @@ def test_default_blocked_layout_rejects_bad_settings():
         default_blocked_layout((64,), 4, 16)
     with pytest.raises(LayoutError, match=r"num_warps \(3\) and vector \(1\) must be powers of two"):
         default_blocked_layout((64,), 3)
+
+
+def test_register_offsets_are_one_base_plus_constants_where_the_swizzle_phase_comes_from_threads():
+    from polytile.gpu.lowering.shared import constant_offset_deltas
+
+    # Each thread holds one 8-element run in 8 rows, 8 rows apart: the rows' swizzle phase
+    # (row % 8) comes from the thread alone, so a register's offset is the first one's
+    # plus 8 rows of 64 elements (the tile sits as two 64-column blocks).
+    rows = BlockedLayout(size_per_thread=(1, 8), threads_per_warp=(2, 16), warps_per_cta=(4, 1), order=(1, 0))
+    swizzled = SwizzledSharedLayout(vector=8, per_phase=1, max_phase=8, order=(1, 0), block=64)
+    assert constant_offset_deltas(rows.linear((64, 128)), swizzled, tuple(range(0, 64, 8)), (64, 128)) == [
+        8 * 64 * i for i in range(8)]
+    # Two rows a thread: the second row's phase differs, and XOR does not add: no constants.
+    pairs = BlockedLayout(size_per_thread=(2, 8), threads_per_warp=(4, 8), warps_per_cta=(4, 1), order=(1, 0))
+    plain = SwizzledSharedLayout(vector=8, per_phase=1, max_phase=8, order=(1, 0))
+    assert constant_offset_deltas(pairs.linear((64, 64)), plain, tuple(range(0, 32, 8)), (64, 64)) is None

@@ -23,9 +23,9 @@ from ...plugins.tables import OwnedTable
 from ..layouts import SwizzledSharedLayout
 from ..linear_layout import log2
 from .context import LoweringContext, linear_layout_of, register_lowering
-from .indexing import coordinates, duplicate_register_mask
+from .indexing import duplicate_register_mask
 from .memory import thread_owner, vector_width as global_vector_width
-from .shared import (LLVMAddOps, access_plan, contiguous_run, element_offset, load_registers, buffer_pointer,
+from .shared import (LLVMAddOps, access_plan, buffer_pointer, contiguous_run, load_registers, register_offsets,
                      storage_type, vector_width)
 from .types import element_bits
 
@@ -123,14 +123,11 @@ def _async_copy(op: Any, operands: list, ctx: LoweringContext) -> list:
                             "leave such loads alone")
     layout = linear_layout_of(op.ptr)
     base = b.ptrtoint(_ring_base(ctx, op, op.ring, slot), ir.IntType(32))
-    ops = LLVMAddOps(b)
-    coords = coordinates(ops, layout, ctx.lane_id, ctx.warp_id)
     duplicates = duplicate_register_mask(layout)
     owner = thread_owner(ctx, layout)
-    for start in range(0, layout.num_registers, width):
-        if start & duplicates:
-            continue
-        offset = element_offset(ops, shared, coords[start], shape)
+    starts = [s for s in range(0, layout.num_registers, width) if not s & duplicates]
+    offsets = register_offsets(LLVMAddOps(b), layout, shared, starts, ctx.lane_id, ctx.warp_id, None, shape)
+    for start, offset in zip(starts, offsets):
         byte_offset = b.shl(offset, ctx.i32(log2(bits // 8))) if bits > 8 else offset
         fill = b.not_(mask[start]) if mask is not None else None
         unit.copy(b, b.add(base, byte_offset), ptrs[start], size, fill, owner)

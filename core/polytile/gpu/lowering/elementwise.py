@@ -22,7 +22,6 @@ from ...dialects import math as math_d
 from ...ir import types as t
 from ...plugins.tables import OwnedTable
 from .context import LoweringContext, linear_layout_of, register_lowering
-from .indexing import contiguous_registers
 from .types import (E4M3_F16_SCALE, FP8_FORMATS, BFloatType, LLVMBitOps, UnsupportedType, bit_width, fp8_format,
                     fp8_from_f32, fp8_to_f16_bits, llvm_type)
 
@@ -255,14 +254,21 @@ def fastest_register_dim(layout: Any) -> int:
     return len(layout.shape) - 1
 
 
-def equal_register_run(ctx: LoweringContext, value: Any) -> int:
-    """How many consecutive registers of the tile ``value`` (from any multiple of that
-    count) axis info proves to hold one value: ``cols < n`` with ``n`` a multiple of 16
-    is one compare per 8 registers, not one per register."""
+def equal_register_bits(ctx: LoweringContext, value: Any) -> int:
+    """The register index bits of the tile ``value`` that axis info proves do not change
+    its value: flipping one moves the element within a block of constancy (``cols < n``
+    with ``n`` a multiple of 16 holds one value over 16 aligned columns).  A bit
+    qualifies when its basis stays below the constancy (a power of two) in every
+    dimension: coordinates are XORs of bases, so the flip never leaves the aligned block,
+    whatever the lane and warp.  It covers a thread's consecutive registers and its
+    repetitions alike (rows r and r + 8 of a mask with row constancy 16)."""
     layout = linear_layout_of(value)
-    dim = fastest_register_dim(layout)
-    constancy = ctx.axis_info[value].constancy[dim]
-    return max(min(contiguous_registers(layout, dim), constancy & -constancy), 1)
+    limits = [c & -c for c in ctx.axis_info[value].constancy]  # the largest power of two dividing each
+    bits = 0
+    for index, basis in enumerate(layout.register):
+        if all(b < limit for b, limit in zip(basis, limits)):
+            bits |= 1 << index
+    return bits
 
 
 def lower_elementwise(op: Any, operands: list, ctx: LoweringContext) -> list:
@@ -283,11 +289,12 @@ def lower_elementwise(op: Any, operands: list, ctx: LoweringContext) -> list:
         return [emit(ctx, op, operands)]
     count = len(next(o for o in operands if isinstance(o, list)))
     # Registers axis info proves equal are computed once (ptxas does not know they are).
-    run = equal_register_run(ctx, op.results[0]) if count > 1 else 1
+    keep = ~equal_register_bits(ctx, op.results[0]) if count > 1 else -1
     registers = []
     for r in range(count):
-        if r % run:
-            registers.append(registers[r - r % run])
+        first = r & keep  # the register holding the same value, computed already
+        if first != r:
+            registers.append(registers[first])
             continue
         registers.append(emit(ctx, op, [o[r] if isinstance(o, list) else o for o in operands]))
     return [registers]

@@ -22,6 +22,7 @@ the placement's contiguous dimension (at most 16 bytes; within one swizzle vecto
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -169,14 +170,53 @@ def access_plan(ops: Any, layout: LinearLayout, placement: Any, width: int, lane
     ``to_placement(ops, coords)`` maps the layout's coordinates to the placement's (a
     transpose or reshape); by default they are the same."""
     duplicates = duplicate_register_mask(layout)
+    starts = [s for s in range(0, layout.num_registers, width) if not s & duplicates]
+    return list(zip(starts, register_offsets(ops, layout, placement, starts, lane, warp, to_placement, shape)))
+
+
+def register_offsets(ops: Any, layout: LinearLayout, placement: Any, registers: Sequence[int], lane: Any, warp: Any,
+                     to_placement: Callable[[Any, list], list] | None = None, shape: Sequence[int] = ()) -> list:
+    """The element offset in ``placement`` of each of a thread's ``registers``.
+
+    Where every thread's offsets differ from its first register's by the same constants
+    (the register bits and the thread bits of the offset do not mix, as in a swizzle
+    whose phase comes from thread bits only), the first offset is computed once and the
+    others are it plus a constant, which the assembler folds into the address (``[r +
+    2048]``): one address register for all the accesses, as Triton's linear layouts give."""
+    deltas = None
+    if to_placement is None and len(registers) > 1:
+        deltas = constant_offset_deltas(layout, placement, tuple(registers), tuple(shape))
     coords = coordinates(ops, layout, lane, warp)
-    plan = []
-    for start in range(0, layout.num_registers, width):
-        if start & duplicates:
-            continue
-        where = coords[start] if to_placement is None else to_placement(ops, coords[start])
-        plan.append((start, element_offset(ops, placement, where, shape)))
-    return plan
+    if deltas is None:
+        return [element_offset(ops, placement, coords[r] if to_placement is None else to_placement(ops, coords[r]),
+                               shape) for r in registers]
+    first = element_offset(ops, placement, coords[registers[0]], shape)
+    return [first if d == 0 else ops.add(first, ops.const(d)) for d in deltas]
+
+
+@functools.lru_cache(maxsize=4096)
+def constant_offset_deltas(layout: LinearLayout, placement: Any, registers: tuple, shape: tuple) -> list[int] | None:
+    """``offset(register) - offset(registers[0])`` for each register, when it is the same
+    for every lane and warp (checked over all of them), else None."""
+    import numpy as np
+
+    ops = PyAddOps()
+    lanes = np.arange(1 << len(layout.lane), dtype=np.int64)[:, None]
+    warps = np.arange(1 << len(layout.warp), dtype=np.int64)[None, :]
+    threads = (lanes.size, warps.size)
+    try:
+        coords = coordinates(ops, layout, lanes, warps)
+        offsets = [np.broadcast_to(np.asarray(element_offset(ops, placement, coords[r], shape or ()), np.int64),
+                                   threads) for r in registers]
+    except (TypeError, ValueError, AttributeError, KeyError):
+        return None  # a placement whose offsets are not plain integer arithmetic
+    deltas = []
+    for offset in offsets:
+        delta = offset - offsets[0]
+        if not (delta == delta.flat[0]).all():
+            return None
+        deltas.append(int(delta.flat[0]))
+    return deltas
 
 
 # --------------------------------------------------------------------------------------
@@ -340,5 +380,6 @@ def _barrier(op: Any, operands: list, ctx: LoweringContext) -> list:
     return []
 
 
-__all__ = ["LLVMAddOps", "OFFSETS", "PaddedPlacement", "PyAddOps", "access_plan", "contiguous_run",
+__all__ = ["LLVMAddOps", "OFFSETS", "PaddedPlacement", "PyAddOps", "access_plan", "constant_offset_deltas",
+           "contiguous_run", "register_offsets",
            "element_offset", "load_registers", "shared_pointer", "storage_type", "store_registers", "vector_width"]
