@@ -105,7 +105,12 @@ class ArchCompiler:
             module = fn.lower(*args, **arguments)
             results = compile_for_targets(module, self.archs, label=fn.__name__, **options)
             self.compilations += len(results)
-            outcomes = self._outcomes[key] = {arch: _outcome(result, arch, list(spec.arg_types.values()))
+            # The kernel's parameters: a plugin's argument (a tensor descriptor) passes as its parts.
+            from polytile.runtime.adapters import expand_parameters
+
+            param_types = [type_ for _, type_, _, _ in expand_parameters(list(spec.arg_types), spec.arg_types,
+                                                                         spec.hints, spec.adapted)]
+            outcomes = self._outcomes[key] = {arch: _outcome(result, arch, param_types)
                                               for arch, result in results.items()}
         failures = []
         unlinked = []

@@ -275,3 +275,135 @@ def test_the_docs_host_descriptors_build():
     scope = {"a": a, "b": b, "M": 64, "K": 32}
     exec(_docs_blocks()[1], scope)
     assert scope["a_desc"].block_shape == [64, 64] and scope["b_desc"].padding == "nan"
+
+
+# -- host descriptors as kernel arguments ------------------------------------------------------
+
+
+@jit
+def copy_through_host_descriptors(src, dst, BM: pl.constexpr, BN: pl.constexpr):
+    m, n = pl.program_id(0) * BM, pl.program_id(1) * BN
+    dst.store([m, n], src.load([m, n]) * 2 + 1)
+
+
+def _host(target, array):
+    """``array`` where a kernel on ``target`` reads it: NumPy on the interpreter and when
+    compiling for every arch, a torch tensor on a GPU (copied back by the test)."""
+    if target == "nvidia":
+        import torch
+
+        return torch.from_numpy(array).cuda()
+    return array
+
+
+def _back(value, array):
+    if not isinstance(value, np.ndarray):
+        array[...] = value.cpu().numpy()
+
+
+def test_host_descriptors_pass_to_kernels(target):
+    from polytile_tma.host import TensorDescriptor
+
+    x = np.arange(37 * 48, dtype=np.float32).reshape(37, 48)
+    y = np.full((37, 48), -1, np.float32)
+    xs, ys = _host(target, x), _host(target, y)
+    a, b = TensorDescriptor.from_tensor(xs, [16, 32]), TensorDescriptor.from_tensor(ys, [16, 32])
+    copy_through_host_descriptors[(3, 2)](a, b, BM=16, BN=32, target=target)
+    _back(ys, y)
+    np.testing.assert_array_equal(y, x * 2 + 1)
+
+
+def test_a_host_descriptor_of_part_of_an_array_writes_only_that_part(target):
+    from polytile_tma.host import TensorDescriptor
+
+    x = np.arange(40 * 64, dtype=np.float16).reshape(40, 64)
+    y = np.zeros((40, 64), np.float16)
+    xs, ys = _host(target, x), _host(target, y)
+    # The top-left 20 x 24 of each, in 16 x 16 blocks: the rest of y stays zero.
+    a = TensorDescriptor(xs, [20, 24], [64, 1], [16, 16])
+    b = TensorDescriptor(ys, [20, 24], [64, 1], [16, 16])
+    copy_through_host_descriptors[(2, 2)](a, b, BM=16, BN=16, target=target)
+    _back(ys, y)
+    expected = np.zeros_like(y)
+    expected[:20, :24] = x[:20, :24] * 2 + 1
+    np.testing.assert_array_equal(y, expected)
+
+
+def test_a_store_through_a_host_descriptor_marks_the_argument_as_written():
+    from polytile_tma.host import TensorDescriptor
+
+    x, y = np.zeros((16, 16), np.float32), np.zeros((16, 16), np.float32)
+    a, b = TensorDescriptor.from_tensor(x, [16, 16]), TensorDescriptor.from_tensor(y, [16, 16])
+    assert copy_through_host_descriptors.mutated_args(a, b, BM=16, BN=16) == ["dst"]
+
+
+def test_block_shape_dtype_and_hints_are_part_of_the_specialization():
+    from polytile_tma.host import TensorDescriptor
+
+    x = np.zeros((64, 64), np.float32)
+    key = copy_through_host_descriptors.specialize
+    bind = copy_through_host_descriptors.bind
+    desc = TensorDescriptor.from_tensor
+
+    def spec(a, b):
+        return key(bind((a, b), {"BM": 16, "BN": 16})).key
+
+    same = spec(desc(x, [16, 16]), desc(x, [16, 16]))
+    assert spec(desc(np.ones((64, 64), np.float32), [16, 16]), desc(x, [16, 16])) == same  # the data does not
+    assert spec(desc(x, [16, 32]), desc(x, [16, 16])) != same                              # the block does
+    assert spec(desc(x.astype(np.float16), [16, 16]), desc(x, [16, 16])) != same          # the dtype does
+    assert spec(desc(x, [16, 16], padding="nan"), desc(x, [16, 16])) != same              # the padding does
+    assert spec(desc(np.zeros((60, 64), np.float32), [16, 16]), desc(x, [16, 16])) != same  # shape % 16 does
+
+
+def test_a_descriptor_broken_after_it_was_made_is_a_launch_error_naming_the_argument():
+    from polytile.errors import LaunchError
+    from polytile_tma.host import TensorDescriptor
+
+    x, y = np.zeros((16, 16), np.float32), np.zeros((16, 16), np.float32)
+    a, b = TensorDescriptor.from_tensor(x, [16, 16]), TensorDescriptor.from_tensor(y, [16, 16])
+    copy_through_host_descriptors[(1, 1)](a, b, BM=16, BN=16, target="interp")  # a launch that works
+    b.strides = [16, 2]  # a dataclass can be changed after its checks: the next launch is not the same kernel
+    with pytest.raises(LaunchError, match=r"kernel 'copy_through_host_descriptors': argument 'dst' \(a "
+                                          r"TensorDescriptor\): the last stride \(strides\[1\]\) is 2, not 1"):
+        copy_through_host_descriptors[(1, 1)](a, b, BM=16, BN=16, target="interp")
+
+
+def test_the_autotuner_restores_what_a_descriptor_argument_accumulates_into():
+    from polytile.runtime import Config, autotune
+    from polytile_tma.host import TensorDescriptor
+
+    # dst += src: every trial would add once more if the tuner did not put dst's base back.
+    @autotune(configs=[Config({"BM": 16}, num_warps=4), Config({"BM": 16}, num_warps=2)], key=["n"], warmup=0,
+              rep=1)
+    @jit
+    def accumulate(src, dst, n, BM: pl.constexpr):
+        rows = pl.program_id(0) * BM
+        dst.atomic_add([rows, 0], src.load([rows, 0]))
+
+    x = np.arange(32 * 16, dtype=np.float32).reshape(32, 16)
+    out = np.ones((32, 16), np.float32)
+    accumulate[(2,)](TensorDescriptor.from_tensor(x, [16, 16]), TensorDescriptor.from_tensor(out, [16, 16]), 32)
+    assert accumulate.restored_args == ["dst"]
+    np.testing.assert_array_equal(out, 1 + x)  # exactly one real launch's worth
+
+
+def test_the_docs_host_descriptor_kernel_runs(target, tmp_path):
+    import importlib.util
+
+    source = _docs_blocks()[2]
+    assert "def scale" in source
+    path = tmp_path / "docs_tma_host.py"
+    path.write_text("import polytile as pt\nimport polytile.language as pl\n"
+                    "from polytile_tma.host import TensorDescriptor\n\n" + source.split("\nscale[")[0] + "\n")
+    spec = importlib.util.spec_from_file_location("docs_tma_host", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    scope = {"pt": module.pt, "scale": module.scale, "TensorDescriptor": module.TensorDescriptor, "M": 100, "N": 72}
+    x = np.arange(100 * 72, dtype=np.float32).reshape(100, 72)
+    y = np.zeros_like(x)
+    scope["x"], scope["y"] = _host(target, x), _host(target, y)
+    launch = "scale[" + source.split("\nscale[")[1]
+    exec(launch.replace("BM=64, BN=64)", "BM=64, BN=64, target=target)"), {**scope, "target": target})
+    _back(scope["y"], y)
+    np.testing.assert_array_equal(y, x * 2)

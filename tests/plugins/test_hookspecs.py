@@ -210,16 +210,17 @@ def check_cache_key(monkeypatch):
 
 
 def check_adapt_argument(monkeypatch):
-    class TensorDescriptor:
-        def pack(self, target):
-            return (b"\0" * 128, 0x7F00)
+    from polytile.runtime.adapters import ArgumentAdapter
 
-    fake_module(monkeypatch, "polytile_tma.descriptor", TensorDescriptor=TensorDescriptor)
+    class TensorDescriptor:
+        pass
+
+    adapter = ArgumentAdapter()
+    fake_module(monkeypatch, "polytile_tma.host", TensorDescriptor=TensorDescriptor)
+    fake_module(monkeypatch, "polytile_tma.arguments", ADAPTER=adapter)
     manager = load_example("polytile_adapt_argument", monkeypatch)
-    target = Target("nvidia", "sm_90a")
-    packed = manager.call_hook("polytile_adapt_argument", value=TensorDescriptor(), target=target)
-    assert packed == (b"\0" * 128, 0x7F00)
-    assert manager.call_hook("polytile_adapt_argument", value=object(), target=target) is None
+    assert manager.call_hook("polytile_adapt_argument", value=TensorDescriptor(), target=None) is adapter
+    assert manager.call_hook("polytile_adapt_argument", value=object(), target=None) is None
 
 
 def check_compile_metadata(monkeypatch):

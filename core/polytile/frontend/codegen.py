@@ -105,23 +105,34 @@ class ModuleGen:
 # Entry point
 
 
-def generate_kernel(jit_fn: Any, arg_types: dict[str, t.Type], constexprs: dict[str, Any]) -> tuple[Any, dict]:
+def generate_kernel(jit_fn: Any, arg_types: dict[str, t.Type], constexprs: dict[str, Any],
+                    adapted: dict | None = None) -> tuple[Any, dict]:
     """The module for one specialization of ``jit_fn``: run-time parameters get
-    ``arg_types`` (by name), constexpr parameters take ``constexprs``.  Returns the module
-    and the compile-time globals the kernel read (for the cache key)."""
+    ``arg_types`` (by name), constexpr parameters take ``constexprs``; an argument a
+    plugin adapts (``adapted``: name -> AdaptedPiece, a tensor descriptor) becomes one
+    kernel parameter per part, and its name the value the adapter builds from them.
+    Returns the module and the compile-time globals the kernel read (for the cache key)."""
+    from ..runtime.adapters import expand_parameters
+
     src = jit_fn.source()
     mod = ModuleGen()
     params = [p for p in jit_fn.param_names if p in arg_types]
-    kernel = func_d.FuncOp.create(src.name, [arg_types[p] for p in params], [], arg_names=params,
+    expanded = expand_parameters(params, arg_types, ("",) * len(params), adapted)
+    kernel = func_d.FuncOp.create(src.name, [type_ for _, type_, _, _ in expanded], [],
+                                  arg_names=[name for name, _, _, _ in expanded],
                                   location=src.location(src.tree), kernel=True)
     mod.module.body.block.append(kernel)
     scope: dict[str, Any] = dict(constexprs)
-    for param, arg in zip(params, kernel.arguments):
-        scope[param] = lc.tensor(arg)
+    parts: dict[str, list] = {}
+    for (_, _, _, owner), arg in zip(expanded, kernel.arguments):
+        parts.setdefault(owner, []).append(lc.tensor(arg))
     mod.builder.insertion_point = InsertionPoint.at_end(kernel.entry_block)
     mod.builder.location = src.location(src.tree)
     previous = lc.set_context(mod)
     try:
+        for param in params:
+            piece = (adapted or {}).get(param)
+            scope[param] = parts[param][0] if piece is None else piece.adapter.build(piece.key, parts[param])
         returned = mod.run_body(src, scope, in_kernel=True)
         if returned is not None:
             raise src.error(src.tree, f"kernel '{src.name}' returns a value; kernels write their results "

@@ -313,32 +313,38 @@ def polytile_cache_key(target: "Target", options: Any) -> str | None:
 
 @hookspec(firstresult=True)
 def polytile_adapt_argument(value: Any, target: "Target") -> Any:
-    """Turn a kernel launch argument the runtime does not know into one it does.
+    """Say how a kernel launch argument of a type the runtime does not know passes.
 
-    :param value: the argument as the user passed it (a tensor descriptor object, a
-        library's array type).
-    :param target: the target of the kernel being launched.
-    :return: the replacement (a tensor, a pointer, a scalar, or a tuple the runtime
-        knows how to pass), or ``None`` to let other plugins try.
+    :param value: the argument as the user passed it (a tensor descriptor object).
+    :param target: ``None``: asked once per Python type, before any target is chosen;
+        what depends on the target belongs in the plugin's passes and lowerings.
+    :return: a :class:`polytile.runtime.adapters.ArgumentAdapter` for values of this
+        type, or ``None`` to let other plugins try.
 
-    Called at specialization time for each argument whose type the runtime does not
-    recognise, once per new argument type, not on every launch; the first non-``None``
-    result wins (``firstresult``).  Return ``None`` quickly for values that are not
-    yours.
+    Called the first time a launch passes a value of a type the runtime does not know
+    (arrays, tensors, numbers and bools it knows), once per type: the answer is kept for
+    the process.  The first non-``None`` result wins (``firstresult``).  Return ``None``
+    quickly for values that are not yours.
 
-    Not called yet: the launch path does not ask this hook today; it is wired together
-    with the first plugin that needs it (TMA tensor descriptors).
+    The adapter keys the launch (``key``), names the kernel parameter's IR type
+    (``ir_type``), lists the run-time parameters the argument passes as (``parts``: a
+    descriptor's base pointer, shape and strides), builds the value the parameter's name
+    stands for inside the kernel from them (``build``), flattens a value into them at
+    each launch (``flatten``), checks a value before a launch (``check``), and names the
+    array the kernel writes through it for the autotuner (``storage``); see
+    :mod:`polytile.runtime.adapters`.
 
     Example::
 
         from polytile.plugins import hookimpl
-        from polytile_tma.descriptor import TensorDescriptor
 
         @hookimpl
         def polytile_adapt_argument(value, target):
+            from polytile_tma.host import TensorDescriptor
             if not isinstance(value, TensorDescriptor):
                 return None
-            return value.pack(target)   # a 128-byte CUtensorMap and the base pointer
+            from polytile_tma.arguments import ADAPTER
+            return ADAPTER
     """
 
 

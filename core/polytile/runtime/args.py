@@ -188,6 +188,15 @@ class SavedArgument:
 
     def __init__(self, kernel: str, name: str, value: Any, error: Any, keep: bool = True):
         self.value = value
+        from .binder import adapter_of
+
+        adapter = adapter_of(value)
+        if adapter is not None:  # a plugin's argument (a tensor descriptor): the array it writes through
+            stored = adapter.storage(value)
+            if stored is None:
+                raise error(f"kernel '{kernel}': argument '{name}' ({type(value).__name__}) writes memory its plugin "
+                            "cannot name, so it cannot be saved and put back between autotuning trials")
+            value = stored
         self._torch = is_torch_tensor(value) and hasattr(value, "copy_") and hasattr(value, "clone")
         if self._torch:
             self._target = value

@@ -52,17 +52,20 @@ class ArgumentKind:
     those expressions read, by name without the prefix).
     """
 
-    __slots__ = ("name", "probe", "plain", "describe", "inline", "names")
+    __slots__ = ("name", "probe", "plain", "describe", "inline", "names", "adapter")
 
     def __init__(self, name: str, probe: Callable[[Any], Hashable], plain: Callable[[Any], Hashable],
                  describe: Callable[[Any, Callable[[str], Exception]], tuple[t.Type, str]],
-                 inline: tuple[str, str, str] | None = None, names: dict[str, Any] | None = None):
+                 inline: tuple[str, str, str] | None = None, names: dict[str, Any] | None = None,
+                 adapter: Any = None):
         self.name = name
         self.probe = probe
         self.plain = plain
         self.describe = describe
         self.inline = inline
         self.names = names or {}
+        #: The plugin's ArgumentAdapter for a type a plugin adapts (.adapters), else None.
+        self.adapter = adapter
 
 
 # -- scalars ------------------------------------------------------------------------------
@@ -278,7 +281,29 @@ def _make_kind(cls: type, value: Any) -> ArgumentKind | None:
         return _interface_kind("__array_interface__", "array")
     if hasattr(value, "__dlpack__"):
         return _dlpack_kind()
-    return None
+    from .adapters import adapter_for
+
+    adapter = adapter_for(value)
+    return None if adapter is None else _adapted_kind(adapter)
+
+
+def _adapted_kind(adapter: Any) -> ArgumentKind:
+    """A plugin's argument type (a tensor descriptor): keyed, typed and checked by its adapter."""
+    from .adapters import AdaptedPiece
+
+    def probe(x: Any) -> Any:
+        return AdaptedPiece(adapter, adapter.key(x))
+
+    def describe(piece: Any, error: Callable[[str], Exception]) -> tuple[t.Type, str]:
+        return adapter.ir_type(piece.key), ""
+
+    return ArgumentKind(adapter.name, probe, probe, describe, adapter=adapter)
+
+
+def adapter_of(value: Any) -> Any:
+    """The plugin adapter ``value`` passes through, or None (plain arrays and numbers)."""
+    kind = kind_of(value)
+    return None if kind is None else kind.adapter
 
 
 def kind_of(value: Any) -> ArgumentKind | None:

@@ -37,7 +37,9 @@ from ..errors import CompilationError, ConfigError, LaunchError, PolytileError, 
 from ..ir import types as t
 from ..resources import RESOURCES, warn_if_spilling
 from ..language import core as lc
-from .binder import MISSING, Unkeyed, constexpr_piece, describe_argument, make_entry, make_grid3, make_namer
+from .adapters import AdaptedPiece, expand_parameters, flattening_launcher
+from .binder import (MISSING, Unkeyed, adapter_of, constexpr_piece, describe_argument, make_entry, make_grid3,
+                     make_namer)
 from .cache import globals_guard
 
 #: Launch keywords that are options, not kernel arguments (unless the kernel has such a parameter).
@@ -53,7 +55,8 @@ class CompiledKernel:
     def __init__(self, name: str, module: Any, target: Any, backend: Any, run_params: list[str],
                  globals_used: list, result: Any = None, cache_key: str | None = None, from_disk: bool = False, *,
                  options: Any = None, params: tuple[LaunchParam, ...] | None = None, binaries: dict | None = None,
-                 metadata: dict | None = None, select: tuple[int, ...] | None = None, ir_text: str | None = None):
+                 metadata: dict | None = None, select: tuple[int, ...] | None = None, ir_text: str | None = None,
+                 adapters: list | None = None):
         self.name = name
         #: The IR text of a kernel read from the disk cache with ``module`` None: parsed on first use.
         self._ir_text = ir_text
@@ -82,6 +85,9 @@ class CompiledKernel:
         launcher = backend.make_launcher(compiled=self, kernel_name=name, params=self.params, options=self.options)
         #: The backend's launcher itself (``launcher`` below may wrap it).
         self.backend_launcher = launcher
+        if adapters is not None and any(a is not None for a in adapters):
+            # Arguments a plugin adapts (tensor descriptors) pass as their parts.
+            launcher = flattening_launcher(launcher, adapters)
         if select is not None:
             # Some run-time parameters were passed None and compiled in: the launch's
             # values include them, the launcher does not take them.
@@ -128,6 +134,8 @@ class Specialization(NamedTuple):
     values: list
     #: Per run-time argument (in order): ``"D"`` divisible by 16, ``"1"`` equal to 1, ``""``.
     hints: tuple
+    #: Run-time arguments a plugin adapts (a tensor descriptor): name -> AdaptedPiece.
+    adapted: dict | None = None
 
 
 #: Every live @jit function, so that a change of the configured target reaches their hot caches.
@@ -407,7 +415,7 @@ class JITFunction:
         compiled = self.cache.get(canonical)
         if compiled is None or (compiled.guard is not None and not compiled.guard()):
             compiled = self._compile(spec.arg_types, spec.constexprs, resolved, backend, parsed, options,
-                                     spec.hints, spec.key)
+                                     spec.hints, spec.key, spec.adapted)
             self.cache[canonical] = compiled
         return compiled
 
@@ -416,6 +424,7 @@ class JITFunction:
         the run-time argument values in parameter order and their hints."""
         constexpr_names = self.constexpr_names()
         key: list[Any] = []
+        adapted: dict[str, Any] = {}
         arg_types: dict[str, t.Type] = {}
         constexprs: dict[str, Any] = {}
         values: list[Any] = []
@@ -437,19 +446,27 @@ class JITFunction:
                 constexprs[name] = value
                 continue
             type_, hint = describe_argument(self.__name__, name, value, name not in self.do_not_specialize)
-            key.append((name, str(type_), hint))
+            adapter = adapter_of(value)
+            if adapter is not None:
+                adapter.check(self.__name__, name, value)
+                piece = AdaptedPiece(adapter, adapter.key(value))
+                adapted[name] = piece
+                key.append((name, str(type_), type(adapter).__qualname__, piece.key))
+            else:
+                key.append((name, str(type_), hint))
             arg_types[name] = type_
             values.append(value)
             hints.append(hint)
-        return Specialization(tuple(key), arg_types, constexprs, values, tuple(hints))
+        return Specialization(tuple(key), arg_types, constexprs, values, tuple(hints), adapted)
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """The core-IR module the frontend makes for these arguments (before any pass)."""
         from ..frontend.codegen import generate_kernel
 
         spec = self.specialize(self.bind(args, kwargs))
-        module, _ = generate_kernel(self, spec.arg_types, spec.constexprs)
-        attach_hints(module, spec.hints)
+        module, _ = generate_kernel(self, spec.arg_types, spec.constexprs, spec.adapted)
+        attach_hints(module, [h for _, _, h, _ in expand_parameters(list(spec.arg_types), spec.arg_types,
+                                                                    spec.hints, spec.adapted)])
         return module
 
     def mutated_args(self, *args: Any, **kwargs: Any) -> list[str]:
@@ -466,8 +483,12 @@ class JITFunction:
         if found is None:
             from ..frontend.codegen import generate_kernel
 
-            module, _ = generate_kernel(self, spec.arg_types, spec.constexprs)
-            found = self._mutated[spec.key] = mutated_arguments(module)
+            module, _ = generate_kernel(self, spec.arg_types, spec.constexprs, spec.adapted)
+            # A write through a part of an adapted argument (a descriptor's base) is a
+            # write to the argument.
+            owners = {name: owner for name, _, _, owner in expand_parameters(
+                list(spec.arg_types), spec.arg_types, spec.hints, spec.adapted)}
+            found = self._mutated[spec.key] = list(dict.fromkeys(owners.get(n, n) for n in mutated_arguments(module)))
         return list(found)
 
     def compile(self, arg_types: dict, constexprs: dict, target: Any = None, options: dict | None = None,
@@ -479,26 +500,29 @@ class JITFunction:
         return self._compile(arg_types, constexprs, resolved, backend, parsed, options, hints, key)
 
     def _compile(self, arg_types: dict, constexprs: dict, resolved: Any, backend: Any, parsed: Any, options: dict,
-                 hints: tuple, key: tuple | None) -> CompiledKernel:
+                 hints: tuple, key: tuple | None, adapted: dict | None = None) -> CompiledKernel:
         from ..plugins.manager import get_plugin_manager
         from .cache import EntryProblem, KernelCache, cache_directory, cache_enabled, global_snapshot, kernel_cache_key
 
         options = _backend_options(options)
         params = list(arg_types)
-        launch_params = tuple(LaunchParam(name, arg_types[name], 16 if hint == "D" else 1, hint == "1")
-                              for name, hint in zip(params, hints))
+        adapted = adapted or {}
+        # A plugin's argument (a tensor descriptor) passes as its parts.
+        launch_params = tuple(LaunchParam(name, type_, 16 if hint == "D" else 1, hint == "1")
+                              for name, type_, hint, _ in expand_parameters(params, arg_types, hints, adapted))
+        adapters = [adapted[n].adapter if n in adapted else None for n in params] if adapted else None
         constexpr_names = self.constexpr_names()
         runtime_names = [n for n in self.param_names if n not in constexpr_names]
         select = None if runtime_names == params else tuple(runtime_names.index(n) for n in params)
 
         def make(name: str, module: Any, globals_used: list, **more: Any) -> CompiledKernel:
             compiled = CompiledKernel(name, module, resolved, backend, params, globals_used, options=parsed,
-                                      params=launch_params, select=select, **more)
+                                      params=launch_params, select=select, adapters=adapters, **more)
             compiled.grid_defaults = {k: v for k, v in compiled.grid_defaults.items() if k not in self.param_names}
             return compiled
 
         def build(disk_key: str | None) -> tuple[CompiledKernel, Any]:
-            return self._build(arg_types, constexprs, resolved, options, hints, params, make, disk_key)
+            return self._build(arg_types, constexprs, resolved, options, hints, params, make, disk_key, adapted)
 
         disk_key = None
         if cache_enabled():
@@ -542,18 +566,19 @@ class JITFunction:
         return compiled
 
     def _build(self, arg_types: dict, constexprs: dict, resolved: Any, options: dict, hints: tuple,
-               params: list, make: Callable, disk_key: str | None) -> tuple[CompiledKernel, Any]:
+               params: list, make: Callable, disk_key: str | None,
+               adapted: dict | None = None) -> tuple[CompiledKernel, Any]:
         """Compile one specialization: the kernel, and the cache entry to store."""
         # Imported only now: a kernel found in the disk cache needs neither.
         from ..compiler import compile_module
         from ..frontend.codegen import generate_kernel
         from .cache import global_snapshot
 
-        module, _ = generate_kernel(self, arg_types, constexprs)
+        module, _ = generate_kernel(self, arg_types, constexprs, adapted)
         # Taken after generation, from the same sources the cache key hashes: every
         # global of every @jit function involved, whichever module it lives in.
         globals_used = global_snapshot(self)
-        attach_hints(module, hints)
+        attach_hints(module, [h for _, _, h, _ in expand_parameters(params, arg_types, hints, adapted)])
         result = compile_module(module, resolved, label=self.__name__, **options)
         self.compile_count += 1
         binaries = dict(getattr(result, "binaries", None) or {})  # GPU backends: cubin, hsaco ...

@@ -44,3 +44,14 @@ def polytile_configure_pipeline(pipeline, target, options):
     from .lowering import LowerTensorDescriptors
 
     pipeline.insert_after(LOWERING_ANCHOR, LowerTensorDescriptors())
+
+
+@hookimpl
+def polytile_adapt_argument(value, target):
+    from .host import TensorDescriptor
+
+    if not isinstance(value, TensorDescriptor):
+        return None
+    from .arguments import ADAPTER
+
+    return ADAPTER

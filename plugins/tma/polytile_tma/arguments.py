@@ -1,0 +1,95 @@
+"""Host descriptors as kernel arguments: the adapter polytile's runtime asks for a
+``TensorDescriptor`` (``polytile_adapt_argument``).
+
+A descriptor argument passes as its parts: the base pointer, the shape (i32 each) and the
+strides but the last (i64 each; the last is 1, Triton's rule, and is compiled in).  The
+kernel gets one parameter per part and its name stands for the descriptor made from them
+(``tma.make_descriptor``), so the kernel body is the same whether the descriptor came from
+the host or from ``pl.make_tensor_descriptor``, and every target runs it through the same
+lowering.  The launch is keyed by what changes the compiled code: the element type, the
+block shape, the padding, and which shape entries and strides are multiples of 16 (hints,
+as Triton specializes them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable
+
+from polytile.runtime.adapters import ArgumentAdapter, LaunchPart
+
+_I32_MAX = 2**31 - 1
+
+
+class DescriptorKey(tuple):
+    """(element, block_shape, padding, shape divisible by 16 per dimension, strides but
+    the last divisible by 16, the descriptor's alignment rules hold).
+
+    The last entry keeps a descriptor changed after a launch (its fields are a
+    dataclass's) from reusing that launch's kernel: its key changes, so the launch takes
+    the slow path, whose check names what is wrong."""
+
+    __slots__ = ()
+
+
+def _div16(values: Any) -> tuple:
+    return tuple(int(v) % 16 == 0 for v in values)
+
+
+class DescriptorAdapter(ArgumentAdapter):
+    """How a :class:`~polytile_tma.host.TensorDescriptor` passes to kernels."""
+
+    name = "TensorDescriptor"
+
+    def key(self, value: Any) -> Hashable:
+        shape, strides = value.shape, value.strides
+        size = value.element_bytes
+        valid = (value.address % 16 == 0 and int(strides[-1]) == 1 and all(int(s) > 0 for s in shape)
+                 and all(int(s) * size % 16 == 0 for s in strides[:-1]))
+        return DescriptorKey((value.element, tuple(int(b) for b in value.block_shape), value.padding,
+                              _div16(shape), _div16(strides[:-1]), valid))
+
+    def ir_type(self, key: Any) -> Any:
+        from polytile.ir import types as t
+
+        from .types import TensorDescType
+
+        element, block, padding = key[0], key[1], key[2]
+        return TensorDescType(t.TileType(block, t.SCALAR_TYPES[element]), padding)
+
+    def parts(self, key: Any) -> list[LaunchPart]:
+        from polytile.ir import types as t
+
+        element, block, _, shape16, stride16, _ = key
+        parts = [LaunchPart("_base", t.PointerType(t.SCALAR_TYPES[element]), 16)]
+        parts += [LaunchPart(f"_shape{d}", t.i32, 16 if div else 1) for d, div in enumerate(shape16)]
+        parts += [LaunchPart(f"_stride{d}", t.i64, 16 if div else 1) for d, div in enumerate(stride16)]
+        return parts
+
+    def build(self, key: Any, parts: list) -> Any:
+        from .language import make_tensor_descriptor
+
+        rank = len(key[1])
+        base, shape, strides = parts[0], parts[1:1 + rank], parts[1 + rank:]
+        return make_tensor_descriptor(base, list(shape), [*strides, 1], list(key[1]), padding_option=key[2])
+
+    def flatten(self, value: Any) -> tuple:
+        return (value.base, *(int(s) for s in value.shape), *(int(s) for s in value.strides[:-1]))
+
+    def check(self, kernel: str, argument: str, value: Any) -> None:
+        value.check_for_launch(kernel, argument)
+        too_big = [f"shape[{d}] = {int(s)}" for d, s in enumerate(value.shape) if int(s) > _I32_MAX]
+        if too_big:
+            from polytile.errors import LaunchError
+
+            raise LaunchError(f"kernel '{kernel}': argument '{argument}' (a TensorDescriptor): {', '.join(too_big)} "
+                              f"does not fit in 32 bits; a descriptor's shape entries are i32, as in Triton")
+
+    def storage(self, value: Any) -> Any:
+        return value.base
+
+
+#: The one adapter (it holds no state).
+ADAPTER = DescriptorAdapter()
+
+
+__all__ = ["ADAPTER", "DescriptorAdapter"]
