@@ -17,7 +17,11 @@ from typing import Any, Hashable
 
 from polytile.runtime.adapters import ArgumentAdapter, LaunchPart
 
+from .host import _describe_base
+
 _I32_MAX = 2**31 - 1
+#: Where a descriptor keeps what its last launch computed (see DescriptorAdapter.key).
+_LAUNCH = "_polytile_launch"
 
 
 class DescriptorKey(tuple):
@@ -41,12 +45,24 @@ class DescriptorAdapter(ArgumentAdapter):
     name = "TensorDescriptor"
 
     def key(self, value: Any) -> Hashable:
-        shape, strides = value.shape, value.strides
-        size = value.element_bytes
-        valid = (value.address % 16 == 0 and int(strides[-1]) == 1 and all(int(s) > 0 for s in shape)
-                 and all(int(s) * size % 16 == 0 for s in strides[:-1]))
-        return DescriptorKey((value.element, tuple(int(b) for b in value.block_shape), value.padding,
-                              _div16(shape), _div16(strides[:-1]), valid))
+        # Every launch asks: what the key and the parts depend on is compared with what
+        # the last launch of this object saw (the base by identity, its address, the
+        # fields by value: a list changed in place counts too), and reused when equal.
+        base = value.base
+        info = _describe_base(base)
+        shape, strides = tuple(value.shape), tuple(value.strides)
+        block, padding = tuple(value.block_shape), value.padding
+        seen = value.__dict__.get(_LAUNCH)
+        if seen is not None and seen[0] is base and seen[1] == (info.address, shape, strides, block, padding):
+            return seen[2]
+        size = info.element_bytes
+        valid = (info.address is not None and info.address % 16 == 0 and int(strides[-1]) == 1
+                 and all(int(s) > 0 for s in shape) and all(int(s) * size % 16 == 0 for s in strides[:-1]))
+        key = DescriptorKey((info.element, tuple(int(b) for b in block), padding, _div16(shape),
+                             _div16(strides[:-1]), valid))
+        flat = (base, *(int(s) for s in shape), *(int(s) for s in strides[:-1]))
+        value.__dict__[_LAUNCH] = (base, (info.address, shape, strides, block, padding), key, flat)
+        return key
 
     def ir_type(self, key: Any) -> Any:
         from polytile.ir import types as t
@@ -73,6 +89,10 @@ class DescriptorAdapter(ArgumentAdapter):
         return make_tensor_descriptor(base, list(shape), [*strides, 1], list(key[1]), padding_option=key[2])
 
     def flatten(self, value: Any) -> tuple:
+        # The launch keyed the value just before (the key of this very launch): its parts.
+        seen = value.__dict__.get(_LAUNCH)
+        if seen is not None and seen[0] is value.base:
+            return seen[3]
         return (value.base, *(int(s) for s in value.shape), *(int(s) for s in value.strides[:-1]))
 
     def check(self, kernel: str, argument: str, value: Any) -> None:

@@ -115,8 +115,26 @@ def _has_array_protocol(x: Any) -> bool:
     return all(hasattr(x, name) for name in ("data_ptr", "dtype", "shape", "stride"))
 
 
+#: dtype -> element name, for the dtypes seen: a launch reads every descriptor's dtype,
+#: and NumPy's ``dtype.name`` alone costs microseconds.
+_ELEMENT_OF_DTYPE: dict = {}
+
+
 def _element_of(dtype: Any) -> str:
     """polytile's name for ``dtype``'s elements; TypeError naming a dtype it has no type for."""
+    try:
+        return _ELEMENT_OF_DTYPE[dtype]
+    except (KeyError, TypeError):  # not seen yet, or not hashable
+        pass
+    element = _element_named(dtype)
+    try:
+        _ELEMENT_OF_DTYPE[dtype] = element
+    except TypeError:
+        pass
+    return element
+
+
+def _element_named(dtype: Any) -> str:
     if isinstance(dtype, str):
         name = dtype
     elif isinstance(getattr(dtype, "name", None), str):  # NumPy dtypes (CuPy's, ml_dtypes')
@@ -135,8 +153,27 @@ def _element_of(dtype: Any) -> str:
     return element
 
 
+#: type -> how to read a base of that type ("numpy", "torch", "fake", "protocol"): asked on
+#: every launch, decided once per type.
+_KIND_OF_TYPE: dict = {}
+
+
 def _describe_base(base: Any) -> _Base:
     """The kind, element type and address of ``base``; TypeError for a base of the wrong kind."""
+    kind = _KIND_OF_TYPE.get(type(base))
+    if kind == "torch":
+        element = _element_of(base.dtype)
+        return _Base("torch tensor", element, ELEMENT_BYTES[element], base.data_ptr())
+    if kind == "numpy":
+        element = _element_of(base.dtype)
+        return _Base("NumPy array", element, ELEMENT_BYTES[element], base.__array_interface__["data"][0])
+    described = _describe_base_slowly(base)
+    if described.kind in ("NumPy array", "torch tensor"):
+        _KIND_OF_TYPE[type(base)] = "numpy" if described.kind == "NumPy array" else "torch"
+    return described
+
+
+def _describe_base_slowly(base: Any) -> _Base:
     if _is_numpy(base):
         element = _element_of(base.dtype)
         return _Base("NumPy array", element, ELEMENT_BYTES[element], int(base.__array_interface__["data"][0]))
@@ -182,6 +219,34 @@ def _integers(field: str, value: Any, problems: list[str]) -> list[int | None] |
     return entries
 
 
+def _plainly_valid(desc: Any, base: _Base) -> bool:
+    """Whether ``desc`` keeps every rule, when its fields are plain ints and lists (the
+    common case, checked fast); False means "ask problems()", which says what is wrong."""
+    try:
+        shape, strides, block = desc.shape, desc.strides, desc.block_shape
+        rank = len(shape)
+        if not 1 <= rank <= MAX_RANK or len(strides) != rank or len(block) != rank:
+            return False
+        if base.address is not None and base.address % ALIGNMENT:
+            return False
+        if strides[-1] != 1 or desc.padding not in ("zero", "nan"):
+            return False
+        if desc.padding == "nan" and base.element not in FLOATING_ELEMENTS:
+            return False
+        size, count = base.element_bytes, 1
+        for i in range(rank):
+            n, b = shape[i], block[i]
+            if type(n) is not int or type(b) is not int or n <= 0 or b <= 0 or b & (b - 1):
+                return False
+            count *= b
+        for s in strides[:-1]:
+            if type(s) is not int or s * size % ALIGNMENT:
+                return False
+        return count <= MAX_BLOCK_ELEMENTS and type(strides[-1]) is int
+    except TypeError:
+        return False
+
+
 def _is_power_of_two(n: int) -> bool:
     # Triton's test is n & (n - 1) == 0, which lets 0 through; 0 is no power of two.
     return n > 0 and n & (n - 1) == 0
@@ -213,9 +278,11 @@ class TensorDescriptor:
 
     def __post_init__(self) -> None:
         try:
-            _describe_base(self.base)
+            base = _describe_base(self.base)
         except TypeError as error:
             raise TypeError(f"TensorDescriptor: {error}") from None
+        if _plainly_valid(self, base):
+            return  # the common case, checked without words: a launch may make descriptors each time
         problems = self.problems()
         if problems:
             raise ValueError("TensorDescriptor: " + "; ".join(problems))
