@@ -19,7 +19,8 @@
  */
 
 enum { MAX_PLANS = 4 };
-enum { CHECK_EQUAL = 1, CHECK_NONE = 2, CHECK_TENSOR = 3, CHECK_INT = 4, CHECK_FLOAT = 5, CHECK_BOOL = 6 };
+enum { CHECK_EQUAL = 1, CHECK_NONE = 2, CHECK_TENSOR = 3, CHECK_INT = 4, CHECK_FLOAT = 5, CHECK_BOOL = 6,
+       CHECK_ADAPTED = 7 };
 enum { HINT_ANY = 0, HINT_ALIGNED = 1, HINT_UNALIGNED = 2, HINT_ONE = 3, HINT_DIVISIBLE = 4, HINT_OTHER = 5 };
 enum { RANGE_I32 = 0, RANGE_I64 = 1, RANGE_U64 = 2 };
 /* try_plan's answers besides -1 (an exception is set). */
@@ -29,8 +30,14 @@ typedef struct {
     uint8_t check, code, hint, range;
     uint32_t object;    /* the expected value, or the tensor type (then its dtype), in `objects` */
     int32_t parameter;  /* the kernel parameter the value is packed into, or -1 */
-    uint32_t unused;
+    uint32_t parts;     /* CHECK_ADAPTED: how many parameters (from `parameter` on) the value fills */
 } SlotCheck;
+
+/* CHECK_ADAPTED: an argument a plugin adapts (a tensor descriptor).  `objects` holds, from
+ * `object` on: the adapter's key_and_parts (called with the value, it answers (key, parts)),
+ * the key the plan was made with, and the parts' parameter codes (bytes: 'P' a tensor,
+ * else a scalar code).  The value matches when its key equals the plan's; its parts are
+ * packed into the `parts` parameters from `parameter` on. */
 
 typedef struct {
     PyObject_HEAD
@@ -159,6 +166,24 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     }
     for (Py_ssize_t i = 0; i < plan->nslots; i++) {
         const SlotCheck *slot = &plan->slots[i];
+        if (slot->check == CHECK_ADAPTED) {
+            int valid = slot->parameter >= 0 && slot->parts > 0 &&
+                        (uint64_t)slot->parameter + slot->parts <= plan->count &&
+                        (uint64_t)slot->object + 2 < (uint64_t)object_count &&
+                        PyCallable_Check(PyTuple_GET_ITEM(objects, slot->object)) &&
+                        PyBytes_Check(PyTuple_GET_ITEM(objects, slot->object + 2)) &&
+                        PyBytes_GET_SIZE(PyTuple_GET_ITEM(objects, slot->object + 2)) == (Py_ssize_t)slot->parts;
+            for (uint32_t part = 0; valid && part < slot->parts; part++) {
+                char code = PyBytes_AS_STRING(PyTuple_GET_ITEM(objects, slot->object + 2))[part];
+                valid = code_size(code) != 0 &&
+                        (uint64_t)plan->offsets[slot->parameter + part] + (uint64_t)code_size(code) <= plan->size;
+            }
+            if (!valid) {
+                Py_DECREF(plan);
+                return plan_invalid("an adapted argument's slot check is out of range");
+            }
+            continue;
+        }
         int packs = slot->check == CHECK_TENSOR || slot->check == CHECK_INT || slot->check == CHECK_FLOAT ||
                     slot->check == CHECK_BOOL;
         if (slot->check < CHECK_EQUAL || slot->check > CHECK_BOOL || (packs && (slot->parameter < 0 ||
@@ -188,9 +213,45 @@ static PyTypeObject PlanType = {
 };
 
 /* 0 when the value passes the slot's check (and is packed), NO_MATCH when it does not. */
+/* CHECK_ADAPTED (see SlotCheck): 0 when the value's key is the plan's (its parts are
+ * packed), NO_MATCH otherwise (the Python path then keys it, or explains what is wrong). */
+static int check_adapted(const Plan *plan, const SlotCheck *slot, PyObject *value, char *bytes, long long *device,
+                         int *any_tensor) {
+    PyObject *objects = plan->objects;
+    PyObject *answer = PyObject_CallOneArg(PyTuple_GET_ITEM(objects, slot->object), value);
+    if (answer == NULL) { PyErr_Clear(); return NO_MATCH; }
+    int result = NO_MATCH;
+    if (PyTuple_CheckExact(answer) && PyTuple_GET_SIZE(answer) == 2) {
+        PyObject *parts = PyTuple_GET_ITEM(answer, 1);
+        int equal = PyObject_RichCompareBool(PyTuple_GET_ITEM(answer, 0), PyTuple_GET_ITEM(objects, slot->object + 1),
+                                             Py_EQ);
+        if (equal < 0) PyErr_Clear();
+        if (equal == 1 && PyTuple_Check(parts) && PyTuple_GET_SIZE(parts) == (Py_ssize_t)slot->parts) {
+            const char *codes = PyBytes_AS_STRING(PyTuple_GET_ITEM(objects, slot->object + 2));
+            result = 0;
+            for (uint32_t part = 0; result == 0 && part < slot->parts; part++) {
+                PyObject *item = PyTuple_GET_ITEM(parts, part);
+                char *at = bytes + plan->offsets[slot->parameter + part];
+                if (codes[part] == 'P') {
+                    uint64_t address;
+                    if (read_tensor(item, device, &address)) { result = NO_MATCH; break; }
+                    *any_tensor = 1;
+                    memcpy(at, &address, 8);
+                } else if (pack_scalar(codes[part], item, at)) {
+                    PyErr_Clear();
+                    result = NO_MATCH;
+                }
+            }
+        }
+    }
+    Py_DECREF(answer);
+    return result;
+}
+
 static int check_slot(const Plan *plan, const SlotCheck *slot, PyObject *value, char *bytes, long long *device,
                       int *any_tensor) {
     PyObject *objects = plan->objects;
+    if (slot->check == CHECK_ADAPTED) return check_adapted(plan, slot, value, bytes, device, any_tensor);
     int packs = slot->check >= CHECK_TENSOR;
     char *at = packs ? bytes + plan->offsets[slot->parameter] : NULL;
     switch (slot->check) {

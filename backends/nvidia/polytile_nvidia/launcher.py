@@ -47,7 +47,7 @@ _WARP_SIZE = 32
 #: The native launcher's calls, by the number it reports a driver failure with.
 _NATIVE_CALLS = {1: "cuCtxGetCurrent", 2: "cuCtxSetCurrent", 3: "cuLaunchKernel"}
 #: A dispatch plan's checks, hints and int ranges as ``_launch.c`` numbers them.
-_DISPATCH_CHECKS = {"equal": 1, "none": 2, "tensor": 3, "int": 4, "float": 5, "bool": 6}
+_DISPATCH_CHECKS = {"equal": 1, "none": 2, "tensor": 3, "int": 4, "float": 5, "bool": 6, "adapted": 7}
 _DISPATCH_HINTS = {"any": 0, "aligned": 1, "unaligned": 2, "one": 3, "divisible": 4, "other": 5}
 _DISPATCH_RANGES = {"": 0, "i32": 0, "i64": 1, "u64": 2}
 #: The parameter codes each check may pack into ("\0": packs nothing).
@@ -192,6 +192,15 @@ class Launcher(LauncherBase):
         objects: list[Any] = []
         slots = []
         for slot in plan.slots:
+            if slot.check == "adapted":  # a plugin's argument: its call, its key, its parts' codes
+                part_codes = codes[slot.parameter:slot.parameter + slot.parts]
+                if any(c == "?" for c in part_codes):
+                    return None
+                index = len(objects)
+                objects.extend([slot.expected[0], slot.expected[1], "".join(part_codes).encode()])
+                slots.append(struct.pack("<4BIiI", _DISPATCH_CHECKS["adapted"], 0, 0, 0, index, slot.parameter,
+                                         slot.parts))
+                continue
             code = codes[slot.parameter] if slot.parameter >= 0 else "\0"
             if code not in _DISPATCH_CODES.get(slot.check, "\0"):
                 return None  # the compiled parameter is not what this kind of value packs as

@@ -26,8 +26,8 @@ part (``a_desc_base``, ``a_desc_shape0`` ...) with the parts' divisibility as hi
 binds the argument's name to ``build``'s value; the launcher receives the parts, so
 every backend packs plain pointers and numbers, and each such argument is flattened at
 every launch.  ``kernel.mutated_args`` names the argument when a write goes through any
-of its parts.  The native dispatcher never plans a call with such an argument: those
-launch through the Python path.
+of its parts.  A native dispatcher (NVIDIA's) plans calls with such arguments too: it
+calls ``key_and_parts(value)`` and launches when the key is the planned one.
 """
 
 from __future__ import annotations
@@ -74,6 +74,11 @@ class ArgumentAdapter:
     def storage(self, value: Any) -> Any:
         """The array a kernel may write through ``value`` (None: none)."""
         return None
+
+    def key_and_parts(self, value: Any) -> tuple:
+        """``(key(value), flatten(value))`` in one call: what a native dispatcher asks at
+        each launch it plans (override it to compute both at once)."""
+        return self.key(value), self.flatten(value)
 
 
 class AdaptedPiece(NamedTuple):

@@ -15,6 +15,8 @@ A plan is made from one call the Python path has just launched, and says:
   same type and dtype whose address is 16-byte aligned or not as before;
 * which kernel parameter each run-time argument is packed into, and the values of the
   parameters left to their defaults;
+* for an argument a plugin adapts (a tensor descriptor): the key its adapter gave, which
+  a later value's must equal, and the parameters its parts fill;
 * the compiled kernel's guard (its compile-time globals unchanged) and what a callable
   grid sees.
 
@@ -58,6 +60,10 @@ class SlotCheck:
     hint: str = "any"
     range: str = ""
     parameter: int = -1
+    #: ``"adapted"`` (a plugin's argument, a tensor descriptor): how many kernel
+    #: parameters from ``parameter`` on its parts fill; ``expected`` is ``(key_and_parts,
+    #: key)``: the adapter's call and the key the value must have.
+    parts: int = 0
 
 
 @dataclass
@@ -136,6 +142,9 @@ def _slot(fn: Any, name: str, value: Any, constexprs: set[str], launch_order: li
         return SlotCheck("equal", value) if type(value) in _EQUAL_TYPES else None
     if value is None:
         return SlotCheck("none")  # compiled in, as the Python path keys it
+    kind = kind_of(value)
+    if kind is not None and kind.adapter is not None:
+        return _adapted_slot(kind.adapter, name, value, launch_order)
     if name not in launch_order:
         return None
     parameter = launch_order.index(name)
@@ -156,11 +165,23 @@ def _slot(fn: Any, name: str, value: Any, constexprs: set[str], launch_order: li
             return None
         hint = "any" if not specialized else "one" if value == 1 else "other" if value & 15 else "divisible"
         return SlotCheck("int", hint=hint, range=range_, parameter=parameter)
-    kind = kind_of(value)
     if kind is not None and kind.name == "tensor" and is_torch_tensor(value):
         hint = "any" if not specialized else "unaligned" if value.data_ptr() & 15 else "aligned"
         return SlotCheck("tensor", (cls, value.dtype), hint=hint, parameter=parameter)
     return None
+
+
+def _adapted_slot(adapter: Any, name: str, value: Any, launch_order: list[str]) -> SlotCheck | None:
+    """A plugin's argument: keyed by its adapter's key, packed as its parts (the kernel
+    parameters ``name + suffix``, one after another)."""
+    key = adapter.key(value)
+    names = [name + part.suffix for part in adapter.parts(key)]
+    if not names or names[0] not in launch_order:
+        return None
+    first = launch_order.index(names[0])
+    if launch_order[first:first + len(names)] != names:
+        return None
+    return SlotCheck("adapted", (adapter.key_and_parts, key), parameter=first, parts=len(names))
 
 
 __all__ = ["CallPlan", "SlotCheck", "plan_call"]

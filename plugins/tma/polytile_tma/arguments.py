@@ -95,6 +95,10 @@ class DescriptorAdapter(ArgumentAdapter):
             return seen[3]
         return (value.base, *(int(s) for s in value.shape), *(int(s) for s in value.strides[:-1]))
 
+    def key_and_parts(self, value: Any) -> tuple:
+        key = self.key(value)  # leaves this launch's parts with the value
+        return key, value.__dict__[_LAUNCH][3]
+
     def check(self, kernel: str, argument: str, value: Any) -> None:
         value.check_for_launch(kernel, argument)
         too_big = [f"shape[{d}] = {int(s)}" for d, s in enumerate(value.shape) if int(s) > _I32_MAX]

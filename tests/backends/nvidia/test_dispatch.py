@@ -433,3 +433,60 @@ def test_threads_launching_while_plans_are_learned_and_dropped_keep_their_own_ar
     for launch in launches:  # each launch's bytes are its own caller's, whichever path took it
         assert launch.arguments[3] == expected[launch.arguments[0]]
         assert launch.arguments[1] == struct.pack("<Q", int.from_bytes(launch.arguments[0], "little") + 0x1000)
+
+
+# -- arguments a plugin adapts (polytile-tma's host descriptors) ------------------------------
+
+
+@pt.jit
+def descriptor_copy(src, dst, BLOCK: pl.constexpr = 16):
+    dst.store([pl.program_id(0) * BLOCK], src.load([pl.program_id(0) * BLOCK]))
+
+
+class _DescriptorImage(dict):
+    """``descriptor_copy`` of two rank-1 descriptors: (base, shape0) each."""
+
+    def get(self, key, default=None):
+        return {"descriptor_copy": Kernel((8, 4, 8, 4))}
+
+    def __getitem__(self, key):
+        return self.get(key)
+
+
+def test_descriptor_arguments_are_planned_and_packed_as_their_parts(gpu, monkeypatch):
+    tma = pytest.importorskip("polytile_tma.host", reason="host descriptors come with polytile-tma")
+    gpu.images = _DescriptorImage()
+    _forget_launches(descriptor_copy)
+    x, y = Tensor(0x10000), Tensor(0x20000)
+    src, dst = tma.TensorDescriptor(x, [64], [1], [16]), tma.TensorDescriptor(y, [64], [1], [16])
+    for _ in range(3):
+        descriptor_copy[(4,)](src, dst, target=TARGET)
+    assert descriptor_copy._dispatcher is not None and len(descriptor_copy._dispatcher.results) == 1
+    calls = []
+    entry = descriptor_copy._entry_fn
+
+    def refuse(*args, **kwargs):
+        calls.append(args)
+        raise AssertionError("the call went to the Python entry point")
+
+    descriptor_copy._entry_fn = refuse
+    descriptor_copy[(4,)](src, dst, target=TARGET)
+    assert gpu.launches[-1].arguments == [struct.pack("<Q", 0x10000), struct.pack("<i", 64),
+                                          struct.pack("<Q", 0x20000), struct.pack("<i", 64)]
+    # Another descriptor keyed alike (a shape still a multiple of 16, another address): planned too.
+    other = tma.TensorDescriptor(Tensor(0x30000), [32], [1], [16])
+    descriptor_copy[(2,)](other, dst, target=TARGET)
+    assert gpu.launches[-1].arguments[:2] == [struct.pack("<Q", 0x30000), struct.pack("<i", 32)]
+    # A field changed in place changes the parts the dispatcher packs.
+    src.shape[0] = 48
+    descriptor_copy[(3,)](src, dst, target=TARGET)
+    assert gpu.launches[-1].arguments[1] == struct.pack("<i", 48)
+    assert not calls
+    # Keyed otherwise (a shape no multiple of 16): the Python path, which compiles anew.
+    descriptor_copy._entry_fn = entry
+    src.shape[0] = 40
+    before = descriptor_copy.compile_count
+    descriptor_copy[(3,)](src, dst, target=TARGET)
+    assert descriptor_copy.compile_count == before + 1
+    assert gpu.launches[-1].arguments[1] == struct.pack("<i", 40)
+    _forget_launches(descriptor_copy)
