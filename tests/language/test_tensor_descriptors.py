@@ -224,6 +224,12 @@ def misuse(x, n, CASE: pl.constexpr):
         pl.make_tensor_descriptor(x, [n], [1], [8]).atomic_and([0], 1.0)
     elif CASE == "offsets":
         pl.make_tensor_descriptor(x, [n, n], [n, 1], [8, 8]).load([0])
+    elif CASE == "wide_shape":
+        pl.make_tensor_descriptor(x, [n.to(pl.int64)], [1], [8])
+    elif CASE == "wide_offset":
+        pl.make_tensor_descriptor(x, [n], [1], [8]).load([2**31 + 8])
+    elif CASE == "min_float":
+        pl.make_tensor_descriptor(x, [n], [1], [8]).atomic_min([0], 1.0)
 
 
 @pytest.mark.parametrize("case,message", [
@@ -235,6 +241,10 @@ def misuse(x, n, CASE: pl.constexpr):
     ("store_shape", r"the value has shape \[4\] but the descriptor moves blocks of \[8\]"),
     ("and_float", "desc.atomic_and combines integers; this descriptor holds fp32"),
     ("offsets", "desc.load's offsets has 1 entries for a block of rank 2"),
+    ("wide_shape", r"pl.make_tensor_descriptor's shape\[0\] has type int64; a descriptor's shape and offsets are "
+                   r"32-bit"),
+    ("wide_offset", r"desc.load's offsets\[0\] = 2147483656 does not fit in 32 bits"),
+    ("min_float", "desc.atomic_min through a descriptor combines integers"),
 ])
 def test_misuse_is_a_compilation_error_naming_it(case, message):
     x = np.zeros(64, np.float32)
@@ -407,3 +417,29 @@ def test_the_docs_host_descriptor_kernel_runs(target, tmp_path):
     exec(launch.replace("BM=64, BN=64)", "BM=64, BN=64, target=target)"), {**scope, "target": target})
     _back(scope["y"], y)
     np.testing.assert_array_equal(y, x * 2)
+
+
+@jit
+def descriptor_misuse(x, n, CASE: pl.constexpr):
+    d = pl.make_tensor_descriptor(x, [n], [1], [8])
+    if CASE == "add":
+        pl.store(x + pl.arange(0, 8), d + 1)
+    elif CASE == "where":
+        pl.store(x + pl.arange(0, 8), pl.where(n > 1, d, d))
+    else:
+        pl.store(x + pl.arange(0, 8), _load_first(d))
+
+
+@jit(noinline=True)
+def _load_first(d):
+    return d.load([0])
+
+
+@pytest.mark.parametrize("case,message", [
+    ("add", r"'\+': a !tma.desc<tile<8xf32>, zero> value is not a tile or a number"),
+    ("where", r"a tile operation: a !tma.desc<tile<8xf32>, zero> value is not a tile or a number"),
+    ("noinline", r"argument 'd' is a !tma.desc<tile<8xf32>, zero> value: pass it to a @jit helper that is inlined"),
+])
+def test_a_descriptor_used_as_a_tile_is_an_error_naming_it(case, message):
+    with pytest.raises(CompilationError, match=message):
+        descriptor_misuse[(1,)](np.zeros(8, np.float32), 8, CASE=case, target="interp")

@@ -137,7 +137,10 @@ def test_core_passes_are_not_verified_by_default_but_plugin_passes_are(plugins, 
     monkeypatch.setattr(manager_module, "_verify_after", lambda module, pass_, stage: verified.append(pass_.name))
     with config.override(verify_each=False):
         compile_module(parse_module(VECTOR_ADD), "interp")
-    assert verified == ["nothing-much"]
+    # Every plugin pass is checked after it runs (the installed plugins' too: polytile-tma's
+    # descriptor lowering, say), and no core pass is.
+    assert "nothing-much" in verified
+    assert not set(verified) & {"inline", "canonicalize", "cse", "licm", "dce"}
 
 
 @dataclass

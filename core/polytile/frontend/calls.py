@@ -11,6 +11,7 @@ from typing import Any
 from ..dialects import func as func_d
 from ..errors import CompilationError
 from ..ir.builder import InsertionPoint
+from ..ir import types as t
 from ..ir.types import FunctionType
 from ..language import core as lc, semantic as sem, standard as std
 from ..language.debug import device_print
@@ -159,6 +160,10 @@ class CallGen:
             if name in constexprs:
                 key_parts.append((name, repr(value)))
                 continue
+            if _is_tensor(value) and isinstance(value.type, t.DialectType):
+                raise CompilationError(f"noinline function '{fn.__name__}' takes scalars (pointers, integers, floats); "
+                                       f"argument '{name}' is a {value.type} value: pass it to a @jit helper that "
+                                       "is inlined (the default), or pass what it is made from")
             if _is_tensor(value) and value.shape:
                 raise CompilationError(f"noinline function '{fn.__name__}' takes scalars (pointers, integers, floats); "
                                        f"argument '{name}' is a tensor of shape {list(value.shape)}")

@@ -102,8 +102,15 @@ def missing_name_message(name: str) -> str:
     message = f"module 'polytile.language' has no attribute '{name}'"
     distribution = PROVIDED_BY.get(name)
     if distribution is not None:
-        message += f": pl.{name} comes with the plugin distribution '{distribution}', which is not installed " \
-                   f"(pip install {distribution})"
+        from importlib import metadata
+
+        try:
+            metadata.distribution(distribution)
+        except metadata.PackageNotFoundError:
+            return message + f": pl.{name} comes with the plugin distribution '{distribution}', which is not " \
+                             f"installed (pip install {distribution})"
+        message += f": pl.{name} comes with the plugin distribution '{distribution}', which is installed but " \
+                   "disabled or failed to load (see `polytile info`; the setting disabled_plugins)"
     return message
 
 

@@ -66,6 +66,12 @@ def to_tensor(value: Any, type_: t.Type | None = None) -> tensor:
     """``value`` as a tensor: a Python number becomes a constant (of ``type_`` if given)."""
     value = unwrap(value)
     if isinstance(value, tensor):
+        if isinstance(value.type, t.DialectType):
+            # A plugin's value (a tensor descriptor) has its own methods, not a tile's
+            # arithmetic: say so before anything reads a shape it does not have.
+            raise semantic_error(f"{_describe(value)} is not a tile or a number: it works through its own "
+                                 "methods (a descriptor's load and store), and is passed to @jit helpers that "
+                                 "are inlined, not to noinline ones")
         return value
     if isinstance(value, _PY_SCALARS):
         return constant(value, type_ if type_ is not None else literal_type(value))
@@ -74,6 +80,8 @@ def to_tensor(value: Any, type_: t.Type | None = None) -> tensor:
 
 def _describe(value: Any) -> str:
     if isinstance(value, tensor):
+        if isinstance(value.type, t.DialectType):
+            return f"a {value.type} value"
         return f"a tensor of {value.type}"
     if isinstance(value, dtype):
         return f"the dtype {value!r}"
@@ -240,9 +248,20 @@ _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//"
             "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>"}
 
 
+def refuse_plugin_values(values: Any, what: str) -> None:
+    """A plugin's value (a tensor descriptor, ``!tma.desc``) is no tile: an operator or a
+    builtin that computes on tiles names it instead of reading a shape it does not have."""
+    for value in values:
+        value = unwrap(value)
+        if isinstance(value, tensor) and isinstance(value.type, t.DialectType):
+            raise semantic_error(f"{what}: {_describe(value)} is not a tile or a number; it works through its own "
+                                 "methods (a descriptor's load and store)")
+
+
 def binary(op: str, a: Any, b: Any) -> tensor:
     """``a op b`` for tensors and Python numbers (at least one a tensor)."""
     a, b = unwrap(a), unwrap(b)
+    refuse_plugin_values((a, b), f"'{_SYMBOLS[op]}'")
     for x in (a, b):
         if not isinstance(x, (tensor, *_PY_SCALARS)):
             raise semantic_error(f"unsupported operand for '{_SYMBOLS[op]}': {_describe(x)}")
@@ -302,6 +321,7 @@ _FLOAT_PREDICATES = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "
 
 def compare(op: str, a: Any, b: Any) -> tensor:
     a, b = unwrap(a), unwrap(b)
+    refuse_plugin_values((a, b), "a comparison")
     for x in (a, b):
         if not isinstance(x, (tensor, *_PY_SCALARS)):
             raise semantic_error(f"cannot compare with {_describe(x)}")
@@ -451,6 +471,7 @@ def unary_float(name: str, x: Any) -> tensor:
 def unify(values: list[Any]) -> list[tensor]:
     """Tensors/numbers promoted to one element type and broadcast to one shape."""
     values = [unwrap(v) for v in values]
+    refuse_plugin_values(values, "a tile operation")
     strong = [v for v in values if isinstance(v, tensor)]
     if not strong:
         values[0] = to_tensor(values[0])

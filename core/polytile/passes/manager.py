@@ -147,9 +147,7 @@ class PassManager:
             try:
                 for instrument in after_pass:
                     instrument.after_pass(pass_, stage.name, module, seconds)
-                # A plugin's pass that says it kept everything changed nothing to check
-                # (a lowering with nothing to lower, on most kernels).
-                if not verifies_all and is_plugin(owner) and not (preserved is not None and preserved.preserves_all):
+                if not verifies_all and is_plugin(owner):
                     _verify_after(module, pass_, stage.name)
             except InvalidIRError:
                 raise

@@ -38,7 +38,7 @@ from typing import Any, Hashable, NamedTuple
 class LaunchPart(NamedTuple):
     """One run-time kernel parameter an adapted argument becomes."""
 
-    #: Appended to the argument's name (``a_desc`` + ``.base``), for messages and metadata.
+    #: Appended to the argument's name for the kernel parameter (``a_desc`` + ``_base``).
     suffix: str
     #: The parameter's IR type: a pointer or a scalar.
     type: Any

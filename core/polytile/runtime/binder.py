@@ -300,6 +300,14 @@ def _adapted_kind(adapter: Any) -> ArgumentKind:
     return ArgumentKind(adapter.name, probe, probe, describe, adapter=adapter)
 
 
+def forget_adapted_kinds() -> None:
+    """Drop the kinds plugins' adapters gave (the set of plugins changed): the next launch
+    with such a value asks the plugins again."""
+    for cls in [cls for cls, kind in _KINDS.items() if kind.adapter is not None]:
+        for table in (_KINDS, PROBES, PLAIN_PROBES):
+            table.pop(cls, None)
+
+
 def adapter_of(value: Any) -> Any:
     """The plugin adapter ``value`` passes through, or None (plain arrays and numbers)."""
     kind = kind_of(value)

@@ -38,8 +38,8 @@ from ..ir import types as t
 from ..resources import RESOURCES, warn_if_spilling
 from ..language import core as lc
 from .adapters import AdaptedPiece, expand_parameters, flattening_launcher
-from .binder import (MISSING, Unkeyed, adapter_of, constexpr_piece, describe_argument, make_entry, make_grid3,
-                     make_namer)
+from .binder import (MISSING, Unkeyed, adapter_of, constexpr_piece, describe_argument, forget_adapted_kinds,
+                     make_entry, make_grid3, make_namer)
 from .cache import globals_guard
 
 #: Launch keywords that are options, not kernel arguments (unless the kernel has such a parameter).
@@ -164,6 +164,8 @@ def _plugin_setting_changed() -> None:
     # kernels compiled in this process are dropped; the on-disk cache keys the plugins.
     for fn in list(_LIVE):
         fn.cache.clear()
+    # The adapters of argument types came from the plugins: ask the new set again.
+    forget_adapted_kinds()
     _target_setting_changed()
 
 
@@ -445,12 +447,14 @@ class JITFunction:
                 key.append((name, type(value).__name__, marker))
                 constexprs[name] = value
                 continue
-            type_, hint = describe_argument(self.__name__, name, value, name not in self.do_not_specialize)
             adapter = adapter_of(value)
-            if adapter is not None:
+            if adapter is not None:  # checked first: a value that breaks its rules has no type
                 adapter.check(self.__name__, name, value)
+            type_, hint = describe_argument(self.__name__, name, value, name not in self.do_not_specialize)
+            if adapter is not None:
                 piece = AdaptedPiece(adapter, adapter.key(value))
                 adapted[name] = piece
+                self._check_part_names(name, adapter, piece.key)
                 key.append((name, str(type_), type(adapter).__qualname__, piece.key))
             else:
                 key.append((name, str(type_), hint))
@@ -458,6 +462,15 @@ class JITFunction:
             values.append(value)
             hints.append(hint)
         return Specialization(tuple(key), arg_types, constexprs, values, tuple(hints), adapted)
+
+    def _check_part_names(self, name: str, adapter: Any, key: Any) -> None:
+        """The kernel parameters an adapted argument passes as must not take another
+        parameter's name (``a`` as ``a_base`` next to a parameter ``a_base``)."""
+        for part in adapter.parts(key):
+            if name + part.suffix in self.param_names:
+                raise LaunchError(f"kernel '{self.__name__}': argument '{name}' (a {adapter.name}) passes as the "
+                                  f"kernel parameter '{name + part.suffix}', which is also the name of a parameter "
+                                  f"of '{self.__name__}': rename that parameter")
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """The core-IR module the frontend makes for these arguments (before any pass)."""

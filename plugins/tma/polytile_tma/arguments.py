@@ -13,11 +13,12 @@ as Triton specializes them).
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Hashable
 
 from polytile.runtime.adapters import ArgumentAdapter, LaunchPart
 
-from .host import _describe_base
+from .host import _describe_base, _plainly_valid
 
 _I32_MAX = 2**31 - 1
 #: Where a descriptor keeps what its last launch computed (see DescriptorAdapter.key).
@@ -26,13 +27,16 @@ _LAUNCH = "_polytile_launch"
 
 class DescriptorKey(tuple):
     """(element, block_shape, padding, shape divisible by 16 per dimension, strides but
-    the last divisible by 16, the descriptor's alignment rules hold).
-
-    The last entry keeps a descriptor changed after a launch (its fields are a
-    dataclass's) from reusing that launch's kernel: its key changes, so the launch takes
-    the slow path, whose check names what is wrong."""
+    the last divisible by 16), of a descriptor that keeps every rule with plain ints."""
 
     __slots__ = ()
+
+
+#: The key of a descriptor that breaks a rule (or holds anything but plain ints): no
+#: kernel is compiled for it, so a launch with one never reuses a kernel (its fields
+#: are a dataclass's and may change after a launch); the slow path's check names what
+#: is wrong.
+_BROKEN = DescriptorKey(("broken",))
 
 
 def _div16(values: Any) -> tuple:
@@ -46,22 +50,29 @@ class DescriptorAdapter(ArgumentAdapter):
 
     def key(self, value: Any) -> Hashable:
         # Every launch asks: what the key and the parts depend on is compared with what
-        # the last launch of this object saw (the base by identity, its address, the
-        # fields by value: a list changed in place counts too), and reused when equal.
-        base = value.base
-        info = _describe_base(base)
-        shape, strides = tuple(value.shape), tuple(value.strides)
-        block, padding = tuple(value.block_shape), value.padding
+        # the last launch of this object saw (the base by identity; its address and
+        # element type; the fields by value: a list changed in place counts too), and
+        # reused when equal.
+        try:
+            base = value.base
+            info = _describe_base(base)
+            shape, strides = tuple(value.shape), tuple(value.strides)
+            block, padding = tuple(value.block_shape), value.padding
+        except (TypeError, ValueError, AttributeError):
+            return _BROKEN  # not a descriptor any more: the launch's check says what is wrong
         seen = value.__dict__.get(_LAUNCH)
-        if seen is not None and seen[0] is base and seen[1] == (info.address, shape, strides, block, padding):
+        facts = (info.address, info.element, shape, strides, block, padding)
+        if seen is not None and seen[0] is base and seen[1] == facts:
             return seen[2]
-        size = info.element_bytes
-        valid = (info.address is not None and info.address % 16 == 0 and int(strides[-1]) == 1
-                 and all(int(s) > 0 for s in shape) and all(int(s) * size % 16 == 0 for s in strides[:-1]))
-        key = DescriptorKey((info.element, tuple(int(b) for b in block), padding, _div16(shape),
-                             _div16(strides[:-1]), valid))
-        flat = (base, *(int(s) for s in shape), *(int(s) for s in strides[:-1]))
-        value.__dict__[_LAUNCH] = (base, (info.address, shape, strides, block, padding), key, flat)
+        if not _plainly_valid(value, info):
+            if value.problems():
+                return _BROKEN  # the slow path's check names every broken rule
+            # Valid, with integers of other types (NumPy's): keyed and passed as ints.
+            shape, strides = tuple(map(operator.index, shape)), tuple(map(operator.index, strides))
+            block = tuple(map(operator.index, block))
+        key = DescriptorKey((info.element, block, padding, _div16(shape), _div16(strides[:-1])))
+        flat = (base, *shape, *strides[:-1])
+        value.__dict__[_LAUNCH] = (base, facts, key, flat)
         return key
 
     def ir_type(self, key: Any) -> Any:
@@ -75,7 +86,7 @@ class DescriptorAdapter(ArgumentAdapter):
     def parts(self, key: Any) -> list[LaunchPart]:
         from polytile.ir import types as t
 
-        element, block, _, shape16, stride16, _ = key
+        element, block, _, shape16, stride16 = key
         parts = [LaunchPart("_base", t.PointerType(t.SCALAR_TYPES[element]), 16)]
         parts += [LaunchPart(f"_shape{d}", t.i32, 16 if div else 1) for d, div in enumerate(shape16)]
         parts += [LaunchPart(f"_stride{d}", t.i64, 16 if div else 1) for d, div in enumerate(stride16)]
@@ -97,7 +108,7 @@ class DescriptorAdapter(ArgumentAdapter):
 
     def key_and_parts(self, value: Any) -> tuple:
         key = self.key(value)  # leaves this launch's parts with the value
-        return key, value.__dict__[_LAUNCH][3]
+        return key, (value.__dict__[_LAUNCH][3] if key is not _BROKEN else ())
 
     def check(self, kernel: str, argument: str, value: Any) -> None:
         value.check_for_launch(kernel, argument)

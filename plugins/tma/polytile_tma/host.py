@@ -5,10 +5,8 @@ A host tensor descriptor tells a kernel where a tensor lies in memory (its base,
 strides) and which block of it one load or store moves (``block_shape``).  The host builds
 it to pass as a kernel argument; inside the kernel ``desc.load([i, j])`` reads one block
 at those offsets, and reads outside the tensor give zero (``padding="zero"``) or NaN
-(``padding="nan"``).  Not built yet: launches do not take these objects (they will be
-expanded into the base, shape and strides, and on Hopper packed into a TMA descriptor);
-today the class builds and checks descriptors, and kernels make theirs with
-``pl.make_tensor_descriptor``.
+(``padding="nan"``).  A launch passes it as its base, shape and strides
+(``polytile_tma.arguments``); a Hopper lowering will pack it into a TMA descriptor.
 
 The class mirrors Triton's, field for field, so a Triton kernel ports by changing imports::
 

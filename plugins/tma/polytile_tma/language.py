@@ -46,12 +46,28 @@ def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any
         raise semantic_error(f"pl.make_tensor_descriptor: padding_option 'nan' needs a float array, not "
                              f"{sem.type_name(base.type.pointee)}")
     _check_last_stride(strides, rank)
+    _no_wide_integers(shape, "pl.make_tensor_descriptor's shape")
     # As Triton: the shape is i32, the strides i64.
     op = sem.emit(ops.MakeDescriptorOp, base.handle,
                   _scalars(shape, "pl.make_tensor_descriptor's shape", rank, t.i32),
                   _scalars(strides, "pl.make_tensor_descriptor's strides", rank, t.i64),
                   block_shape=block_shape, padding=padding)
     return tensor(op.result)
+
+
+def _no_wide_integers(values: Any, what: str) -> None:
+    """Shapes and offsets are i32 (Triton's rule): a 64-bit value would be truncated, so
+    it is an error here, not a silently wrong block."""
+    values = unwrap(values)
+    items = values if isinstance(values, (tuple, list)) else (values,)
+    for index, item in enumerate(items):
+        item = unwrap(item)
+        if isinstance(item, tensor) and t.is_integer(item.type) and getattr(item.type, "width", 32) > 32:
+            raise semantic_error(f"{what}[{index}] has type {sem.type_name(item.type)}; a descriptor's shape and "
+                                 "offsets are 32-bit (as in Triton): convert it with .to(pl.int32) where it fits")
+        if isinstance(item, int) and not isinstance(item, bool) and not -2**31 <= item < 2**31:
+            raise semantic_error(f"{what}[{index}] = {item} does not fit in 32 bits; a descriptor's shape and "
+                                 "offsets are 32-bit (as in Triton)")
 
 
 def _check_last_stride(strides: Any, rank: int) -> None:
@@ -108,6 +124,7 @@ class tensor_descriptor(tensor):
 
     # -- accesses -------------------------------------------------------------------
     def _offsets(self, offsets: Any, what: str) -> list:
+        _no_wide_integers(offsets, what)
         return _scalars(offsets, what, self.handle.type.rank, t.i32)
 
     def _block_value(self, value: Any, shape: tuple, what: str) -> tensor:
@@ -138,6 +155,9 @@ class tensor_descriptor(tensor):
         element = self.handle.type.element
         if kind in ops.INTEGER_ONLY_KINDS and not isinstance(element, t.IntType):
             raise semantic_error(f"{what} combines integers; this descriptor holds {sem.type_name(element)}")
+        if kind in ("min", "max") and not isinstance(element, t.IntType):
+            raise semantic_error(f"{what} through a descriptor combines integers (every target lowers it to integer "
+                                 f"atomics); this descriptor holds {sem.type_name(element)}")
         value = self._block_value(value, self.handle.type.block.shape, what)
         sem.emit(ops.ReduceOp, self.handle, self._offsets(offsets, f"{what}'s offsets"), value.handle, kind=kind)
 

@@ -55,3 +55,25 @@ def polytile_adapt_argument(value, target):
     from .arguments import ADAPTER
 
     return ADAPTER
+
+
+@hookimpl
+def polytile_cache_key(target, options):
+    # The distribution's version alone would let an edited checkout (``pip install -e``)
+    # reuse kernels lowered by the code before the edit: the sources name the lowering.
+    return f"polytile-tma={_source_hash()}"
+
+
+_SOURCE_HASH: list = []
+
+
+def _source_hash() -> str:
+    if not _SOURCE_HASH:
+        import hashlib
+        from pathlib import Path
+
+        digest = hashlib.sha256()
+        for path in sorted(Path(__file__).parent.glob("*.py")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        _SOURCE_HASH.append(digest.hexdigest()[:16])
+    return _SOURCE_HASH[0]
