@@ -39,6 +39,15 @@ class DescriptorKey(tuple):
 _BROKEN = DescriptorKey(("broken",))
 
 
+#: torch tensor types seen as bases: their relaunches take key()'s fast path.
+_TORCH_TYPES: set = set()
+
+
+def _copy(field: Any) -> Any:
+    """A copy of a field that compares equal to it until it changes (a list stays a list)."""
+    return list(field) if isinstance(field, list) else field
+
+
 def _div16(values: Any) -> tuple:
     return tuple(int(v) % 16 == 0 for v in values)
 
@@ -53,16 +62,24 @@ class DescriptorAdapter(ArgumentAdapter):
         # the last launch of this object saw (the base by identity; its address and
         # element type; the fields by value: a list changed in place counts too), and
         # reused when equal.
+        base = value.base
+        seen = value.__dict__.get(_LAUNCH)
+        if seen is not None and seen[0] is base and type(base) in _TORCH_TYPES:
+            # The common relaunch, without building anything: a torch base's address and
+            # dtype (a singleton), and the fields against copies of what they were.
+            facts = seen[1]
+            if (base.data_ptr() == facts[0] and base.dtype is facts[6] and value.shape == facts[2]
+                    and value.strides == facts[3] and value.block_shape == facts[4] and value.padding == facts[5]):
+                return seen[2]
         try:
-            base = value.base
             info = _describe_base(base)
             shape, strides = tuple(value.shape), tuple(value.strides)
             block, padding = tuple(value.block_shape), value.padding
         except (TypeError, ValueError, AttributeError):
             return _BROKEN  # not a descriptor any more: the launch's check says what is wrong
-        seen = value.__dict__.get(_LAUNCH)
-        facts = (info.address, info.element, shape, strides, block, padding)
-        if seen is not None and seen[0] is base and seen[1] == facts:
+        if seen is not None and seen[0] is base and seen[1][:6] == (
+                info.address, info.element, _copy(value.shape), _copy(value.strides), _copy(value.block_shape),
+                padding):
             return seen[2]
         if not _plainly_valid(value, info):
             if value.problems():
@@ -72,7 +89,13 @@ class DescriptorAdapter(ArgumentAdapter):
             block = tuple(map(operator.index, block))
         key = DescriptorKey((info.element, block, padding, _div16(shape), _div16(strides[:-1])))
         flat = (base, *shape, *strides[:-1])
-        value.__dict__[_LAUNCH] = (base, facts, key, flat)
+        # Copies of the fields as they are (a list stays a list: compared as such on the
+        # fast path, so a change in place shows), and for torch bases the dtype object.
+        copies = (info.address, info.element, _copy(value.shape), _copy(value.strides), _copy(value.block_shape),
+                  padding, getattr(base, "dtype", None))
+        value.__dict__[_LAUNCH] = (base, copies, key, flat)
+        if type(base).__module__.split(".", 1)[0] == "torch":
+            _TORCH_TYPES.add(type(base))
         return key
 
     def ir_type(self, key: Any) -> Any:
