@@ -18,38 +18,10 @@ from typing import Any, Hashable
 
 from polytile.runtime.adapters import ArgumentAdapter, LaunchPart
 
-from .host import _describe_base, _plainly_valid
+from .host import BROKEN, LAUNCH_FACTS as _LAUNCH, TORCH_TYPES as _TORCH_TYPES, _copy, _describe_base, \
+    _plainly_valid, remember_launch
 
 _I32_MAX = 2**31 - 1
-#: Where a descriptor keeps what its last launch computed (see DescriptorAdapter.key).
-_LAUNCH = "_polytile_launch"
-
-
-class DescriptorKey(tuple):
-    """(element, block_shape, padding, shape divisible by 16 per dimension, strides but
-    the last divisible by 16), of a descriptor that keeps every rule with plain ints."""
-
-    __slots__ = ()
-
-
-#: The key of a descriptor that breaks a rule (or holds anything but plain ints): no
-#: kernel is compiled for it, so a launch with one never reuses a kernel (its fields
-#: are a dataclass's and may change after a launch); the slow path's check names what
-#: is wrong.
-_BROKEN = DescriptorKey(("broken",))
-
-
-#: torch tensor types seen as bases: their relaunches take key()'s fast path.
-_TORCH_TYPES: set = set()
-
-
-def _copy(field: Any) -> Any:
-    """A copy of a field that compares equal to it until it changes (a list stays a list)."""
-    return list(field) if isinstance(field, list) else field
-
-
-def _div16(values: Any) -> tuple:
-    return tuple(int(v) % 16 == 0 for v in values)
 
 
 class DescriptorAdapter(ArgumentAdapter):
@@ -76,27 +48,18 @@ class DescriptorAdapter(ArgumentAdapter):
             shape, strides = tuple(value.shape), tuple(value.strides)
             block, padding = tuple(value.block_shape), value.padding
         except (TypeError, ValueError, AttributeError):
-            return _BROKEN  # not a descriptor any more: the launch's check says what is wrong
+            return BROKEN  # not a descriptor any more: the launch's check says what is wrong
         if seen is not None and seen[0] is base and seen[1][:6] == (
                 info.address, info.element, _copy(value.shape), _copy(value.strides), _copy(value.block_shape),
                 padding):
             return seen[2]
         if not _plainly_valid(value, info):
             if value.problems():
-                return _BROKEN  # the slow path's check names every broken rule
+                return BROKEN  # the slow path's check names every broken rule
             # Valid, with integers of other types (NumPy's): keyed and passed as ints.
             shape, strides = tuple(map(operator.index, shape)), tuple(map(operator.index, strides))
             block = tuple(map(operator.index, block))
-        key = DescriptorKey((info.element, block, padding, _div16(shape), _div16(strides[:-1])))
-        flat = (base, *shape, *strides[:-1])
-        # Copies of the fields as they are (a list stays a list: compared as such on the
-        # fast path, so a change in place shows), and for torch bases the dtype object.
-        copies = (info.address, info.element, _copy(value.shape), _copy(value.strides), _copy(value.block_shape),
-                  padding, getattr(base, "dtype", None))
-        value.__dict__[_LAUNCH] = (base, copies, key, flat)
-        if type(base).__module__.split(".", 1)[0] == "torch":
-            _TORCH_TYPES.add(type(base))
-        return key
+        return remember_launch(value, info, shape, strides, block)
 
     def ir_type(self, key: Any) -> Any:
         from polytile.ir import types as t
@@ -131,7 +94,7 @@ class DescriptorAdapter(ArgumentAdapter):
 
     def key_and_parts(self, value: Any) -> tuple:
         key = self.key(value)  # leaves this launch's parts with the value
-        return key, (value.__dict__[_LAUNCH][3] if key is not _BROKEN else ())
+        return key, (value.__dict__[_LAUNCH][3] if key is not BROKEN else ())
 
     def check(self, kernel: str, argument: str, value: Any) -> None:
         value.check_for_launch(kernel, argument)

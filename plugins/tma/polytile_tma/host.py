@@ -245,6 +245,49 @@ def _plainly_valid(desc: Any, base: _Base) -> bool:
         return False
 
 
+# -- what a launch keys and passes (polytile_tma.arguments reads these) ------------------
+
+#: Where a descriptor keeps what its last launch computed: (base, copies of the facts it
+#: was computed from, key, parts).  Made when a valid descriptor is built, so that its
+#: first launch finds it too.
+LAUNCH_FACTS = "_polytile_launch"
+#: torch tensor types seen as bases: their relaunches take the key's fast path.
+TORCH_TYPES: set = set()
+
+
+class DescriptorKey(tuple):
+    """(element, block_shape, padding, shape divisible by 16 per dimension, strides but
+    the last divisible by 16), of a descriptor that keeps every rule with plain ints."""
+
+    __slots__ = ()
+
+
+#: The key of a descriptor that breaks a rule (or holds anything but plain ints): no
+#: kernel is compiled for it, so a launch with one never reuses a kernel (its fields
+#: are a dataclass's and may change after a launch); the slow path's check names what
+#: is wrong.
+BROKEN = DescriptorKey(("broken",))
+
+
+def _copy(field: Any) -> Any:
+    """A copy of a field that compares equal to it until it changes (a list stays a list)."""
+    return list(field) if isinstance(field, list) else field
+
+
+def remember_launch(desc: Any, base: _Base, shape: tuple, strides: tuple, block: tuple) -> DescriptorKey:
+    """Key ``desc`` (valid, its fields as int tuples) and keep the key and the parts with it."""
+    key = DescriptorKey((base.element, block, desc.padding, tuple(s % 16 == 0 for s in shape),
+                         tuple(s % 16 == 0 for s in strides[:-1])))
+    # Copies of the fields as they are (a list stays a list: compared as such on the fast
+    # path, so a change in place shows), and for torch bases the dtype object.
+    copies = (base.address, base.element, _copy(desc.shape), _copy(desc.strides), _copy(desc.block_shape),
+              desc.padding, getattr(desc.base, "dtype", None))
+    desc.__dict__[LAUNCH_FACTS] = (desc.base, copies, key, (desc.base, *shape, *strides[:-1]))
+    if base.kind == "torch tensor":
+        TORCH_TYPES.add(type(desc.base))
+    return key
+
+
 def _is_power_of_two(n: int) -> bool:
     # Triton's test is n & (n - 1) == 0, which lets 0 through; 0 is no power of two.
     return n > 0 and n & (n - 1) == 0
@@ -280,7 +323,10 @@ class TensorDescriptor:
         except TypeError as error:
             raise TypeError(f"TensorDescriptor: {error}") from None
         if _plainly_valid(self, base):
-            return  # the common case, checked without words: a launch may make descriptors each time
+            # The common case, checked without words (a launch may make descriptors each
+            # time); what the launch will key it by is kept with it.
+            remember_launch(self, base, tuple(self.shape), tuple(self.strides), tuple(self.block_shape))
+            return
         problems = self.problems()
         if problems:
             raise ValueError("TensorDescriptor: " + "; ".join(problems))

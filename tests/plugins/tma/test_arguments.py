@@ -10,7 +10,8 @@ import polytile as pt
 import polytile.language as pl
 from polytile.errors import LaunchError
 
-from polytile_tma.arguments import ADAPTER, _BROKEN
+from polytile_tma.arguments import ADAPTER
+from polytile_tma.host import BROKEN
 from polytile_tma.host import TensorDescriptor
 
 
@@ -60,7 +61,7 @@ def test_a_descriptor_broken_after_a_launch_never_reuses_its_kernel(change):
     x, y, a, b = _descs()
     add_one[(2, 2)](a, b, BM=16, BN=16, target="interp")
     change(b)
-    assert ADAPTER.key(b) is _BROKEN
+    assert ADAPTER.key(b) is BROKEN
     with pytest.raises(LaunchError, match=r"kernel 'add_one': argument 'dst' \(a TensorDescriptor\): "):
         add_one[(2, 2)](a, b, BM=16, BN=16, target="interp")
 
