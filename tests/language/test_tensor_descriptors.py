@@ -443,3 +443,18 @@ def _load_first(d):
 def test_a_descriptor_used_as_a_tile_is_an_error_naming_it(case, message):
     with pytest.raises(CompilationError, match=message):
         descriptor_misuse[(1,)](np.zeros(8, np.float32), 8, CASE=case, target="interp")
+
+
+def test_a_host_descriptor_of_a_strided_view_reads_and_writes_the_view():
+    # Every other row and the columns from 8 on: the descriptor addresses the view
+    # through its own strides inside the memory it lies in.
+    from polytile_tma.host import TensorDescriptor
+
+    big_x = np.arange(64 * 48, dtype=np.float32).reshape(64, 48)
+    big_y = np.zeros((64, 48), np.float32)
+    x, y = big_x[::2, 8:], big_y[::2, 8:]
+    a, b = TensorDescriptor.from_tensor(x, [16, 16]), TensorDescriptor.from_tensor(y, [16, 16])
+    copy_through_host_descriptors[(2, 3)](a, b, BM=16, BN=16, target="interp")
+    expected = np.zeros_like(big_y)
+    expected[::2, 8:] = x * 2 + 1
+    np.testing.assert_array_equal(big_y, expected)

@@ -19,7 +19,7 @@ from typing import Any, Hashable
 from polytile.runtime.adapters import ArgumentAdapter, LaunchPart
 
 from .host import BROKEN, LAUNCH_FACTS as _LAUNCH, TORCH_TYPES as _TORCH_TYPES, _copy, _describe_base, \
-    _plainly_valid, remember_launch
+    _launch_base, _plainly_valid, remember_launch
 
 _I32_MAX = 2**31 - 1
 
@@ -90,7 +90,7 @@ class DescriptorAdapter(ArgumentAdapter):
         seen = value.__dict__.get(_LAUNCH)
         if seen is not None and seen[0] is value.base:
             return seen[3]
-        return (value.base, *(int(s) for s in value.shape), *(int(s) for s in value.strides[:-1]))
+        return (_launch_base(value.base), *(int(s) for s in value.shape), *(int(s) for s in value.strides[:-1]))
 
     def key_and_parts(self, value: Any) -> tuple:
         key = self.key(value)  # leaves this launch's parts with the value

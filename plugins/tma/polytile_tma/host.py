@@ -282,10 +282,31 @@ def remember_launch(desc: Any, base: _Base, shape: tuple, strides: tuple, block:
     # path, so a change in place shows), and for torch bases the dtype object.
     copies = (base.address, base.element, _copy(desc.shape), _copy(desc.strides), _copy(desc.block_shape),
               desc.padding, getattr(desc.base, "dtype", None))
-    desc.__dict__[LAUNCH_FACTS] = (desc.base, copies, key, (desc.base, *shape, *strides[:-1]))
+    desc.__dict__[LAUNCH_FACTS] = (desc.base, copies, key, (_launch_base(desc.base), *shape, *strides[:-1]))
     if base.kind == "torch tensor":
         TORCH_TYPES.add(type(desc.base))
     return key
+
+
+def _launch_base(base: Any) -> Any:
+    """What a launch passes for the base pointer: the base itself, or for a NumPy view that
+    is not contiguous (``x[::2]``, ``x[:, 1:]``) the memory it lies in as a contiguous 1-D
+    view from its first element on.  The interpreter binds a pointer to a contiguous
+    array; the descriptor's own strides then address the view inside it (and the
+    interpreter checks every access against that memory)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or not isinstance(base, numpy.ndarray) or base.flags.c_contiguous:
+        return base
+    root = base
+    while isinstance(root.base, numpy.ndarray):
+        root = root.base
+    if not root.flags.c_contiguous:
+        return base  # the launch says what it needs
+    size = base.itemsize
+    start = base.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    memory = root.reshape(-1).view(numpy.uint8)
+    end = start + (memory.size - start) // size * size
+    return memory[start:end].view(base.dtype)
 
 
 def _is_power_of_two(n: int) -> bool:
