@@ -3,6 +3,8 @@ keyed, typed, expanded into parts, flattened at launch, checked, restored by the
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -55,8 +57,9 @@ def _forget_window_kind():
         table.pop(Window, None)
 
 
-@pytest.fixture
-def windows():
+@contextlib.contextmanager
+def _windows_plugin(answer):
+    """A plugin that answers ``answer(value)`` for Window values, in a fresh manager."""
     reset_plugin_manager()
     _forget_window_kind()
 
@@ -64,12 +67,20 @@ def windows():
         @staticmethod
         @hookimpl
         def polytile_adapt_argument(value, target):
-            return WindowAdapter() if isinstance(value, Window) else None
+            return answer(value) if isinstance(value, Window) else None
 
     get_plugin_manager().register(Plugin, PluginInfo("windows", "polytile-windows", "1.0"))
-    yield
-    _forget_window_kind()
-    reset_plugin_manager()
+    try:
+        yield
+    finally:
+        _forget_window_kind()
+        reset_plugin_manager()
+
+
+@pytest.fixture
+def windows():
+    with _windows_plugin(lambda value: WindowAdapter()):
+        yield
 
 
 @jit
@@ -97,19 +108,6 @@ def test_the_check_runs_before_a_launch(windows):
 
 
 def test_an_adapter_that_is_not_one_is_a_plugin_error():
-    reset_plugin_manager()
-    _forget_window_kind()
-
-    class Plugin:
-        @staticmethod
-        @hookimpl
-        def polytile_adapt_argument(value, target):
-            return (value.array,) if isinstance(value, Window) else None
-
-    get_plugin_manager().register(Plugin, PluginInfo("windows", "polytile-windows", "1.0"))
-    try:
+    with _windows_plugin(lambda value: (value.array,)):
         with pytest.raises(PluginError, match="must return a polytile.runtime.adapters.ArgumentAdapter or None"):
             add_one[(1,)](Window(np.zeros(8, np.float32), 0, 4), BLOCK=32, target="interp")
-    finally:
-        _forget_window_kind()
-        reset_plugin_manager()
