@@ -446,3 +446,20 @@ def test_register_offsets_are_one_base_plus_constants_where_the_swizzle_phase_co
     pairs = BlockedLayout(size_per_thread=(2, 8), threads_per_warp=(4, 8), warps_per_cta=(4, 1), order=(1, 0))
     plain = SwizzledSharedLayout(vector=8, per_phase=1, max_phase=8, order=(1, 0))
     assert constant_offset_deltas(pairs.linear((64, 64)), plain, tuple(range(0, 32, 8)), (64, 64)) is None
+
+
+def test_register_offsets_in_padded_and_nvmma_placements():
+    from polytile.gpu.layouts import NvmmaSharedLayout
+    from polytile.gpu.lowering.shared import PaddedPlacement, constant_offset_deltas
+
+    # Row-major with 4 padding elements a row: a thread's rows 8 apart are 8 padded rows apart.
+    rows = BlockedLayout(size_per_thread=(1, 4), threads_per_warp=(4, 8), warps_per_cta=(2, 1), order=(1, 0))
+    padded = PaddedPlacement((64, 32), 1, (0,), pad=4)
+    assert constant_offset_deltas(rows.linear((64, 32)), padded, tuple(range(0, 8, 4)), (64, 32)) == [0, 8 * 36]
+    # wgmma's 128-byte swizzle, f16: a row's phase is row % 8, from the thread alone here
+    # (each thread's rows are 8 apart): constants; two consecutive rows a thread: none.
+    nvmma = NvmmaSharedLayout(swizzle_bytes=128, element_bits=16)
+    apart = BlockedLayout(size_per_thread=(1, 8), threads_per_warp=(8, 4), warps_per_cta=(4, 1), order=(1, 0))
+    assert constant_offset_deltas(apart.linear((64, 32)), nvmma, (0, 8), (64, 32)) is not None
+    pairs = BlockedLayout(size_per_thread=(2, 8), threads_per_warp=(4, 8), warps_per_cta=(4, 1), order=(1, 0))
+    assert constant_offset_deltas(pairs.linear((64, 64)), nvmma, tuple(range(0, 16, 8)), (64, 64)) is None
