@@ -255,18 +255,12 @@ LAUNCH_FACTS = "_polytile_launch"
 TORCH_TYPES: set = set()
 
 
-class DescriptorKey(tuple):
-    """(element, block_shape, padding, shape divisible by 16 per dimension, strides but
-    the last divisible by 16), of a descriptor that keeps every rule with plain ints."""
-
-    __slots__ = ()
-
-
 #: The key of a descriptor that breaks a rule (or holds anything but plain ints): no
 #: kernel is compiled for it, so a launch with one never reuses a kernel (its fields
 #: are a dataclass's and may change after a launch); the slow path's check names what
-#: is wrong.
-BROKEN = DescriptorKey(("broken",))
+#: is wrong.  A valid descriptor's key is ``(element, block_shape, padding, shape
+#: divisible by 16 per dimension, strides but the last divisible by 16)``.
+BROKEN = ("broken",)
 
 
 def _copy(field: Any) -> Any:
@@ -274,17 +268,21 @@ def _copy(field: Any) -> Any:
     return list(field) if isinstance(field, list) else field
 
 
-def remember_launch(desc: Any, base: _Base, shape: tuple, strides: tuple, block: tuple) -> DescriptorKey:
+def remember_launch(desc: Any, base: _Base, shape: tuple, strides: tuple, block: tuple) -> tuple:
     """Key ``desc`` (valid, its fields as int tuples) and keep the key and the parts with it."""
-    key = DescriptorKey((base.element, block, desc.padding, tuple(s % 16 == 0 for s in shape),
-                         tuple(s % 16 == 0 for s in strides[:-1])))
+    # Written for speed: a launch may build its descriptors every time (list
+    # comprehensions, no generators; the key a plain tuple).
+    key = (base.element, block, desc.padding, tuple([s % 16 == 0 for s in shape]),
+           tuple([s % 16 == 0 for s in strides[:-1]]))
     # Copies of the fields as they are (a list stays a list: compared as such on the fast
     # path, so a change in place shows), and for torch bases the dtype object.
+    data = desc.base
+    torch = base.kind == "torch tensor"
     copies = (base.address, base.element, _copy(desc.shape), _copy(desc.strides), _copy(desc.block_shape),
-              desc.padding, getattr(desc.base, "dtype", None))
-    desc.__dict__[LAUNCH_FACTS] = (desc.base, copies, key, (_launch_base(desc.base), *shape, *strides[:-1]))
-    if base.kind == "torch tensor":
-        TORCH_TYPES.add(type(desc.base))
+              desc.padding, data.dtype if torch else None)
+    desc.__dict__[LAUNCH_FACTS] = (data, copies, key, (data if torch else _launch_base(data), *shape, *strides[:-1]))
+    if torch:
+        TORCH_TYPES.add(type(data))
     return key
 
 
@@ -356,6 +354,8 @@ class TensorDescriptor:
     def from_tensor(tensor: Any, block_shape: Sequence[int], padding: str = "zero") -> TensorDescriptor:
         """The descriptor of all of ``tensor``: its own shape and strides (NumPy's byte
         strides converted to elements)."""
+        if _KIND_OF_TYPE.get(type(tensor)) == "torch":  # strides in elements already: nothing to convert
+            return TensorDescriptor(tensor, tensor.shape, tensor.stride(), block_shape, padding)
         try:
             base = _describe_base(tensor)
         except TypeError as error:
