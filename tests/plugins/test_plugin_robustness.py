@@ -402,3 +402,36 @@ def test_a_plugin_that_fails_to_register_its_passes_does_not_turn_the_disk_cache
         out[:] = 0
         again[(1,)](x, out, 8, BLOCK=8, target="interp")
     assert (out == 2 * x).all() and again.disk_hits == 1 and again.compile_count == 0
+
+
+def test_a_plugin_pass_with_nothing_to_do_is_neither_run_nor_checked(plugins, monkeypatch):
+    from polytile.passes import manager as manager_module
+
+    ran = []
+
+    @dataclass
+    class OnlyForLoops(Pass):
+        name: ClassVar[str] = "only-for-loops"
+
+        def applies_to(self, module):
+            return any(op.name == "scf.for" for op in module.walk())
+
+        def run(self, module, context):
+            ran.append(True)
+            return None
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def polytile_configure_pipeline(pipeline, target, options):
+            pipeline.insert_after("tile/inline", OnlyForLoops())
+
+    plugins.register(Plugin, PluginInfo("loops", "polytile-loops", "1.0"))
+    checked = []
+    monkeypatch.setattr(manager_module, "_verify_after", lambda module, pass_, stage: checked.append(pass_.name))
+    monkeypatch.setattr(manager_module, "_verify_before",
+                        lambda module, pass_, stage, owner, unchecked: checked.append("before " + pass_.name))
+    with config.override(verify_each=False):
+        result = compile_module(parse_module(VECTOR_ADD), "interp")  # no loop
+    assert not ran and "only-for-loops" not in checked and "before only-for-loops" not in checked
+    assert "only-for-loops" in str(result.pipeline)  # in the pipeline all the same

@@ -29,7 +29,7 @@ from typing import Any, Iterable
 from ..errors import InvalidIRError, PassFailure, PolytileError, VerificationError
 from .instrumentation import (PassInstrumentation, Verifier, after_pass_order, call_after_pipeline,
                               instrumentation_from_config, ir_dump_hint)
-from .pass_base import Pass, PassContext
+from .pass_base import Pass, PassContext, PreservedAnalyses
 from .pipeline import Pipeline
 
 
@@ -125,14 +125,23 @@ class PassManager:
             instrument.before_pipeline(module, label)
         for stage, pass_ in self.pipeline.passes():
             owner = owners.get(id(pass_)) if id(pass_) in owners else pass_owner(pass_, self.pipeline)
-            checked = verifies_all or is_plugin(owner)
+            try:
+                # A pass with nothing to do on this module is not run, so there is nothing of
+                # it to check either (a plugin's lowering of ops the kernel does not use).
+                applies = pass_.applies_to(module)
+            except PolytileError:
+                raise
+            except Exception as exc:
+                provided = f"The pass comes from {owner.describe()}.\n" if is_plugin(owner) else ""
+                raise PassFailure(pass_.name, exc, provided + _raised_at(exc)) from exc
+            checked = (verifies_all or is_plugin(owner)) and applies
             if checked and unchecked:
                 _verify_before(module, pass_, stage.name, owner, unchecked)
             for instrument in instruments:
                 instrument.before_pass(pass_, stage.name, module)
             start = time.perf_counter()
             try:
-                preserved = pass_.run(module, context)
+                preserved = pass_.run(module, context) if applies else PreservedAnalyses.all()
             except PolytileError:
                 raise
             except Exception as exc:  # an internal compiler error, reported by pass
@@ -147,7 +156,7 @@ class PassManager:
             try:
                 for instrument in after_pass:
                     instrument.after_pass(pass_, stage.name, module, seconds)
-                if not verifies_all and is_plugin(owner):
+                if not verifies_all and is_plugin(owner) and applies:
                     _verify_after(module, pass_, stage.name)
             except InvalidIRError:
                 raise
@@ -155,7 +164,7 @@ class PassManager:
                 raise invalid_ir_error(pass_.name, stage.name, owner, exc) from None
             if checked:
                 unchecked.clear()
-            else:
+            elif applies:
                 unchecked.append((stage.name, pass_, owner))
         for instrument in instruments:
             call_after_pipeline(instrument, module, label, context.statistics)

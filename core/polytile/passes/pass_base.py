@@ -59,6 +59,13 @@ class Pass:
         """Transform ``module`` in place; return what stays valid (None: nothing)."""
         raise NotImplementedError
 
+    def applies_to(self, module: Any) -> bool:
+        """Whether the pass may have anything to do on ``module`` (by default, yes).  A pass
+        that answers no is not run, and, having changed nothing, not checked: a plugin's
+        lowering of ops a kernel does not use costs no verification of the kernel.  Answer
+        without changing the module."""
+        return True
+
     # -- options ----------------------------------------------------------------------
     @classmethod
     def option_fields(cls) -> list[dataclasses.Field]:

@@ -164,9 +164,13 @@ _HANDLERS = {
 }
 
 
+def _uses_descriptors(module: Any) -> bool:
+    return any(isinstance(op, ops.TMA_OPS) for op in module.walk())
+
+
 def lower_tensor_descriptors(module: Any) -> bool:
     """Rewrite every descriptor op of ``module``; True when something changed."""
-    if not any(isinstance(op, ops.TMA_OPS) for op in module.walk()):
+    if not _uses_descriptors(module):
         return False
     lowering = _Lowering()
     for op in module.walk():
@@ -187,6 +191,9 @@ class LowerTensorDescriptors(Pass):
 
     name: ClassVar[str] = "lower-tensor-descriptors"
     summary: ClassVar[str] = "tensor descriptors (pl.make_tensor_descriptor) to masked pointer accesses"
+
+    def applies_to(self, module: Any) -> bool:
+        return _uses_descriptors(module)
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
         if lower_tensor_descriptors(module):
