@@ -36,6 +36,7 @@ typedef struct {
 /* CHECK_ADAPTED: an argument a plugin adapts (a tensor descriptor).  `objects` holds, from
  * `object` on: the adapter's key_and_parts (called with the value, it answers (key, parts)),
  * the key the plan was made with, and the parts' parameter codes (bytes: 'P' a tensor,
+ * 'M' a by-value blob such as a tensor map, which must be bytes of exactly BLOB_BYTES,
  * else a scalar code).  The value matches when its key equals the plan's; its parts are
  * packed into the `parts` parameters from `parameter` on. */
 
@@ -97,6 +98,7 @@ static int code_size(char code) {
     case 'h': case 'H': case 'e': return 2;
     case 'i': case 'I': case 'f': return 4;
     case 'q': case 'Q': case 'd': case 'P': return 8;
+    case 'M': return BLOB_BYTES;
     default: return 0;
     }
 }
@@ -439,7 +441,7 @@ static int try_plan_into(const Plan *plan, PyObject *grid, PyObject *const *valu
 
 /* The argument bytes of a typical kernel fit on the stack; a large plan borrows the heap
  * (torch, guards and grid functions run Python, maybe another launch, inside this frame). */
-enum { STACK_BYTES = 512, STACK_POINTERS = 64 };
+enum { STACK_BYTES = 1024, STACK_POINTERS = 64 };  /* room for a few 128-byte tensor maps */
 
 static int try_plan(const Plan *plan, PyObject *grid, PyObject *const *values, Py_ssize_t nargs, PyObject *kwnames,
                     PyObject **called_grid) {

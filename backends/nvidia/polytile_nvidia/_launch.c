@@ -8,9 +8,10 @@
  * real libcuda or against test doubles.
  *
  * launch(plan, table, args, gx, gy, gz, stream, counts) packs and launches the common case:
- * scalars that are Python ints, floats and bools, pointer arguments that are None or
- * tensors of a registered type (torch.Tensor: data_ptr() and get_device()), all on one
- * device on which the kernel is already loaded.  It returns 0 when the kernel was
+ * scalars that are Python ints, floats and bools, by-value parameters of BLOB_BYTES bytes
+ * (code 'M', a CUtensorMap) given as bytes of exactly that length, pointer arguments that
+ * are None or tensors of a registered type (torch.Tensor: data_ptr() and get_device()),
+ * all on one device on which the kernel is already loaded.  It returns 0 when the kernel was
  * launched, -1 when the call needs the general Python path (anything else, including
  * every mistake: that path names the argument at fault), and (CUresult, call) when the
  * driver failed.  Nothing is launched and no context is switched before it is sure to
@@ -66,6 +67,9 @@ static PyObject *take_slow_reason(PyObject *self, PyObject *unused) {
 }
 /* CUDA's limit on kernel parameter bytes (32764 since 12.1) bounds what we pack. */
 enum { MAX_ARGUMENT_BYTES = 32768, MAX_ARGUMENTS = 1024, MAX_TENSOR_TYPES = 8 };
+/* Code 'M': a parameter passed by value as exactly this many opaque bytes (a CUtensorMap);
+ * by-value parameters of other sizes take the Python path (arguments.native_codes). */
+enum { BLOB_BYTES = 128 };
 
 static LaunchKernel launch_kernel;
 static CtxGetCurrent ctx_get_current;
@@ -133,8 +137,15 @@ static int torch_stream(long long device, void **stream) {
     return (*stream == NULL && PyErr_Occurred()) ? -1 : 0;
 }
 
-/* Write one scalar; 0 when done, -1 for a value only the Python path may judge. */
+/* Write one scalar, or a by-value blob ('M'); 0 when done, -1 for a value only the Python
+ * path may judge (for 'M': anything but bytes of exactly BLOB_BYTES; the Python path also
+ * takes a bytearray, and words the mistakes). */
 static int pack_scalar(char code, PyObject *value, char *at) {
+    if (code == 'M') {
+        if (!PyBytes_Check(value) || PyBytes_GET_SIZE(value) != BLOB_BYTES) return -1;
+        memcpy(at, PyBytes_AS_STRING(value), BLOB_BYTES);
+        return 0;
+    }
     if (code == 'e' || code == 'f' || code == 'd') {
         if (!PyFloat_Check(value) && !PyLong_Check(value)) return -1;
         double number = PyFloat_AsDouble(value);

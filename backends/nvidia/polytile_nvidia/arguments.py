@@ -19,6 +19,11 @@ Pointer arguments are read by the kind of object, chosen once per Python type:
   address is read from the DLPack capsule;
 * ``None``: a null pointer.
 
+A parameter whose IR type has ``by_value = (size, alignment)`` (a TMA tensor map, say)
+takes a ``bytes`` (or ``bytearray``) object of exactly ``size`` bytes, copied into the
+argument bytes as they are.  The host side keeps it 8-aligned: cuLaunchKernel copies each
+argument through its pointer, and where it lands on the device is the kernel's business.
+
 A kernel runs on the device that holds its arguments: the first pointer argument with a
 device decides, and every other must be on the same one.
 """
@@ -43,6 +48,8 @@ ASK_DRIVER = -2
 
 #: The scalar struct codes the native launcher packs itself, and its limits (_launch.c).
 _NATIVE_SCALAR_CODES = frozenset("bBhHiIqQefd")
+#: The one by-value size the native launcher packs itself (code "M"): a CUtensorMap.
+_NATIVE_BLOB_BYTES = 128
 _NATIVE_MAX_BYTES = 32768
 _NATIVE_MAX_ARGUMENTS = 1024
 
@@ -57,13 +64,15 @@ class ParameterKind(NamedTuple):
     ``code`` is a ``struct`` format code (``"i"``, ``"Q"``, ``"128s"``); ``convert``, when
     given, turns the Python value into what ``code`` packs (bf16 bits, say) and raises
     ValueError, TypeError or OverflowError for a value it cannot take; ``takes`` says in
-    words what the parameter accepts, for error messages.
+    words what the parameter accepts, for error messages.  ``by_value``: opaque bytes
+    passed as they are (an IR type's ``by_value``), kept 8-aligned in the buffer.
     """
 
     code: str
     takes: str
     convert: Callable[[Any], Any] | None = None
     pointer: bool = False
+    by_value: bool = False
 
     @property
     def size(self) -> int:
@@ -71,7 +80,7 @@ class ParameterKind(NamedTuple):
 
     @property
     def alignment(self) -> int:
-        return min(self.size, 8)
+        return 8 if self.by_value else min(self.size, 8)
 
 
 _INT_CODES = {(8, True): "b", (16, True): "h", (32, True): "i", (64, True): "q",
@@ -130,6 +139,25 @@ PARAMETER_KINDS: dict[type, Callable[[Type], ParameterKind]] = {
 }
 
 
+def _by_value_kind(by_value: Any) -> ParameterKind:
+    """The kind of a parameter passed as ``size`` opaque bytes (``by_value = (size,
+    alignment)``): ``struct``'s ``"Ns"`` pads or truncates silently, so the conversion
+    checks the length itself."""
+    try:
+        size, _alignment = (operator.index(v) for v in by_value)
+    except (TypeError, ValueError):
+        raise LaunchError(f"its type's by_value is {by_value!r}, not (size, alignment)") from None
+    if size <= 0:
+        raise LaunchError(f"its type's by_value size is {size}; it must be positive")
+
+    def exact_bytes(value: Any) -> Any:
+        if isinstance(value, (bytes, bytearray)) and len(value) == size:
+            return value
+        raise ValueError(f"not {size} bytes")
+
+    return ParameterKind(f"{size}s", f"a bytes object of exactly {size} bytes", exact_bytes, by_value=True)
+
+
 def register_parameter_kind(type_class: type, factory: Callable[[Type], ParameterKind]) -> None:
     """Let kernels take parameters of ``type_class`` (an IR type class); ``factory``
     returns the :class:`ParameterKind` for one such type."""
@@ -138,11 +166,13 @@ def register_parameter_kind(type_class: type, factory: Callable[[Type], Paramete
 
 def parameter_kind(kernel: str, name: str, type_: Type) -> ParameterKind:
     factory = PARAMETER_KINDS.get(type(type_))
-    if factory is None:
+    by_value = getattr(type_, "by_value", None) if factory is None else None
+    if factory is None and by_value is None:
         raise LaunchError(f"kernel '{kernel}': parameter '{name}' has type {type_}, which the NVIDIA launcher cannot "
-                          "pass (known: integers, floats, pointers, and types plugins register)")
+                          "pass (known: integers, floats, pointers, types passed by value, and types plugins "
+                          "register)")
     try:
-        return factory(type_)
+        return factory(type_) if factory is not None else _by_value_kind(by_value)
     except LaunchError as exc:
         raise LaunchError(f"kernel '{kernel}': parameter '{name}': {exc}") from None
 
@@ -226,12 +256,15 @@ class ArgumentPacker:
 
     def native_codes(self) -> tuple[str, ...] | None:
         """Each parameter's code in the native launcher (``"P"`` a pointer, ``"?"`` a
-        bool, else a ``struct`` code), or None when a parameter is of a kind only
-        :meth:`pack` handles (bf16, plugin kinds) or the arguments exceed its limits."""
+        bool, ``"M"`` 128 bytes passed by value, else a ``struct`` code), or None when a
+        parameter is of a kind only :meth:`pack` handles (bf16, plugin kinds, by-value
+        bytes of another size) or the arguments exceed its limits."""
         codes = []
         for kind in self.kinds:
             if kind.pointer:
                 codes.append("P")
+            elif kind.by_value and kind.size == _NATIVE_BLOB_BYTES:
+                codes.append("M")
             elif kind.convert is _to_i1:
                 codes.append("?")
             elif kind.convert is None and kind.code in _NATIVE_SCALAR_CODES:
@@ -284,7 +317,10 @@ class ArgumentPacker:
 
     def _scalar_error(self, index: int, value: Any) -> LaunchError:
         name, type_, kind = self.names[index], self.types[index], self.kinds[index]
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            shown = f"of {memoryview(value).nbytes} bytes"
+        else:
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
         return LaunchError(f"kernel '{self.kernel}': argument '{name}' is {type(value).__name__} {shown}, but "
                            f"parameter '{name}' is {type_}, which takes {kind.takes}")
 

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import ctypes
 import struct
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 from polytile.ir import types as t
+from polytile.ir.types import DialectType
 from polytile.runtime.jit import LaunchError
 from polytile_nvidia import arguments
 from polytile_nvidia.arguments import ANY_DEVICE, ArgumentPacker, ParameterKind, dlpack_data_pointer
+
+from .fake_cuda import FakeGpu, Kernel, fake_driver, native_module, use_native_launcher  # noqa: F401
 
 
 class FakeTorchDevice:
@@ -290,3 +294,100 @@ def test_native_plan_lays_out_what_the_native_launcher_packs():
 
 def test_parameters_only_python_converts_have_no_native_plan():
     assert ArgumentPacker("k", [("x", t.bf16)]).native_plan(32, 0) is None
+
+
+# -- parameters passed by value (a TMA tensor map) -----------------------------------------
+
+
+@dataclass(frozen=True)
+class TensorMapLike(DialectType):
+    """A type passed by value as 128 opaque bytes, as polytile-tma's tensor map is."""
+
+    type_name = "test.map"
+    by_value = (128, 64)
+
+
+@dataclass(frozen=True)
+class SmallBlob(DialectType):
+    """A by-value type of a size the native launcher leaves to the Python path."""
+
+    type_name = "test.blob"
+    by_value = (24, 8)
+
+
+MAP = bytes(range(128))
+
+
+def test_a_by_value_parameter_is_its_bytes_at_an_8_aligned_offset():
+    p = packer(t.i8, TensorMapLike(), t.i32, SmallBlob(), t.i16)
+    assert p.offsets == (0, 8, 136, 144, 168)
+    assert p.size == 170
+    p.pack([-1, MAP, 7, bytearray(b"x" * 24), 3])
+    assert arguments_seen_by_driver(p) == [b"\xff", MAP, struct.pack("<i", 7), b"x" * 24, struct.pack("<h", 3)]
+    assert p.packed_bytes()[8:136] == MAP
+
+
+@pytest.mark.parametrize("value, shown", [
+    (MAP[:127], "bytes of 127 bytes"),
+    (MAP + b"\0", "bytes of 129 bytes"),
+    (b"", "bytes of 0 bytes"),
+    (memoryview(MAP), "memoryview of 128 bytes"),
+    (12345, "int 12345"),
+    (None, "NoneType None"),
+    ("x" * 128, "str '" + "x" * 36 + "..."),
+])
+def test_a_by_value_argument_that_is_not_exactly_its_bytes_names_kernel_and_parameter(value, shown):
+    p = ArgumentPacker("tma_copy", [("src", F32_PTR), ("src_map", TensorMapLike())])
+    with pytest.raises(LaunchError) as info:
+        p.pack([None, value])
+    assert str(info.value) == (f"kernel 'tma_copy': argument 'src_map' is {shown}, but parameter 'src_map' is "
+                               f"{TensorMapLike()}, which takes a bytes object of exactly 128 bytes")
+
+
+def test_a_malformed_by_value_is_refused_when_built():
+    @dataclass(frozen=True)
+    class Broken(DialectType):
+        type_name = "test.broken"
+        by_value = (0, 8)
+
+    with pytest.raises(LaunchError, match=r"kernel 'k': parameter 'b': its type's by_value size is 0"):
+        ArgumentPacker("k", [("b", Broken())])
+
+
+def test_a_128_byte_by_value_parameter_is_the_native_launchers_code_m():
+    p = ArgumentPacker("k", [("x", F32_PTR), ("map", TensorMapLike()), ("n", t.i32)])
+    assert p.native_codes() == ("P", "M", "i")
+    slots = p.native_plan(128, 0)[16:]
+    assert [struct.unpack_from("<B3xI", slots, 8 * i) for i in range(3)] == [
+        (ord("P"), 0), (ord("M"), 8), (ord("i"), 136)]
+    # Other sizes are packed by the Python path only.
+    assert ArgumentPacker("k", [("b", SmallBlob())]).native_codes() is None
+
+
+def test_native_and_python_paths_pack_a_tensor_map_alike(fake_driver, native_module, monkeypatch):
+    from polytile_nvidia.launcher import Launcher
+
+    use_native_launcher(fake_driver, native_module, monkeypatch)
+    fake_driver.gpus = [FakeGpu()]
+    fake_driver.images[b"tma image"] = {"k": Kernel((1, 128, 8, 4))}
+    launcher = Launcher(b"tma image", "k", [("flag", t.i1), ("map", TensorMapLike()), ("x", F32_PTR), ("n", t.i32)],
+                        num_warps=1)
+    assert launcher.packer.offsets == (0, 8, 136, 144)
+    args = [True, MAP, Tensor(0x1000, 0), 5]
+    launcher((1, 1, 1), args)  # the Python path: loads the kernel
+    python_packed = fake_driver.launches[-1].arguments
+    # Anything but bytes of exactly 128 is the Python path's to take (a bytearray) or to explain.
+    launcher((1, 1, 1), [True, bytearray(MAP), Tensor(0x1000, 0), 5])
+    assert fake_driver.launches[-1].arguments == python_packed
+    launches = len(fake_driver.launches)
+    with pytest.raises(LaunchError, match=r"argument 'map' is bytes of 64 bytes, but parameter 'map' is "):
+        launcher((1, 1, 1), [True, MAP[:64], Tensor(0x1000, 0), 5])
+    assert len(fake_driver.launches) == launches
+
+    def refuse(values):
+        raise AssertionError("the launch took the Python path")
+
+    monkeypatch.setattr(launcher.packer, "pack", refuse)
+    launcher((1, 1, 1), args)
+    assert fake_driver.launches[-1].arguments == python_packed == [b"\x01", MAP, struct.pack("<Q", 0x1000),
+                                                                   struct.pack("<i", 5)]

@@ -490,3 +490,61 @@ def test_descriptor_arguments_are_planned_and_packed_as_their_parts(gpu, monkeyp
     assert descriptor_copy.compile_count == before + 1
     assert gpu.launches[-1].arguments[1] == struct.pack("<i", 40)
     _forget_launches(descriptor_copy)
+
+
+# -- adapted arguments whose parts include a by-value tensor map (Hopper TMA) -------------------
+
+
+def test_an_adapted_argument_with_a_tensor_map_part_launches_natively(fake_driver, native_module, monkeypatch):
+    """A plan over a launcher whose parameters are an adapted argument's parts (a base
+    pointer and a 128-byte tensor map) and an int: the dispatcher checks the key, packs
+    the map's bytes in C and launches; a map of another length goes to the slow path."""
+    from polytile.ir import types as t
+    from polytile.runtime.dispatch import CallPlan, SlotCheck
+    from polytile_nvidia.launcher import Launcher
+
+    from .test_arguments import TensorMapLike
+
+    use_native_launcher(fake_driver, native_module, monkeypatch)
+    fake_driver.gpus = [FakeGpu()]
+    fake_driver.images[b"tma image"] = {"k": Kernel((8, 128, 4))}
+    parameters = [("d_base", t.PointerType(t.f16)), ("d_map", TensorMapLike()), ("n", t.i32)]
+    launcher = Launcher(b"tma image", "k", parameters, num_warps=4)
+    first_map = bytes(range(128))
+    launcher((1, 1, 1), [Tensor(0x10000, 0, FLOAT16), first_map, 1])  # the Python path: loads the kernel
+
+    class Described:
+        """A value an adapter passes as (base tensor, tensor map bytes)."""
+
+        def __init__(self, base, tensor_map, key="f16 64x64"):
+            self.base, self.tensor_map, self.key = base, tensor_map, key
+
+    def key_and_parts(value):
+        return value.key, (value.base, value.tensor_map)
+
+    slow_calls = []
+
+    def slow(grid, args, kwargs, grid_was_called, planned):
+        slow_calls.append(args)
+        return "slow"
+
+    dispatcher = launcher.make_dispatcher(slow)
+    plan = CallPlan(nargs=2, kwnames=None, slots=[SlotCheck("adapted", (key_and_parts, "f16 64x64"), parameter=0,
+                                                            parts=2),
+                                                  SlotCheck("int", hint="any", range="i32", parameter=2)],
+                    slot_names=("d", "n"), meta_base={}, guard=None, result="compiled")
+    native_plan = launcher.dispatch_plan(plan)
+    assert native_plan is not None  # "M" flows into the parts' codes
+    dispatcher.learn(native_plan)
+    other_map = bytes(reversed(range(128)))
+    assert dispatcher.bind((3,))(Described(Tensor(0x20000, 0, FLOAT16), other_map), 77) == "compiled"
+    assert fake_driver.launches[-1].arguments == [struct.pack("<Q", 0x20000), other_map, struct.pack("<i", 77)]
+    assert fake_driver.launches[-1].grid == (3, 1, 1)
+    assert not slow_calls and launcher.launch_counts().native == 1
+    # A part that is not bytes of exactly 128, or another key: the slow path decides.
+    for value in (Described(Tensor(0x20000, 0, FLOAT16), other_map[:127]),
+                  Described(Tensor(0x20000, 0, FLOAT16), bytearray(other_map)),
+                  Described(Tensor(0x20000, 0, FLOAT16), None),
+                  Described(Tensor(0x20000, 0, FLOAT16), other_map, key="f32 64x64")):
+        assert dispatcher.bind((3,))(value, 77) == "slow"
+    assert len(slow_calls) == 4 and launcher.launch_counts().native == 1
