@@ -3,8 +3,9 @@
 Importing ``cuda.bindings.driver``, cuda-bindings' Python API, costs 10-25 ms (it builds
 hundreds of classes and enums), more than everything else a process does to launch a
 kernel from the on-disk cache.  Such a launch makes a dozen driver calls (find the
-device, retain its context, load the cubin, read a few attributes, and launch where the
-native launcher is not built yet).  It makes them
+device, retain its context, load the cubin, read a few attributes, encode the tensor maps
+of polytile-tma's descriptors on Hopper, and launch where the native launcher is not
+built yet).  It makes them
 through ``cuda.bindings.cydriver`` instead: the same library's Cython-level functions,
 the ones its Python API calls, importing in a few milliseconds.  Cython exports them as
 a table of C function pointers (``__pyx_capi__``), each named by its C signature; every
@@ -22,12 +23,24 @@ backend does not know which one it talks to.  Whatever else is asked of it comes
 from __future__ import annotations
 
 import ctypes
+import struct
 import threading
 from typing import Any, Callable
 
 _int_p = ctypes.POINTER(ctypes.c_int)
 _void_pp = ctypes.POINTER(ctypes.c_void_p)
 _char_pp = ctypes.POINTER(ctypes.c_char_p)
+
+#: A CUtensorMap: its bytes, and the alignment the driver writes it at.
+TENSOR_MAP_BYTES, TENSOR_MAP_ALIGNMENT = 128, 64
+#: cuTensorMapEncodeTiled's arrays, laid out after the map in one buffer (one allocation
+#: and one struct.pack_into a call): per rank 1 to 5, the packing and the arrays' offsets.
+_MAX_MAP_RANK = 5
+_DIMS_AT, _STRIDES_AT, _BOX_AT, _STEPS_AT = 128, 168, 208, 228
+_MAP_ARRAYS = [None] + [struct.Struct(f"<{r}Q{(5 - r) * 8}x{r - 1}Q{(6 - r) * 8}x{r}I{(5 - r) * 4}x{r}I")
+                        for r in range(1, _MAX_MAP_RANK + 1)]
+#: The buffer: room to align the map, then the map and the arrays (8-byte words).
+_MapStorage = ctypes.c_uint64 * ((TENSOR_MAP_ALIGNMENT + _STEPS_AT + 4 * _MAX_MAP_RANK + 7) // 8)
 
 #: Each function used: the C signature cuda-bindings exports it under, and its ctypes
 #: argument types (every one returns CUresult, an int).
@@ -53,6 +66,13 @@ SIGNATURES: dict[str, tuple[str, tuple[Any, ...]]] = {
     "cuLaunchKernel": ("CUresult (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, "
                        "unsigned int, unsigned int, CUstream, void **, void **)",
                        (ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)),
+    "cuTensorMapEncodeTiled": ("CUresult (CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, cuuint64_t const *, "
+                               "cuuint64_t const *, cuuint32_t const *, cuuint32_t const *, CUtensorMapInterleave, "
+                               "CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill)",
+                               # The arrays as addresses (see DriverCalls.cuTensorMapEncodeTiled).
+                               (ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p,
+                                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                                ctypes.c_int, ctypes.c_int)),
     "cuGetErrorName": ("CUresult (CUresult, char const **)", (ctypes.c_int, _char_pp)),
     "cuGetErrorString": ("CUresult (CUresult, char const **)", (ctypes.c_int, _char_pp)),
 }
@@ -224,6 +244,29 @@ class DriverCalls:
         value = ctypes.c_int()
         return self.CUresult(self._f["cuPointerGetAttribute"](ctypes.byref(value), int(attribute), int(pointer))), value.value
 
+    def cuTensorMapEncodeTiled(self, tensorDataType: int, tensorRank: int, globalAddress: int,  # noqa: N803
+                               globalDim: Any, globalStrides: Any, boxDim: Any, elementStrides: Any, interleave: int,
+                               swizzle: int, l2Promotion: int, oobFill: int) -> tuple:
+        """``(CUresult, the map's 128 bytes)``; the arguments as ``cuda.bindings.driver``
+        takes them (enums as their values, the arrays as sequences of ints), innermost
+        dimension first.  (``cuda.bindings.driver`` answers a ``CUtensorMap`` object
+        instead of bytes: :func:`tensor_map_encoder` reads either.)"""
+        if not 1 <= tensorRank <= _MAX_MAP_RANK:
+            return self.CUresult(1), b""  # CUDA_ERROR_INVALID_VALUE, as the driver answers it
+        # One buffer: the map, 64-byte aligned as the driver writes it, then the arrays.
+        storage = _MapStorage()
+        start = ctypes.addressof(storage)
+        at = -(-start // TENSOR_MAP_ALIGNMENT) * TENSOR_MAP_ALIGNMENT
+        offset = at - start
+        _MAP_ARRAYS[tensorRank].pack_into(storage, offset + _DIMS_AT, *globalDim, *globalStrides, *boxDim,
+                                          *elementStrides)
+        result = self._f["cuTensorMapEncodeTiled"](
+            at, int(tensorDataType), tensorRank, globalAddress or None, at + _DIMS_AT,
+            # A rank-1 map has no strides: a null pointer, which the driver does not read.
+            at + _STRIDES_AT if tensorRank > 1 else None, at + _BOX_AT, at + _STEPS_AT, int(interleave), int(swizzle),
+            int(l2Promotion), int(oobFill))
+        return self.CUresult(result), bytes(storage)[offset:offset + TENSOR_MAP_BYTES]
+
     def cuGetErrorName(self, code: int) -> tuple:
         return self._error_text("cuGetErrorName", code)
 
@@ -287,6 +330,32 @@ def _fall_back(python_api: Callable[[], Any], reason: str) -> Any:
     module = python_api()
     _fallback = (module, reason)
     return module
+
+
+def tensor_map_encoder(calls: Any) -> Callable[..., tuple]:
+    """``calls``' cuTensorMapEncodeTiled (``calls`` a :class:`DriverCalls` or
+    ``cuda.bindings.driver``) as one function answering ``(CUresult, the map's 128
+    bytes)`` either way, taking the enums as their values (ints)."""
+    if isinstance(calls, DriverCalls):
+        return calls.cuTensorMapEncodeTiled
+    encode = calls.cuTensorMapEncodeTiled
+    data_type, interleave_type = calls.CUtensorMapDataType, calls.CUtensorMapInterleave
+    swizzle_type, l2_type = calls.CUtensorMapSwizzle, calls.CUtensorMapL2promotion
+    fill_type = calls.CUtensorMapFloatOOBfill
+    u64, u32 = calls.cuuint64_t, calls.cuuint32_t  # its arrays take these, not ints
+
+    def encode_through_python_api(data: int, rank: int, address: int, dims: Any, strides: Any, box: Any,
+                                  element_strides: Any, interleave: int, swizzle: int, l2_promotion: int,
+                                  fill: int) -> tuple:
+        err, tensor_map = encode(data_type(data), rank, address, [u64(v) for v in dims], [u64(v) for v in strides],
+                                 [u32(v) for v in box], [u32(v) for v in element_strides],
+                                 interleave_type(interleave), swizzle_type(swizzle), l2_type(l2_promotion),
+                                 fill_type(fill))
+        if err or tensor_map is None:
+            return err, b""
+        return err, ctypes.string_at(int(tensor_map.getPtr()), TENSOR_MAP_BYTES)
+
+    return encode_through_python_api
 
 
 def describe(calls: Any) -> str:

@@ -61,11 +61,17 @@ def stand_in_functions(*, devices=2, fail_init=0):
         "cuFuncSetAttribute": record("cuFuncSetAttribute"),
         "cuPointerGetAttribute": record("cuPointerGetAttribute", write=lambda value, attribute, pointer: setattr(_out(value), "value", 1)),
         "cuLaunchKernel": record("cuLaunchKernel"),
+        "cuTensorMapEncodeTiled": record("cuTensorMapEncodeTiled",
+                                         write=lambda tensor_map, *rest: ctypes.memmove(tensor_map, MAP_BYTES, 128)),
         "cuGetErrorName": error_text,
         "cuGetErrorString": error_text,
     }
     assert set(functions) == set(SIGNATURES)
     return functions, calls
+
+
+#: What the stand-in cuTensorMapEncodeTiled writes.
+MAP_BYTES = bytes(range(128, 256))
 
 
 def both(functions):
@@ -243,3 +249,87 @@ def test_how_the_driver_is_called_is_described(cydriver_table):
     cydriver_table({})
     calls = driver_calls.driver_calls(python_api)
     assert "does not export the driver functions under the C signatures" in driver_calls.describe(calls)
+
+
+# -- tensor maps (polytile-tma on Hopper) ------------------------------------------------------
+
+
+def test_a_tensor_map_is_encoded_through_c_into_aligned_memory_and_answered_as_bytes():
+    """Through a real C function pointer of the exported signature's types: the arrays
+    arrive as the driver reads them, the map is written 64-byte aligned."""
+    seen = []
+
+    def encode(tensor_map, data_type, rank, address, dims, strides, box, element_strides, interleave, swizzle, l2,
+               fill):
+        def read(kind, address, count):
+            return list((kind * count).from_address(address)) if address else None
+
+        seen.append((tensor_map % 64, data_type, rank, address, read(ctypes.c_uint64, dims, rank),
+                     read(ctypes.c_uint64, strides, rank - 1), read(ctypes.c_uint32, box, rank),
+                     read(ctypes.c_uint32, element_strides, rank), interleave, swizzle, l2, fill))
+        ctypes.memmove(tensor_map, MAP_BYTES, 128)
+        return 0
+
+    functions, _ = stand_in_functions()
+    c_encode = ctypes.CFUNCTYPE(ctypes.c_int, *SIGNATURES["cuTensorMapEncodeTiled"][1])(encode)
+    functions["cuTensorMapEncodeTiled"] = c_encode
+    cuda = DriverCalls(both(functions), python_api)
+    err, tensor_map = cuda.cuTensorMapEncodeTiled(6, 3, 0x7F0000010000, (512, 256, 4), (1040, 266240), (64, 64, 1),
+                                                  (1, 1, 1), 0, 3, 2, 1)
+    assert err == 0 and err.name == "CUDA_SUCCESS" and tensor_map == MAP_BYTES
+    assert seen == [(0, 6, 3, 0x7F0000010000, [512, 256, 4], [1040, 266240], [64, 64, 1], [1, 1, 1], 0, 3, 2, 1)]
+    # Rank 1: no strides, a null pointer.
+    cuda.cuTensorMapEncodeTiled(7, 1, 0x10000, (1000,), (), (64,), (1,), 0, 0, 2, 0)
+    assert seen[-1][4:8] == ([1000], None, [64], [1])
+    # Rank 5, the most there is.
+    cuda.cuTensorMapEncodeTiled(7, 5, 0x10000, (2, 3, 4, 5, 6), (16, 48, 192, 960), (1, 2, 3, 4, 5), (1,) * 5,
+                                0, 0, 2, 0)
+    assert seen[-1][4:8] == ([2, 3, 4, 5, 6], [16, 48, 192, 960], [1, 2, 3, 4, 5], [1] * 5)
+    # A rank the driver does not take is refused as the driver refuses it, without asking it.
+    calls = len(seen)
+    assert cuda.cuTensorMapEncodeTiled(7, 6, 0x10000, (2,) * 6, (16,) * 5, (1,) * 6, (1,) * 6, 0, 0, 2, 0)[0] == 1
+    assert len(seen) == calls
+
+
+def test_a_refused_tensor_map_has_the_drivers_name_for_its_code():
+    functions, _ = stand_in_functions()
+    functions["cuTensorMapEncodeTiled"] = lambda *args: 400
+    cuda = DriverCalls(both(functions), python_api)
+    err, _ = cuda.cuTensorMapEncodeTiled(6, 1, 0x10000, (64,), (), (64,), (1,), 0, 0, 2, 0)
+    assert err == 400 and err.name == "CUDA_ERROR_INVALID_HANDLE"
+
+
+def test_the_tensor_map_encoder_reads_either_binding():
+    functions, _ = stand_in_functions()
+    cuda = DriverCalls(both(functions), python_api)
+    assert driver_calls.tensor_map_encoder(cuda) == cuda.cuTensorMapEncodeTiled
+
+    # cuda.bindings.driver's convention: enums and cuuintNN_t objects in, a CUtensorMap out.
+    holder = (ctypes.c_uint8 * 128).from_buffer_copy(MAP_BYTES)
+    asked = []
+
+    class Wrapped(int):
+        pass
+
+    def enum(name):
+        return type(name, (Wrapped,), {})
+
+    def encode(*args):
+        asked.append(args)
+        return 0, types.SimpleNamespace(getPtr=lambda: ctypes.addressof(holder))
+
+    api = types.SimpleNamespace(
+        __name__="cuda.bindings.driver", cuTensorMapEncodeTiled=encode,
+        CUtensorMapDataType=enum("CUtensorMapDataType"), CUtensorMapInterleave=enum("CUtensorMapInterleave"),
+        CUtensorMapSwizzle=enum("CUtensorMapSwizzle"), CUtensorMapL2promotion=enum("CUtensorMapL2promotion"),
+        CUtensorMapFloatOOBfill=enum("CUtensorMapFloatOOBfill"), cuuint64_t=enum("cuuint64_t"),
+        cuuint32_t=enum("cuuint32_t"))
+    err, tensor_map = driver_calls.tensor_map_encoder(api)(6, 2, 0x10000, (64, 32), (128,), (16, 8), (1, 1), 0, 3, 2, 1)
+    assert (err, tensor_map) == (0, MAP_BYTES)
+    (args,) = asked
+    assert [type(a).__name__ for a in args[:1] + args[7:]] == ["CUtensorMapDataType", "CUtensorMapInterleave",
+                                                               "CUtensorMapSwizzle", "CUtensorMapL2promotion",
+                                                               "CUtensorMapFloatOOBfill"]
+    assert args[1:3] == (2, 0x10000) and args[3:7] == ([64, 32], [128], [16, 8], [1, 1])
+    assert [type(v).__name__ for v in args[3] + args[4]] == ["cuuint64_t"] * 3
+    assert [type(v).__name__ for v in args[5] + args[6]] == ["cuuint32_t"] * 4
