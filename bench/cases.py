@@ -274,12 +274,35 @@ def _launch_matmul_fp8(lib: Any, p: Problem) -> None:
                             BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, num_warps=warps, num_stages=stages)
 
 
+def _make_matmul_nk(device: Device, size: Size, dtype: str) -> Problem:
+    """A (M, K), B (N, K), C (M, N): Triton's descriptor tutorials' layout."""
+    m, n, k = size
+    a, b = device.randn((m, k), dtype, 7), device.randn((n, k), dtype, 8)
+    c = device.empty((m, n), dtype)
+    return Problem({"a": a, "b": b, "c": c}, {"M": m, "N": n, "K": k}, outputs=("c",), rows=m, row_arrays=("a", "c"))
+
+
+def _launch_matmul_descriptor(lib: Any, p: Problem) -> None:
+    # Triton's tutorial 09 configuration for its descriptor kernel on Hopper.  The
+    # descriptors are made at every launch, as the tutorial makes them (host descriptors).
+    if p.M >= 1024:
+        bm, bn, bk, group, warps, stages = 128, 256, 64, 8, 8, 3
+    else:
+        bm, bn, bk, group, warps, stages = 32, 32, 32, 2, 4, 2
+    a = lib.TensorDescriptor.from_tensor(p.a, [bm, bk])
+    b = lib.TensorDescriptor.from_tensor(p.b, [bn, bk])
+    c = lib.TensorDescriptor.from_tensor(p.c, [bm, bn])
+    grid = (cdiv(p.M, bm) * cdiv(p.N, bn),)
+    lib.matmul_descriptor_kernel[grid](a, b, c, p.M, p.N, p.K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group,
+                                       num_warps=warps, num_stages=stages)
+
+
 def _matmul_reference(host: dict[str, np.ndarray], scalars: dict[str, Any]) -> dict[str, np.ndarray]:
     # In float64: a float32 product over K = 8192 is itself off by more than bf16's tolerance.
     return {"c": host["a"].astype(np.float64) @ host["b"].astype(np.float64)}
 
 
-def _matmul_fp8_reference(host: dict[str, np.ndarray], scalars: dict[str, Any]) -> dict[str, np.ndarray]:
+def _matmul_nk_reference(host: dict[str, np.ndarray], scalars: dict[str, Any]) -> dict[str, np.ndarray]:
     return {"c": host["a"].astype(np.float64) @ host["b"].astype(np.float64).T}  # B is (N, K)
 
 
@@ -396,11 +419,17 @@ CASES: dict[str, Case] = {case.name: case for case in (
           "full": ((4096, 4096, 4096), (8192, 8192, 8192))},
          _make_persistent_matmul, _launch_persistent_matmul, _matmul_reference, _matmul_flops,
          tolerance={"f16": (1e-2, 1e-2)}),
+    Case("matmul_descriptor", "matmul", "the same matmul through host tensor descriptors (Triton's tutorial 09 "
+         "kernel: B (N, K), used as b.T; C stored through its descriptor)", ("f16", "bf16"),
+         {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),),
+          "full": ((4096, 4096, 4096), (8192, 8192, 8192))},
+         _make_matmul_nk, _launch_matmul_descriptor, _matmul_nk_reference, _matmul_flops,
+         tolerance={"f16": (1e-2, 1e-2), "bf16": (2e-2, 1e-2)}),
     Case("matmul_fp8", "matmul", "the same matmul, fp8 e4m3 in (B K-major: (N, K)), fp32 accumulation, f16 out",
          ("e4m3",),
          {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),),
           "full": ((4096, 4096, 4096), (8192, 8192, 8192))},
-         _make_matmul_fp8, _launch_matmul_fp8, _matmul_fp8_reference, _matmul_flops,
+         _make_matmul_fp8, _launch_matmul_fp8, _matmul_nk_reference, _matmul_flops,
          # The reference multiplies the fp8 values exactly (float64).  What is left is the
          # f16 rounding of the output and the accumulation: fp8 wgmma adds into the fp32
          # accumulator with fewer bits than fp32 (Triton does not promote by default), off

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import polytile as pt
 import polytile.language as pl
+from polytile.tools.tensor_descriptor import TensorDescriptor  # noqa: F401  (the launch code's, via the module)
 
 from .matmul_configs import AUTOTUNE_CONFIGS
 
@@ -103,6 +104,32 @@ def row_max_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK_SIZE: pl.constexpr):
         x = pl.load(x_ptr + cols, mask=cols < n_cols, other=-float("inf")).to(pl.float32)
         acc = pl.maximum(acc, x)
     pl.store(out_ptr + row, pl.max(acc, axis=0))
+
+
+@pt.jit
+def matmul_descriptor_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr,
+                             BLOCK_K: pl.constexpr, GROUP_M: pl.constexpr):
+    # Triton's tutorial 09 (persistent matmul), its host-descriptor kernel matmul_kernel_tma:
+    # B is an (N, K) array, loaded as N x K blocks and used transposed.
+    pid = pl.program_id(axis=0)
+    num_pid_m = pl.cdiv(M, BLOCK_M)
+    num_pid_n = pl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (pid % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    k_tiles = pl.cdiv(K, BLOCK_K)
+    offs_am = pid_m * BLOCK_M
+    offs_bn = pid_n * BLOCK_N
+    accumulator = pl.zeros((BLOCK_M, BLOCK_N), dtype=pl.float32)
+    for k in range(k_tiles):
+        offs_k = k * BLOCK_K
+        a = a_desc.load([offs_am, offs_k])
+        b = b_desc.load([offs_bn, offs_k])
+        accumulator = pl.dot(a, b.T, accumulator)
+    c_desc.store([offs_am, offs_bn], accumulator.to(c_desc.dtype))
 
 
 def _matmul_kernel_autotuned():

@@ -17,7 +17,8 @@ TRITON_KERNELS = Path(__file__).resolve().parents[2] / "bench" / "triton_kernels
 
 #: Triton's import lines and what they become.
 IMPORTS = {"import triton\n": "import polytile as triton\n",
-           "import triton.language as tl\n": "import polytile.language as tl\n"}
+           "import triton.language as tl\n": "import polytile.language as tl\n",
+           "from triton.tools.tensor_descriptor import": "from polytile.tools.tensor_descriptor import"}
 
 
 @functools.cache

@@ -102,16 +102,7 @@ class ArchCompiler:
         key = (fn, spec.key, tuple(sorted(options.items())))
         outcomes = self._outcomes.get(key)
         if outcomes is None:
-            module = fn.lower(*args, **arguments)
-            results = compile_for_targets(module, self.archs, label=fn.__name__, **options)
-            self.compilations += len(results)
-            # The kernel's parameters: a plugin's argument (a tensor descriptor) passes as its parts.
-            from polytile.runtime.adapters import expand_parameters
-
-            param_types = [type_ for _, type_, _, _ in expand_parameters(list(spec.arg_types), spec.arg_types,
-                                                                         spec.hints, spec.adapted)]
-            outcomes = self._outcomes[key] = {arch: _outcome(result, arch, param_types)
-                                              for arch, result in results.items()}
+            outcomes = self._outcomes[key] = self._compile(fn, spec, args, arguments, options)
         failures = []
         unlinked = []
         for arch, error in outcomes.items():
@@ -132,6 +123,31 @@ class ArchCompiler:
             # one; CI requires it): the other archs compiled, these could not be linked.
             pytest.skip(f"compiled for every arch but {', '.join(unlinked)}: ld.lld (the linker for AMD code "
                         "objects) not found here")
+
+    def _compile(self, fn: Any, spec: Any, args: tuple, arguments: dict, options: dict) -> dict:
+        from polytile.runtime.adapters import AdaptedPiece, expand_parameters
+        from polytile.target import Target
+
+        if not spec.adapted:
+            groups = {None: self.archs}
+        else:
+            # A plugin's argument (a tensor descriptor) passes as its adapter for each
+            # target says (a Hopper descriptor adds its tensor map): lowered per arch.
+            groups = {arch: (arch,) for arch in self.archs}
+        outcomes = {}
+        for lowered_for, archs in groups.items():
+            module = fn.lower_for(lowered_for, *args, **arguments)
+            results = compile_for_targets(module, archs, label=fn.__name__, **options)
+            self.compilations += len(results)
+            adapted = spec.adapted
+            if lowered_for is not None:
+                target = Target.parse(lowered_for)
+                adapted = {n: AdaptedPiece(p.adapter.for_target(target), p.key) for n, p in adapted.items()}
+            # The kernel's parameters: a plugin's argument passes as its parts.
+            param_types = [type_ for _, type_, _, _ in expand_parameters(list(spec.arg_types), spec.arg_types,
+                                                                         spec.hints, adapted)]
+            outcomes.update({arch: _outcome(result, arch, param_types) for arch, result in results.items()})
+        return outcomes
 
 
 def _missing_device_libs(error: BaseException, arch: str) -> bool:

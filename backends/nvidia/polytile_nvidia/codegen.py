@@ -121,6 +121,14 @@ def annotate_kernel(function: ir.Function, num_threads: int) -> None:
                                                    ir.Constant(_I32, num_threads)])
 
 
+def grid_constant(function: ir.Function, index: int) -> None:
+    # A byval parameter the kernel takes the address of is copied to local memory unless
+    # it is a grid constant: then its address is the parameter's own (cvta.param).
+    module = function.module
+    module.add_named_metadata("nvvm.annotations", [function, ir.MetaDataString(module, "grid_constant"),
+                                                   module.add_metadata([ir.Constant(_I32, index + 1)])])
+
+
 def _in_f32(emit: Any) -> Any:
     """Compute a f16 (or f32) function in f32: the approximate instructions exist for f32."""
     def lower(ctx: Any, args: list, type_: ir.Type) -> Any:
@@ -454,7 +462,8 @@ def nvidia_gpu_target(arch: str, enable_wgmma: bool = True) -> GpuTarget:
         backend_name="NVIDIA", arch=arch, triple=TRIPLE, data_layout=DATA_LAYOUT,
         warp_size=ARCHITECTURES[arch].warp_size, kernel_calling_convention="ptx_kernel", read_id=read_id,
         barrier=barrier, shuffle_xor=shuffle_xor, shuffle_up=shuffle_up, shuffle_idx=shuffle_idx,
-        warp_uniform=warp_uniform, math=MATH, annotate_kernel=annotate_kernel, math_library_prefix=LIBDEVICE_PREFIX,
+        warp_uniform=warp_uniform, math=MATH, annotate_kernel=annotate_kernel, by_value_parameter=grid_constant,
+        math_library_prefix=LIBDEVICE_PREFIX,
         max_shared_bytes=ARCHITECTURES[arch].shared_memory_per_block_optin, float8_convert=_float8_convert_hook(arch),
         atomic_rmw=_atomic_rmw_hook(arch), atomic_cas=atomic_cas, printf=printf, assert_fail=assert_fail,
         memory_access=memory_access, matrix_options={} if enable_wgmma else {"wgmma": False},

@@ -69,8 +69,11 @@ class AsyncDots(Pass):
         num_warps = num_warps_of(context)
         changed = False
         for loop in [op for op in module.walk() if isinstance(op, scf.ForOp)]:
+            # A dot reading a buffer made in the body cannot stay in flight: the next
+            # iteration fills that buffer again.
             candidates = [op for op in loop.body.block if isinstance(op, tile.DotOp)
-                          and _overlaps(op, select_instruction(op, target, num_warps))]
+                          and _overlaps(op, select_instruction(op, target, num_warps))
+                          and not any(_made_in(r, loop.body.block) for r in _rings(op))]
             plan = _plan(loop, candidates)
             if plan is not None:
                 _make_async(loop, plan, self.pending)
@@ -197,6 +200,16 @@ def _rings(dot: Any) -> list:
     return rings
 
 
+def _made_in(buffer: Any, body: Any) -> bool:
+    return buffer.defining_op is not None and buffer.defining_op.parent is body
+
+
+def _fills_body_buffer(op: Any, body: Any) -> bool:
+    """Whether ``op`` fills (or signals the barriers of) a buffer allocated in ``body``."""
+    return any(_made_in(buffer, body) for buffer in (getattr(op, "ring", None), getattr(op, "barriers", None))
+               if buffer is not None)
+
+
 def _make_async(loop: Any, plan: _Plan, pending: int) -> None:
     body = loop.body.block
     terminator = body.last_op
@@ -236,8 +249,10 @@ def _make_async(loop: Any, plan: _Plan, pending: int) -> None:
 
     # The copies into the rings (issued ahead, into the slots the previous iteration's
     # dots read) go after the wait that retires those dots.
+    # Only fills of rings made before the loop (pipeline-loops' rings, filled for a later
+    # iteration): a buffer made in the body is filled and read in the same iteration.
     ops = list(body)
-    issues = [op for op in ops[:ops.index(wait)] if op.has_trait(IssuesIntoRing)]
+    issues = [op for op in ops[:ops.index(wait)] if op.has_trait(IssuesIntoRing) and not _fills_body_buffer(op, body)]
     anchor = wait
     for op in issues:
         op.move_after(anchor)

@@ -128,9 +128,31 @@ class PipelineLoops(Pass):
 
 def _pipelinable(op: Any, infos: Any, target: Any) -> bool:
     copies = ring_copies_for(op)
-    if copies is None or not op.results or not feeds_dot(op.results[0]):
+    if copies is None or not op.results:
+        return False
+    if not feeds_dot(op.results[0]) and not (copies.transposable and transposed_operand(op) is not None):
         return False
     return copies.accepts(op, infos, target)
+
+
+def transposed_operand(load: Any) -> Any:
+    """The ``tile.trans`` of ``load``'s 2-D tile that is a dot's operand (``b.T``), where
+    that transpose is the load's only use; else None.  A ring of copies that can fill a
+    slot read transposed (:attr:`~.ring_copies.RingCopies.transposable`) then holds the
+    transposed view, which the dot reads in place."""
+    uses = list(load.results[0].uses)
+    if len(uses) != 1 or not isinstance(uses[0].owner, tile.TransOp):
+        return None
+    trans = uses[0].owner
+    if tuple(trans.order) != (1, 0) or not feeds_dot(trans.result):
+        return None
+    return trans
+
+
+def transposed_slot_layout(slot: SwizzledSharedLayout, order: tuple) -> SwizzledSharedLayout:
+    """``slot`` (a 2-D slot's layout) seen through ``tile.trans {order}``: the same bytes."""
+    permuted = tuple(order.index(d) for d in slot.order)
+    return SwizzledSharedLayout(slot.vector, slot.per_phase, slot.max_phase, permuted, slot.block)
 
 
 @dataclass
@@ -276,9 +298,7 @@ def _rewrite(loop: Any, plan: _Plan, stages: int, k_slice: Any, completion: str,
     iv = loop.induction_variable
     index_type = iv.type
     before = Builder.before(loop, loop.location)
-    rings = [before.create(LocalAllocOp, result_types=[
-        ring_type(load.results[0].type, stages, ring_copies_for(load).slot_layout(load))]).result
-        for load in plan.loads]
+    rings = [before.create(LocalAllocOp, result_types=[_ring_type_of(load, stages)]).result for load in plan.loads]
     barriers = _barriers(before, plan, stages, num_threads) if completion == BARRIERS else None
 
     # Prologue: iterations 0 .. stages-2, advancing the carried address values.
@@ -319,7 +339,12 @@ def _rewrite(loop: Any, plan: _Plan, stages: int, k_slice: Any, completion: str,
     top = Builder.before(anchor, loop.location)
     _issue(top, plan, rings, {}, write_slot, valid, barriers)
     for load, ring in zip(plan.loads, rings):
-        _replace_load(load, ring, read_slot)
+        trans = transposed_operand(load) if not feeds_dot(load.results[0]) else None
+        if trans is not None:  # the ring holds the transposed view: read it for the transpose
+            read_slot_instead(trans, ring, read_slot)
+            load.erase()
+        else:
+            read_slot_instead(load, ring, read_slot)
     for dot in [op for op in body if isinstance(op, tile.DotOp)]:
         _slice_along_k(dot, k_slice(dot))
 
@@ -350,15 +375,26 @@ def _rewrite(loop: Any, plan: _Plan, stages: int, k_slice: Any, completion: str,
     return loop
 
 
+def _ring_type_of(load: Any, stages: int) -> BufferType:
+    """The ring of ``load``: slots of its tile in the layout its copies write, or of the
+    transposed tile where the dot reads the load transposed (the same bytes)."""
+    slot = ring_copies_for(load).slot_layout(load)
+    trans = transposed_operand(load) if not feeds_dot(load.results[0]) else None
+    if trans is None:
+        return ring_type(load.results[0].type, stages, slot)
+    return ring_type(trans.result.type, stages, transposed_slot_layout(slot, tuple(trans.order)))
+
+
 def _next_phase(builder: Builder, phase: Any, next_slot: Any, one: Any, zero: Any) -> Any:
     """The phase of the barrier of ``next_slot``: it flips where the slots wrap around."""
     wrapped = builder.create(arith.CmpIOp, next_slot, zero, predicate="eq").result
     return builder.create(arith.SelectOp, wrapped, _binary(builder, "xori", phase, one), phase).result
 
 
-def _replace_load(load: Any, ring: Any, slot: Any) -> None:
-    """Read the load's value from ``slot`` of ``ring``: dot operands straight into their
-    layout, other uses in the load's own layout."""
+def read_slot_instead(load: Any, ring: Any, slot: Any) -> None:
+    """Read ``load``'s value (a load's, or a transpose's of one in a ring read transposed)
+    from ``slot`` of ``ring`` instead: dot operands straight into their layout, other
+    uses in the op's own layout; ``load`` is erased."""
     at = Builder.before(load, load.location)
     for use in list(load.result.uses):
         user = use.owner
@@ -432,4 +468,5 @@ def _add_carried(loop: Any, inits: list) -> Any:
     return new
 
 
-__all__ = ["MIN_COPY_BYTES", "NUM_STAGES_HINT", "PipelineLoops", "ring_slot_layout", "ring_type"]
+__all__ = ["MIN_COPY_BYTES", "NUM_STAGES_HINT", "PipelineLoops", "read_slot_instead", "ring_slot_layout", "ring_type",
+           "transposed_operand", "transposed_slot_layout"]

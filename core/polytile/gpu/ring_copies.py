@@ -43,6 +43,12 @@ class RingCopies:
 
     #: The completions these copies support (``"groups"``, ``"barriers"``).
     completions: ClassVar[frozenset] = frozenset({BARRIERS})
+    #: Whether a load whose only use is a transpose feeding a dot (``b.T``) may be copied
+    #: as it is into a ring read transposed: its slots are then the transposed view (the
+    #: same bytes, :func:`~.pipelining.transposed_slot_layout`), and :meth:`issue` gets
+    #: such a ring.  A copy engine writing whole blocks (bulk copies) can; per-thread
+    #: copies of a pointer tile place each element themselves and do not.
+    transposable: ClassVar[bool] = False
 
     def accepts(self, load: Any, infos: Any, target: Any) -> bool:
         """Whether ``load`` (an op of the registered class, in a loop, feeding a dot) can

@@ -187,11 +187,19 @@ class DialectType(Type):
     pointer does (a tensor descriptor): the mutation analysis then follows it as it
     follows pointers, so a write through an op taking it marks the arguments it was
     made from.
+
+    ``by_value = (size, alignment)`` lets kernels take a parameter of the type that is
+    passed by value as ``size`` opaque bytes aligned to ``alignment`` and stays in the
+    kernel's read-only parameter memory (a CUDA ``__grid_constant__``: a TMA tensor map,
+    say).  The launch passes a ``bytes`` object of exactly ``size`` bytes; in the kernel
+    the parameter is the address of those bytes.  A backend without such parameters
+    refuses the kernel, naming the parameter.
     """
 
     __slots__ = ()
     type_name: ClassVar[str] = ""
     refers_to_memory: ClassVar[bool] = False
+    by_value: ClassVar[tuple[int, int] | None] = None
 
     def format_parameters(self) -> str:
         import dataclasses

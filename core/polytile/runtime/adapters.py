@@ -19,7 +19,9 @@ knows the type returns an :class:`ArgumentAdapter`, which says
 * ``check(kernel, argument, value)``: raise a :class:`~polytile.errors.LaunchError`
   naming the kernel and the argument when the value cannot be passed;
 * ``storage(value)``: the array the kernel may write through the value (a descriptor's
-  base), which the autotuner saves and restores between trials.
+  base), which the autotuner saves and restores between trials;
+* ``for_target(target)``: the adapter for kernels compiled for one target (by default
+  itself): one with hardware for the type may pass more (a Hopper tensor map).
 
 The JIT keys the launch with ``key``; the frontend gives the kernel one parameter per
 part (``a_desc_base``, ``a_desc_shape0`` ...) with the parts' divisibility as hints, and
@@ -74,6 +76,15 @@ class ArgumentAdapter:
     def storage(self, value: Any) -> Any:
         """The array a kernel may write through ``value`` (None: none)."""
         return None
+
+    def for_target(self, target: Any) -> "ArgumentAdapter":
+        """The adapter that passes values to kernels compiled for ``target`` (the
+        resolved :class:`~polytile.Target`): on a target with hardware for the type, a
+        plugin may pass other parts (a TMA tensor map on Hopper) and build the kernel's
+        value from them.  Its ``key`` must be this adapter's (the launch is keyed before
+        the target is known).  ``kernel.lower`` and ``kernel.mutated_args`` use the
+        adapter itself.  Default: ``self``."""
+        return self
 
     def key_and_parts(self, value: Any) -> tuple:
         """``(key(value), flatten(value))`` in one call: what a native dispatcher asks at

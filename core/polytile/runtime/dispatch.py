@@ -98,9 +98,11 @@ def plan_call(fn: Any, compiled: Any, args: tuple, kwargs: dict | None) -> CallP
     slots: list[SlotCheck] = []
     slot_names: list[str] = []
     options: dict[str, Any] = {}
+    # An adapted argument passes as its adapter for the kernel's target says.
+    target = getattr(compiled, "target", None)
     for position, value in enumerate(args):
         name = names[position]
-        slot = _slot(fn, name, value, constexprs, launch_order)
+        slot = _slot(fn, name, value, constexprs, launch_order, target)
         if slot is None:
             return None
         slots.append(slot)
@@ -110,7 +112,7 @@ def plan_call(fn: Any, compiled: Any, args: tuple, kwargs: dict | None) -> CallP
             if name in given or parameters[name].kind is parameters[name].POSITIONAL_ONLY:
                 return None
             given[name] = value
-            slot = _slot(fn, name, value, constexprs, launch_order)
+            slot = _slot(fn, name, value, constexprs, launch_order, target)
         else:
             options[name] = value
             slot = SlotCheck("equal", value) if type(value) in _EQUAL_TYPES else None
@@ -137,14 +139,15 @@ def plan_call(fn: Any, compiled: Any, args: tuple, kwargs: dict | None) -> CallP
                     defaults=defaults, meta_base=meta_base, guard=compiled.guard, result=compiled)
 
 
-def _slot(fn: Any, name: str, value: Any, constexprs: set[str], launch_order: list[str]) -> SlotCheck | None:
+def _slot(fn: Any, name: str, value: Any, constexprs: set[str], launch_order: list[str],
+          target: Any = None) -> SlotCheck | None:
     if name in constexprs:
         return SlotCheck("equal", value) if type(value) in _EQUAL_TYPES else None
     if value is None:
         return SlotCheck("none")  # compiled in, as the Python path keys it
     kind = kind_of(value)
     if kind is not None and kind.adapter is not None:
-        return _adapted_slot(kind.adapter, name, value, launch_order)
+        return _adapted_slot(kind.adapter.for_target(target), name, value, launch_order)
     if name not in launch_order:
         return None
     parameter = launch_order.index(name)

@@ -474,12 +474,24 @@ class JITFunction:
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """The core-IR module the frontend makes for these arguments (before any pass)."""
+        return self.lower_for(None, *args, **kwargs)
+
+    def lower_for(self, target: Any, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`lower` as a compile for ``target`` (``"nvidia:sm_90a"``, a
+        :class:`~polytile.Target`, or None: target-neutral) starts: arguments a plugin
+        adapts pass as that target's adapter passes them (a Hopper tensor descriptor
+        with its tensor map)."""
         from ..frontend.codegen import generate_kernel
+        from ..target import Target
 
         spec = self.specialize(self.bind(args, kwargs))
-        module, _ = generate_kernel(self, spec.arg_types, spec.constexprs, spec.adapted)
+        adapted = spec.adapted
+        if target is not None and adapted:
+            target = Target.parse(target) if isinstance(target, str) else target
+            adapted = {n: AdaptedPiece(p.adapter.for_target(target), p.key) for n, p in adapted.items()}
+        module, _ = generate_kernel(self, spec.arg_types, spec.constexprs, adapted)
         attach_hints(module, [h for _, _, h, _ in expand_parameters(list(spec.arg_types), spec.arg_types,
-                                                                    spec.hints, spec.adapted)])
+                                                                    spec.hints, adapted)])
         return module
 
     def mutated_args(self, *args: Any, **kwargs: Any) -> list[str]:
@@ -519,7 +531,10 @@ class JITFunction:
 
         options = _backend_options(options)
         params = list(arg_types)
-        adapted = adapted or {}
+        # Each adapted argument passes as its adapter for this target says (a Hopper
+        # tensor descriptor adds its tensor map).
+        adapted = {name: AdaptedPiece(piece.adapter.for_target(resolved), piece.key)
+                   for name, piece in (adapted or {}).items()}
         # A plugin's argument (a tensor descriptor) passes as its parts.
         launch_params = tuple(LaunchParam(name, type_, 16 if hint == "D" else 1, hint == "1")
                               for name, type_, hint, _ in expand_parameters(params, arg_types, hints, adapted))

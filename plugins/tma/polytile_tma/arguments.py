@@ -108,9 +108,89 @@ class DescriptorAdapter(ArgumentAdapter):
     def storage(self, value: Any) -> Any:
         return value.base
 
+    def for_target(self, target: Any) -> "ArgumentAdapter":
+        from .staging import has_bulk_copies
 
-#: The one adapter (it holds no state).
+        return BULK_ADAPTER if has_bulk_copies(target) else self
+
+
+#: Where a descriptor keeps the parts its last Hopper launch passed: ``(parts, with_map)``.
+_BULK_LAUNCH = "_polytile_tensor_map"
+
+
+def _bulk_plan(key: Any) -> Any:
+    """The bulk copy plan of the descriptors of ``key`` (None: they pass no tensor map)."""
+    if key is BROKEN:
+        return None
+    from polytile.ir import types as t
+
+    from .bulk import box_plan
+
+    return box_plan(t.SCALAR_TYPES[key[0]].width, tuple(key[1]))
+
+
+class BulkDescriptorAdapter(DescriptorAdapter):
+    """Descriptors passed to a kernel for a target with bulk tensor copies (Hopper): the
+    parts of :class:`DescriptorAdapter` and, where a bulk copy can move the block, the
+    tensor map (``_map``, 128 bytes by value), encoded for the plan the kernel's copies
+    follow (:func:`~.bulk.box_plan`) and cached per address, shape, strides, block,
+    element, swizzle and padding (:func:`~.tensormap.encode_tensor_map`)."""
+
+    def parts(self, key: Any) -> list[LaunchPart]:
+        parts = super().parts(key)
+        if _bulk_plan(key) is not None:
+            from .types import TENSOR_MAP_ALIGNMENT, TensorMapType
+
+            parts.append(LaunchPart("_map", TensorMapType(), TENSOR_MAP_ALIGNMENT))
+        return parts
+
+    def build(self, key: Any, parts: list) -> Any:
+        if _bulk_plan(key) is None:
+            return super().build(key, parts)
+        from .language import descriptor_from_parts
+
+        rank = len(key[1])
+        base, shape, strides, tensor_map = parts[0], parts[1:1 + rank], parts[1 + rank:-1], parts[-1]
+        return descriptor_from_parts(base, list(shape), list(strides), list(key[1]), key[2], tensor_map)
+
+    def _with_map(self, value: Any, key: Any, parts: tuple) -> tuple:
+        cached = value.__dict__.get(_BULK_LAUNCH)
+        if cached is not None and cached[0] is parts:
+            return cached[1]
+        plan = _bulk_plan(key)
+        if plan is None:
+            return parts
+        from polytile.errors import LaunchError
+
+        from .tensormap import TensorMapError, encode_tensor_map
+
+        rank = len(key[1])
+        facts = value.__dict__[_LAUNCH][1]
+        shape = tuple(parts[1:1 + rank])
+        strides = (*parts[1 + rank:], 1)
+        try:
+            tensor_map = encode_tensor_map(facts[0], key[0], shape, strides, plan.box, plan.swizzle, key[2])
+        except TensorMapError as exc:
+            raise LaunchError(f"a TensorDescriptor (shape {list(shape)}, strides {list(strides)}, block "
+                              f"{list(key[1])}) cannot be passed as a tensor map: {exc}") from None
+        full = (*parts, tensor_map)
+        value.__dict__[_BULK_LAUNCH] = (parts, full)
+        return full
+
+    def flatten(self, value: Any) -> tuple:
+        key = self.key(value)  # leaves this launch's facts with the value
+        return self._with_map(value, key, value.__dict__[_LAUNCH][3])
+
+    def key_and_parts(self, value: Any) -> tuple:
+        key = self.key(value)
+        if key is BROKEN:
+            return key, ()
+        return key, self._with_map(value, key, value.__dict__[_LAUNCH][3])
+
+
+#: The one adapter of each kind (they hold no state).
 ADAPTER = DescriptorAdapter()
+BULK_ADAPTER = BulkDescriptorAdapter()
 
 
-__all__ = ["ADAPTER", "DescriptorAdapter"]
+__all__ = ["ADAPTER", "BULK_ADAPTER", "BulkDescriptorAdapter", "DescriptorAdapter"]

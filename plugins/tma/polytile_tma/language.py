@@ -55,6 +55,16 @@ def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any
     return tensor(op.result)
 
 
+def descriptor_from_parts(base: Any, shape: list, strides: list, block_shape: list, padding: str,
+                          tensor_map: Any) -> "tensor_descriptor":
+    """The descriptor a host ``TensorDescriptor`` argument stands for on Hopper: its
+    parts (kernel values, the strides but the last) and its tensor map."""
+    op = sem.emit(ops.MakeDescriptorOp, unwrap(base).handle, [unwrap(s).handle for s in shape],
+                  [*(unwrap(s).handle for s in strides), sem.to_tensor(1, t.i64).handle],
+                  map=unwrap(tensor_map).handle, block_shape=tuple(block_shape), padding=padding)
+    return tensor(op.result)
+
+
 def _no_wide_integers(values: Any, what: str) -> None:
     """Shapes and offsets are i32 (Triton's rule): a 64-bit value would be truncated, so
     it is an error here, not a silently wrong block."""
@@ -204,4 +214,4 @@ class tensor_descriptor(tensor):
         sem.emit(ops.ScatterOp, self.handle, value.handle, rows.handle, column)
 
 
-__all__ = ["make_tensor_descriptor", "tensor_descriptor"]
+__all__ = ["descriptor_from_parts", "make_tensor_descriptor", "tensor_descriptor"]

@@ -5,7 +5,9 @@ strides; this pass keeps those as separate SSA values and rewrites each access i
 pointer tiles ``base + sum_d position_d * stride_d`` masked by ``0 <= position_d <
 shape_d`` in every dimension:
 
-- ``tma.load`` -> ``tile.load`` with the padding (zero or NaN) as ``other``;
+- ``tma.load`` -> ``tile.load`` with the padding (zero or NaN) as ``other``; of a host
+  descriptor that brings a tensor map (Hopper), ``tma.bulk_load`` through the map
+  where a bulk copy can move the block (:mod:`.bulk`);
 - ``tma.store`` -> ``tile.store`` (what falls outside is not written);
 - ``tma.reduce`` -> ``tile.atomic_rmw`` (add on floats is ``fadd``; min and max on
   unsigned integers are ``umin`` / ``umax``);
@@ -40,6 +42,8 @@ class _Parts:
     base: Any
     shape: list
     strides: list
+    #: The tensor map of a host descriptor on Hopper (None elsewhere).
+    map: Any = None
 
 
 def _error(op: Any, message: str) -> CompilationError:
@@ -77,7 +81,7 @@ class _Lowering:
 
     # -- handlers ---------------------------------------------------------------------
     def make(self, op: Any) -> None:
-        self.parts[op.result] = _Parts(op.base, list(op.shape), list(op.strides))
+        self.parts[op.result] = _Parts(op.base, list(op.shape), list(op.strides), op.map)
         self.dead.append(op)
 
     def dim(self, op: Any) -> None:
@@ -111,6 +115,16 @@ class _Lowering:
 
     def load(self, op: Any) -> None:
         b = Builder.before(op)
+        parts = self._get(op)
+        result = op.result.type
+        if parts.map is not None:
+            from .bulk import BulkLoadOp, box_plan
+        if parts.map is not None and box_plan(t.element_type(result).width, tuple(result.shape)) is not None:
+            # The tensor map pads as the descriptor says (its out-of-bounds fill).
+            load = b.create(BulkLoadOp, parts.map, list(op.offsets), result_types=[result])
+            op.result.replace_all_uses_with(load.result)
+            op.erase()
+            return
         self._padded_load(b, op, *self._block(op, b))
 
     def gather(self, op: Any) -> None:

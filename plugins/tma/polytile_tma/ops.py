@@ -15,12 +15,13 @@ from polytile.ir.constraints import Tile, TypeConstraint
 from polytile.ir.opdef import Attr, Operand, Pure, ReadsMemory, Result, define_op, op_error
 from polytile.ir.operation import Operation
 
-from .types import MAX_RANK, PADDINGS, TensorDescType
+from .types import MAX_RANK, PADDINGS, TensorDescType, TensorMapType
 
 Descriptor = TypeConstraint("a tensor descriptor", lambda x: isinstance(x, TensorDescType))
 ScalarPointer = TypeConstraint("a pointer scalar", lambda x: isinstance(x, t.PointerType))
 I32 = TypeConstraint("an i32 scalar", lambda x: x == t.i32)
 I64 = TypeConstraint("an i64 scalar", lambda x: x == t.i64)
+TensorMap = TypeConstraint("a TMA tensor map (!tma.map)", lambda x: isinstance(x, TensorMapType))
 
 #: ``tma.reduce`` kinds (Triton's ``desc.atomic_add`` ... ``atomic_xor``).
 REDUCE_KINDS = ("add", "min", "max", "and", "or", "xor")
@@ -49,6 +50,9 @@ class MakeDescriptorOp(Operation):
     base = Operand(ScalarPointer)
     shape = Operand(I32, variadic=True)
     strides = Operand(I64, variadic=True)
+    #: The tensor map of a host descriptor on a target with a tensor memory accelerator
+    #: (Hopper): ``lower-tensor-descriptors`` turns its loads into bulk copies.
+    map = Operand(TensorMap, optional=True)
     result = Result(Descriptor)
     block_shape = Attr(tuple)
     padding = Attr(str, default="zero")

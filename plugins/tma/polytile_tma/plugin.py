@@ -18,10 +18,11 @@ LOWERING_ANCHOR = "tile/inline"
 def polytile_register_dialects(registry):
     from polytile.ir.registry import Dialect
 
-    from . import ops, types
+    from . import bulk, ops, types
 
-    registry.register(Dialect(name="tma", ops=ops.TMA_OPS, types=(types.TensorDescType,),
-                              doc="tensor descriptors: N-D arrays accessed in blocks"))
+    registry.register(Dialect(name="tma", ops=ops.TMA_OPS + bulk.BULK_OPS,
+                              types=(types.TensorDescType, types.TensorMapType),
+                              doc="tensor descriptors: N-D arrays accessed in blocks, and Hopper's bulk copies"))
 
 
 @hookimpl
@@ -35,15 +36,24 @@ def polytile_register_builtins(registry):
 @hookimpl
 def polytile_register_passes(registry):
     from .lowering import LowerTensorDescriptors
+    from .staging import StageBulkLoads
 
     registry.register(LowerTensorDescriptors)
+    registry.register(StageBulkLoads)
 
 
 @hookimpl
 def polytile_configure_pipeline(pipeline, target, options):
     from .lowering import LowerTensorDescriptors
+    from .staging import STAGING_ANCHOR, StageBulkLoads, has_bulk_copies
 
     pipeline.insert_after(LOWERING_ANCHOR, LowerTensorDescriptors())
+    if has_bulk_copies(target):
+        # Host descriptors bring tensor maps here: their loads become bulk copies, which
+        # pipeline-loops puts in its rings and stage-bulk-loads copies elsewhere.
+        from . import hopper  # noqa: F401  (registers the ring copies and lowerings)
+
+        pipeline.insert_after(STAGING_ANCHOR, StageBulkLoads())
 
 
 @hookimpl

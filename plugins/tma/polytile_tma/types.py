@@ -55,3 +55,24 @@ class TensorDescType(DialectType):
         if padding not in PADDINGS:
             parser.error(f"unknown padding '{padding}' in '!tma.desc'; use zero or nan")
         return cls(block, padding)
+
+
+#: Bytes of a CUDA tensor map (``CUtensorMap``) and the alignment it is passed at.
+TENSOR_MAP_BYTES, TENSOR_MAP_ALIGNMENT = 128, 64
+
+
+@dataclass(frozen=True)
+class TensorMapType(DialectType):
+    """A TMA tensor map (``!tma.map``): the 128 bytes ``cuTensorMapEncodeTiled`` writes
+    on the host, which a Hopper kernel passes to its bulk tensor copies.  Passed by value
+    as a grid constant: in the kernel, the parameter is the address of those bytes."""
+
+    type_name = "tma.map"
+    by_value = (TENSOR_MAP_BYTES, TENSOR_MAP_ALIGNMENT)
+
+    def format_parameters(self) -> str:
+        return ""
+
+    @classmethod
+    def parse_parameters(cls, parser: Any) -> "TensorMapType":
+        return cls()

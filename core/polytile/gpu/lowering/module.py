@@ -56,9 +56,18 @@ def lower_module(module: Any, target: GpuTarget, analyses: Any = None, num_warps
 def _lower_kernel(function: Any, llvm_module: ir.Module, target: GpuTarget, axis_info: Any, num_warps: int) -> None:
     name = function.attributes["sym_name"]
     parameters = []
-    for arg in function.arguments:
+    by_value: dict[int, tuple[int, int]] = {}
+    for index, arg in enumerate(function.arguments):
         if isinstance(arg.type, t.TileType):
             raise op_error(function, name, f"kernel argument of type {arg.type}: kernels take scalars and pointers")
+        passed = getattr(arg.type, "by_value", None)
+        if passed is not None:
+            if target.by_value_parameter is None:
+                raise op_error(function, name, f"kernel parameter '{arg.name_hint}' of type {arg.type} is passed by "
+                                               f"value, which the {target.backend_name} backend does not support")
+            by_value[index] = passed
+            parameters.append(ir.PointerType(ir.ArrayType(ir.IntType(8), passed[0])))
+            continue
         try:
             parameters.append(llvm_type(arg.type))
         except UnsupportedType as exc:
@@ -67,6 +76,11 @@ def _lower_kernel(function: Any, llvm_module: ir.Module, target: GpuTarget, axis
     fn = ir.Function(llvm_module, ir.FunctionType(ir.VoidType(), parameters), name)
     fn.calling_convention = target.kernel_calling_convention
     target.annotate_kernel(fn, num_warps * target.warp_size)
+    for index, (_, alignment) in by_value.items():
+        # The bytes themselves are the parameter: a byval pointer, read in place.
+        fn.args[index].add_attribute("byval")
+        fn.args[index].attributes.align = alignment
+        target.by_value_parameter(fn, index)
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
     ctx = LoweringContext(llvm_module, fn, builder, target, name, num_warps, axis_info)
     for arg, param in zip(function.arguments, fn.args):

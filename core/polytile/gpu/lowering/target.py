@@ -73,6 +73,12 @@ class GpuTarget:
     math: Mapping[str, MathEmitter] = field(default_factory=dict)
     #: ``annotate_kernel(function, num_threads)``: attributes such as the block size.
     annotate_kernel: Callable[[Any, int], None] = lambda function, num_threads: None
+    #: ``by_value_parameter(function, index)``: mark kernel parameter ``index`` (a
+    #: ``byval`` pointer to the bytes of a type with ``by_value``, see
+    #: :class:`~polytile.ir.types.DialectType`) as read-only parameter memory whose
+    #: address the kernel may take (NVIDIA: ``__grid_constant__``).  None: the target
+    #: takes no such parameters.
+    by_value_parameter: Callable[[Any, int], None] | None = None
     #: Shared memory (LDS) one program may use, bytes; None: unchecked.
     max_shared_bytes: int | None = None
     global_address_space: int = 1

@@ -1,0 +1,183 @@
+"""Bulk tensor copies (Hopper's tensor memory accelerator): the ops a descriptor load
+becomes on a target with one, and how its block sits in shared memory.
+
+A host descriptor passed to a Hopper kernel brings its tensor map (``!tma.map``, encoded
+on the host by :mod:`.tensormap`).  ``lower-tensor-descriptors`` then turns each
+``tma.load`` through it into ``tma.bulk_load``, which ``pipeline-loops`` copies into its
+rings with :class:`~.hopper.BulkCopies` (loads in loops feeding dots), and
+``stage-bulk-loads`` copies through a one-slot buffer where nothing pipelined it:
+
+- ``tma.copy_to_ring``: one thread starts the copy of the block at ``offsets`` into a
+  ring slot (``cp.async.bulk.tensor``), completing on the slot's mbarrier;
+- ``tma.arrive_expect_bytes``: the same thread arrives on that barrier and tells it how
+  many bytes the copies bring (``mbarrier.arrive.expect_tx``); the phase completes when
+  they have landed;
+- ``tma.fence_barrier_init``: after the barriers are initialized and before the first
+  copy, so the copy engine (another memory proxy) sees them.
+
+The block lands in the layout :func:`box_plan` gives: the NVMMA layout wgmma reads in
+place (16-byte vectors, rows swizzled 128, 64 or 32 bytes wide, wider rows as column
+blocks of one swizzle row each).  The host encodes the map with the same plan's box and
+swizzle, so both sides agree by construction.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+from polytile.dialects.gpu import Barriers, Buffer, IssuesIntoRing, WritesThroughAsyncProxy
+from polytile.ir import types as t
+from polytile.ir.constraints import IntScalar, Tile, TypeConstraint
+from polytile.ir.opdef import Attr, Operand, ReadsMemory, Result, define_op, op_error
+from polytile.ir.operation import Operation
+
+from .ops import I32, TensorMap
+
+#: The widest box a tensor map copies in one dimension.
+MAX_BOX = 256
+I1 = TypeConstraint("an i1 scalar", lambda x: x == t.i1)
+
+
+class BoxPlan(NamedTuple):
+    """How a block is copied: ``copies`` boxes of ``box`` (elements, outermost first)
+    side by side along the contiguous dimension, swizzled ``swizzle`` bytes (0: none),
+    into shared memory laid out as ``slot``."""
+
+    box: tuple
+    swizzle: int
+    copies: int
+    slot: Any
+    box_bytes: int
+
+    @property
+    def bytes(self) -> int:
+        return self.box_bytes * self.copies
+
+
+@functools.lru_cache(maxsize=None)
+def box_plan(element_bits: int, block: tuple) -> BoxPlan | None:
+    """The copy of a ``block`` of ``element_bits``-bit elements, or None where a bulk copy
+    cannot place it as the rest of the kernel reads it (2-D blocks whose rows are whole
+    16-byte vectors, at most 256 in each dimension)."""
+    from polytile.gpu.lowering.dot_operands import operand_shared_layout
+
+    if len(block) != 2 or element_bits < 8 or element_bits % 8:
+        return None
+    size = element_bits // 8
+    rows, columns = block
+    if columns * size % 16 or rows > MAX_BOX:
+        return None
+    slot = operand_shared_layout(None, tuple(block), element_bits)
+    inner = slot.block_of(block)
+    swizzle = 0
+    if slot.max_phase > 1:
+        swizzle = inner * size
+        if swizzle not in (32, 64, 128) or slot.vector * size != 16 or slot.per_phase != 128 // swizzle \
+                or slot.max_phase != swizzle // 16:
+            return None
+    elif inner != columns:
+        return None
+    if inner > MAX_BOX:
+        return None
+    box_bytes = rows * inner * size
+    # A swizzled box repeats its pattern every 8 rows of the swizzle width; each box (and
+    # each ring slot: whole boxes) must start at such a boundary.
+    if swizzle and box_bytes % (8 * swizzle):
+        return None
+    return BoxPlan((rows, inner), swizzle, columns // inner, slot, box_bytes)
+
+
+def ring_block(ring: Any) -> tuple[tuple, BoxPlan | None, bool]:
+    """The block a bulk copy moves into a slot of ``ring`` (a ``!gpu.buffer`` of slots),
+    its plan, and whether the slots hold it transposed (``pipeline-loops`` reads a
+    ``b.T`` operand from such a ring: the same bytes, the slot's shape and layout order
+    swapped).  The plan is None where the slots are in neither layout."""
+    from polytile.gpu.lowering.async_copy import slot_layout
+    from polytile.gpu.pipelining import transposed_slot_layout
+
+    shape = tuple(ring.shape[1:])
+    if len(shape) != 2:
+        return shape, None, False
+    layout = slot_layout(ring)
+    for block, transposed in ((shape, False), (shape[::-1], True)):
+        plan = box_plan(ring.element.width, block)
+        if plan is not None and layout == (transposed_slot_layout(plan.slot, (1, 0)) if transposed else plan.slot):
+            return block, plan, transposed
+    return shape, None, False
+
+
+@define_op
+class BulkLoadOp(Operation):
+    """The block at ``offsets`` through the tensor map ``map`` (its shape and element
+    type are the result's): ``tma.load`` of a host descriptor on Hopper."""
+
+    name = "tma.bulk_load"
+    map = Operand(TensorMap)
+    offsets = Operand(I32, variadic=True)
+    result = Result(Tile)
+    traits = (ReadsMemory,)
+
+    def verify_op(self) -> None:
+        shape = tuple(self.result.type.shape)
+        if len(self.offsets) != len(shape):
+            raise op_error(self, f"has {len(self.offsets)} offsets for a block of rank {len(shape)}")
+        if box_plan(t.element_type(self.result.type).width, shape) is None:
+            raise op_error(self, f"a bulk copy cannot move blocks of {self.result.type.without_layout()}")
+
+
+@define_op
+class CopyToRingOp(Operation):
+    """One thread starts copying the block at ``offsets`` through ``map`` into slot
+    ``slot`` of ``ring``, completing on barrier ``slot`` of ``barriers``; nothing where
+    ``valid`` is false."""
+
+    name = "tma.copy_to_ring"
+    map = Operand(TensorMap)
+    offsets = Operand(I32, variadic=True)
+    ring = Operand(Buffer)
+    slot = Operand(IntScalar)
+    barriers = Operand(Barriers)
+    valid = Operand(I1)
+    traits = (IssuesIntoRing, WritesThroughAsyncProxy)
+
+    def verify_op(self) -> None:
+        ring = self.ring.type
+        block, plan, _ = ring_block(ring)
+        if len(self.offsets) != len(block):
+            raise op_error(self, f"has {len(self.offsets)} offsets for slots of rank {len(block)}")
+        if plan is None:
+            raise op_error(self, f"a bulk copy cannot fill slots of {ring}: they are not in the layout a bulk "
+                                 "copy writes (or its transpose)")
+        if ring.shape[0] != self.barriers.type.shape[0]:
+            raise op_error(self, f"{ring.shape[0]} slots but {self.barriers.type.shape[0]} barriers")
+
+
+@define_op
+class ArriveExpectBytesOp(Operation):
+    """One thread arrives on barrier ``index`` of ``barriers``, which then also waits for
+    ``bytes`` bytes of bulk copies (none where ``valid`` is false)."""
+
+    name = "tma.arrive_expect_bytes"
+    barriers = Operand(Barriers)
+    index = Operand(IntScalar)
+    valid = Operand(I1)
+    bytes = Attr(int)
+    traits = (IssuesIntoRing,)
+
+    def verify_op(self) -> None:
+        if not 0 < self.bytes < 1 << 20:
+            raise op_error(self, f"a barrier counts between 1 and 2^20 - 1 bytes per phase, not {self.bytes}")
+
+
+@define_op
+class FenceBarrierInitOp(Operation):
+    """Makes the barriers this thread initialized visible to the copy engine."""
+
+    name = "tma.fence_barrier_init"
+
+
+BULK_OPS = (BulkLoadOp, CopyToRingOp, ArriveExpectBytesOp, FenceBarrierInitOp)
+
+__all__ = ["BULK_OPS", "ArriveExpectBytesOp", "BoxPlan", "BulkLoadOp", "CopyToRingOp", "FenceBarrierInitOp",
+           "box_plan", "ring_block"]

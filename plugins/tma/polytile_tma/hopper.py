@@ -1,0 +1,180 @@
+"""Bulk tensor copies on NVIDIA Hopper (sm_90 and later): how ``pipeline-loops`` fills
+its rings from descriptor loads, the PTX of the copies, and ``stage-bulk-loads``.
+
+Imported by the plugin's ``polytile_configure_pipeline`` for such a target only; what it
+registers (the ring copies of ``tma.bulk_load``, the lowerings of the bulk ops, their
+shared-memory accesses) is the plugin's and leaves with it.
+
+- In a pipelined loop, one thread (thread 0, which also initializes the ring's barriers)
+  issues each slot's copies and one ``mbarrier.arrive.expect_tx`` with their bytes; the
+  readers wait for the slot's phase as for ``cp.async`` fills.  The copies write through
+  the async proxy, so wgmma reads the slots with no proxy fence.
+- Elsewhere (outside loops, loops that were not pipelined, loads that feed no dot),
+  ``stage-bulk-loads`` copies the block into a one-slot buffer with its own barrier,
+  waits for it, and reads it into the layout its users want.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar
+
+from llvmlite import ir
+
+from polytile.dialects import arith
+from polytile.dialects.gpu import BufferType, LocalAllocOp, MBarrierInitOp, MBarrierInvalOp, MBarrierWaitOp
+from polytile.gpu.layouts import SwizzledSharedLayout
+from polytile.gpu.lowering.context import LoweringContext, register_lowering
+from polytile.gpu.lowering.mbarrier import barrier_address
+from polytile.gpu.lowering.shared import buffer_pointer
+from polytile.gpu.membar import READ, register_buffer_access
+from polytile.gpu.pipelining import read_slot_instead, ring_type, transposed_operand, transposed_slot_layout
+from polytile.gpu.ring_copies import BARRIERS, RingCopies, feeds_dot, register_ring_copies
+from polytile.ir import types as t
+from polytile.ir.builder import Builder
+
+from .bulk import ArriveExpectBytesOp, BoxPlan, BulkLoadOp, CopyToRingOp, FenceBarrierInitOp, box_plan, ring_block
+
+_I32, _I64 = ir.IntType(32), ir.IntType(64)
+
+
+def plan_of(tile_type: Any) -> BoxPlan:
+    plan = box_plan(t.element_type(tile_type).width, tuple(tile_type.shape))
+    assert plan is not None, f"no bulk copy of {tile_type}"  # the ops' verifiers hold this
+    return plan
+
+
+# --------------------------------------------------------------------------------------
+# Rings
+
+
+class BulkCopies(RingCopies):
+    """``tma.bulk_load`` into a ring: one thread's bulk copies, completing on the slot's
+    barrier with one arrival that expects their bytes."""
+
+    completions: ClassVar[frozenset] = frozenset({BARRIERS})
+    transposable: ClassVar[bool] = True
+
+    def accepts(self, load: Any, infos: Any, target: Any) -> bool:
+        return True  # the op exists only where the target has bulk copies
+
+    def addresses(self, load: Any) -> list:
+        return list(load.offsets)
+
+    def issue(self, builder: Builder, load: Any, lookup: Callable[[Any], Any], ring: Any, slot: Any,
+              valid: Any, barriers: Any) -> None:
+        builder.create(CopyToRingOp, lookup(load.map), [lookup(o) for o in load.offsets], ring, slot, barriers, valid)
+
+    def prepare(self, builder: Builder, barriers: Any) -> None:
+        builder.create(FenceBarrierInitOp)
+
+    def signal(self, builder: Builder, barriers: Any, slot: Any, valid: Any, loads: list) -> None:
+        builder.create(ArriveExpectBytesOp, barriers, slot, valid, bytes=sum(plan_of(x.result.type).bytes
+                                                                            for x in loads))
+
+    def slot_layout(self, load: Any) -> Any:
+        return plan_of(load.result.type).slot
+
+    def arrivals(self, num_threads: int) -> int:
+        return 1
+
+
+register_ring_copies(BulkLoadOp, BulkCopies())
+# Thread 0 initializes the barriers and issues every copy and arrival: only the waits of
+# the other threads must follow the initialization (and they read the barriers).
+register_buffer_access(ArriveExpectBytesOp)(lambda op: [(op.barriers, READ)])
+
+
+# --------------------------------------------------------------------------------------
+# stage-bulk-loads (the pass is in .staging)
+
+
+def stage_bulk_load(load: Any) -> None:
+    """Copy ``load``'s block into a one-slot buffer, wait for it, read it from there."""
+    b = Builder.before(load, load.location)
+    plan = plan_of(load.result.type)
+    # A transposed dot operand (b.T) reads the buffer transposed, in place.
+    trans = transposed_operand(load) if not feeds_dot(load.result) else None
+    if trans is None:
+        ring = b.create(LocalAllocOp, result_types=[ring_type(load.result.type, 1, plan.slot)]).result
+    else:
+        slot = transposed_slot_layout(plan.slot, tuple(trans.order))
+        ring = b.create(LocalAllocOp, result_types=[ring_type(trans.result.type, 1, slot)]).result
+    barrier_type = BufferType((1,), t.i64, SwizzledSharedLayout(1, 1, 1, (0,)))
+    barriers = b.create(LocalAllocOp, result_types=[barrier_type]).result
+    zero = arith.materialize_constant(b, 0, t.i32).result
+    true = arith.materialize_constant(b, 1, t.i1).result
+    b.create(MBarrierInitOp, barriers, count=1)
+    b.create(FenceBarrierInitOp)
+    b.create(CopyToRingOp, load.map, list(load.offsets), ring, zero, barriers, true)
+    b.create(ArriveExpectBytesOp, barriers, zero, true, bytes=plan.bytes)
+    wait = b.create(MBarrierWaitOp, barriers, zero, zero)
+    # The barrier's life ends once every thread is past its wait (insert-barriers puts
+    # the barrier that says so); the slot's bytes stay until its last read.
+    Builder.after(wait, load.location).create(MBarrierInvalOp, barriers)
+    if trans is None:
+        read_slot_instead(load, ring, zero)
+    else:
+        read_slot_instead(trans, ring, zero)
+        load.erase()
+
+
+# --------------------------------------------------------------------------------------
+# PTX
+
+#: One 2-D box into shared memory, completing on a barrier: $0 destination, $1 the
+#: tensor map's generic address, $2/$3 the innermost / outer coordinate, $4 the barrier,
+#: $5 non-zero: this thread copies.
+COPY_2D_PTX = ("{ .reg .pred p; setp.ne.b32 p, $5, 0; @p cp.async.bulk.tensor.2d.shared::cluster.global.tile"
+               ".mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4]; }")
+#: One arrival on barrier $0 that also expects $1 bytes, where $2 is non-zero.
+ARRIVE_EXPECT_PTX = ("{ .reg .pred p; .reg .b64 state; setp.ne.b32 p, $2, 0; "
+                     "@p mbarrier.arrive.expect_tx.shared::cta.b64 state, [$0], $1; }")
+#: The initialized barriers, seen by the copy engine (the async proxy).
+FENCE_INIT_PTX = "fence.mbarrier_init.release.cluster; fence.proxy.async.shared::cta;"
+
+
+def _asm(builder: ir.IRBuilder, text: str, inputs: list, constraints: str) -> None:
+    function_type = ir.FunctionType(ir.VoidType(), [v.type for v in inputs])
+    builder.asm(function_type, text, constraints + ",~{memory}" if constraints else "~{memory}", inputs,
+                side_effect=True)
+
+
+def _thread_zero(ctx: LoweringContext) -> Any:
+    b = ctx.builder
+    return b.and_(b.icmp_unsigned("==", ctx.lane_id, ctx.i32(0)), b.icmp_unsigned("==", ctx.warp_id, ctx.i32(0)))
+
+
+@register_lowering(CopyToRingOp)
+def _copy_to_ring(op: Any, operands: list, ctx: LoweringContext) -> list:
+    b = ctx.builder
+    _, plan, _ = ring_block(op.ring.type)  # a transposed ring holds the same bytes
+    slot = ctx.get(op.slot)
+    base = b.add(b.ptrtoint(buffer_pointer(ctx, op.ring), _I32), b.mul(slot, ctx.i32(plan.bytes)))
+    barrier = barrier_address(ctx, op, op.barriers, slot)
+    tensor_map = b.ptrtoint(ctx.get(op.map), _I64)
+    row, column = (ctx.get(v) for v in op.offsets)
+    copies = b.zext(b.and_(_thread_zero(ctx), ctx.get(op.valid)), _I32)
+    for index in range(plan.copies):
+        # Column blocks of one swizzle row each, one after another (the slot's layout).
+        destination = b.add(base, ctx.i32(index * plan.box_bytes)) if index else base
+        x = b.add(column, ctx.i32(index * plan.box[1])) if index else column
+        _asm(b, COPY_2D_PTX, [destination, tensor_map, x, row, barrier, copies], "r,l,r,r,r,r")
+    return []
+
+
+@register_lowering(ArriveExpectBytesOp)
+def _arrive_expect(op: Any, operands: list, ctx: LoweringContext) -> list:
+    b = ctx.builder
+    barrier = barrier_address(ctx, op, op.barriers, ctx.get(op.index))
+    expected = b.select(ctx.get(op.valid), ctx.i32(op.bytes), ctx.i32(0))
+    _asm(b, ARRIVE_EXPECT_PTX, [barrier, expected, b.zext(_thread_zero(ctx), _I32)], "r,r,r")
+    return []
+
+
+@register_lowering(FenceBarrierInitOp)
+def _fence_init(op: Any, operands: list, ctx: LoweringContext) -> list:
+    _asm(ctx.builder, FENCE_INIT_PTX, [], "")
+    return []
+
+
+__all__ = ["ARRIVE_EXPECT_PTX", "BulkCopies", "COPY_2D_PTX", "FENCE_INIT_PTX", "plan_of", "stage_bulk_load"]

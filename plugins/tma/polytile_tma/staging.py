@@ -1,0 +1,52 @@
+"""Where descriptor loads become bulk copies: :func:`has_bulk_copies` (which targets) and
+the ``stage-bulk-loads`` pass (the loads ``pipeline-loops`` left).
+
+Kept apart from :mod:`.hopper` (the lowering, imported only when such a target compiles)
+so that registering the pass costs every other compile nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from polytile.passes import Pass, PassContext, PreservedAnalyses
+
+#: The pass ``stage-bulk-loads`` runs after (loads it did not pipeline are staged).
+STAGING_ANCHOR = "distribute/pipeline-loops"
+
+
+def has_bulk_copies(target: Any) -> bool:
+    """Whether ``target`` (a :class:`~polytile.Target`) has the tensor memory
+    accelerator: NVIDIA sm_90 and later."""
+    if target is None or getattr(target, "backend", None) != "nvidia" or not target.arch:
+        return False
+    found = re.fullmatch(r"sm_(\d+)[a-z]?", target.arch)
+    return found is not None and int(found.group(1)) >= 90
+
+
+@dataclass
+class StageBulkLoads(Pass):
+    """Each ``tma.bulk_load`` that ``pipeline-loops`` left: a bulk copy into a one-slot
+    buffer, a wait on its barrier, and a read of the buffer into the layout its users
+    want (dot operands straight into theirs)."""
+
+    name: ClassVar[str] = "stage-bulk-loads"
+    summary: ClassVar[str] = "descriptor loads outside pipelined loops: bulk copies through a one-slot buffer"
+
+    def applies_to(self, module: Any) -> bool:
+        return any(op.name == "tma.bulk_load" for op in module.walk())
+
+    def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
+        from .bulk import BulkLoadOp
+        from .hopper import stage_bulk_load
+
+        loads = [op for op in module.walk() if isinstance(op, BulkLoadOp)]
+        for load in loads:
+            stage_bulk_load(load)
+            context.count("stage-bulk-loads.staged")
+        return PreservedAnalyses.none() if loads else PreservedAnalyses.all()
+
+
+__all__ = ["STAGING_ANCHOR", "StageBulkLoads", "has_bulk_copies"]

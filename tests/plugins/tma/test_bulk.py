@@ -1,0 +1,261 @@
+"""Hopper's bulk tensor copies (polytile_tma.bulk, .hopper, .staging): which blocks they
+move and how, the IR the descriptor lowering and ``stage-bulk-loads`` make, the PTX of
+descriptor matmuls for sm_90a (assembled by ptxas), and what host descriptors pass."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import polytile.language as pl
+from polytile.compiler import compile_module
+from polytile.errors import VerificationError
+from polytile.ir import parse_module, verify
+from polytile.runtime import jit
+from polytile.target import Target
+from polytile.testing import apply_passes, dedent
+
+from polytile_tma import tensormap
+from polytile_tma.arguments import ADAPTER, BULK_ADAPTER
+from polytile_tma.bulk import box_plan
+from polytile_tma.host import TensorDescriptor
+from polytile_tma.lowering import LowerTensorDescriptors
+from polytile_tma.staging import has_bulk_copies
+from tests.gpu.ptx_assembly import assembles
+
+
+# --------------------------------------------------------------------------------------
+# Which blocks, in which layout
+
+
+@pytest.mark.parametrize("bits, block, box, swizzle, copies", [
+    (16, (128, 64), (128, 64), 128, 1),   # one 128-byte swizzle row per block row
+    (16, (64, 128), (64, 64), 128, 2),    # wider rows: column blocks of 128 bytes, one box each
+    (16, (64, 32), (64, 32), 64, 1),
+    (16, (64, 16), (64, 16), 32, 1),
+    (16, (16, 8), (16, 8), 0, 1),         # 16-byte rows: no swizzle
+    (32, (64, 32), (64, 32), 128, 1),
+    (8, (128, 128), (128, 128), 128, 1),
+])
+def test_a_block_is_copied_in_boxes_of_one_swizzle_row(bits, block, box, swizzle, copies):
+    plan = box_plan(bits, block)
+    assert (plan.box, plan.swizzle, plan.copies) == (box, swizzle, copies)
+    assert plan.bytes == block[0] * block[1] * bits // 8
+    # The slot's layout is the one wgmma reads in place: 16-byte vectors, swizzled by row.
+    assert plan.slot.order == (1, 0) and plan.slot.vector * bits // 8 == 16
+
+
+@pytest.mark.parametrize("bits, block", [
+    (16, (16, 4)),      # 8-byte rows: a box row must be whole 16-byte units
+    (16, (512, 64)),    # more than 256 rows
+    (16, (8,)),         # one dimension: not yet
+    (16, (2, 8, 8)),    # three dimensions: not yet
+    (1, (64, 64)),      # bits
+    (16, (4, 64)),      # swizzled boxes of 4 rows do not start on a pattern boundary
+])
+def test_blocks_a_bulk_copy_cannot_place_have_no_plan(bits, block):
+    assert box_plan(bits, block) is None
+
+
+@pytest.mark.parametrize("target, expected", [
+    ("nvidia:sm_90a", True), ("nvidia:sm_90", True), ("nvidia:sm_100a", True), ("nvidia:sm_89", False),
+    ("nvidia:sm_80", False), ("amd:gfx942", False), ("interp", False)])
+def test_bulk_copies_are_for_hopper_and_later(target, expected):
+    assert has_bulk_copies(Target.parse(target)) is expected
+    assert ADAPTER.for_target(Target.parse(target)) is (BULK_ADAPTER if expected else ADAPTER)
+
+
+# --------------------------------------------------------------------------------------
+# What a host descriptor passes on Hopper
+
+
+def test_a_hopper_descriptor_adds_its_tensor_map_where_a_bulk_copy_can_move_its_block():
+    x = np.zeros((64, 64), np.float16)
+    movable = ADAPTER.key(TensorDescriptor.from_tensor(x, [32, 64]))
+    unmovable = ADAPTER.key(TensorDescriptor.from_tensor(x, [32, 4]))
+    names = [p.suffix for p in BULK_ADAPTER.parts(movable)]
+    assert names == [p.suffix for p in ADAPTER.parts(movable)] + ["_map"]
+    assert BULK_ADAPTER.parts(movable)[-1].type.by_value == (128, 64)
+    assert BULK_ADAPTER.parts(unmovable) == ADAPTER.parts(unmovable)
+
+
+def test_the_tensor_map_is_encoded_for_the_plan_and_follows_the_address(monkeypatch):
+    calls = []
+
+    def encode(address, element, shape, strides, box, swizzle, padding):
+        calls.append((address, element, shape, strides, box, swizzle, padding))
+        return bytes([len(calls)]) * 128
+
+    monkeypatch.setattr(tensormap, "encode_tensor_map", encode)
+    x = np.zeros((64, 96), np.float16)
+    desc = TensorDescriptor.from_tensor(x, [64, 128])
+    flat = BULK_ADAPTER.flatten(desc)
+    address = x.__array_interface__["data"][0]
+    assert calls == [(address, "f16", (64, 96), (96, 1), (64, 64), 128, "zero")]
+    assert flat[:-1] == ADAPTER.flatten(desc) and flat[-1] == b"\x01" * 128
+    # Relaunched unchanged: the same parts, nothing encoded again.
+    assert BULK_ADAPTER.flatten(desc) == flat and len(calls) == 1
+    assert BULK_ADAPTER.key_and_parts(desc) == (ADAPTER.key(desc), flat)
+    # The same shape at a new address is a new map.
+    y = np.zeros((64, 96), np.float16)
+    desc.base = y
+    assert BULK_ADAPTER.flatten(desc)[-1] == b"\x02" * 128
+    assert calls[-1][0] == y.__array_interface__["data"][0]
+
+
+# --------------------------------------------------------------------------------------
+# IR: lower-tensor-descriptors and stage-bulk-loads
+
+HOST_DESCRIPTOR = """
+func.func @k(%x: ptr<f16>, %m: i32, %n: i32, %s: i64, %map: !tma.map<>, %i: i32) attributes {kernel = true} {
+  %one = arith.constant {value = 1} : i64
+  %d = tma.make_descriptor %x shape(%m, %n) strides(%s, %one) map(%map) {block_shape = [64, 64]} : !tma.desc<tile<64x64xf16>, zero>
+  %v = tma.load %d, %i, %i : tile<64x64xf16>
+  %e = tma.load %d, %i, %i : tile<64x64xf16>
+  func.return
+}
+"""
+
+
+def test_loads_through_a_tensor_map_become_bulk_loads():
+    out = apply_passes(HOST_DESCRIPTOR, LowerTensorDescriptors())
+    assert out == dedent("""
+        func.func @k(%x: ptr<f16>, %m: i32, %n: i32, %s: i64, %map: !tma.map<>, %i: i32) attributes {kernel = true} {
+          %one = arith.constant {value = 1} : i64
+          %0 = tma.bulk_load %map, %i, %i : tile<64x64xf16>
+          %1 = tma.bulk_load %map, %i, %i : tile<64x64xf16>
+          func.return
+        }
+        """).lstrip("\n")
+
+
+STAGED = """
+func.func @k(%map: !tma.map<>, %i: i32, %y: tile<64x64xptr<f16>, #gpu.blocked<size_per_thread = [1, 8], threads_per_warp = [4, 8], warps_per_cta = [4, 1], order = [1, 0]>>) attributes {kernel = true} {
+  %v = tma.bulk_load %map, %i, %i : tile<64x64xf16, #gpu.blocked<size_per_thread = [1, 8], threads_per_warp = [4, 8], warps_per_cta = [4, 1], order = [1, 0]>>
+  tile.store %y, %v
+  func.return
+}
+"""
+
+
+def test_a_load_nothing_pipelined_is_copied_through_a_one_slot_buffer():
+    from polytile_tma.staging import StageBulkLoads
+
+    layout = "#gpu.blocked<size_per_thread = [1, 8], threads_per_warp = [4, 8], warps_per_cta = [4, 1], order = [1, 0]>"
+    out = apply_passes(STAGED, StageBulkLoads())
+    assert out == dedent(f"""
+        func.func @k(%map: !tma.map<>, %i: i32, %y: tile<64x64xptr<f16>, {layout}>) attributes {{kernel = true}} {{
+          %0 = gpu.local_alloc : !gpu.buffer<1x64x64xf16, #gpu.shared<vector = 8, per_phase = 1, max_phase = 8, order = [2, 1, 0]>>
+          %1 = gpu.local_alloc : !gpu.buffer<1xi64, #gpu.shared<vector = 1, per_phase = 1, max_phase = 1, order = [0]>>
+          %2 = arith.constant {{value = 0}} : i32
+          %3 = arith.constant {{value = true}} : i1
+          gpu.mbarrier_init %1 {{count = 1}}
+          tma.fence_barrier_init
+          tma.copy_to_ring %map, %i, %i, %0, %2, %1, %3
+          tma.arrive_expect_bytes %1, %2, %3 {{bytes = 8192}}
+          gpu.mbarrier_wait %1, %2, %2
+          gpu.mbarrier_inval %1
+          %4 = gpu.local_load_slot %0, %2 : tile<64x64xf16, {layout}>
+          tile.store %y, %4
+          func.return
+        }}
+        """).lstrip("\n")
+
+
+def test_a_copy_into_slots_of_another_layout_is_refused():
+    text = """
+    func.func @k(%map: !tma.map<>, %i: i32, %slot: i32, %ok: i1) attributes {kernel = true} {
+      %r = gpu.local_alloc : !gpu.buffer<2x64x64xf16, #gpu.shared<vector = 8, per_phase = 2, max_phase = 4, order = [2, 1, 0]>>
+      %b = gpu.local_alloc : !gpu.buffer<2xi64, #gpu.shared<vector = 1, per_phase = 1, max_phase = 1, order = [0]>>
+      tma.copy_to_ring %map, %i, %i, %r, %slot, %b, %ok
+      func.return
+    }
+    """
+    with pytest.raises(VerificationError, match="not in the layout a bulk copy writes"):
+        verify(parse_module(dedent(text)))
+
+
+# --------------------------------------------------------------------------------------
+# PTX for sm_90a
+
+
+@jit
+def descriptor_matmul(a_desc, b_desc, c_ptr, M, N, K, BM: pl.constexpr, BN: pl.constexpr, BK: pl.constexpr,
+                      B_T: pl.constexpr):
+    pid_m, pid_n = pl.program_id(0), pl.program_id(1)
+    acc = pl.zeros((BM, BN), dtype=pl.float32)
+    for k in range(0, K, BK):
+        a = a_desc.load([pid_m * BM, k])
+        if B_T:  # B stored N x K (K contiguous), as Triton's descriptor tutorials
+            b = b_desc.load([pid_n * BN, k]).T
+        else:
+            b = b_desc.load([k, pid_n * BN])
+        acc = pl.dot(a, b, acc)
+    offs_m = pid_m * BM + pl.arange(0, BM)
+    offs_n = pid_n * BN + pl.arange(0, BN)
+    pl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def _matmul_ptx(target, b_t, num_stages, blocks=(128, 128, 64)):
+    bm, bn, bk = blocks
+    a = np.zeros((256, 256), np.float16)
+    b = np.zeros((256, 256), np.float16)
+    c = np.zeros((256, 256), np.float32)
+    a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
+    b_desc = TensorDescriptor.from_tensor(b, [bn, bk] if b_t else [bk, bn])
+    module = descriptor_matmul.lower_for(target, a_desc, b_desc, c, 256, 256, 256, BM=bm, BN=bn, BK=bk, B_T=b_t)
+    artifacts = compile_module(module, target, num_warps=4, num_stages=num_stages).context.artifacts
+    return artifacts["ptx"], artifacts["kernel_name"]
+
+
+@pytest.mark.parametrize("b_t", [False, True])
+def test_a_pipelined_descriptor_matmul_fills_its_rings_with_bulk_copies(b_t):
+    ptx, name = _matmul_ptx("nvidia:sm_90a", b_t, 3)
+    copies = ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes")
+    # A: one 128x64 box; B: one box (N x K) or two 64-column blocks (K x N) per fill, for
+    # the two fills of the prologue and the one of the body.
+    assert copies == 3 * (1 + (1 if b_t else 2))
+    assert ptx.count("mbarrier.arrive.expect_tx.shared::cta.b64") == 3
+    assert "fence.mbarrier_init.release.cluster" in ptx
+    assert "cp.async.cg" not in ptx and "ld.global" not in ptx.split("wgmma.wait_group.sync.aligned 0")[0]
+    # The tensor maps are grid constants: taken by address, never copied.
+    assert ptx.count(".param .align 64 .b8") == 2 and "cvta.param" in ptx and "st.local" not in ptx
+    # wgmma reads both operands in place, K-major (B^T of an N x K block) or N-major; the
+    # copies write through the async proxy, so no proxy fence comes between the wait for a
+    # slot and the wgmma reading it.
+    assert set(re.findall(r"p, 1, 1, (\d), (\d);", ptx)) == {("0", "1" if not b_t else "0")}
+    body = ptx[ptx.index("mbarrier.try_wait.parity"):ptx.index("wgmma.mma_async")]
+    assert "fence.proxy.async" not in body
+    assembles(ptx, "sm_90a", name)
+
+
+@pytest.mark.parametrize("b_t", [False, True])
+def test_an_unpipelined_descriptor_matmul_stages_each_load(b_t):
+    ptx, name = _matmul_ptx("nvidia:sm_90a", b_t, 1)
+    assert ptx.count("mbarrier.arrive.expect_tx.shared::cta.b64") == 2
+    assert ptx.count("mbarrier.inval.shared.b64") == 2
+    # Read in place by wgmma: no shared loads before the epilogue.
+    assert "ld.shared" not in ptx.split("wgmma.wait_group.sync.aligned 0")[0]
+    assembles(ptx, "sm_90a", name)
+
+
+def test_before_hopper_a_descriptor_matmul_loads_through_pointers():
+    ptx, name = _matmul_ptx("nvidia:sm_80", True, 3)
+    assert "cp.async.bulk" not in ptx and "mbarrier" not in ptx and "ld.global" in ptx
+    assert ".param .align 64 .b8" not in ptx  # no tensor map parameters
+    assembles(ptx, "sm_80", name)
+
+
+def test_a_backend_without_by_value_parameters_names_the_parameter():
+    from polytile.errors import CompilationError
+
+    module = parse_module(dedent("""
+        func.func @k(%map: !tma.map<>, %x: ptr<f32>) attributes {kernel = true} {
+          func.return
+        }
+        """))
+    with pytest.raises(CompilationError, match=r"parameter 'map' of type !tma.map<> is passed by value, which the "
+                                               r"AMD backend does not support"):
+        compile_module(module, "amd:gfx942")

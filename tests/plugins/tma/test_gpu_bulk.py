@@ -1,0 +1,101 @@
+"""Host tensor descriptors on a Hopper GPU: loads through bulk tensor copies (pipelined
+into rings, or staged through one-slot buffers) against torch, at and past the edges of
+the arrays, for both orientations of B and both paddings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polytile.language as pl
+from polytile.runtime import jit
+
+from tests.backends.nvidia.fake_cuda import nvidia_gpu  # noqa: F401  (a fixture)
+
+torch = pytest.importorskip("torch", reason="the GPU descriptor tests hold their arrays in torch tensors")
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def hopper(nvidia_gpu):  # noqa: F811
+    arch = nvidia_gpu.target.arch
+    if int("".join(c for c in arch[3:] if c.isdigit())) < 90:
+        pytest.skip(f"bulk tensor copies need a Hopper GPU (sm_90a); the first GPU is {arch}")
+    return nvidia_gpu
+
+
+@jit
+def descriptor_matmul(a_desc, b_desc, c_desc, M, N, K, BM: pl.constexpr, BN: pl.constexpr, BK: pl.constexpr,
+                      B_T: pl.constexpr):
+    pid_m, pid_n = pl.program_id(0), pl.program_id(1)
+    acc = pl.zeros((BM, BN), dtype=pl.float32)
+    for k in range(0, K, BK):
+        a = a_desc.load([pid_m * BM, k])
+        if B_T:
+            b = b_desc.load([pid_n * BN, k]).T
+        else:
+            b = b_desc.load([k, pid_n * BN])
+        acc = pl.dot(a, b, acc)
+    c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
+
+
+@pytest.mark.parametrize("b_t", [False, True])
+@pytest.mark.parametrize("num_stages", [1, 3])
+@pytest.mark.parametrize("shape, blocks, num_warps", [
+    ((256, 256, 256), (128, 128, 64), 4),
+    ((200, 136, 100), (128, 128, 64), 4),    # every edge tile partial, K too
+    ((384, 512, 192), (128, 256, 64), 8),    # B rows of 512 bytes: four column blocks per fill
+    ((96, 80, 72), (64, 32, 32), 4),         # 64-byte swizzle
+])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_descriptor_matmul_matches_torch(hopper, b_t, num_stages, shape, blocks, num_warps, dtype):
+    from polytile_tma.host import TensorDescriptor
+
+    m, n, k = shape
+    bm, bn, bk = blocks
+    kind = getattr(torch, dtype)
+    torch.manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=kind)
+    b = torch.randn(n, k, device="cuda", dtype=kind) if b_t else torch.randn(k, n, device="cuda", dtype=kind)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=kind)
+    a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
+    b_desc = TensorDescriptor.from_tensor(b, [bn, bk] if b_t else [bk, bn])
+    c_desc = TensorDescriptor.from_tensor(c, [bm, bn])
+    grid = ((m + bm - 1) // bm, (n + bn - 1) // bn)
+    descriptor_matmul[grid](a_desc, b_desc, c_desc, m, n, k, BM=bm, BN=bn, BK=bk, B_T=b_t, num_warps=num_warps,
+                            num_stages=num_stages)
+    expected = a.float() @ (b.float().T if b_t else b.float())
+    torch.testing.assert_close(c.float(), expected, atol=5e-2, rtol=2e-2)
+
+
+@jit
+def copy_block(src, dst, BM: pl.constexpr, BN: pl.constexpr):
+    pm, pn = pl.program_id(0), pl.program_id(1)
+    dst.store([pm * BM, pn * BN], src.load([pm * BM - 3, pn * BN - 8]))
+
+
+@pytest.mark.parametrize("padding", ["zero", "nan"])
+def test_a_staged_load_reads_the_padding_outside_the_array(hopper, padding):
+    # Offsets 3 rows and 8 columns before each block: the first blocks start outside.
+    from polytile_tma.host import TensorDescriptor
+
+    x = torch.arange(37 * 48, device="cuda", dtype=torch.float32).reshape(37, 48)
+    y = torch.full((64, 64), -1.0, device="cuda")
+    copy_block[(2, 2)](TensorDescriptor.from_tensor(x, [32, 32], padding=padding),
+                       TensorDescriptor.from_tensor(y, [32, 32]), BM=32, BN=32)
+    expected = np.full((64, 64), 0.0 if padding == "zero" else np.nan, np.float32)
+    expected[3:40, 8:56] = np.arange(37 * 48, dtype=np.float32).reshape(37, 48)
+    np.testing.assert_array_equal(y.cpu().numpy(), expected)
+
+
+def test_a_new_base_at_the_same_shape_is_read_through_a_new_map(hopper):
+    # Maps are cached per address: relaunching with another base must read that base.
+    from polytile_tma.host import TensorDescriptor
+
+    y = torch.zeros((32, 32), device="cuda")
+    for value in (1.0, 2.0, 3.0):
+        x = torch.full((32, 32), value, device="cuda")
+        copy_block[(1, 1)](TensorDescriptor.from_tensor(x, [32, 32]), TensorDescriptor.from_tensor(y, [32, 32]),
+                           BM=32, BN=32)
+        assert y[31, 31].item() == value and y[3, 8].item() == value
