@@ -216,10 +216,16 @@ def _buffer_end(alloc: Any, numbering: _Numbering, function: Any) -> int:
     """The last op number at which the buffer of ``alloc`` may still be used."""
     from ..ir.opdef import Terminator
 
+    from ..dialects.gpu import LocalLoadOp, LocalLoadSlotOp
+
     block = alloc.parent
     end = numbering.index[alloc]
-    for use in alloc.result.uses:
-        user = use.owner
+    users = [use.owner for use in alloc.result.uses]
+    # A value read from the buffer may be read in place by its users, when they run (a
+    # dot's operand that wgmma reads from shared memory): the buffer lives until then.
+    users += [use.owner for user in users if isinstance(user, (LocalLoadOp, LocalLoadSlotOp))
+              for use in user.result.uses]
+    for user in users:
         if user.has_trait(Terminator) or user.regions:
             # Handed on (yielded, carried by a loop, passed to a call): keep it to the end.
             return numbering.last[function]

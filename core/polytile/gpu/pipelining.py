@@ -337,7 +337,9 @@ def _rewrite(loop: Any, plan: _Plan, stages: int, k_slice: Any, completion: str,
             if operand is iv:
                 op.set_operand(index, ahead)
     top = Builder.before(anchor, loop.location)
-    _issue(top, plan, rings, {}, write_slot, valid, barriers)
+    # A load addressed by the induction variable itself (``desc.load([m, k])`` in
+    # ``for k in range(0, K, BK)``) copies the iteration ahead too.
+    _issue(top, plan, rings, {iv: ahead}, write_slot, valid, barriers)
     for load, ring in zip(plan.loads, rings):
         trans = transposed_operand(load) if not feeds_dot(load.results[0]) else None
         if trans is not None:  # the ring holds the transposed view: read it for the transpose

@@ -198,7 +198,7 @@ def descriptor_matmul(a_desc, b_desc, c_ptr, M, N, K, BM: pl.constexpr, BN: pl.c
     pl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
-def _matmul_ptx(target, b_t, num_stages, blocks=(128, 128, 64)):
+def _compile_matmul(target, b_t, num_stages, blocks=(128, 128, 64)):
     bm, bn, bk = blocks
     a = np.zeros((256, 256), np.float16)
     b = np.zeros((256, 256), np.float16)
@@ -206,8 +206,47 @@ def _matmul_ptx(target, b_t, num_stages, blocks=(128, 128, 64)):
     a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
     b_desc = TensorDescriptor.from_tensor(b, [bn, bk] if b_t else [bk, bn])
     module = descriptor_matmul.lower_for(target, a_desc, b_desc, c, 256, 256, 256, BM=bm, BN=bn, BK=bk, B_T=b_t)
-    artifacts = compile_module(module, target, num_warps=4, num_stages=num_stages).context.artifacts
+    return compile_module(module, target, num_warps=4, num_stages=num_stages)
+
+
+def _matmul_ptx(target, b_t, num_stages, blocks=(128, 128, 64)):
+    artifacts = _compile_matmul(target, b_t, num_stages, blocks).context.artifacts
     return artifacts["ptx"], artifacts["kernel_name"]
+
+
+def _loop_copies(module):
+    from polytile.dialects import scf
+    from polytile_tma.bulk import CopyToRingOp
+
+    loop = next(op for op in module.walk() if isinstance(op, scf.ForOp))
+    return loop, [op for op in loop.body.block if isinstance(op, CopyToRingOp)]
+
+
+def test_the_loop_copies_the_iteration_ahead_where_the_offset_is_the_induction_variable():
+    # desc.load([m, k]) in `for k in range(0, K, BK)`: the body's copies are of k + 2 * BK
+    # with three stages, not of k (which the prologue copied already).
+    from polytile.passes.rewrite import constant_value
+
+    loop, copies = _loop_copies(_compile_matmul("nvidia:sm_90a", False, 3).module)
+    assert len(copies) == 2
+    for copy in copies:
+        k = copy.offsets[1] if copy is copies[0] else copy.offsets[0]
+        ahead = k.defining_op
+        assert ahead is not None and ahead.name == "arith.addi" and loop.induction_variable in ahead.operands
+        step = next(v for v in ahead.operands if v is not loop.induction_variable)
+        assert constant_value(step) == 128 or step.defining_op.name == "arith.muli"
+
+
+def test_a_staged_buffer_lives_until_the_dot_that_reads_it_in_place():
+    from polytile.gpu.allocation import BUFFER_OFFSET_ATTR, buffer_bytes
+
+    loop, copies = _loop_copies(_compile_matmul("nvidia:sm_90a", False, 1).module)
+    spans = []
+    for copy in copies:
+        start = copy.ring.defining_op.attributes[BUFFER_OFFSET_ATTR]
+        spans.append((start, start + buffer_bytes(copy.ring.type)))
+    (a0, a1), (b0, b1) = spans
+    assert a1 <= b0 or b1 <= a0, f"A's buffer {spans[0]} and B's {spans[1]} overlap while wgmma reads both"
 
 
 @pytest.mark.parametrize("b_t", [False, True])
