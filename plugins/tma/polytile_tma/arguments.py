@@ -118,15 +118,27 @@ class DescriptorAdapter(ArgumentAdapter):
 _BULK_LAUNCH = "_polytile_tensor_map"
 
 
+#: Key -> its bulk copy plan (or None); asked at every launch, so a dict lookup.
+_PLANS: dict = {}
+
+
 def _bulk_plan(key: Any) -> Any:
     """The bulk copy plan of the descriptors of ``key`` (None: they pass no tensor map)."""
-    if key is BROKEN:
-        return None
-    from polytile.ir import types as t
+    try:
+        return _PLANS[key]
+    except KeyError:
+        pass
+    plan = None
+    if key is not BROKEN:
+        from polytile.ir import types as t
 
-    from .bulk import box_plan
+        from .bulk import box_plan
 
-    return box_plan(t.SCALAR_TYPES[key[0]].width, tuple(key[1]))
+        plan = box_plan(t.SCALAR_TYPES[key[0]].width, tuple(key[1]))
+    if len(_PLANS) > 4096:
+        _PLANS.clear()
+    _PLANS[key] = plan
+    return plan
 
 
 class BulkDescriptorAdapter(DescriptorAdapter):
@@ -158,7 +170,8 @@ class BulkDescriptorAdapter(DescriptorAdapter):
         if cached is not None and cached[0] is parts:
             return cached[1]
         plan = _bulk_plan(key)
-        if plan is None:
+        if plan is None:  # no tensor map: the parts as they are, remembered as such
+            value.__dict__[_BULK_LAUNCH] = (parts, parts)
             return parts
         from polytile.errors import LaunchError
 
