@@ -118,6 +118,25 @@ def _three_vectors(size: Size, itemsize: int) -> float:
     return 3 * size[0] * itemsize
 
 
+def _make_copy2d(device: Device, size: Size, dtype: str) -> Problem:
+    rows, cols = size
+    arrays = {"x": device.randn(size, dtype, 3), "out": device.empty(size, dtype)}
+    return Problem(arrays, {"rows": rows, "cols": cols}, outputs=("out",), rows=rows, row_arrays=("x", "out"))
+
+
+def _launch_copy2d_descriptor(lib: Any, p: Problem) -> None:
+    # Blocks of 64 x 128 through host descriptors made at every launch (on Hopper: a bulk
+    # copy into shared memory per block, then stores).
+    bm, bn = (64, 128) if p.cols >= 128 else (16, 16)
+    src = lib.TensorDescriptor.from_tensor(p.x, [bm, bn])
+    dst = lib.TensorDescriptor.from_tensor(p.out, [bm, bn])
+    lib.copy2d_descriptor_kernel[(cdiv(p.rows, bm), cdiv(p.cols, bn))](src, dst, BLOCK_M=bm, BLOCK_N=bn, num_warps=4)
+
+
+def _two_arrays(size: Size, itemsize: int) -> float:
+    return 2 * size[0] * size[1] * itemsize
+
+
 # -- row-wise ----------------------------------------------------------------------------
 
 
@@ -378,6 +397,9 @@ CASES: dict[str, Case] = {case.name: case for case in (
     Case("axpy_odd_length", "memory", "out = alpha * x + y, length not a multiple of the block", ("f32", "bf16"),
          {"tiny": ((5000,),), "small": ((1_000_003,),), "full": ((1_000_003,), (10_000_019,), (100_000_007,))},
          _make_binary, _launch_axpy, lambda h, s: {"out": s["alpha"] * h["x"] + h["y"]}, _three_vectors),
+    Case("copy2d_descriptor", "memory", "out = x in 2-D blocks through host tensor descriptors", ("f32",),
+         {"tiny": ((96, 80),), "small": ((4096, 4096),), "full": ((4096, 4096), (16384, 16384))},
+         _make_copy2d, _launch_copy2d_descriptor, lambda h, s: {"out": h["x"]}, _two_arrays),
     Case("softmax", "memory", "row-wise softmax, one program per row", ("f32", "bf16"),
          {"tiny": ((16, 128), (8, 300)), "small": ((4096, 128), (8192, 2048)),
           "full": ((4096, 128), (4096, 1024), (8192, 2048), (16384, 4096), (32768, 8192), (32768, 16384))},

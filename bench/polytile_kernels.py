@@ -132,6 +132,13 @@ def matmul_descriptor_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: pl.conste
     c_desc.store([offs_am, offs_bn], accumulator.to(c_desc.dtype))
 
 
+@pt.jit
+def copy2d_descriptor_kernel(src_desc, dst_desc, BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr):
+    pid_m = pl.program_id(axis=0)
+    pid_n = pl.program_id(axis=1)
+    dst_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], src_desc.load([pid_m * BLOCK_M, pid_n * BLOCK_N]))
+
+
 def _matmul_kernel_autotuned():
     # The example's matmul under @autotune, as a Triton user writes it: the configs of
     # Triton's matmul tutorial (bench/matmul_configs.py), tuned once per (M, N, K).

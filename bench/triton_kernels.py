@@ -239,3 +239,10 @@ def matmul_descriptor_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.conste
         b = b_desc.load([offs_bn, offs_k])
         accumulator = tl.dot(a, b.T, accumulator)
     c_desc.store([offs_am, offs_bn], accumulator.to(c_desc.dtype))
+
+
+@triton.jit
+def copy2d_descriptor_kernel(src_desc, dst_desc, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid_m = tl.program_id(axis=0)
+    pid_n = tl.program_id(axis=1)
+    dst_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], src_desc.load([pid_m * BLOCK_M, pid_n * BLOCK_N]))
