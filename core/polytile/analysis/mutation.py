@@ -14,15 +14,29 @@ functions through a per-function summary.  A write (``tile.store``, ``tile.atomi
 pointer marks its origins.  A pointer of unknown origin (``inttoptr`` of an integer that
 is not derived from a pointer, a pointer loaded from memory) could point anywhere, so a
 write through it marks every pointer argument.
+
+Plugins describe their ops' effects with :func:`register_mutation_effects`: besides
+plain writes through a pointer (:class:`Writes`), an op may *record* an address in
+memory (:class:`Records`: a TMA tensor map created in a workspace at ``W`` for the
+array ``A``) and another may write through the address recorded at a location
+(:class:`WritesRecorded`: a store through the tensor map at ``W``).  A location is the
+origins of its pointer and its byte offset from them: a constant where the pointer is
+a parameter plus constants (``W + 128`` computed anywhere, in the kernel or a helper it
+calls), else the expression that computes it.  A write through a location marks what
+was recorded at the same location; where a record may or may not be at that location
+(offsets the analysis cannot compare) it counts too, and where nothing was recorded
+there every pointer argument does.  :func:`mutation_report` says why, for each such
+decision.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..ir import types as t
 from ..ir.opdef import Pure, ReadsMemory, Terminator
+from ..plugins.tables import OwnedTable
 
 #: The origin of a pointer the analysis cannot trace to a parameter.
 UNKNOWN = "?"
@@ -42,31 +56,144 @@ _NO_WRITE_OPS = frozenset({"func.return", "func.call", "func.func", "scf.yield",
                            "scf.if", "scf.while", "tile.reduce_return", "builtin.module"})
 
 
+@dataclass(frozen=True)
+class Writes:
+    """The op writes memory through ``pointer``."""
+
+    pointer: Any
+
+
+@dataclass(frozen=True)
+class Records:
+    """The op stores the address ``pointer`` in memory at ``location`` (a pointer)."""
+
+    location: Any
+    pointer: Any
+
+
+@dataclass(frozen=True)
+class WritesRecorded:
+    """The op writes memory through the address recorded at ``location``."""
+
+    location: Any
+
+
+#: Op class -> ``fn(op) -> [Writes | Records | WritesRecorded, ...]``: what a plugin's op
+#: does to memory, in place of the default (an op of no known effect may write through
+#: every pointer it takes).  Each entry owned by who registered it.
+MUTATION_EFFECTS: OwnedTable[Callable[[Any], list]] = OwnedTable("mutation effects")
+
+
+def register_mutation_effects(*op_classes: type) -> Callable[[Callable[[Any], list]], Callable[[Any], list]]:
+    """Decorator: ``@register_mutation_effects(MyOp)`` says what ``MyOp`` writes (see
+    the module docstring)."""
+    def register(fn: Callable[[Any], list]) -> Callable[[Any], list]:
+        for cls in op_classes:
+            MUTATION_EFFECTS.add(cls, fn)
+        return fn
+    return register
+
+
+#: A location: the origins of a pointer and its byte offset from them (an int, or a
+#: hashable key of the expression that computes it).
+Location = tuple
+
+
 @dataclass
 class Summary:
     """What one function may do, in terms of its own parameters (indices) and UNKNOWN:
     the origins of each pointer it may write through (an empty set: a pointer made
-    from nothing traceable), and the origins of what it returns."""
+    from nothing traceable), the origins of what it returns, the addresses it records
+    (``(location, pointer origins, where)``) and the writes through recorded addresses
+    (``(location, where)``)."""
 
     writes: set = field(default_factory=set)
     returns: set = field(default_factory=set)
+    records: list = field(default_factory=list)
+    recorded_writes: list = field(default_factory=list)
+
+
+@dataclass
+class MutationReport:
+    """Which pointer arguments a kernel may write, and why where it is not plain: each
+    write through a recorded address (what it found recorded there) and each decision
+    the analysis could not make exactly."""
+
+    written: list
+    reasons: list
+
+    def __str__(self) -> str:
+        lines = [f"written: {', '.join(self.written) or 'nothing'}"]
+        lines += [f"- {reason}" for reason in self.reasons]
+        return "\n".join(lines)
 
 
 def mutated_arguments(module: Any, kernel: Any = None) -> list[str]:
     """Names of the pointer parameters of ``kernel`` (the ``func.func`` with ``kernel =
     true`` in ``module`` when not given) that the kernel may write, in parameter order."""
+    return mutation_report(module, kernel).written
+
+
+def mutation_report(module: Any, kernel: Any = None) -> MutationReport:
+    """:func:`mutated_arguments` with the reasons behind what is not a plain write."""
     kernel = kernel if kernel is not None else find_kernel(module)
     # Only pointer parameters are origins here: an address made from an integer
     # argument alone (inttoptr) has no origin, so could be any buffer.
     summary = _Analyzer(module).summary(kernel, pointers_only=True)
     names = argument_names(kernel)
     pointers = [i for i, arg in enumerate(kernel.arguments) if _is_pointer_like(arg.type)]
+    reasons: list[str] = []
+    writes = list(summary.writes)
+    for location, where in summary.recorded_writes:
+        found, notes = _recorded_at(location, summary.records, names)
+        reasons += [f"{where}: {note}" for note in notes]
+        writes.append(found)
     written: set = set()
-    for origins in summary.writes:
+    for origins in writes:
         if not origins or UNKNOWN in origins:
-            return [names[i] for i in pointers]
+            return MutationReport([names[i] for i in pointers], reasons)
         written |= origins
-    return [names[i] for i in pointers if i in written]
+    return MutationReport([names[i] for i in pointers if i in written], reasons)
+
+
+def _describe_location(location: Location, names: list) -> str:
+    origins, offset = location
+    base = " or ".join(f"'{names[i]}'" if i != UNKNOWN else "an unknown pointer" for i in sorted(origins, key=str)) \
+        or "a pointer of no origin"
+    if offset == 0:
+        return base
+    return f"{base} + {offset} bytes" if isinstance(offset, int) else f"{base} + an offset computed at run time"
+
+
+def _recorded_at(location: Location, records: list, names: list) -> tuple[frozenset, list]:
+    """The origins of the addresses recorded at ``location`` (every candidate where the
+    analysis cannot tell), and what it found, in words."""
+    origins, offset = location
+    exact, maybe = [], []
+    for (r_origins, r_offset), pointer, where in records:
+        if not (r_origins & origins) and UNKNOWN not in r_origins | origins:
+            continue
+        same = r_offset == offset and UNKNOWN not in r_origins | origins
+        if same:
+            exact.append((pointer, where))
+        elif not (isinstance(r_offset, int) and isinstance(offset, int)):
+            maybe.append((pointer, where))
+    at = _describe_location(location, names)
+    notes = []
+    found: frozenset = frozenset()
+    for pointer, where in exact:
+        found |= pointer
+        notes.append(f"writes through the address recorded at {at} by {where} "
+                     f"({_describe_location((pointer, 0), names)})")
+    for pointer, where in maybe:
+        found |= pointer
+        notes.append(f"may write through the address recorded by {where} ({_describe_location((pointer, 0), names)}): "
+                     f"whether that record is at {at} is not known at compile time, so it counts")
+    if not exact and not maybe:
+        notes.append(f"writes through an address recorded at {at}, where this kernel records none it can see: "
+                     "every pointer argument counts as written")
+        found = frozenset({UNKNOWN})
+    return found, notes
 
 
 def find_kernel(module: Any) -> Any:
@@ -132,6 +259,8 @@ class _FunctionAnalysis:
         self.origins: dict[Any, frozenset] = {}
         self.writes: set = set()
         self.returns: set = set()
+        self.records: list = []
+        self.recorded_writes: list = []
         self.changed = False
         # Writes are recorded only once origins are final: a pointer seen before the
         # values it derives from (a loop-carried one) would look of unknown origin.
@@ -153,7 +282,7 @@ class _FunctionAnalysis:
         self.final = True
         for op in ops:
             self.visit(op)
-        return Summary(self.writes, self.returns)
+        return Summary(self.writes, self.returns, self.records, self.recorded_writes)
 
     # -- the lattice ------------------------------------------------------------------
     def of(self, values: Iterable[Any]) -> frozenset:
@@ -177,10 +306,30 @@ class _FunctionAnalysis:
         self.writes.add(self.origins.get(pointer, frozenset()))
 
     # -- transfer functions -------------------------------------------------------------
+    def location(self, pointer: Any) -> Location:
+        """Where ``pointer`` points: its origins and its offset from them."""
+        return self.origins.get(pointer, frozenset()), _offset_key(pointer)
+
+    def apply(self, op: Any, effects: list) -> None:
+        if not self.final:
+            return
+        where = _where(op)
+        for effect in effects:
+            if isinstance(effect, Writes):
+                self.write_through(effect.pointer)
+            elif isinstance(effect, Records):
+                self.records.append((self.location(effect.location), self.origins.get(effect.pointer, frozenset()),
+                                     where))
+            elif isinstance(effect, WritesRecorded):
+                self.recorded_writes.append((self.location(effect.location), where))
+
     def visit(self, op: Any) -> None:
         name = op.name
         operands = op.operands
-        if name in WRITE_OPS:
+        effects = MUTATION_EFFECTS.get(type(op))
+        if effects is not None:
+            self.apply(op, effects(op))
+        elif name in WRITE_OPS:
             if operands:
                 self.write_through(operands[0])
         elif name == "func.call":
@@ -256,6 +405,82 @@ class _FunctionAnalysis:
         if self.final:
             for origins in summary.writes:
                 self.writes.add(mapped(origins))
+            where = _where(op)
+
+            def located(location: Location) -> Location:
+                # A location relative to one parameter is relative to that argument here.
+                origins, offset = location
+                if len(origins) == 1 and next(iter(origins)) != UNKNOWN and next(iter(origins)) < len(operands):
+                    argument = operands[next(iter(origins))]
+                    return self.origins.get(argument, frozenset()), _add_offsets(_offset_key(argument), offset)
+                return mapped(origins), ("unknown", where)
+
+            for location, pointer, made in summary.records:
+                self.records.append((located(location), mapped(pointer), f"{made} (called at {where})"))
+            for location, made in summary.recorded_writes:
+                self.recorded_writes.append((located(location), f"{made} (called at {where})"))
         returned = mapped(summary.returns)
         for result in op.results:
             self.add(result, returned)
+
+
+# --------------------------------------------------------------------------------------
+# Locations: byte offsets of pointers from their origins
+
+
+def _where(op: Any) -> str:
+    location = getattr(op, "location", None)
+    return f"'{op.name}' at {location}" if location is not None and getattr(location, "line", None) \
+        else f"'{op.name}'"
+
+
+def _add_offsets(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    if a == 0:
+        return b
+    if b == 0:
+        return a
+    return ("+", a, b)
+
+
+def _offset_key(pointer: Any, depth: int = 0) -> Any:
+    """The byte offset of ``pointer`` from the parameter it derives from: an int where
+    it is the parameter plus constants, else a key of the expression (equal keys: the
+    same offset, whichever ops computed it)."""
+    from ..passes.rewrite import constant_value
+
+    op = pointer.defining_op
+    if op is None or depth > 16:
+        return 0 if op is None else ("value", id(pointer))
+    if op.name == "tile.addptr" and t.is_pointer(op.operands[0].type):
+        base = _offset_key(op.operands[0], depth + 1)
+        offset = constant_value(op.operands[1])
+        size = _element_bytes(op.operands[0].type)
+        step = offset * size if isinstance(offset, int) and size else ("*", _expression_key(op.operands[1]), size)
+        return _add_offsets(base, step)
+    if op.name in _CASTS or op.name == "arith.ptrtoint":
+        return _offset_key(op.operands[0], depth + 1)
+    return ("value", _expression_key(pointer))
+
+
+def _element_bytes(pointer_type: Any) -> int:
+    pointee = getattr(pointer_type, "pointee", None)
+    width = getattr(pointee, "width", None)
+    return max(width // 8, 1) if isinstance(width, int) else 0
+
+
+def _expression_key(value: Any, depth: int = 0) -> Any:
+    """A key equal for values computed alike (the same ops on the same operands, or the
+    same constants), so ``ws + pid * 128`` written twice is one location."""
+    from ..passes.rewrite import attribute_key, constant_value
+
+    constant = constant_value(value)
+    if constant is not None:
+        return ("const", constant)
+    op = value.defining_op
+    if op is None or depth > 8 or op.regions or not _has_trait(op, Pure):
+        return ("value", id(value))
+    attributes = tuple(sorted((k, attribute_key(v)) for k, v in op.attributes.items()))
+    return (op.name, attributes, op.results.index(value) if len(op.results) > 1 else 0,
+            tuple(_expression_key(v, depth + 1) for v in op.operands))

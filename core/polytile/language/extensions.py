@@ -26,6 +26,10 @@ from ..plugins.registry import Registry
 #: only for the error message when none is installed (a plugin need not be listed).
 PROVIDED_BY = {
     "make_tensor_descriptor": "polytile-tma",
+    "_experimental_descriptor_load": "polytile-tma",
+    "_experimental_descriptor_store": "polytile-tma",
+    "extra.cuda.experimental_device_tensormap_create2d": "polytile-tma",
+    "extra.cuda.experimental_tensormap_fenceproxy_acquire": "polytile-tma",
 }
 
 
@@ -37,15 +41,18 @@ class BuiltinRegistry:
         self.functions: Registry[Any] = Registry("language builtin")
         self.value_classes: Registry[type] = Registry("value class")
 
-    def register(self, fn: Any) -> Any:
-        """Make ``fn`` (a ``@builtin`` function) ``pl.<fn.__name__>``."""
+    def register(self, fn: Any, namespace: str = "") -> Any:
+        """Make ``fn`` (a ``@builtin`` function) ``pl.<fn.__name__>``, or with a
+        ``namespace`` (``"extra.cuda"``) ``pl.<namespace>.<fn.__name__>`` (Triton's
+        ``tl.extra.cuda`` names, say)."""
         from . import _HOMES
         from .core import is_builtin
 
         if not is_builtin(fn):
             raise TypeError(f"{fn!r} is not a language builtin: decorate it with polytile.language.core.builtin")
-        name = fn.__name__
-        if name in _HOMES or name in _core_names():
+        name = f"{namespace}.{fn.__name__}" if namespace else fn.__name__
+        top = name.split(".", 1)[0]
+        if top in _HOMES or top in _core_names():
             from ..errors import PluginConflictError
 
             owner = self.functions._owner
@@ -86,9 +93,40 @@ def _load() -> None:
 
 
 def plugin_builtin(name: str) -> Any:
-    """The builtin an installed plugin defines as ``pl.<name>``, or None."""
+    """The builtin an installed plugin defines as ``pl.<name>`` (or the namespace of
+    builtins ``pl.<name>.*``), or None."""
     _load()
-    return BUILTINS.functions.find(name)
+    found = BUILTINS.functions.find(name)
+    if found is None and any(n.startswith(name + ".") for n in BUILTINS.functions.names()):
+        return BuiltinNamespace(name)
+    return found
+
+
+class BuiltinNamespace:
+    """``pl.extra``, ``pl.extra.cuda``: the builtins plugins registered under a dotted
+    namespace, looked up by attribute."""
+
+    __slots__ = ("_path",)
+
+    def __init__(self, path: str):
+        self._path = path
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        found = plugin_builtin(f"{self._path}.{attribute}")
+        if found is None:
+            message = missing_name_message(f"{self._path}.{attribute}")
+            prefix = f"module 'polytile.language' has no attribute '{self._path}.{attribute}'"
+            raise AttributeError(f"'pl.{self._path}' has no attribute '{attribute}'" + message[len(prefix):])
+        return found
+
+    def __dir__(self) -> list[str]:
+        prefix = self._path + "."
+        return sorted({n[len(prefix):].split(".", 1)[0] for n in BUILTINS.functions.names() if n.startswith(prefix)})
+
+    def __repr__(self) -> str:
+        return f"<polytile.language namespace pl.{self._path}>"
 
 
 def value_class(ir_type: Any) -> type | None:

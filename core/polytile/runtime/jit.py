@@ -201,7 +201,7 @@ class JITFunction:
         self.compile_count = 0
         #: How many compilations were read from the on-disk cache instead.
         self.disk_hits = 0
-        self._mutated: dict[Any, list[str]] = {}
+        self._mutated: dict[Any, Any] = {}  # key -> MutationReport
         #: Launch keywords this kernel takes as options (a parameter of that name wins).
         self._option_names = tuple(o for o in (*_LAUNCH_OPTIONS, "target") if o not in self.param_names)
         self._entry_fn: Callable | None = None
@@ -499,7 +499,15 @@ class JITFunction:
         arguments (stores and atomics, through inlined and noinline calls; a write through
         a pointer of unknown origin counts as a write to every pointer argument).  Launch
         options (``num_warps``...) are ignored.  See :mod:`polytile.analysis.mutation`."""
-        from ..analysis.mutation import mutated_arguments
+        return list(self.mutation_report(*args, **kwargs).written)
+
+    def mutation_report(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`mutated_args` with its reasons: a
+        :class:`~polytile.analysis.mutation.MutationReport` whose ``written`` are the
+        arguments and ``reasons`` say, for every write through an address recorded in
+        memory (a tensor map in a workspace) and every decision the analysis could not
+        make exactly, what it found and why it counts."""
+        from ..analysis.mutation import MutationReport, mutation_report
 
         for option in self._option_names:
             kwargs.pop(option, None)
@@ -513,8 +521,10 @@ class JITFunction:
             # write to the argument.
             owners = {name: owner for name, _, _, owner in expand_parameters(
                 list(spec.arg_types), spec.arg_types, spec.hints, spec.adapted)}
-            found = self._mutated[spec.key] = list(dict.fromkeys(owners.get(n, n) for n in mutated_arguments(module)))
-        return list(found)
+            report = mutation_report(module)
+            written = list(dict.fromkeys(owners.get(n, n) for n in report.written))
+            found = self._mutated[spec.key] = MutationReport(written, list(report.reasons))
+        return MutationReport(list(found.written), list(found.reasons))
 
     def compile(self, arg_types: dict, constexprs: dict, target: Any = None, options: dict | None = None,
                 hints: tuple | None = None, key: tuple | None = None) -> CompiledKernel:

@@ -33,7 +33,7 @@ from polytile.ir.builder import Builder
 from polytile.passes import Pass, PassContext, PreservedAnalyses
 from polytile.passes.lower_block_pointers import block_positions, element_addresses
 
-from . import ops
+from . import ops, workspace
 from .types import TensorDescType
 
 
@@ -161,6 +161,61 @@ class _Lowering:
         b.create(tile.AtomicRMWOp, pointers, op.value, mask=mask, kind=kind, sem="relaxed")
         op.erase()
 
+    # -- the workspace form (see .workspace): a record of address, rows and columns ----
+    @staticmethod
+    def _record_field(b: Builder, desc_ptr: Any, byte: int, type_: Any) -> Any:
+        """A pointer to the ``type_`` field ``byte`` bytes into the record at ``desc_ptr``."""
+        address = b.create(arith.PtrToIntOp, desc_ptr, result_types=[t.i64]).result
+        if byte:
+            offset = b.create(arith.ConstantOp, value=byte, result_types=[t.i64]).result
+            address = b.create(arith.BINARY_OPS["addi"], address, offset).result
+        return b.create(arith.IntToPtrOp, address, result_types=[t.PointerType(type_)]).result
+
+    def workspace_create(self, op: Any) -> None:
+        b = Builder.before(op)
+        address = b.create(arith.PtrToIntOp, op.address, result_types=[t.i64]).result
+        for byte, type_, value in ((0, t.i64, address), (8, t.i32, op.rows), (12, t.i32, op.columns)):
+            b.create(tile.StoreOp, self._record_field(b, op.desc_ptr, byte, type_), value)
+        op.erase()
+
+    def _workspace_parts(self, b: Builder, desc_ptr: Any, element: Any) -> _Parts:
+        def field(byte: int, type_: Any) -> Any:
+            return b.create(tile.LoadOp, self._record_field(b, desc_ptr, byte, type_), result_types=[type_]).result
+
+        address, rows, columns = field(0, t.i64), field(8, t.i32), field(12, t.i32)
+        base = b.create(arith.IntToPtrOp, address, result_types=[t.PointerType(element)]).result
+        stride = b.create(arith.ExtSIOp, columns, result_types=[t.i64]).result
+        one = b.create(arith.ConstantOp, value=1, result_types=[t.i64]).result
+        return _Parts(base, [rows, columns], [stride, one])
+
+    def _workspace_block(self, b: Builder, op: Any, parts: _Parts, block: tuple) -> tuple[Any, Any]:
+        positions = [block_positions(b, offset, size, t.i64) for offset, size in zip(op.offsets, block)]
+        return element_addresses(b, parts.base, parts.shape, parts.strides, positions, (0, 1))
+
+    def workspace_load(self, op: Any) -> None:
+        b = Builder.before(op)
+        result = op.result.type
+        parts = self._workspace_parts(b, op.desc_ptr, result.element)
+        pointers, mask = self._workspace_block(b, op, parts, tuple(result.shape))
+        zero = 0.0 if isinstance(result.element, t.FloatType) else 0
+        other = b.create(arith.ConstantOp, value=zero, result_types=[result]).result
+        load = b.create(tile.LoadOp, pointers, mask=mask, other=other, result_types=[result])
+        op.result.replace_all_uses_with(load.result)
+        op.erase()
+
+    def workspace_store(self, op: Any) -> None:
+        b = Builder.before(op)
+        value = op.value.type
+        parts = self._workspace_parts(b, op.desc_ptr, value.element)
+        pointers, mask = self._workspace_block(b, op, parts, tuple(value.shape))
+        b.create(tile.StoreOp, pointers, op.value, mask=mask)
+        op.erase()
+
+    def workspace_acquire(self, op: Any) -> None:
+        # The record is read with ordinary loads, ordered after the writer's release by
+        # the acquire the program made to see it (an atomic, as in Triton's examples).
+        op.erase()
+
     def erase_dead(self) -> None:
         for op in reversed(self.dead):
             if op.parent is not None and not any(r.has_uses for r in op.results):
@@ -168,6 +223,10 @@ class _Lowering:
 
 
 _HANDLERS = {
+    workspace.WorkspaceCreateOp: _Lowering.workspace_create,
+    workspace.WorkspaceAcquireOp: _Lowering.workspace_acquire,
+    workspace.WorkspaceLoadOp: _Lowering.workspace_load,
+    workspace.WorkspaceStoreOp: _Lowering.workspace_store,
     ops.MakeDescriptorOp: _Lowering.make,
     ops.DimOp: _Lowering.dim,
     ops.LoadOp: _Lowering.load,
@@ -179,7 +238,10 @@ _HANDLERS = {
 
 
 def _uses_descriptors(module: Any) -> bool:
-    return any(isinstance(op, ops.TMA_OPS) for op in module.walk())
+    return any(isinstance(op, _LOWERED) for op in module.walk())
+
+
+_LOWERED = ops.TMA_OPS + workspace.WORKSPACE_OPS
 
 
 def lower_tensor_descriptors(module: Any) -> bool:

@@ -18,9 +18,9 @@ LOWERING_ANCHOR = "tile/inline"
 def polytile_register_dialects(registry):
     from polytile.ir.registry import Dialect
 
-    from . import bulk, ops, types
+    from . import bulk, ops, types, workspace
 
-    registry.register(Dialect(name="tma", ops=ops.TMA_OPS + bulk.BULK_OPS,
+    registry.register(Dialect(name="tma", ops=ops.TMA_OPS + bulk.BULK_OPS + workspace.WORKSPACE_OPS,
                               types=(types.TensorDescType, types.TensorMapType),
                               doc="tensor descriptors: N-D arrays accessed in blocks, and Hopper's bulk copies"))
 
@@ -29,8 +29,15 @@ def polytile_register_dialects(registry):
 def polytile_register_builtins(registry):
     from . import language, types
 
+    from . import workspace
+
     registry.register(language.make_tensor_descriptor)
     registry.register_value_class(types.TensorDescType, language.tensor_descriptor)
+    # Triton's first on-device TMA API (the workspace form; see .workspace).
+    registry.register(workspace.experimental_device_tensormap_create2d, namespace="extra.cuda")
+    registry.register(workspace.experimental_tensormap_fenceproxy_acquire, namespace="extra.cuda")
+    registry.register(workspace._experimental_descriptor_load)
+    registry.register(workspace._experimental_descriptor_store)
 
 
 @hookimpl
