@@ -35,10 +35,19 @@ typedef struct {
 
 /* CHECK_ADAPTED: an argument a plugin adapts (a tensor descriptor).  `objects` holds, from
  * `object` on: the adapter's key_and_parts (called with the value, it answers (key, parts)),
- * the key the plan was made with, and the parts' parameter codes (bytes: 'P' a tensor,
- * 'M' a by-value blob such as a tensor map, which must be bytes of exactly BLOB_BYTES,
- * else a scalar code).  The value matches when its key equals the plan's; its parts are
- * packed into the `parts` parameters from `parameter` on. */
+ * the key the plan was made with, the parts' parameter codes (bytes: 'P' a tensor, 'M' a
+ * by-value blob such as a tensor map, which must be bytes of exactly BLOB_BYTES, else a
+ * scalar code), and the name of the value's version attribute (or None).  The value
+ * matches when its key equals the plan's; its parts are packed into the `parts`
+ * parameters from `parameter` on.  With a version attribute, the slot remembers the last
+ * value, the objects its __dict__ held, its parts and the address of its first tensor
+ * part: the same object holding the same objects (the version attribute among them:
+ * present only while every change of the value replaces one) whose tensor is at the same
+ * address packs those parts again without asking key_and_parts. */
+typedef struct {
+    PyObject *value, *state, *parts;  /* strong references, or NULL */
+    uint64_t address;
+} AdaptedCache;
 
 typedef struct {
     PyObject_HEAD
@@ -52,6 +61,7 @@ typedef struct {
     char *base;         /* the bytes with the defaults of parameters not passed */
     PyObject *guard, *launcher, *meta_base, *slot_names, *result;
     PyObject *counts;   /* the launcher's launch counters (bytearray): COUNT_NATIVE counts here */
+    AdaptedCache *caches;  /* one per slot (used by CHECK_ADAPTED slots) */
 } Plan;
 
 static PyObject *name_dtype, *name_table;
@@ -68,7 +78,18 @@ static int plan_traverse(Plan *plan, visitproc visit, void *arg) {
     Py_VISIT(plan->slot_names);
     Py_VISIT(plan->result);
     Py_VISIT(plan->counts);
+    for (Py_ssize_t i = 0; plan->caches != NULL && i < plan->nslots; i++) {
+        Py_VISIT(plan->caches[i].value);
+        Py_VISIT(plan->caches[i].state);
+        Py_VISIT(plan->caches[i].parts);
+    }
     return 0;
+}
+
+static void forget_adapted(AdaptedCache *cache) {
+    Py_CLEAR(cache->value);
+    Py_CLEAR(cache->state);
+    Py_CLEAR(cache->parts);
 }
 
 static int plan_clear(Plan *plan) {
@@ -80,6 +101,7 @@ static int plan_clear(Plan *plan) {
     Py_CLEAR(plan->slot_names);
     Py_CLEAR(plan->result);
     Py_CLEAR(plan->counts);
+    for (Py_ssize_t i = 0; plan->caches != NULL && i < plan->nslots; i++) forget_adapted(&plan->caches[i]);
     return 0;
 }
 
@@ -87,6 +109,7 @@ static void plan_dealloc(Plan *plan) {
     PyObject_GC_UnTrack(plan);
     plan_clear(plan);
     PyMem_Free(plan->slots);
+    PyMem_Free(plan->caches);
     PyMem_Free(plan->offsets);
     PyMem_Free(plan->base);
     Py_TYPE(plan)->tp_free((PyObject *)plan);
@@ -142,6 +165,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     plan->block = block;
     plan->shared = shared;
     plan->slots = PyMem_Malloc(plan->nslots * sizeof(SlotCheck) + 1);
+    plan->caches = PyMem_Calloc(plan->nslots + 1, sizeof(AdaptedCache));
     plan->offsets = PyMem_Malloc(plan->count * 4 + 1);
     plan->base = PyMem_Malloc(plan->size + 1);
     Py_INCREF(kwnames); plan->kwnames = kwnames;
@@ -152,7 +176,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     Py_INCREF(slot_names); plan->slot_names = slot_names;
     Py_INCREF(result); plan->result = result;
     Py_INCREF(counts); plan->counts = counts;
-    if (plan->slots == NULL || plan->offsets == NULL || plan->base == NULL) {
+    if (plan->slots == NULL || plan->caches == NULL || plan->offsets == NULL || plan->base == NULL) {
         Py_DECREF(plan);
         return PyErr_NoMemory();
     }
@@ -171,9 +195,11 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
         if (slot->check == CHECK_ADAPTED) {
             int valid = slot->parameter >= 0 && slot->parts > 0 &&
                         (uint64_t)slot->parameter + slot->parts <= plan->count &&
-                        (uint64_t)slot->object + 2 < (uint64_t)object_count &&
+                        (uint64_t)slot->object + 3 < (uint64_t)object_count &&
                         PyCallable_Check(PyTuple_GET_ITEM(objects, slot->object)) &&
                         PyBytes_Check(PyTuple_GET_ITEM(objects, slot->object + 2)) &&
+                        (PyTuple_GET_ITEM(objects, slot->object + 3) == Py_None ||
+                         PyUnicode_CheckExact(PyTuple_GET_ITEM(objects, slot->object + 3))) &&
                         PyBytes_GET_SIZE(PyTuple_GET_ITEM(objects, slot->object + 2)) == (Py_ssize_t)slot->parts;
             for (uint32_t part = 0; valid && part < slot->parts; part++) {
                 char code = PyBytes_AS_STRING(PyTuple_GET_ITEM(objects, slot->object + 2))[part];
@@ -215,11 +241,78 @@ static PyTypeObject PlanType = {
 };
 
 /* 0 when the value passes the slot's check (and is packed), NO_MATCH when it does not. */
+/* Pack `parts` (a tuple of the slot's parts) into the argument bytes; 0, or NO_MATCH (a
+ * part is not what its code packs).  The first tensor part's address goes to *first. */
+static int pack_parts(const Plan *plan, const SlotCheck *slot, PyObject *parts, char *bytes, long long *device,
+                      int *any_tensor, uint64_t *first) {
+    const char *codes = PyBytes_AS_STRING(PyTuple_GET_ITEM(plan->objects, slot->object + 2));
+    int seen = 0;
+    for (uint32_t part = 0; part < slot->parts; part++) {
+        PyObject *item = PyTuple_GET_ITEM(parts, part);
+        char *at = bytes + plan->offsets[slot->parameter + part];
+        if (codes[part] == 'P') {
+            uint64_t address;
+            if (read_tensor(item, device, &address)) return NO_MATCH;
+            if (!seen) { *first = address; seen = 1; }
+            *any_tensor = 1;
+            memcpy(at, &address, 8);
+        } else if (pack_scalar(codes[part], item, at)) {
+            PyErr_Clear();
+            return NO_MATCH;
+        }
+    }
+    return 0;
+}
+
+/* What the value's __dict__ holds (a new tuple of its values, in order), or NULL when it
+ * has no dict or not the version attribute (then nothing is remembered). */
+static PyObject *adapted_state(PyObject *name, PyObject *value) {
+    if (name == Py_None) return NULL;
+    PyObject **slot = _PyObject_GetDictPtr(value);
+    if (slot == NULL || *slot == NULL || !PyDict_CheckExact(*slot)) return NULL;
+    PyObject *dict = *slot;
+    if (PyDict_GetItemWithError(dict, name) == NULL) { PyErr_Clear(); return NULL; }
+    Py_ssize_t position = 0, index = 0;
+    PyObject *key, *item;
+    PyObject *state = PyTuple_New(PyDict_GET_SIZE(dict));
+    if (state == NULL) { PyErr_Clear(); return NULL; }
+    while (PyDict_Next(dict, &position, &key, &item)) {
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(state, index++, item);
+    }
+    return state;
+}
+
+/* Whether the value's __dict__ holds exactly the objects of `state`, in order. */
+static int same_state(PyObject *name, PyObject *value, PyObject *state) {
+    PyObject **slot = _PyObject_GetDictPtr(value);
+    if (slot == NULL || *slot == NULL || !PyDict_CheckExact(*slot)) return 0;
+    PyObject *dict = *slot;
+    if (PyDict_GET_SIZE(dict) != PyTuple_GET_SIZE(state)) return 0;
+    Py_ssize_t position = 0, index = 0;
+    PyObject *key, *item;
+    while (PyDict_Next(dict, &position, &key, &item))
+        if (item != PyTuple_GET_ITEM(state, index++)) return 0;
+    (void)name;
+    return 1;
+}
+
 /* CHECK_ADAPTED (see SlotCheck): 0 when the value's key is the plan's (its parts are
  * packed), NO_MATCH otherwise (the Python path then keys it, or explains what is wrong). */
 static int check_adapted(const Plan *plan, const SlotCheck *slot, PyObject *value, char *bytes, long long *device,
                          int *any_tensor) {
     PyObject *objects = plan->objects;
+    AdaptedCache *cache = &plan->caches[slot - plan->slots];
+    PyObject *version_name = PyTuple_GET_ITEM(objects, slot->object + 3);
+    if (cache->value == value && cache->parts != NULL && same_state(version_name, value, cache->state)) {
+        /* The same descriptor again, unchanged, with its tensor where it was. */
+        long long seen_device = *device;
+        uint64_t address = cache->address;
+        if (pack_parts(plan, slot, cache->parts, bytes, device, any_tensor, &address) == 0 &&
+            address == cache->address)
+            return 0;
+        *device = seen_device;  /* the call below packs again and decides */
+    }
     PyObject *answer = PyObject_CallOneArg(PyTuple_GET_ITEM(objects, slot->object), value);
     if (answer == NULL) { PyErr_Clear(); return NO_MATCH; }
     int result = NO_MATCH;
@@ -228,21 +321,18 @@ static int check_adapted(const Plan *plan, const SlotCheck *slot, PyObject *valu
         int equal = PyObject_RichCompareBool(PyTuple_GET_ITEM(answer, 0), PyTuple_GET_ITEM(objects, slot->object + 1),
                                              Py_EQ);
         if (equal < 0) PyErr_Clear();
-        if (equal == 1 && PyTuple_Check(parts) && PyTuple_GET_SIZE(parts) == (Py_ssize_t)slot->parts) {
-            const char *codes = PyBytes_AS_STRING(PyTuple_GET_ITEM(objects, slot->object + 2));
-            result = 0;
-            for (uint32_t part = 0; result == 0 && part < slot->parts; part++) {
-                PyObject *item = PyTuple_GET_ITEM(parts, part);
-                char *at = bytes + plan->offsets[slot->parameter + part];
-                if (codes[part] == 'P') {
-                    uint64_t address;
-                    if (read_tensor(item, device, &address)) { result = NO_MATCH; break; }
-                    *any_tensor = 1;
-                    memcpy(at, &address, 8);
-                } else if (pack_scalar(codes[part], item, at)) {
-                    PyErr_Clear();
-                    result = NO_MATCH;
-                }
+        uint64_t address = 0;
+        if (equal == 1 && PyTuple_Check(parts) && PyTuple_GET_SIZE(parts) == (Py_ssize_t)slot->parts)
+            result = pack_parts(plan, slot, parts, bytes, device, any_tensor, &address);
+        forget_adapted(cache);
+        if (result == 0) {
+            /* Read after key_and_parts, which may have settled the value's facts. */
+            PyObject *state = adapted_state(version_name, value);
+            if (state != NULL) {
+                Py_INCREF(value); cache->value = value;
+                cache->state = state;
+                Py_INCREF(parts); cache->parts = parts;
+                cache->address = address;
             }
         }
     }

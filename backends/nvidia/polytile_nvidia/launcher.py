@@ -197,7 +197,8 @@ class Launcher(LauncherBase):
                 if any(c == "?" for c in part_codes):
                     return None
                 index = len(objects)
-                objects.extend([slot.expected[0], slot.expected[1], "".join(part_codes).encode()])
+                version = slot.expected[2] if len(slot.expected) > 2 else None
+                objects.extend([slot.expected[0], slot.expected[1], "".join(part_codes).encode(), version])
                 slots.append(struct.pack("<4BIiI", _DISPATCH_CHECKS["adapted"], 0, 0, 0, index, slot.parameter,
                                          slot.parts))
                 continue

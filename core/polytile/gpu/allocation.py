@@ -216,15 +216,17 @@ def _buffer_end(alloc: Any, numbering: _Numbering, function: Any) -> int:
     """The last op number at which the buffer of ``alloc`` may still be used."""
     from ..ir.opdef import Terminator
 
-    from ..dialects.gpu import LocalLoadOp, LocalLoadSlotOp
+    from ..dialects import tile
+    from ..dialects.gpu import IN_PLACE_ATTR, LocalLoadOp, LocalLoadSlotOp
 
     block = alloc.parent
     end = numbering.index[alloc]
     users = [use.owner for use in alloc.result.uses]
-    # A value read from the buffer may be read in place by its users, when they run (a
-    # dot's operand that wgmma reads from shared memory): the buffer lives until then.
-    users += [use.owner for user in users if isinstance(user, (LocalLoadOp, LocalLoadSlotOp))
-              for use in user.result.uses]
+    # A dot operand read from a ring slot, or from a buffer marked to be read in place,
+    # may be read from shared memory when the dot runs (wgmma): the buffer lives until then.
+    in_place = [user for user in users if isinstance(user, LocalLoadSlotOp)
+                or (isinstance(user, LocalLoadOp) and user.attributes.get(IN_PLACE_ATTR))]
+    users += [use.owner for user in in_place for use in user.result.uses if isinstance(use.owner, tile.DotOp)]
     for user in users:
         if user.has_trait(Terminator) or user.regions:
             # Handed on (yielded, carried by a loop, passed to a call): keep it to the end.

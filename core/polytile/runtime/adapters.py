@@ -54,6 +54,11 @@ class ArgumentAdapter:
 
     #: What the type is called in messages ("TensorDescriptor").
     name: str = "argument"
+    #: The name of an attribute the type's values change on every change of theirs (an
+    #: int from a global counter, say), or None.  A native dispatcher then reuses a value's
+    #: parts while the same object has the same version and its first tensor part the same
+    #: address, without calling :meth:`key_and_parts`.
+    version_attribute: str | None = None
 
     def key(self, value: Any) -> Hashable:
         raise NotImplementedError

@@ -184,7 +184,8 @@ def _adapted_slot(adapter: Any, name: str, value: Any, launch_order: list[str]) 
     first = launch_order.index(names[0])
     if launch_order[first:first + len(names)] != names:
         return None
-    return SlotCheck("adapted", (adapter.key_and_parts, key), parameter=first, parts=len(names))
+    return SlotCheck("adapted", (adapter.key_and_parts, key, adapter.version_attribute), parameter=first,
+                     parts=len(names))
 
 
 __all__ = ["CallPlan", "SlotCheck", "plan_call"]

@@ -18,7 +18,7 @@ from typing import Any, Hashable
 
 from polytile.runtime.adapters import ArgumentAdapter, LaunchPart
 
-from .host import BROKEN, LAUNCH_FACTS as _LAUNCH, TORCH_TYPES as _TORCH_TYPES, _copy, _describe_base, \
+from .host import BROKEN, LAUNCH_FACTS as _LAUNCH, TORCH_TYPES as _TORCH_TYPES, VERSION, _copy, _describe_base, \
     _launch_base, _plainly_valid, remember_launch
 
 _I32_MAX = 2**31 - 1
@@ -28,6 +28,8 @@ class DescriptorAdapter(ArgumentAdapter):
     """How a :class:`~polytile_tma.host.TensorDescriptor` passes to kernels."""
 
     name = "TensorDescriptor"
+    # A torch-based descriptor whose changes all replace an entry of its __dict__ says so.
+    version_attribute = VERSION
 
     def key(self, value: Any) -> Hashable:
         # Every launch asks: what the key and the parts depend on is compared with what

@@ -263,6 +263,56 @@ TORCH_TYPES: set = set()
 BROKEN = ("broken",)
 
 
+#: In a descriptor's ``__dict__`` while every change of the descriptor replaces an entry
+#: there: its sequence fields are tuples (``torch.Size`` among them) or lists it watches
+#: (:class:`WatchedList`, which ``from_tensor`` makes), so an assignment replaces the field
+#: and a change in place drops this entry.  NVIDIA's native dispatcher reuses a
+#: descriptor's last parts while its entries are the same objects
+#: (``ArgumentAdapter.version_attribute``); the Python path keys it again otherwise.
+VERSION = "_polytile_version"
+
+
+class WatchedList(list):
+    """A descriptor's list field (``from_tensor``'s ``block_shape``): a change in place
+    tells the descriptor, whose next launch then keys it again."""
+
+    __slots__ = ("_owner",)
+
+    def __init__(self, items: Any = ()) -> None:
+        super().__init__(items)
+        self._owner = None
+
+    def _changed(self) -> None:
+        owner = self._owner
+        if owner is not None:
+            owner.__dict__.pop(VERSION, None)
+
+
+def _watching(name: str) -> Any:
+    method = getattr(list, name)
+
+    def changed(self: WatchedList, *args: Any) -> Any:
+        result = method(self, *args)
+        self._changed()
+        return result
+
+    changed.__name__ = name
+    return changed
+
+
+for _name in ("__setitem__", "__delitem__", "__iadd__", "__imul__", "append", "extend", "insert", "pop", "remove",
+              "clear", "sort", "reverse"):
+    setattr(WatchedList, _name, _watching(_name))
+
+
+def _versioned(desc: Any) -> bool:
+    """Whether every change of ``desc`` replaces an entry of its ``__dict__``."""
+    for field in (desc.shape, desc.strides, desc.block_shape):
+        if not (isinstance(field, tuple) or (type(field) is WatchedList and field._owner is desc)):
+            return False
+    return type(desc.padding) is str
+
+
 def _copy(field: Any) -> Any:
     """A copy of a field that compares equal to it until it changes (a list stays a list)."""
     return list(field) if isinstance(field, list) else field
@@ -283,6 +333,8 @@ def remember_launch(desc: Any, base: _Base, shape: tuple, strides: tuple, block:
     desc.__dict__[LAUNCH_FACTS] = (data, copies, key, (data if torch else _launch_base(data), *shape, *strides[:-1]))
     if torch:
         TORCH_TYPES.add(type(data))
+        if _versioned(desc):
+            desc.__dict__[VERSION] = True
     return key
 
 
@@ -337,6 +389,9 @@ class TensorDescriptor:
     padding: str = "zero"
 
     def __post_init__(self) -> None:
+        block = self.block_shape
+        if type(block) is WatchedList and block._owner is None:
+            block._owner = self
         try:
             base = _describe_base(self.base)
         except TypeError as error:
@@ -355,11 +410,15 @@ class TensorDescriptor:
         """The descriptor of all of ``tensor``: its own shape and strides (NumPy's byte
         strides converted to elements)."""
         if _KIND_OF_TYPE.get(type(tensor)) == "torch":  # strides in elements already: nothing to convert
-            return TensorDescriptor(tensor, tensor.shape, tensor.stride(), block_shape, padding)
+            # The block shape a list the descriptor watches, so that a launch may reuse what
+            # it passed last time while nothing changed (VERSION).
+            return TensorDescriptor(tensor, tensor.shape, tensor.stride(), WatchedList(block_shape), padding)
         try:
             base = _describe_base(tensor)
         except TypeError as error:
             raise TypeError(f"TensorDescriptor.from_tensor: {error}") from None
+        if base.kind == "torch tensor":
+            block_shape = WatchedList(block_shape)
         return TensorDescriptor(tensor, tensor.shape, _element_strides(tensor, base), block_shape, padding)
 
     # -- what the launch path reads -------------------------------------------------------

@@ -548,3 +548,73 @@ def test_an_adapted_argument_with_a_tensor_map_part_launches_natively(fake_drive
                   Described(Tensor(0x20000, 0, FLOAT16), other_map, key="f32 64x64")):
         assert dispatcher.bind((3,))(value, 77) == "slow"
     assert len(slow_calls) == 4 and launcher.launch_counts().native == 1
+
+
+def test_an_unchanged_versioned_value_is_packed_again_without_asking_its_adapter(fake_driver, native_module,
+                                                                                 monkeypatch):
+    """With a version attribute, the slot reuses the last parts of the same object while
+    its __dict__ holds the same objects and its tensor is at the same address; any change
+    asks key_and_parts again."""
+    from polytile.ir import types as t
+    from polytile.runtime.dispatch import CallPlan, SlotCheck
+    from polytile_nvidia.launcher import Launcher
+
+    from .test_arguments import TensorMapLike
+
+    use_native_launcher(fake_driver, native_module, monkeypatch)
+    fake_driver.gpus = [FakeGpu()]
+    fake_driver.images[b"tma image"] = {"k": Kernel((8, 128, 4))}
+    parameters = [("d_base", t.PointerType(t.f16)), ("d_map", TensorMapLike()), ("n", t.i32)]
+    launcher = Launcher(b"tma image", "k", parameters, num_warps=4)
+    launcher((1, 1, 1), [Tensor(0x10000, 0, FLOAT16), bytes(128), 1])
+
+    class Described:
+        def __init__(self, base, tensor_map, versioned=True):
+            self.base, self.tensor_map = base, tensor_map
+            if versioned:
+                self._version = True
+
+    asked = []
+
+    def key_and_parts(value):
+        asked.append(value)
+        return "f16 64x64", (value.base, value.tensor_map)
+
+    dispatcher = launcher.make_dispatcher(lambda *a: "slow")
+    plan = CallPlan(nargs=2, kwnames=None,
+                    slots=[SlotCheck("adapted", (key_and_parts, "f16 64x64", "_version"), parameter=0, parts=2),
+                           SlotCheck("int", hint="any", range="i32", parameter=2)],
+                    slot_names=("d", "n"), meta_base={}, guard=None, result="compiled")
+    dispatcher.learn(launcher.dispatch_plan(plan))
+    base = Tensor(0x20000, 0, FLOAT16)
+    value = Described(base, bytes(range(128)))
+    call = dispatcher.bind((1,))
+    for _ in range(3):
+        assert call(value, 5) == "compiled"
+    assert asked == [value]  # asked once, then packed from what it answered
+    assert fake_driver.launches[-1].arguments[:2] == [struct.pack("<Q", 0x20000), bytes(range(128))]
+    # A field replaced: asked again, and the new parts packed.
+    value.tensor_map = bytes(reversed(range(128)))
+    assert call(value, 5) == "compiled" and len(asked) == 2
+    assert fake_driver.launches[-1].arguments[1] == bytes(reversed(range(128)))
+    # The version dropped (a change in place): asked at every launch until it is back.
+    del value._version
+    call(value, 5)
+    call(value, 5)
+    assert len(asked) == 4
+    value._version = True
+    call(value, 5)
+    call(value, 5)
+    assert len(asked) == 5
+    # The tensor moved (its storage replaced): asked again, its new address packed.
+    base._a = (0x30000, 0, FLOAT16)
+    call(value, 5)
+    assert len(asked) == 6 and fake_driver.launches[-1].arguments[0] == struct.pack("<Q", 0x30000)
+    # Another object with the same fields: asked (the cache is per object).
+    call(Described(base, value.tensor_map), 5)
+    assert len(asked) == 7
+    # Without a version attribute: asked every time.
+    plain = Described(base, value.tensor_map, versioned=False)
+    call(plain, 5)
+    call(plain, 5)
+    assert len(asked) == 9

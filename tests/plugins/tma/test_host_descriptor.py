@@ -374,3 +374,29 @@ def test_importing_host_imports_neither_torch_numpy_nor_polytile():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# -- what a native dispatcher may reuse ------------------------------------------------------------
+
+
+def test_a_torch_descriptor_says_while_every_change_replaces_an_entry_of_its_dict():
+    from polytile_tma.arguments import ADAPTER
+    from polytile_tma.host import VERSION, WatchedList
+
+    desc = TensorDescriptor.from_tensor(_torch_like("Tensor", 0x1000), [4, 64])
+    assert type(desc.block_shape) is WatchedList and desc.block_shape == [4, 64]
+    assert ADAPTER.version_attribute == VERSION and VERSION in desc.__dict__
+    # A change in place drops it; keying the descriptor again brings it back.
+    desc.block_shape[0] = 2
+    assert VERSION not in desc.__dict__
+    assert ADAPTER.key(desc)[1] == (2, 64) and VERSION in desc.__dict__
+    for change in (lambda b: b.append(1), lambda b: b.pop(), lambda b: b.extend([]), lambda b: b.reverse()):
+        ADAPTER.key(desc)
+        change(desc.block_shape)
+        assert VERSION not in desc.__dict__
+    # Lists the caller gave stay theirs, and a change in place cannot be seen: no version.
+    shape = [4, 64]
+    given = TensorDescriptor(_torch_like("Tensor", 0x1000), shape, [64, 1], [4, 64])
+    assert given.shape is shape and VERSION not in given.__dict__
+    # NumPy bases are keyed on the Python path every time (the interpreter has no dispatcher).
+    assert VERSION not in TensorDescriptor.from_tensor(aligned((4, 64)), [4, 64]).__dict__
