@@ -177,7 +177,55 @@ class FenceBarrierInitOp(Operation):
     name = "tma.fence_barrier_init"
 
 
-BULK_OPS = (BulkLoadOp, CopyToRingOp, ArriveExpectBytesOp, FenceBarrierInitOp)
+@define_op
+class BulkStoreOp(Operation):
+    """Stores ``value`` at ``offsets`` through the tensor map ``map`` (elements outside
+    the array are dropped): ``tma.store`` of a host descriptor on Hopper."""
 
-__all__ = ["BULK_OPS", "ArriveExpectBytesOp", "BoxPlan", "BulkLoadOp", "CopyToRingOp", "FenceBarrierInitOp",
-           "box_plan", "ring_block"]
+    name = "tma.bulk_store"
+    map = Operand(TensorMap)
+    offsets = Operand(I32, variadic=True)
+    value = Operand(Tile)
+
+    def verify_op(self) -> None:
+        shape = tuple(self.value.type.shape)
+        if len(self.offsets) != len(shape):
+            raise op_error(self, f"has {len(self.offsets)} offsets for a block of rank {len(shape)}")
+        if box_plan(t.element_type(self.value.type).width, shape) is None:
+            raise op_error(self, f"a bulk copy cannot move blocks of {self.value.type.without_layout()}")
+
+
+@define_op
+class StoreFromSharedOp(Operation):
+    """One thread copies ``buffer`` (a block in the layout of :func:`box_plan`) to
+    ``offsets`` through ``map`` and waits until the copy has read it
+    (``cp.async.bulk.tensor`` shared -> global, its group committed and waited for)."""
+
+    name = "tma.store_from_shared"
+    map = Operand(TensorMap)
+    offsets = Operand(I32, variadic=True)
+    buffer = Operand(Buffer)
+
+    def verify_op(self) -> None:
+        buffer = self.buffer.type
+        shape = tuple(buffer.shape)
+        if len(self.offsets) != len(shape):
+            raise op_error(self, f"has {len(self.offsets)} offsets for a buffer of rank {len(shape)}")
+        plan = box_plan(buffer.element.width, shape)
+        if plan is None or buffer.layout != plan.slot:
+            raise op_error(self, f"a bulk copy cannot read {buffer}: it is not in the layout a bulk copy reads")
+
+
+@define_op
+class FenceAsyncWritesOp(Operation):
+    """Makes this thread's shared-memory writes visible to the copy engine (the async
+    proxy), which reads them after the next barrier."""
+
+    name = "tma.fence_async_writes"
+
+
+BULK_OPS = (BulkLoadOp, CopyToRingOp, ArriveExpectBytesOp, FenceBarrierInitOp, BulkStoreOp, StoreFromSharedOp,
+            FenceAsyncWritesOp)
+
+__all__ = ["BULK_OPS", "ArriveExpectBytesOp", "BoxPlan", "BulkLoadOp", "BulkStoreOp", "CopyToRingOp",
+           "FenceAsyncWritesOp", "FenceBarrierInitOp", "StoreFromSharedOp", "box_plan", "ring_block"]

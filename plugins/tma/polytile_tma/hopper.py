@@ -21,7 +21,7 @@ from typing import Any, Callable, ClassVar
 from llvmlite import ir
 
 from polytile.dialects import arith
-from polytile.dialects.gpu import BufferType, LocalAllocOp, MBarrierInitOp, MBarrierInvalOp, MBarrierWaitOp
+from polytile.dialects.gpu import BufferType, LocalAllocOp, LocalStoreOp, MBarrierInitOp, MBarrierInvalOp, MBarrierWaitOp
 from polytile.gpu.layouts import SwizzledSharedLayout
 from polytile.gpu.lowering.context import LoweringContext, register_lowering
 from polytile.gpu.lowering.mbarrier import barrier_address
@@ -32,7 +32,8 @@ from polytile.gpu.ring_copies import BARRIERS, RingCopies, feeds_dot, register_r
 from polytile.ir import types as t
 from polytile.ir.builder import Builder
 
-from .bulk import ArriveExpectBytesOp, BoxPlan, BulkLoadOp, CopyToRingOp, FenceBarrierInitOp, box_plan, ring_block
+from .bulk import (ArriveExpectBytesOp, BoxPlan, BulkLoadOp, CopyToRingOp, FenceAsyncWritesOp, FenceBarrierInitOp,
+                   StoreFromSharedOp, box_plan, ring_block)
 
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
 
@@ -118,6 +119,26 @@ def stage_bulk_load(load: Any) -> None:
         load.erase()
 
 
+def stage_bulk_store(store: Any) -> None:
+    """Write ``store``'s block into a buffer in the copy's layout, fence it for the copy
+    engine, and copy it out (insert-barriers puts the barrier between the writes and the
+    copy, and after the copy before the bytes are used again)."""
+    b = Builder.before(store, store.location)
+    value = store.value.type
+    plan = plan_of(value)
+    buffer = b.create(LocalAllocOp, result_types=[BufferType(tuple(value.shape), t.element_type(value),
+                                                             plan.slot)]).result
+    b.create(LocalStoreOp, store.value, buffer)
+    b.create(FenceAsyncWritesOp)
+    b.create(StoreFromSharedOp, store.map, list(store.offsets), buffer)
+    store.erase()
+
+
+# The copy out reads its buffer until its wait, inside the op: a later write of those
+# bytes waits for every thread to be past it.
+register_buffer_access(StoreFromSharedOp)(lambda op: [(op.buffer, READ)])
+
+
 # --------------------------------------------------------------------------------------
 # PTX
 
@@ -171,10 +192,43 @@ def _arrive_expect(op: Any, operands: list, ctx: LoweringContext) -> list:
     return []
 
 
+#: One 2-D box from shared memory: $0 the tensor map's address, $1/$2 the innermost /
+#: outer coordinate, $3 the source, $4 non-zero: this thread copies.
+STORE_2D_PTX = ("{ .reg .pred p; setp.ne.b32 p, $4, 0; @p cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group "
+                "[$0, {$1, $2}], [$3]; }")
+#: The copies out so far as one group, and the wait until they have read shared memory.
+STORE_WAIT_PTX = ("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.commit_group; "
+                  "@p cp.async.bulk.wait_group.read 0; }")
+
+
+@register_lowering(StoreFromSharedOp)
+def _store_from_shared(op: Any, operands: list, ctx: LoweringContext) -> list:
+    b = ctx.builder
+    buffer = op.buffer.type
+    plan = plan_of(t.TileType(tuple(buffer.shape), buffer.element))
+    base = b.ptrtoint(buffer_pointer(ctx, op.buffer), _I32)
+    tensor_map = b.ptrtoint(ctx.get(op.map), _I64)
+    row, column = (ctx.get(v) for v in op.offsets)
+    first = b.zext(_thread_zero(ctx), _I32)
+    for index in range(plan.copies):
+        source = b.add(base, ctx.i32(index * plan.box_bytes)) if index else base
+        x = b.add(column, ctx.i32(index * plan.box[1])) if index else column
+        _asm(b, STORE_2D_PTX, [tensor_map, x, row, source, first], "l,r,r,r,r")
+    _asm(b, STORE_WAIT_PTX, [first], "r")
+    return []
+
+
+@register_lowering(FenceAsyncWritesOp)
+def _fence_async_writes(op: Any, operands: list, ctx: LoweringContext) -> list:
+    _asm(ctx.builder, "fence.proxy.async.shared::cta;", [], "")
+    return []
+
+
 @register_lowering(FenceBarrierInitOp)
 def _fence_init(op: Any, operands: list, ctx: LoweringContext) -> list:
     _asm(ctx.builder, FENCE_INIT_PTX, [], "")
     return []
 
 
-__all__ = ["ARRIVE_EXPECT_PTX", "BulkCopies", "COPY_2D_PTX", "FENCE_INIT_PTX", "plan_of", "stage_bulk_load"]
+__all__ = ["ARRIVE_EXPECT_PTX", "BulkCopies", "COPY_2D_PTX", "FENCE_INIT_PTX", "STORE_2D_PTX", "STORE_WAIT_PTX", "plan_of",
+           "stage_bulk_load", "stage_bulk_store"]

@@ -8,7 +8,8 @@ shape_d`` in every dimension:
 - ``tma.load`` -> ``tile.load`` with the padding (zero or NaN) as ``other``; of a host
   descriptor that brings a tensor map (Hopper), ``tma.bulk_load`` through the map
   where a bulk copy can move the block (:mod:`.bulk`);
-- ``tma.store`` -> ``tile.store`` (what falls outside is not written);
+- ``tma.store`` -> ``tile.store`` (what falls outside is not written); through a tensor
+  map (Hopper), ``tma.bulk_store``;
 - ``tma.reduce`` -> ``tile.atomic_rmw`` (add on floats is ``fadd``; min and max on
   unsigned integers are ``umin`` / ``umax``);
 - ``tma.gather`` / ``tma.scatter`` -> the same, with the rows taken from the row tile;
@@ -133,6 +134,15 @@ class _Lowering:
 
     def store(self, op: Any) -> None:
         b = Builder.before(op)
+        parts = self._get(op)
+        value = op.value.type
+        if parts.map is not None:
+            from .bulk import BulkStoreOp, box_plan
+        if parts.map is not None and box_plan(t.element_type(value).width, tuple(value.shape)) is not None:
+            # What falls outside the array is dropped by the copy engine.
+            b.create(BulkStoreOp, parts.map, list(op.offsets), op.value)
+            op.erase()
+            return
         pointers, mask = self._block(op, b)
         b.create(tile.StoreOp, pointers, op.value, mask=mask)
         op.erase()

@@ -30,23 +30,28 @@ def has_bulk_copies(target: Any) -> bool:
 class StageBulkLoads(Pass):
     """Each ``tma.bulk_load`` that ``pipeline-loops`` left: a bulk copy into a one-slot
     buffer, a wait on its barrier, and a read of the buffer into the layout its users
-    want (dot operands straight into theirs)."""
+    want (dot operands straight into theirs).  Each ``tma.bulk_store``: its block written
+    into a buffer in the copy's layout, fenced for the copy engine, and copied out."""
 
     name: ClassVar[str] = "stage-bulk-loads"
-    summary: ClassVar[str] = "descriptor loads outside pipelined loops: bulk copies through a one-slot buffer"
+    summary: ClassVar[str] = "descriptor loads outside pipelined loops and descriptor stores: bulk copies through shared memory"
 
     def applies_to(self, module: Any) -> bool:
-        return any(op.name == "tma.bulk_load" for op in module.walk())
+        return any(op.name in ("tma.bulk_load", "tma.bulk_store") for op in module.walk())
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
-        from .bulk import BulkLoadOp
-        from .hopper import stage_bulk_load
+        from .bulk import BulkLoadOp, BulkStoreOp
+        from .hopper import stage_bulk_load, stage_bulk_store
 
-        loads = [op for op in module.walk() if isinstance(op, BulkLoadOp)]
-        for load in loads:
-            stage_bulk_load(load)
-            context.count("stage-bulk-loads.staged")
-        return PreservedAnalyses.none() if loads else PreservedAnalyses.all()
+        ops = [op for op in module.walk() if isinstance(op, (BulkLoadOp, BulkStoreOp))]
+        for op in ops:
+            if isinstance(op, BulkLoadOp):
+                stage_bulk_load(op)
+                context.count("stage-bulk-loads.staged")
+            else:
+                stage_bulk_store(op)
+                context.count("stage-bulk-loads.stores")
+        return PreservedAnalyses.none() if ops else PreservedAnalyses.all()
 
 
 __all__ = ["STAGING_ANCHOR", "StageBulkLoads", "has_bulk_copies"]

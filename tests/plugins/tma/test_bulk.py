@@ -119,6 +119,34 @@ func.func @k(%x: ptr<f16>, %m: i32, %n: i32, %s: i64, %map: !tma.map<>, %i: i32)
 """
 
 
+def test_stores_through_a_tensor_map_become_bulk_stores():
+    text = HOST_DESCRIPTOR.replace("%e = tma.load %d, %i, %i : tile<64x64xf16>", "tma.store %d, %i, %i, %v")
+    out = apply_passes(text, LowerTensorDescriptors())
+    assert "tma.bulk_store %map, %i, %i, %0" in out and "tile.store" not in out
+
+
+def test_a_bulk_store_writes_its_block_into_the_copy_layout_then_copies_it_out():
+    from polytile_tma.staging import StageBulkLoads
+
+    layout = "#gpu.blocked<size_per_thread = [1, 8], threads_per_warp = [4, 8], warps_per_cta = [4, 1], order = [1, 0]>"
+    text = f"""
+    func.func @k(%map: !tma.map<>, %i: i32, %v: tile<64x64xf16, {layout}>) attributes {{kernel = true}} {{
+      tma.bulk_store %map, %i, %i, %v
+      func.return
+    }}
+    """
+    out = apply_passes(dedent(text), StageBulkLoads())
+    assert out == dedent(f"""
+        func.func @k(%map: !tma.map<>, %i: i32, %v: tile<64x64xf16, {layout}>) attributes {{kernel = true}} {{
+          %0 = gpu.local_alloc : !gpu.buffer<64x64xf16, #gpu.shared<vector = 8, per_phase = 1, max_phase = 8, order = [1, 0]>>
+          gpu.local_store %v, %0
+          tma.fence_async_writes
+          tma.store_from_shared %map, %i, %i, %0
+          func.return
+        }}
+        """).lstrip("\n")
+
+
 def test_loads_through_a_tensor_map_become_bulk_loads():
     out = apply_passes(HOST_DESCRIPTOR, LowerTensorDescriptors())
     assert out == dedent("""
@@ -278,6 +306,30 @@ def test_an_unpipelined_descriptor_matmul_stages_each_load(b_t):
     # Read in place by wgmma: no shared loads before the epilogue.
     assert "ld.shared" not in ptx.split("wgmma.wait_group.sync.aligned 0")[0]
     assembles(ptx, "sm_90a", name)
+
+
+@jit
+def descriptor_epilogue(a_desc, c_desc, BM: pl.constexpr, BN: pl.constexpr):
+    pm, pn = pl.program_id(0) * BM, pl.program_id(1) * BN
+    c_desc.store([pm, pn], (a_desc.load([pm, pn]) * 2).to(c_desc.dtype))
+
+
+@pytest.mark.parametrize("dtype, block, boxes", [(np.float16, (128, 128), 2), (np.float32, (64, 32), 1),
+                                                 (np.float32, (16, 8), 1)])
+def test_a_descriptor_store_is_a_bulk_copy_out_of_shared_memory(dtype, block, boxes):
+    x = np.zeros((256, 256), dtype)
+    a_desc, c_desc = TensorDescriptor.from_tensor(x, list(block)), TensorDescriptor.from_tensor(x, list(block))
+    module = descriptor_epilogue.lower_for("nvidia:sm_90a", a_desc, c_desc, BM=block[0], BN=block[1])
+    artifacts = compile_module(module, "nvidia:sm_90a", num_warps=4).context.artifacts
+    ptx = artifacts["ptx"]
+    store = ptx.index("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group")
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == boxes
+    # Every thread's writes, fenced for the copy engine, then a barrier, then one thread copies.
+    fence = ptx.rindex("fence.proxy.async.shared::cta", 0, store)
+    assert ptx.rindex("st.shared", 0, fence) < fence < ptx.index("bar.sync", fence) < store
+    assert ptx.index("cp.async.bulk.commit_group", store) < ptx.index("cp.async.bulk.wait_group.read 0", store)
+    assert "st.global" not in ptx
+    assembles(ptx, "sm_90a", artifacts["kernel_name"])
 
 
 def test_before_hopper_a_descriptor_matmul_loads_through_pointers():
