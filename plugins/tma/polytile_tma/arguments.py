@@ -116,6 +116,19 @@ class DescriptorAdapter(ArgumentAdapter):
         return BULK_ADAPTER if has_bulk_copies(target) else self
 
 
+#: The encoder's module, imported at the first tensor map (it costs a few ms; a program
+#: that never launches on Hopper never imports it).  Its functions are looked up at each
+#: use, so tests may replace them.
+_TENSORMAP: list = []
+
+
+def _import_tensormap() -> Any:
+    from . import tensormap
+
+    _TENSORMAP.append(tensormap)
+    return tensormap
+
+
 #: Where a descriptor keeps the parts its last Hopper launch passed: ``(parts, with_map)``.
 _BULK_LAUNCH = "_polytile_tensor_map"
 
@@ -175,17 +188,16 @@ class BulkDescriptorAdapter(DescriptorAdapter):
         if plan is None:  # no tensor map: the parts as they are, remembered as such
             value.__dict__[_BULK_LAUNCH] = (parts, parts)
             return parts
-        from polytile.errors import LaunchError
-
-        from .tensormap import TensorMapError, encode_tensor_map
-
+        tensormap = _TENSORMAP[0] if _TENSORMAP else _import_tensormap()
         rank = len(key[1])
         facts = value.__dict__[_LAUNCH][1]
-        shape = tuple(parts[1:1 + rank])
+        shape = parts[1:1 + rank]
         strides = (*parts[1 + rank:], 1)
         try:
-            tensor_map = encode_tensor_map(facts[0], key[0], shape, strides, plan.box, plan.swizzle, key[2])
-        except TensorMapError as exc:
+            tensor_map = tensormap.encode_tensor_map(facts[0], key[0], shape, strides, plan.box, plan.swizzle, key[2])
+        except tensormap.TensorMapError as exc:
+            from polytile.errors import LaunchError
+
             raise LaunchError(f"a TensorDescriptor (shape {list(shape)}, strides {list(strides)}, block "
                               f"{list(key[1])}) cannot be passed as a tensor map: {exc}") from None
         full = (*parts, tensor_map)
