@@ -215,3 +215,37 @@ def test_the_docs_workspace_kernel_runs(target, tmp_path):
     assert module.add.mutated_args(a, a, out, workspace, 40, 24, BLOCK=16) == ["out_ptr", "workspace"]
     module.add[(3, 2)](a, a, out, workspace, 40, 24, BLOCK=16, target=target)
     np.testing.assert_array_equal(out, a + 1)
+
+
+@jit
+def records_in_a_loop(ws, a_ptr, b_ptr, n, BLOCK: pl.constexpr):
+    _create(ws + 128, b_ptr, BLOCK, BLOCK, BLOCK)
+    p = ws
+    for _ in range(n):  # p is ws, then ws + 128: a's map overwrites b's
+        _create(p, a_ptr, BLOCK, BLOCK, BLOCK)
+        p += 128
+    pl._experimental_descriptor_store(ws + 128, pl.full((BLOCK, BLOCK), 7.0, pl.float32), [0, 0])
+
+
+def test_a_map_made_through_a_loop_carried_pointer_may_be_anywhere(target):
+    ws, a, b = np.zeros(3 * MAP, np.int8), np.zeros((16, 16), np.float32), np.zeros((16, 16), np.float32)
+    report = records_in_a_loop.mutation_report(ws, a, b, 2, BLOCK=16)
+    assert report.written == ["ws", "a_ptr", "b_ptr"]
+    assert any("not known at compile time" in reason for reason in report.reasons)
+    records_in_a_loop[(1,)](ws, a, b, 2, BLOCK=16, target=target)
+    assert (a == 7).all() and not b.any()
+
+
+@jit
+def store_through_an_integer_address(ws, ws_address, a_ptr, b_ptr, n, BLOCK: pl.constexpr):
+    _create(ws, a_ptr, BLOCK, BLOCK, BLOCK)
+    _create(ws + n, b_ptr, BLOCK, BLOCK, BLOCK)
+    same = ws_address.to(pl.pointer_type(pl.int8))
+    pl._experimental_descriptor_store(same, pl.full((BLOCK, BLOCK), 7.0, pl.float32), [0, 0])
+
+
+def test_a_map_at_an_address_of_no_known_origin_could_be_any_array():
+    ws, a, b = np.zeros(3 * MAP, np.int8), np.zeros((16, 16), np.float32), np.zeros((16, 16), np.float32)
+    report = store_through_an_integer_address.mutation_report(ws, ws.ctypes.data, a, b, 128, BLOCK=16)
+    assert report.written == ["ws", "a_ptr", "b_ptr"]
+    assert "cannot trace to a parameter" in report.reasons[0]

@@ -45,7 +45,7 @@ typedef struct {
  * present only while every change of the value replaces one) whose tensor is at the same
  * address packs those parts again without asking key_and_parts. */
 typedef struct {
-    PyObject *value, *state, *parts;  /* strong references, or NULL */
+    PyObject *value, *state, *parts, *dtype;  /* strong references, or NULL */
     uint64_t address;
 } AdaptedCache;
 
@@ -82,6 +82,7 @@ static int plan_traverse(Plan *plan, visitproc visit, void *arg) {
         Py_VISIT(plan->caches[i].value);
         Py_VISIT(plan->caches[i].state);
         Py_VISIT(plan->caches[i].parts);
+        Py_VISIT(plan->caches[i].dtype);
     }
     return 0;
 }
@@ -90,6 +91,7 @@ static void forget_adapted(AdaptedCache *cache) {
     Py_CLEAR(cache->value);
     Py_CLEAR(cache->state);
     Py_CLEAR(cache->parts);
+    Py_CLEAR(cache->dtype);
 }
 
 static int plan_clear(Plan *plan) {
@@ -264,6 +266,18 @@ static int pack_parts(const Plan *plan, const SlotCheck *slot, PyObject *parts, 
     return 0;
 }
 
+/* The dtype of the first tensor part of `parts` (a new reference), or NULL. */
+static PyObject *first_dtype(const Plan *plan, const SlotCheck *slot, PyObject *parts) {
+    const char *codes = PyBytes_AS_STRING(PyTuple_GET_ITEM(plan->objects, slot->object + 2));
+    for (uint32_t part = 0; part < slot->parts; part++) {
+        if (codes[part] != 'P') continue;
+        PyObject *dtype = PyObject_GetAttr(PyTuple_GET_ITEM(parts, part), name_dtype);
+        if (dtype == NULL) PyErr_Clear();
+        return dtype;
+    }
+    return NULL;
+}
+
 /* What the value's __dict__ holds (a new tuple of its values, in order), or NULL when it
  * has no dict or not the version attribute (then nothing is remembered). */
 static PyObject *adapted_state(PyObject *name, PyObject *value) {
@@ -305,12 +319,21 @@ static int check_adapted(const Plan *plan, const SlotCheck *slot, PyObject *valu
     AdaptedCache *cache = &plan->caches[slot - plan->slots];
     PyObject *version_name = PyTuple_GET_ITEM(objects, slot->object + 3);
     if (cache->value == value && cache->parts != NULL && same_state(version_name, value, cache->state)) {
-        /* The same descriptor again, unchanged, with its tensor where it was. */
+        /* The same descriptor again, unchanged, with its tensor where it was and of the
+         * same element type.  The parts are held across the tensor's accessors (Python). */
+        PyObject *parts = cache->parts;
+        Py_INCREF(parts);
         long long seen_device = *device;
         uint64_t address = cache->address;
-        if (pack_parts(plan, slot, cache->parts, bytes, device, any_tensor, &address) == 0 &&
-            address == cache->address)
-            return 0;
+        int same = pack_parts(plan, slot, parts, bytes, device, any_tensor, &address) == 0 &&
+                   address == cache->address;
+        if (same && cache->dtype != NULL) {
+            PyObject *dtype = first_dtype(plan, slot, parts);
+            same = dtype == cache->dtype;
+            Py_XDECREF(dtype);
+        }
+        Py_DECREF(parts);
+        if (same) return 0;
         *device = seen_device;  /* the call below packs again and decides */
     }
     PyObject *answer = PyObject_CallOneArg(PyTuple_GET_ITEM(objects, slot->object), value);
@@ -329,9 +352,11 @@ static int check_adapted(const Plan *plan, const SlotCheck *slot, PyObject *valu
             /* Read after key_and_parts, which may have settled the value's facts. */
             PyObject *state = adapted_state(version_name, value);
             if (state != NULL) {
+                forget_adapted(cache);  /* anything a re-entrant launch left meanwhile */
                 Py_INCREF(value); cache->value = value;
                 cache->state = state;
                 Py_INCREF(parts); cache->parts = parts;
+                cache->dtype = first_dtype(plan, slot, parts);
                 cache->address = address;
             }
         }

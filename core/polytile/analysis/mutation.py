@@ -169,6 +169,10 @@ def _recorded_at(location: Location, records: list, names: list) -> tuple[frozen
     """The origins of the addresses recorded at ``location`` (every candidate where the
     analysis cannot tell), and what it found, in words."""
     origins, offset = location
+    at = _describe_location(location, names)
+    if UNKNOWN in origins or not origins:
+        return frozenset({UNKNOWN}), [f"writes through an address recorded at {at}, which this analysis cannot "
+                                      "trace to a parameter: every pointer argument counts as written"]
     exact, maybe = [], []
     for (r_origins, r_offset), pointer, where in records:
         if not (r_origins & origins) and UNKNOWN not in r_origins | origins:
@@ -178,7 +182,6 @@ def _recorded_at(location: Location, records: list, names: list) -> tuple[frozen
             exact.append((pointer, where))
         elif not (isinstance(r_offset, int) and isinstance(offset, int)):
             maybe.append((pointer, where))
-    at = _describe_location(location, names)
     notes = []
     found: frozenset = frozenset()
     for pointer, where in exact:
@@ -451,8 +454,13 @@ def _offset_key(pointer: Any, depth: int = 0) -> Any:
     from ..passes.rewrite import constant_value
 
     op = pointer.defining_op
-    if op is None or depth > 16:
-        return 0 if op is None else ("value", id(pointer))
+    if op is None:
+        # A function's parameter is its own origin (offset 0); any other block argument (a
+        # loop-carried pointer, p += 128 each iteration) is somewhere unknown from it.
+        owner = getattr(getattr(pointer, "block", None), "parent_op", None)
+        return 0 if owner is not None and owner.name == "func.func" else ("value", id(pointer))
+    if depth > 16:
+        return ("value", id(pointer))
     if op.name == "tile.addptr" and t.is_pointer(op.operands[0].type):
         base = _offset_key(op.operands[0], depth + 1)
         offset = constant_value(op.operands[1])

@@ -237,6 +237,17 @@ def _buffer_end(alloc: Any, numbering: _Numbering, function: Any) -> int:
     return end
 
 
+def buffer_alignment(size: int) -> int:
+    """Where a buffer of ``size`` bytes starts: a multiple of 1024 from 1024 bytes on, else
+    of its size rounded up to a power of two, at least 128.  A swizzled layout repeats
+    every 8 rows of its swizzle width (up to 1024 bytes), and copy engines that swizzle by
+    address (TMA) and read in place (wgmma) need the buffer at such a boundary; bulk
+    copies need 128 bytes at least."""
+    if size >= BUFFER_ALIGNMENT:
+        return BUFFER_ALIGNMENT
+    return max(128, 1 << max(size - 1, 0).bit_length())
+
+
 def collect_pieces(function: Any, target: Any, num_warps: int, callee_bytes: dict[str, int]) -> list[Piece]:
     """Every piece of shared memory ``function`` needs, with its lifetime."""
     from ..dialects.gpu import LocalAllocOp
@@ -250,7 +261,7 @@ def collect_pieces(function: Any, target: Any, num_warps: int, callee_bytes: dic
         if isinstance(op, LocalAllocOp):
             size = _align(buffer_bytes(op.result.type))
             pieces.append(Piece(op, BUFFER_OFFSET_ATTR, size, number, _buffer_end(op, numbering, function),
-                                alignment=BUFFER_ALIGNMENT if size >= BUFFER_ALIGNMENT else SCRATCH_ALIGNMENT))
+                                alignment=buffer_alignment(size)))
             continue
         if isinstance(op, func.CallOp):
             size = callee_bytes.get(op.attributes["callee"].name, 0)

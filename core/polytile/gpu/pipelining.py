@@ -53,7 +53,7 @@ from ..dialects.gpu import (AsyncWaitOp, BufferType, ConvertLayoutOp, LocalAlloc
 from ..errors import ConfigError
 from ..ir import types as t
 from ..ir.builder import Builder
-from ..ir.opdef import Pure
+from ..ir.opdef import Pure, WritesMemory
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 from .layouts import DotOperandLayout, SwizzledSharedLayout
 from .prefetch_next import prefetch_next_iteration, wants_prefetch
@@ -166,13 +166,13 @@ class _Plan:
 
 
 #: Ops that may write memory a load of a later iteration reads: copies issued ahead would
-#: see the bytes before the write.
+#: see the bytes before the write (and any op with the WritesMemory trait: a plugin's).
 _WRITES_MEMORY = (tile.StoreOp, tile.AtomicRMWOp, tile.AtomicCASOp, func.CallOp)
 
 
 def _plan(loop: Any, loads: list) -> _Plan | None:
     body = loop.body.block
-    if any(isinstance(op, _WRITES_MEMORY) for op in loop.walk()):
+    if any(isinstance(op, _WRITES_MEMORY) or op.has_trait(WritesMemory) for op in loop.walk()):
         return None
     iv, carried_args = loop.induction_variable, list(loop.region_iter_args)
     yielded = body.last_op.operands

@@ -113,6 +113,12 @@ class ReadsMemory(Trait):
     """Reads memory but writes nothing: may be deleted when unused, never merged or hoisted."""
 
 
+class WritesMemory(Trait):
+    """Writes global memory (besides the core's stores and atomics): a plugin's store or
+    bulk copy out.  Passes that move reads across writes (``pipeline-loops``' copies
+    issued iterations ahead) leave code holding one alone."""
+
+
 class RecursivelyPure(Trait):
     """Side-effect free exactly when every op in its regions is (``scf.for``, ``scf.if``, ``tile.reduce``)."""
 

@@ -19,7 +19,7 @@ from typing import Any, Hashable
 from polytile.runtime.adapters import ArgumentAdapter, LaunchPart
 
 from .host import BROKEN, LAUNCH_FACTS as _LAUNCH, TORCH_TYPES as _TORCH_TYPES, VERSION, _copy, _describe_base, \
-    _launch_base, _plainly_valid, remember_launch
+    _launch_base, _plainly_valid, remember_launch, still_versioned
 
 _I32_MAX = 2**31 - 1
 
@@ -96,6 +96,7 @@ class DescriptorAdapter(ArgumentAdapter):
 
     def key_and_parts(self, value: Any) -> tuple:
         key = self.key(value)  # leaves this launch's parts with the value
+        still_versioned(value)
         return key, (value.__dict__[_LAUNCH][3] if key is not BROKEN else ())
 
     def check(self, kernel: str, argument: str, value: Any) -> None:
@@ -210,6 +211,7 @@ class BulkDescriptorAdapter(DescriptorAdapter):
 
     def key_and_parts(self, value: Any) -> tuple:
         key = self.key(value)
+        still_versioned(value)
         if key is BROKEN:
             return key, ()
         return key, self._with_map(value, key, value.__dict__[_LAUNCH][3])

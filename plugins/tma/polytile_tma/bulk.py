@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 from polytile.dialects.gpu import Barriers, Buffer, IssuesIntoRing, WritesThroughAsyncProxy
 from polytile.ir import types as t
 from polytile.ir.constraints import IntScalar, Tile, TypeConstraint
-from polytile.ir.opdef import Attr, Operand, ReadsMemory, Result, define_op, op_error
+from polytile.ir.opdef import Attr, Operand, ReadsMemory, Result, WritesMemory, define_op, op_error
 from polytile.ir.operation import Operation
 
 from .ops import I32, TensorMap
@@ -186,6 +186,7 @@ class BulkStoreOp(Operation):
     map = Operand(TensorMap)
     offsets = Operand(I32, variadic=True)
     value = Operand(Tile)
+    traits = (WritesMemory,)
 
     def verify_op(self) -> None:
         shape = tuple(self.value.type.shape)
@@ -205,6 +206,10 @@ class StoreFromSharedOp(Operation):
     map = Operand(TensorMap)
     offsets = Operand(I32, variadic=True)
     buffer = Operand(Buffer)
+    #: Whether the kernel may access global memory after it: the copy's writes are then
+    #: waited for and fenced for the generic proxy, not only its reads of the buffer.
+    complete = Attr(bool, default=False)
+    traits = (WritesMemory,)
 
     def verify_op(self) -> None:
         buffer = self.buffer.type

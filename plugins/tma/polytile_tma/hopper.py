@@ -31,6 +31,7 @@ from polytile.gpu.pipelining import read_slot_instead, ring_type, transposed_ope
 from polytile.gpu.ring_copies import BARRIERS, RingCopies, feeds_dot, register_ring_copies
 from polytile.ir import types as t
 from polytile.ir.builder import Builder
+from polytile.ir.opdef import Pure
 
 from .bulk import (ArriveExpectBytesOp, BoxPlan, BulkLoadOp, CopyToRingOp, FenceAsyncWritesOp, FenceBarrierInitOp,
                    StoreFromSharedOp, box_plan, ring_block)
@@ -130,8 +131,42 @@ def stage_bulk_store(store: Any) -> None:
                                                              plan.slot)]).result
     b.create(LocalStoreOp, store.value, buffer)
     b.create(FenceAsyncWritesOp)
-    b.create(StoreFromSharedOp, store.map, list(store.offsets), buffer)
+    b.create(StoreFromSharedOp, store.map, list(store.offsets), buffer, complete=_global_access_after(store))
     store.erase()
+
+
+#: Ops that touch only shared memory, registers or synchronization: no global access.
+_LOCAL_OPS = frozenset({"gpu.local_alloc", "gpu.local_store", "gpu.local_load", "gpu.local_load_slot",
+                        "gpu.barrier", "gpu.mbarrier_init", "gpu.mbarrier_wait", "gpu.mbarrier_inval",
+                        "gpu.fence_async_shared", "gpu.dot_wait", "gpu.convert_layout", "gpu.async_wait",
+                        "tma.fence_async_writes", "tma.fence_barrier_init", "tma.arrive_expect_bytes",
+                        "scf.yield", "scf.condition", "func.return"})
+
+
+def _touches_global(op: Any) -> bool:
+    if op.name in _LOCAL_OPS or op.regions:
+        return False
+    return not op.has_trait(Pure)
+
+
+def _global_access_after(op: Any) -> bool:
+    """Whether the kernel may access global memory after ``op``: later in its block and
+    the blocks around it, or anywhere in a loop around it (the next iteration)."""
+    current = op
+    while current is not None and current.name != "func.func":
+        block = current.parent
+        if block is None:
+            break
+        ops = list(block)
+        later = ops[ops.index(current) + 1:]
+        if any(_touches_global(o) for later_op in later for o in later_op.walk()):
+            return True
+        parent = current.parent_op
+        if parent is not None and parent.name in ("scf.for", "scf.while") and \
+                any(_touches_global(o) for o in parent.walk() if o is not op):
+            return True
+        current = parent
+    return False
 
 
 # The copy out reads its buffer until its wait, inside the op: a later write of those
@@ -160,6 +195,21 @@ def _asm(builder: ir.IRBuilder, text: str, inputs: list, constraints: str) -> No
                 side_effect=True)
 
 
+def _check_swizzle_alignment(ctx: LoweringContext, plan: BoxPlan) -> None:
+    """A swizzled bulk copy swizzles by shared-memory address bits, the kernel's layouts
+    from the buffer's start: they agree where shared memory starts on a 1024-byte
+    boundary (buffers are placed at multiples of their pattern from there).  The driver
+    puts it there for kernels without static shared memory, as polytile's; a kernel where
+    it did not stops with a trap rather than move scrambled blocks."""
+    if not plan.swizzle:
+        return
+    b = ctx.builder
+    start = b.ptrtoint(ctx.shared_base(), _I32)
+    misaligned = b.icmp_unsigned("!=", b.and_(start, ctx.i32(1023)), ctx.i32(0))
+    with b.if_then(misaligned, likely=False):
+        ctx.call("llvm.trap", ir.VoidType(), [])
+
+
 def _thread_zero(ctx: LoweringContext) -> Any:
     b = ctx.builder
     return b.and_(b.icmp_unsigned("==", ctx.lane_id, ctx.i32(0)), b.icmp_unsigned("==", ctx.warp_id, ctx.i32(0)))
@@ -169,6 +219,7 @@ def _thread_zero(ctx: LoweringContext) -> Any:
 def _copy_to_ring(op: Any, operands: list, ctx: LoweringContext) -> list:
     b = ctx.builder
     _, plan, _ = ring_block(op.ring.type)  # a transposed ring holds the same bytes
+    _check_swizzle_alignment(ctx, plan)
     slot = ctx.get(op.slot)
     base = b.add(b.ptrtoint(buffer_pointer(ctx, op.ring), _I32), b.mul(slot, ctx.i32(plan.bytes)))
     barrier = barrier_address(ctx, op, op.barriers, slot)
@@ -199,6 +250,10 @@ STORE_2D_PTX = ("{ .reg .pred p; setp.ne.b32 p, $4, 0; @p cp.async.bulk.tensor.2
 #: The copies out so far as one group, and the wait until they have read shared memory.
 STORE_WAIT_PTX = ("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.commit_group; "
                   "@p cp.async.bulk.wait_group.read 0; }")
+#: The same, waiting until the writes are done and ordering them before this thread's
+#: later generic-proxy accesses of global memory (the kernel accesses it after the store).
+STORE_COMPLETE_PTX = ("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.commit_group; "
+                      "@p cp.async.bulk.wait_group 0; @p fence.proxy.async.global; }")
 
 
 @register_lowering(StoreFromSharedOp)
@@ -206,6 +261,7 @@ def _store_from_shared(op: Any, operands: list, ctx: LoweringContext) -> list:
     b = ctx.builder
     buffer = op.buffer.type
     plan = plan_of(t.TileType(tuple(buffer.shape), buffer.element))
+    _check_swizzle_alignment(ctx, plan)
     base = b.ptrtoint(buffer_pointer(ctx, op.buffer), _I32)
     tensor_map = b.ptrtoint(ctx.get(op.map), _I64)
     row, column = (ctx.get(v) for v in op.offsets)
@@ -214,7 +270,7 @@ def _store_from_shared(op: Any, operands: list, ctx: LoweringContext) -> list:
         source = b.add(base, ctx.i32(index * plan.box_bytes)) if index else base
         x = b.add(column, ctx.i32(index * plan.box[1])) if index else column
         _asm(b, STORE_2D_PTX, [tensor_map, x, row, source, first], "l,r,r,r,r")
-    _asm(b, STORE_WAIT_PTX, [first], "r")
+    _asm(b, STORE_COMPLETE_PTX if op.complete else STORE_WAIT_PTX, [first], "r")
     return []
 
 

@@ -313,6 +313,15 @@ def _versioned(desc: Any) -> bool:
     return type(desc.padding) is str
 
 
+def still_versioned(desc: Any) -> None:
+    """Drop ``desc``'s version when a field was assigned since it was given (what a
+    native dispatcher asks after it saw an attribute of the descriptor replaced)."""
+    fields = desc.__dict__.get(VERSION)
+    if fields is not None and (fields[0] is not desc.shape or fields[1] is not desc.strides
+                               or fields[2] is not desc.block_shape):
+        del desc.__dict__[VERSION]
+
+
 def _copy(field: Any) -> Any:
     """A copy of a field that compares equal to it until it changes (a list stays a list)."""
     return list(field) if isinstance(field, list) else field
@@ -333,8 +342,12 @@ def remember_launch(desc: Any, base: _Base, shape: tuple, strides: tuple, block:
     desc.__dict__[LAUNCH_FACTS] = (data, copies, key, (data if torch else _launch_base(data), *shape, *strides[:-1]))
     if torch:
         TORCH_TYPES.add(type(data))
-        if _versioned(desc):
-            desc.__dict__[VERSION] = True
+    if torch and _versioned(desc):
+        # The fields it holds for: one assigned since (a list it does not watch, say) ends
+        # it at the next launch that asks (still_versioned).
+        desc.__dict__[VERSION] = (desc.shape, desc.strides, desc.block_shape)
+    else:
+        desc.__dict__.pop(VERSION, None)
     return key
 
 
@@ -387,6 +400,11 @@ class TensorDescriptor:
     strides: list[int]
     block_shape: list[int]
     padding: str = "zero"
+
+    def __getstate__(self) -> dict:
+        # A copy (copy.copy, pickle) shares or rebuilds the fields but is keyed anew: what a
+        # launch kept with this one (its facts, its version) does not go with it.
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_polytile")}
 
     def __post_init__(self) -> None:
         block = self.block_shape

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from polytile.ir import types as t
 from polytile.ir.constraints import Tile, TypeConstraint
-from polytile.ir.opdef import Attr, Operand, Pure, ReadsMemory, Result, define_op, op_error
+from polytile.ir.opdef import Attr, Operand, Pure, ReadsMemory, Result, WritesMemory, define_op, op_error
 from polytile.ir.operation import Operation
 
 from .types import MAX_RANK, PADDINGS, TensorDescType, TensorMapType
@@ -131,6 +131,7 @@ class StoreOp(Operation):
     desc = Operand(Descriptor)
     offsets = Operand(I32, variadic=True)
     value = Operand(Tile)
+    traits = (WritesMemory,)
 
     def verify_op(self) -> None:
         desc = self.desc.type

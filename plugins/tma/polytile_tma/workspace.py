@@ -33,7 +33,7 @@ from typing import Any
 from polytile.analysis.mutation import Records, Writes, WritesRecorded, register_mutation_effects
 from polytile.ir import types as t
 from polytile.ir.constraints import Tile, TypeConstraint
-from polytile.ir.opdef import Attr, Operand, ReadsMemory, Result, define_op, op_error
+from polytile.ir.opdef import Attr, Operand, ReadsMemory, Result, WritesMemory, define_op, op_error
 from polytile.ir.operation import Operation
 from polytile.language import semantic as sem
 from polytile.language.block import _ints, _scalars
@@ -64,6 +64,7 @@ class WorkspaceCreateOp(Operation):
     rows = Operand(I32)
     columns = Operand(I32)
     block_shape = Attr(tuple)
+    traits = (WritesMemory,)
 
     def verify_op(self) -> None:
         if len(self.block_shape) != 2 or not all(type(d) is int and d > 0 for d in self.block_shape):
@@ -103,6 +104,7 @@ class WorkspaceStoreOp(Operation):
     desc_ptr = Operand(Pointer)
     value = Operand(Tile)
     offsets = Operand(I32, variadic=True)
+    traits = (WritesMemory,)
 
     def verify_op(self) -> None:
         _check_2d(self, list(self.offsets))

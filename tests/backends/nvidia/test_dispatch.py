@@ -610,11 +610,19 @@ def test_an_unchanged_versioned_value_is_packed_again_without_asking_its_adapter
     base._a = (0x30000, 0, FLOAT16)
     call(value, 5)
     assert len(asked) == 6 and fake_driver.launches[-1].arguments[0] == struct.pack("<Q", 0x30000)
+    call(value, 5)
+    assert len(asked) == 6
+    # Its element type changed in place (same address): asked again.
+    base._a = (0x30000, 0, FLOAT32)
+    call(value, 5)
+    assert len(asked) == 7
+    call(value, 5)
+    assert len(asked) == 7
     # Another object with the same fields: asked (the cache is per object).
     call(Described(base, value.tensor_map), 5)
-    assert len(asked) == 7
+    assert len(asked) == 8
     # Without a version attribute: asked every time.
     plain = Described(base, value.tensor_map, versioned=False)
     call(plain, 5)
     call(plain, 5)
-    assert len(asked) == 9
+    assert len(asked) == 10

@@ -350,3 +350,46 @@ def test_a_backend_without_by_value_parameters_names_the_parameter():
     with pytest.raises(CompilationError, match=r"parameter 'map' of type !tma.map<> is passed by value, which the "
                                                r"AMD backend does not support"):
         compile_module(module, "amd:gfx942")
+
+
+@jit
+def recurrence(w_desc, h_desc, K, BK: pl.constexpr):
+    for k in range(0, K, BK):
+        acc = pl.dot(w_desc.load([0, 0]), h_desc.load([k, 0]))
+        h_desc.store([k + BK, 0], acc.to(pl.float16))
+
+
+def test_a_loop_that_stores_through_a_descriptor_is_not_pipelined_and_completes_its_stores():
+    # Copies issued ahead would read h before the iteration that writes it; and the next
+    # iteration's load reads what this one stored: the store's writes are waited for and
+    # fenced for the generic proxy, not only its reads of shared memory.
+    from polytile.dialects import scf
+    from polytile_tma.bulk import CopyToRingOp
+
+    w, h = np.zeros((64, 64), np.float16), np.zeros((1024, 64), np.float16)
+    module = recurrence.lower_for("nvidia:sm_90a", TensorDescriptor.from_tensor(w, [64, 64]),
+                                  TensorDescriptor.from_tensor(h, [64, 64]), 1024, BK=64)
+    result = compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=3)
+    assert not [op for op in result.module.walk()
+                if isinstance(op, CopyToRingOp) and not isinstance(op.parent_op, scf.ForOp)]
+    ptx = result.context.artifacts["ptx"]
+    assert "cp.async.bulk.wait_group 0;" in ptx and "fence.proxy.async.global" in ptx
+    assert "cp.async.bulk.wait_group.read" not in ptx
+    assembles(ptx, "sm_90a", result.context.artifacts["kernel_name"])
+
+
+@pytest.mark.parametrize("size, alignment", [(8, 128), (256, 256), (512, 512), (600, 1024), (4096, 1024)])
+def test_buffers_start_where_their_swizzle_pattern_does(size, alignment):
+    from polytile.gpu.allocation import buffer_alignment
+
+    assert buffer_alignment(size) == alignment
+
+
+@pytest.mark.parametrize("block, guarded", [((64, 64), True), ((16, 8), False)])
+def test_swizzled_bulk_copies_are_guarded_by_the_shared_memory_alignment(block, guarded):
+    # No wgmma here: the guard is the copies' own (16-byte rows are not swizzled).
+    x = np.zeros((256, 256), np.float16)
+    a_desc, c_desc = TensorDescriptor.from_tensor(x, list(block)), TensorDescriptor.from_tensor(x, list(block))
+    module = descriptor_epilogue.lower_for("nvidia:sm_90a", a_desc, c_desc, BM=block[0], BN=block[1])
+    ptx = compile_module(module, "nvidia:sm_90a", num_warps=4).context.artifacts["ptx"]
+    assert "wgmma" not in ptx and ("trap;" in ptx) is guarded

@@ -400,3 +400,26 @@ def test_a_torch_descriptor_says_while_every_change_replaces_an_entry_of_its_dic
     assert given.shape is shape and VERSION not in given.__dict__
     # NumPy bases are keyed on the Python path every time (the interpreter has no dispatcher).
     assert VERSION not in TensorDescriptor.from_tensor(aligned((4, 64)), [4, 64]).__dict__
+
+
+def test_a_field_assigned_or_a_copy_ends_the_version():
+    import copy
+
+    from polytile_tma.arguments import ADAPTER, BULK_ADAPTER
+    from polytile_tma.host import VERSION
+
+    desc = TensorDescriptor.from_tensor(_torch_like("Tensor", 0x1000), [4, 64])
+    # A list of the same values assigned: the launch that asks finds the field replaced.
+    desc.block_shape = [4, 64]
+    ADAPTER.key_and_parts(desc)
+    assert VERSION not in desc.__dict__
+    # Other values: keyed anew, and a plain list is not watched.
+    desc.block_shape = [2, 64]
+    assert ADAPTER.key(desc)[1] == (2, 64) and VERSION not in desc.__dict__
+    # A copy shares the watched list of the original, so it has no version of its own.
+    original = TensorDescriptor.from_tensor(_torch_like("Tensor", 0x1000), [4, 64])
+    twin = copy.copy(original)
+    BULK_ADAPTER.key_and_parts(twin)
+    assert VERSION in original.__dict__ and VERSION not in twin.__dict__
+    twin.block_shape[0] = 2
+    assert VERSION not in original.__dict__ and original.block_shape[0] == 2

@@ -123,6 +123,8 @@ class LoweringContext:
             found = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0), name,
                                       addrspace=self.target.shared_address_space)
             found.linkage = "external"
+            # Only 16 is promised: where the driver puts dynamic shared memory is checked at
+            # run time by the kernels that need 1024 (wgmma reading swizzled slots in place).
             found.align = 16
         return found
 
