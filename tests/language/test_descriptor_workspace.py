@@ -249,3 +249,19 @@ def test_a_map_at_an_address_of_no_known_origin_could_be_any_array():
     report = store_through_an_integer_address.mutation_report(ws, ws.ctypes.data, a, b, 128, BLOCK=16)
     assert report.written == ["ws", "a_ptr", "b_ptr"]
     assert "cannot trace to a parameter" in report.reasons[0]
+
+
+@jit
+def load_of_another_type(ws, a_ptr, m, n, BLOCK: pl.constexpr):
+    _create(ws, a_ptr, m, n, BLOCK)
+    x = pl._experimental_descriptor_load(ws, [0, 0], [BLOCK, BLOCK], pl.float16)
+    pl._experimental_descriptor_store(ws, x, [0, 0])
+
+
+def test_a_load_of_another_element_type_than_the_map_is_an_error_naming_both():
+    from polytile.errors import CompilationError
+
+    a = np.zeros((16, 16), np.float32)
+    with pytest.raises(CompilationError, match=r"pl._experimental_descriptor_load moves blocks of \[16, 16\] f16 "
+                                               r"through the map made \(line \d+\) for blocks of \[16, 16\] f32"):
+        load_of_another_type[(1,)](np.zeros(MAP, np.int8), a, 16, 16, BLOCK=16, target="interp")

@@ -60,6 +60,8 @@ class _Lowering:
     def __init__(self) -> None:
         self.parts: dict[Any, _Parts] = {}
         self.dead: list[Any] = []
+        #: The workspace maps made so far: (location, (element, block), line).
+        self.creates: list[Any] = []
 
     def walk(self, block: Any) -> None:
         for op in list(block):
@@ -181,7 +183,22 @@ class _Lowering:
             address = b.create(arith.BINARY_OPS["addi"], address, offset).result
         return b.create(arith.IntToPtrOp, address, result_types=[t.PointerType(type_)]).result
 
+    def _check_against_maps(self, op: Any, element: Any, shape: tuple, what: str) -> None:
+        """A load or store through a map this function makes at the same place must move
+        that map's element type and block: the record holds no element type, so another
+        one would address the array in the wrong steps."""
+        where = workspace.map_location(op.desc_ptr)
+        for location, made, line in self.creates:
+            if location != where:
+                continue
+            if made != (element, shape):
+                at = f" (line {line})" if line is not None else ""
+                raise _error(op, f"{what} moves blocks of {list(shape)} {element} through the map made{at} for "
+                                 f"blocks of {list(made[1])} {made[0]}; use the map's load_size and element_ty")
+
     def workspace_create(self, op: Any) -> None:
+        self.creates.append((workspace.map_location(op.desc_ptr), (op.address.type.pointee, tuple(op.block_shape)),
+                             getattr(op.location, "line", None)))
         b = Builder.before(op)
         address = b.create(arith.PtrToIntOp, op.address, result_types=[t.i64]).result
         for byte, type_, value in ((0, t.i64, address), (8, t.i32, op.rows), (12, t.i32, op.columns)):
@@ -205,6 +222,7 @@ class _Lowering:
     def workspace_load(self, op: Any) -> None:
         b = Builder.before(op)
         result = op.result.type
+        self._check_against_maps(op, result.element, tuple(result.shape), "pl._experimental_descriptor_load")
         parts = self._workspace_parts(b, op.desc_ptr, result.element)
         pointers, mask = self._workspace_block(b, op, parts, tuple(result.shape))
         zero = 0.0 if isinstance(result.element, t.FloatType) else 0
@@ -216,6 +234,7 @@ class _Lowering:
     def workspace_store(self, op: Any) -> None:
         b = Builder.before(op)
         value = op.value.type
+        self._check_against_maps(op, value.element, tuple(value.shape), "pl._experimental_descriptor_store")
         parts = self._workspace_parts(b, op.desc_ptr, value.element)
         pointers, mask = self._workspace_block(b, op, parts, tuple(value.shape))
         b.create(tile.StoreOp, pointers, op.value, mask=mask)
