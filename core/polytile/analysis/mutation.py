@@ -311,7 +311,7 @@ class _FunctionAnalysis:
     # -- transfer functions -------------------------------------------------------------
     def location(self, pointer: Any) -> Location:
         """Where ``pointer`` points: its origins and its offset from them."""
-        return self.origins.get(pointer, frozenset()), _offset_key(pointer)
+        return self.origins.get(pointer, frozenset()), byte_offset(pointer)
 
     def apply(self, op: Any, effects: list) -> None:
         if not self.final:
@@ -415,7 +415,7 @@ class _FunctionAnalysis:
                 origins, offset = location
                 if len(origins) == 1 and next(iter(origins)) != UNKNOWN and next(iter(origins)) < len(operands):
                     argument = operands[next(iter(origins))]
-                    return self.origins.get(argument, frozenset()), _add_offsets(_offset_key(argument), offset)
+                    return self.origins.get(argument, frozenset()), _add_offsets(byte_offset(argument), offset)
                 return mapped(origins), ("unknown", where)
 
             for location, pointer, made in summary.records:
@@ -447,7 +447,7 @@ def _add_offsets(a: Any, b: Any) -> Any:
     return ("+", a, b)
 
 
-def _offset_key(pointer: Any, depth: int = 0) -> Any:
+def byte_offset(pointer: Any, depth: int = 0) -> Any:
     """The byte offset of ``pointer`` from the parameter it derives from: an int where
     it is the parameter plus constants, else a key of the expression (equal keys: the
     same offset, whichever ops computed it)."""
@@ -462,13 +462,13 @@ def _offset_key(pointer: Any, depth: int = 0) -> Any:
     if depth > 16:
         return ("value", id(pointer))
     if op.name == "tile.addptr" and t.is_pointer(op.operands[0].type):
-        base = _offset_key(op.operands[0], depth + 1)
+        base = byte_offset(op.operands[0], depth + 1)
         offset = constant_value(op.operands[1])
         size = _element_bytes(op.operands[0].type)
         step = offset * size if isinstance(offset, int) and size else ("*", _expression_key(op.operands[1]), size)
         return _add_offsets(base, step)
     if op.name in _CASTS or op.name == "arith.ptrtoint":
-        return _offset_key(op.operands[0], depth + 1)
+        return byte_offset(op.operands[0], depth + 1)
     return ("value", _expression_key(pointer))
 
 

@@ -34,7 +34,7 @@ from polytile.ir.builder import Builder
 from polytile.passes import Pass, PassContext, PreservedAnalyses
 from polytile.passes.lower_block_pointers import block_positions, element_addresses
 
-from . import ops, workspace
+from . import ops
 from .types import TensorDescType
 
 
@@ -65,7 +65,7 @@ class _Lowering:
 
     def walk(self, block: Any) -> None:
         for op in list(block):
-            handler = _HANDLERS.get(type(op))
+            handler = _handlers().get(type(op))
             if handler is not None:
                 handler(self, op)
                 continue
@@ -121,6 +121,7 @@ class _Lowering:
         parts = self._get(op)
         result = op.result.type
         if parts.map is not None:
+            from . import hopper  # noqa: F401  (how pipeline-loops and the lowering handle bulk copies)
             from .bulk import BulkLoadOp, box_plan
         if parts.map is not None and box_plan(t.element_type(result).width, tuple(result.shape)) is not None:
             # The tensor map pads as the descriptor says (its out-of-bounds fill).
@@ -139,6 +140,7 @@ class _Lowering:
         parts = self._get(op)
         value = op.value.type
         if parts.map is not None:
+            from . import hopper  # noqa: F401
             from .bulk import BulkStoreOp, box_plan
         if parts.map is not None and box_plan(t.element_type(value).width, tuple(value.shape)) is not None:
             # What falls outside the array is dropped by the copy engine.
@@ -187,7 +189,9 @@ class _Lowering:
         """A load or store through a map this function makes at the same place must move
         that map's element type and block: the record holds no element type, so another
         one would address the array in the wrong steps."""
-        where = workspace.map_location(op.desc_ptr)
+        from .workspace import map_location
+
+        where = map_location(op.desc_ptr)
         for location, made, line in self.creates:
             if location != where:
                 continue
@@ -197,7 +201,9 @@ class _Lowering:
                                  f"blocks of {list(made[1])} {made[0]}; use the map's load_size and element_ty")
 
     def workspace_create(self, op: Any) -> None:
-        self.creates.append((workspace.map_location(op.desc_ptr), (op.address.type.pointee, tuple(op.block_shape)),
+        from .workspace import map_location
+
+        self.creates.append((map_location(op.desc_ptr), (op.address.type.pointee, tuple(op.block_shape)),
                              getattr(op.location, "line", None)))
         b = Builder.before(op)
         address = b.create(arith.PtrToIntOp, op.address, result_types=[t.i64]).result
@@ -252,10 +258,6 @@ class _Lowering:
 
 
 _HANDLERS = {
-    workspace.WorkspaceCreateOp: _Lowering.workspace_create,
-    workspace.WorkspaceAcquireOp: _Lowering.workspace_acquire,
-    workspace.WorkspaceLoadOp: _Lowering.workspace_load,
-    workspace.WorkspaceStoreOp: _Lowering.workspace_store,
     ops.MakeDescriptorOp: _Lowering.make,
     ops.DimOp: _Lowering.dim,
     ops.LoadOp: _Lowering.load,
@@ -266,11 +268,22 @@ _HANDLERS = {
 }
 
 
+def _handlers() -> dict:
+    """The handlers, the workspace form's added at the first module that uses it (its
+    module imports the mutation analysis: kernels without descriptors never pay for it)."""
+    if len(_HANDLERS) == len(ops.TMA_OPS):
+        from . import workspace
+
+        _HANDLERS.update({workspace.WorkspaceCreateOp: _Lowering.workspace_create,
+                          workspace.WorkspaceAcquireOp: _Lowering.workspace_acquire,
+                          workspace.WorkspaceLoadOp: _Lowering.workspace_load,
+                          workspace.WorkspaceStoreOp: _Lowering.workspace_store})
+    return _HANDLERS
+
+
 def _uses_descriptors(module: Any) -> bool:
-    return any(isinstance(op, _LOWERED) for op in module.walk())
-
-
-_LOWERED = ops.TMA_OPS + workspace.WORKSPACE_OPS
+    # By name: the tma dialect's ops (the workspace form's among them) without importing them.
+    return any(op.name.startswith("tma.") for op in module.walk())
 
 
 def lower_tensor_descriptors(module: Any) -> bool:

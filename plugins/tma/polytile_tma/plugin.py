@@ -56,10 +56,10 @@ def polytile_configure_pipeline(pipeline, target, options):
 
     pipeline.insert_after(LOWERING_ANCHOR, LowerTensorDescriptors())
     if has_bulk_copies(target):
-        # Host descriptors bring tensor maps here: their loads become bulk copies, which
-        # pipeline-loops puts in its rings and stage-bulk-loads copies elsewhere.
-        from . import hopper  # noqa: F401  (registers the ring copies and lowerings)
-
+        # Host descriptors bring tensor maps here: their loads and stores become bulk
+        # copies (lower-tensor-descriptors imports .hopper, which registers how
+        # pipeline-loops fills its rings with them and their lowering, when it makes the
+        # first), and stage-bulk-loads copies the rest through shared memory.
         pipeline.insert_after(STAGING_ANCHOR, StageBulkLoads())
 
 

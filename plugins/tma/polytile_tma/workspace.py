@@ -119,13 +119,13 @@ def map_location(pointer: Any) -> tuple:
     """Where ``pointer`` points, as the mutation analysis compares it: the value it is
     computed from (a parameter, through pointer arithmetic and casts) and its byte offset
     from there (an int, or a key of the expression)."""
-    from polytile.analysis.mutation import _offset_key
+    from polytile.analysis.mutation import byte_offset
 
     root = pointer
     while root.defining_op is not None and root.defining_op.name in ("tile.addptr", "arith.ptrtoint",
                                                                       "arith.inttoptr", "arith.bitcast"):
         root = root.defining_op.operands[0]
-    return id(root), _offset_key(pointer)
+    return id(root), byte_offset(pointer)
 
 # The create writes the workspace and records the array's address there; a store writes
 # through the address recorded where its map is.
