@@ -316,6 +316,25 @@ def _launch_matmul_descriptor(lib: Any, p: Problem) -> None:
                                        num_warps=warps, num_stages=stages)
 
 
+def _launch_matmul_device_descriptor(lib: Any, p: Problem) -> None:
+    # The same configuration; the kernel makes its descriptors, whose tensor maps live in
+    # the scratch the allocator gives at each launch (both compilers call it).
+    if p.M >= 1024:
+        bm, bn, bk, group, warps, stages = 128, 256, 64, 8, 8, 3
+    else:
+        bm, bn, bk, group, warps, stages = 32, 32, 32, 2, 4, 2
+    lib.set_allocator(_scratch_allocator)
+    grid = (cdiv(p.M, bm) * cdiv(p.N, bn),)
+    lib.matmul_device_descriptor_kernel[grid](p.a, p.b, p.c, p.M, p.N, p.K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                              GROUP_M=group, num_warps=warps, num_stages=stages)
+
+
+def _scratch_allocator(size: int, alignment: int, stream: Any) -> Any:
+    import torch
+
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
 def _matmul_reference(host: dict[str, np.ndarray], scalars: dict[str, Any]) -> dict[str, np.ndarray]:
     # In float64: a float32 product over K = 8192 is itself off by more than bf16's tolerance.
     return {"c": host["a"].astype(np.float64) @ host["b"].astype(np.float64)}
@@ -446,6 +465,12 @@ CASES: dict[str, Case] = {case.name: case for case in (
          {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),),
           "full": ((4096, 4096, 4096), (8192, 8192, 8192))},
          _make_matmul_nk, _launch_matmul_descriptor, _matmul_nk_reference, _matmul_flops,
+         tolerance={"f16": (1e-2, 1e-2), "bf16": (2e-2, 1e-2)}),
+    Case("matmul_device_descriptor", "matmul", "the same matmul with descriptors made in the kernel "
+         "(make_tensor_descriptor; tensor maps built on the device in set_allocator's scratch)", ("f16", "bf16"),
+         {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),),
+          "full": ((4096, 4096, 4096), (8192, 8192, 8192))},
+         _make_matmul_nk, _launch_matmul_device_descriptor, _matmul_nk_reference, _matmul_flops,
          tolerance={"f16": (1e-2, 1e-2), "bf16": (2e-2, 1e-2)}),
     Case("matmul_fp8", "matmul", "the same matmul, fp8 e4m3 in (B K-major: (N, K)), fp32 accumulation, f16 out",
          ("e4m3",),

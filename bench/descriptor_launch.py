@@ -18,6 +18,21 @@ def p_ptrs(a, b, c, BLOCK: pl.constexpr):
 def p_descs(a, b, c, BLOCK: pl.constexpr):
     c.store([0], a.load([0]) + b.load([0]))
 
+@pt.jit
+def p_made(a, b, c, BLOCK: pl.constexpr):
+    # Descriptors made in the kernel: on Hopper, tensor maps built in the launch's scratch.
+    da = pl.make_tensor_descriptor(a, [BLOCK, BLOCK], [BLOCK, 1], [BLOCK, BLOCK])
+    db = pl.make_tensor_descriptor(b, [BLOCK, BLOCK], [BLOCK, 1], [BLOCK, BLOCK])
+    dc = pl.make_tensor_descriptor(c, [BLOCK, BLOCK], [BLOCK, 1], [BLOCK, BLOCK])
+    dc.store([0, 0], da.load([0, 0]) + db.load([0, 0]))
+
+@triton.jit
+def t_made(a, b, c, BLOCK: tl.constexpr):
+    da = tl.make_tensor_descriptor(a, [BLOCK, BLOCK], [BLOCK, 1], [BLOCK, BLOCK])
+    db = tl.make_tensor_descriptor(b, [BLOCK, BLOCK], [BLOCK, 1], [BLOCK, BLOCK])
+    dc = tl.make_tensor_descriptor(c, [BLOCK, BLOCK], [BLOCK, 1], [BLOCK, BLOCK])
+    dc.store([0, 0], da.load([0, 0]) + db.load([0, 0]))
+
 @triton.jit
 def t_ptrs(a, b, c, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
@@ -31,7 +46,8 @@ def alloc(size, align, stream):
     return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
-triton.set_allocator(alloc)  # Triton's device-side descriptors need one
+triton.set_allocator(alloc)  # device-side descriptors need one, in both
+pt.set_allocator(alloc)
 
 x, y, z = (torch.zeros(1024, device="cuda") for _ in range(3))
 def timeit(fn, n=5000):
@@ -51,8 +67,10 @@ rows = {  # best of 3 batches of 5000 launches, after 200 to warm up
  "polytile pointers": timeit(lambda: p_ptrs[(1,)](x, y, z, BLOCK=128)),
  "polytile descriptors reused": timeit(lambda: p_descs[(1,)](*pd, BLOCK=128)),
  "polytile descriptors new": timeit(lambda: p_descs[(1,)](*[TensorDescriptor.from_tensor(v, [128]) for v in (x, y, z)], BLOCK=128)),
+ "polytile descriptors in kernel": timeit(lambda: p_made[(1,)](x, y, z, BLOCK=32)),
  "triton pointers": timeit(lambda: t_ptrs[(1,)](x, y, z, BLOCK=128)),
  "triton descriptors reused": timeit(lambda: t_descs[(1,)](*td, BLOCK=128)),
+ "triton descriptors in kernel": timeit(lambda: t_made[(1,)](x, y, z, BLOCK=32)),
  "triton descriptors new": timeit(lambda: t_descs[(1,)](*[TD.from_tensor(v, [128]) for v in (x, y, z)], BLOCK=128)),
 }
 torch.cuda.synchronize()

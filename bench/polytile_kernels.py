@@ -20,6 +20,7 @@ from pathlib import Path
 import polytile as pt
 import polytile.language as pl
 from polytile.tools.tensor_descriptor import TensorDescriptor  # noqa: F401  (the launch code's, via the module)
+from polytile import set_allocator  # noqa: F401  (the launch code's, via the module)
 
 from .matmul_configs import AUTOTUNE_CONFIGS
 
@@ -111,6 +112,36 @@ def matmul_descriptor_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: pl.conste
                              BLOCK_K: pl.constexpr, GROUP_M: pl.constexpr):
     # Triton's tutorial 09 (persistent matmul), its host-descriptor kernel matmul_kernel_tma:
     # B is an (N, K) array, loaded as N x K blocks and used transposed.
+    pid = pl.program_id(axis=0)
+    num_pid_m = pl.cdiv(M, BLOCK_M)
+    num_pid_n = pl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (pid % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    k_tiles = pl.cdiv(K, BLOCK_K)
+    offs_am = pid_m * BLOCK_M
+    offs_bn = pid_n * BLOCK_N
+    accumulator = pl.zeros((BLOCK_M, BLOCK_N), dtype=pl.float32)
+    for k in range(k_tiles):
+        offs_k = k * BLOCK_K
+        a = a_desc.load([offs_am, offs_k])
+        b = b_desc.load([offs_bn, offs_k])
+        accumulator = pl.dot(a, b.T, accumulator)
+    c_desc.store([offs_am, offs_bn], accumulator.to(c_desc.dtype))
+
+
+@pt.jit
+def matmul_device_descriptor_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr,
+                                    BLOCK_K: pl.constexpr, GROUP_M: pl.constexpr):
+    # The same kernel with its descriptors made on the device (Triton's tutorial 09's
+    # device-descriptor form, not persistent): a tensor map per descriptor in the
+    # launch's scratch (set_allocator).
+    a_desc = pl.make_tensor_descriptor(a_ptr, [M, K], [K, 1], [BLOCK_M, BLOCK_K])
+    b_desc = pl.make_tensor_descriptor(b_ptr, [N, K], [K, 1], [BLOCK_N, BLOCK_K])
+    c_desc = pl.make_tensor_descriptor(c_ptr, [M, N], [N, 1], [BLOCK_M, BLOCK_N])
     pid = pl.program_id(axis=0)
     num_pid_m = pl.cdiv(M, BLOCK_M)
     num_pid_n = pl.cdiv(N, BLOCK_N)

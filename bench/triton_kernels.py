@@ -9,6 +9,7 @@ target is benchmarked.
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401  (the launch code's, via the module)
+from triton import set_allocator  # noqa: F401  (the launch code's, via the module)
 
 from .matmul_configs import AUTOTUNE_CONFIGS
 
@@ -220,6 +221,33 @@ def matmul_descriptor_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.conste
                              BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     # Triton's tutorial 09 (persistent matmul), its host-descriptor kernel matmul_kernel_tma:
     # B is an (N, K) array, loaded as N x K blocks and used transposed.
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (pid % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    offs_am = pid_m * BLOCK_M
+    offs_bn = pid_n * BLOCK_N
+    accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(k_tiles):
+        offs_k = k * BLOCK_K
+        a = a_desc.load([offs_am, offs_k])
+        b = b_desc.load([offs_bn, offs_k])
+        accumulator = tl.dot(a, b.T, accumulator)
+    c_desc.store([offs_am, offs_bn], accumulator.to(c_desc.dtype))
+
+
+@triton.jit
+def matmul_device_descriptor_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                                    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [K, 1], [BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [K, 1], [BLOCK_N, BLOCK_K])
+    c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [N, 1], [BLOCK_M, BLOCK_N])
     pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)

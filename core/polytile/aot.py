@@ -421,12 +421,19 @@ def compile_kernel(fn_or_path_spec: Any, *, target: Any, signature: str | Sequen
 
 def _metadata(aot: AotResult, runtime: list[str], entries: list[SignatureEntry], values: dict) -> dict[str, Any]:
     from . import __version__
+    from .gpu import global_scratch
+    from .ir import types as t
     from .language import core as lc
 
     result = aot.result
     compiled = result.metadata
     params = [LaunchParam(param, entry.type, entry.divisibility, entry.equal_to_1)
               for param, entry in zip(runtime, entries)]
+    scratch = int(compiled.get(global_scratch.BYTES_KEY, 0))
+    if scratch:
+        # The hidden last parameter: global_scratch_bytes per program of the grid, at
+        # global_scratch_alignment (docs/gpu-memory.md); the caller allocates it.
+        params.append(LaunchParam(global_scratch.PARAMETER_NAME, t.PointerType(t.i8), 16))
     try:
         slots, total = result.backend.argument_layout(kernel_name=compiled.get("kernel_name", aot.kernel),
                                                       params=params, metadata=compiled)
@@ -436,6 +443,11 @@ def _metadata(aot: AotResult, runtime: list[str], entries: list[SignatureEntry],
                   "alignment": slot.alignment, "offset": slot.offset, "divisibility": entry.divisibility,
                   "equal_to_1": entry.equal_to_1}
                  for param, entry, slot in zip(runtime, entries, slots)]
+    if scratch:
+        slot = slots[len(runtime)]
+        arguments.append({"name": global_scratch.PARAMETER_NAME, "type": "*i8", "ir_type": str(params[-1].type),
+                          "size": slot.size, "alignment": slot.alignment, "offset": slot.offset,
+                          "divisibility": 16, "equal_to_1": False, "hidden": True})
     options = dataclasses.asdict(result.options) if dataclasses.is_dataclass(result.options) else {}
     metadata: dict[str, Any] = {
         "kernel_name": compiled.get("kernel_name", aot.kernel),

@@ -2,7 +2,7 @@
 ``import polytile as triton``: the Triton kernels the bench times run on the interpreter,
 so each of them is checked without Triton or a GPU.
 
-The file is executed under its own name, with its two import lines changed and nothing
+The file is executed under its own name, with its import lines changed and nothing
 else (so line numbers, and the kernel sources polytile reads from the file, are the
 file's); the module is made once per process.
 """
@@ -18,7 +18,8 @@ TRITON_KERNELS = Path(__file__).resolve().parents[2] / "bench" / "triton_kernels
 #: Triton's import lines and what they become.
 IMPORTS = {"import triton\n": "import polytile as triton\n",
            "import triton.language as tl\n": "import polytile.language as tl\n",
-           "from triton.tools.tensor_descriptor import": "from polytile.tools.tensor_descriptor import"}
+           "from triton.tools.tensor_descriptor import": "from polytile.tools.tensor_descriptor import",
+           "from triton import set_allocator": "from polytile import set_allocator"}
 
 
 @functools.cache

@@ -263,11 +263,35 @@ def _docs_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", text, re.S)
 
 
+def _docs_block(marker: str) -> str:
+    """The one python block of docs/tma.md that contains ``marker``."""
+    found = [block for block in _docs_blocks() if marker in block]
+    assert len(found) == 1, f"docs/tma.md has {len(found)} python blocks with {marker!r}"
+    return found[0]
+
+
+def test_the_docs_allocator_snippet_sets_an_allocator_that_gives_bytes(monkeypatch):
+    import sys
+    import types
+
+    from polytile.runtime.allocator import get_allocator, set_allocator
+
+    made = []
+    fake_torch = types.SimpleNamespace(int8="int8", empty=lambda size, dtype, device: made.append((size, dtype, device)))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    saved = get_allocator()
+    try:
+        exec(compile(_docs_block("polytile.set_allocator("), "docs/tma.md", "exec"), {})
+        get_allocator()(384, 128, None)
+    finally:
+        set_allocator(saved)
+    assert made == [(384, "int8", "cuda")]
+
+
 def test_the_docs_kernel_runs(target, tmp_path):
     import importlib.util
 
-    source = _docs_blocks()[0]
-    assert "def add_one" in source
+    source = _docs_block("def add_one")
     path = tmp_path / "docs_tma_kernel.py"  # kernels are read from their file
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("docs_tma_kernel", path)
@@ -283,7 +307,7 @@ def test_the_docs_host_descriptors_build():
     a = np.zeros((128, 64), np.float16)
     b = np.zeros((64, 32), np.float32)
     scope = {"a": a, "b": b, "M": 64, "K": 32}
-    exec(_docs_blocks()[1], scope)
+    exec(_docs_block("b_desc = TensorDescriptor(b"), scope)
     assert scope["a_desc"].block_shape == [64, 64] and scope["b_desc"].padding == "nan"
 
 
@@ -401,8 +425,7 @@ def test_the_autotuner_restores_what_a_descriptor_argument_accumulates_into():
 def test_the_docs_host_descriptor_kernel_runs(target, tmp_path):
     import importlib.util
 
-    source = _docs_blocks()[2]
-    assert "def scale" in source
+    source = _docs_block("def scale")
     path = tmp_path / "docs_tma_host.py"
     path.write_text("import polytile as pt\nimport polytile.language as pl\n"
                     "from polytile_tma.host import TensorDescriptor\n\n" + source.split("\nscale[")[0] + "\n")

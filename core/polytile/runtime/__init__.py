@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from ..errors import LaunchError
+from .allocator import set_allocator
 from .autotune import Autotuner, Config, Heuristics, autotune, heuristics
 from .devices import device_properties
 from .jit import CompiledKernel, JITFunction, jit
@@ -29,4 +30,5 @@ def next_power_of_2(n: int) -> int:
 
 
 __all__ = ["Autotuner", "CompiledKernel", "Config", "Heuristics", "JITFunction", "LaunchError", "autotune", "cdiv",
+           "set_allocator",
            "device_properties", "heuristics", "jit", "next_power_of_2"]

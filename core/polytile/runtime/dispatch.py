@@ -89,7 +89,8 @@ def plan_call(fn: Any, compiled: Any, args: tuple, kwargs: dict | None) -> CallP
     some argument is of a kind the dispatcher cannot check."""
     kwargs = kwargs or {}
     names = fn.param_names
-    if len(args) > len(names):
+    if len(args) > len(names) or getattr(compiled, "global_scratch", 0):
+        # A kernel with global scratch calls the allocator at each launch (Python).
         return None
     parameters = fn.signature.parameters
     constexprs = fn.constexpr_names()

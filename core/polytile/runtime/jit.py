@@ -34,10 +34,12 @@ from typing import Any, Callable, NamedTuple
 from .. import config as _config
 from ..backend import LaunchParam
 from ..errors import CompilationError, ConfigError, LaunchError, PolytileError, UnsupportedOptionError
+from ..gpu import global_scratch
 from ..ir import types as t
 from ..resources import RESOURCES, warn_if_spilling
 from ..language import core as lc
 from .adapters import AdaptedPiece, expand_parameters, flattening_launcher
+from .allocator import scratch_launcher
 from .binder import (MISSING, Unkeyed, adapter_of, constexpr_piece, describe_argument, forget_adapted_kinds,
                      make_entry, make_grid3, make_namer)
 from .cache import globals_guard
@@ -82,9 +84,19 @@ class CompiledKernel:
         self.grid_defaults = dataclasses.asdict(self.options) if dataclasses.is_dataclass(self.options) else {}
         #: None, or a function saying whether the compile-time globals it read are unchanged.
         self.guard = globals_guard(globals_used)
-        launcher = backend.make_launcher(compiled=self, kernel_name=name, params=self.params, options=self.options)
+        #: Bytes of global scratch each program needs (polytile.set_allocator), or 0.
+        self.global_scratch = int(self.metadata.get(global_scratch.BYTES_KEY, 0))
+        params = self.params
+        if self.global_scratch:
+            # The launch's scratch is the kernel's hidden last parameter.
+            params = (*params, LaunchParam(global_scratch.PARAMETER_NAME, t.PointerType(t.i8), divisibility=16))
+        launcher = backend.make_launcher(compiled=self, kernel_name=name, params=params, options=self.options)
         #: The backend's launcher itself (``launcher`` below may wrap it).
         self.backend_launcher = launcher
+        if self.global_scratch:
+            launcher = scratch_launcher(launcher, name, self.global_scratch,
+                                        int(self.metadata.get(global_scratch.ALIGNMENT_KEY, 16)),
+                                        list(self.metadata.get(global_scratch.USERS_KEY, ())))
         if adapters is not None and any(a is not None for a in adapters):
             # Arguments a plugin adapts (tensor descriptors) pass as their parts.
             launcher = flattening_launcher(launcher, adapters)

@@ -32,7 +32,8 @@ from polytile.ir.constraints import IntScalar, Tile, TypeConstraint
 from polytile.ir.opdef import Attr, Operand, ReadsMemory, Result, WritesMemory, define_op, op_error
 from polytile.ir.operation import Operation
 
-from .ops import I32, TensorMap
+from .ops import I32, I64, ScalarPointer, TensorMap
+from .types import PADDINGS, TensorMapType
 
 #: The widest box a tensor map copies in one dimension.
 MAX_BOX = 256
@@ -229,8 +230,64 @@ class FenceAsyncWritesOp(Operation):
     name = "tma.fence_async_writes"
 
 
-BULK_OPS = (BulkLoadOp, CopyToRingOp, ArriveExpectBytesOp, FenceBarrierInitOp, BulkStoreOp, StoreFromSharedOp,
-            FenceAsyncWritesOp)
+# Tensor maps built on the device (their lowering: .device_maps).
+#: ``tensormap.replace``'s element type codes (PTX ISA, "Tensormap new_val validity";
+#: not the driver's CUtensorMapDataType numbering).
+_ELEMENT_CODES = {("u", 8): 0, ("i", 8): 0, ("f", 8): 0, ("u", 16): 1, ("i", 16): 1, ("u", 32): 2, ("i", 32): 3,
+                  ("u", 64): 4, ("i", 64): 5, ("f16", 16): 6, ("f", 32): 7, ("f", 64): 9, ("bf16", 16): 10}
 
-__all__ = ["BULK_OPS", "ArriveExpectBytesOp", "BoxPlan", "BulkLoadOp", "BulkStoreOp", "CopyToRingOp",
-           "FenceAsyncWritesOp", "FenceBarrierInitOp", "StoreFromSharedOp", "box_plan", "ring_block"]
+
+def element_code(element: Any) -> int | None:
+    """The ``tensormap.replace`` element type of a polytile scalar type, or None."""
+    if isinstance(element, t.FloatType):
+        name = str(element)
+        key = ("bf16", 16) if name == "bf16" else ("f16", 16) if name == "f16" else ("f", element.width)
+    elif isinstance(element, t.IntType):
+        key = ("i" if element.signed else "u", element.width)
+    else:
+        return None
+    return _ELEMENT_CODES.get(key)
+
+
+@define_op
+class CreateMapOp(Operation):
+    """Builds, in this program's global scratch, the tensor map of the array at ``base``
+    (``shape`` i32 and ``strides`` i64 in elements, outermost first; the last stride 1)
+    for bulk copies of ``block`` with out-of-bounds fill ``padding``, and gives its
+    address (see the module docstring)."""
+
+    name = "tma.create_map"
+    base = Operand(ScalarPointer)
+    shape = Operand(I32, variadic=True)
+    strides = Operand(I64, variadic=True)
+    result = Result(TensorMap)
+    block = Attr(tuple)
+    padding = Attr(str, default="zero")
+    #: What the map is for, in the user's words (the launch names it without an allocator).
+    purpose = Attr(str, default="the tensor map of pl.make_tensor_descriptor")
+    traits = (WritesMemory,)
+
+    @staticmethod
+    def infer_result_types(operands: dict, attributes: dict) -> list[t.Type]:
+        return [TensorMapType()]
+
+    def verify_op(self) -> None:
+        rank = len(self.block)
+        if len(self.shape) != rank or len(self.strides) != rank:
+            raise op_error(self, f"has {len(self.shape)} shape and {len(self.strides)} strides for a block of "
+                                 f"rank {rank}")
+        element = self.base.type.pointee
+        if element_code(element) is None:
+            raise op_error(self, f"a tensor map cannot hold {element}")
+        if box_plan(element.width, tuple(self.block)) is None:
+            raise op_error(self, f"a bulk copy cannot move blocks of {list(self.block)} {element}")
+        if self.padding not in PADDINGS:
+            raise op_error(self, f"unknown padding '{self.padding}'; use zero or nan")
+
+
+
+BULK_OPS = (BulkLoadOp, CopyToRingOp, ArriveExpectBytesOp, FenceBarrierInitOp, BulkStoreOp, StoreFromSharedOp,
+            FenceAsyncWritesOp, CreateMapOp)
+
+__all__ = ["BULK_OPS", "ArriveExpectBytesOp", "BoxPlan", "BulkLoadOp", "BulkStoreOp", "CopyToRingOp", "CreateMapOp",
+           "FenceAsyncWritesOp", "FenceBarrierInitOp", "StoreFromSharedOp", "box_plan", "element_code", "ring_block"]

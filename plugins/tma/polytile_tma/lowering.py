@@ -57,7 +57,12 @@ def _is_descriptor(value: Any) -> bool:
 
 
 class _Lowering:
-    def __init__(self) -> None:
+    def __init__(self, module: Any = None, device_maps: bool = False) -> None:
+        self.module = module
+        #: Whether descriptors made in the kernel get a tensor map built on the device
+        #: (Hopper: :mod:`.device_maps`), where their loads and stores can use one.
+        self.device_maps = device_maps
+        self._axis_info: Any = None
         self.parts: dict[Any, _Parts] = {}
         self.dead: list[Any] = []
         #: The workspace maps made so far: (location, (element, block), line).
@@ -84,8 +89,39 @@ class _Lowering:
 
     # -- handlers ---------------------------------------------------------------------
     def make(self, op: Any) -> None:
-        self.parts[op.result] = _Parts(op.base, list(op.shape), list(op.strides), op.map)
+        tensor_map = op.map
+        if tensor_map is None and self.device_maps and self._wants_device_map(op):
+            from . import device_maps  # noqa: F401  (the op's lowering and the scratch it asks for)
+            from .bulk import CreateMapOp
+
+            b = Builder.before(op)
+            tensor_map = b.create(CreateMapOp, op.base, list(op.shape), list(op.strides),
+                                  block=tuple(op.block_shape), padding=op.padding).result
+        self.parts[op.result] = _Parts(op.base, list(op.shape), list(op.strides), tensor_map)
         self.dead.append(op)
+
+    def _wants_device_map(self, op: Any) -> bool:
+        """A map built on the device pays where the descriptor is made once per program
+        (in the kernel's body, not in a loop, a branch or a noinline callee), its block
+        can be a bulk copy, something loads or stores through it, and the map is provably
+        valid (:func:`.device_maps.map_is_provable`)."""
+        from .bulk import box_plan, element_code
+        from .device_maps import map_is_provable
+
+        function = op.parent_op
+        if function is None or function.name != "func.func" or not function.attributes.get("kernel"):
+            return False
+        element = op.base.type.pointee
+        if element_code(element) is None or box_plan(element.width, tuple(op.block_shape)) is None:
+            return False
+        if not any(isinstance(use.owner, (ops.LoadOp, ops.StoreOp)) for use in op.result.uses):
+            return False
+        if self._axis_info is None:
+            from polytile.analysis.axis_info import AxisInfoAnalysis
+
+            self._axis_info = AxisInfoAnalysis(self.module)
+        info = self._axis_info.info
+        return map_is_provable(info(op.base), [info(s) for s in op.strides], element.width)
 
     def dim(self, op: Any) -> None:
         parts = self._get(op)
@@ -286,11 +322,13 @@ def _uses_descriptors(module: Any) -> bool:
     return any(op.name.startswith("tma.") for op in module.walk())
 
 
-def lower_tensor_descriptors(module: Any) -> bool:
-    """Rewrite every descriptor op of ``module``; True when something changed."""
+def lower_tensor_descriptors(module: Any, device_maps: bool = False) -> bool:
+    """Rewrite every descriptor op of ``module``; True when something changed.
+    ``device_maps``: build tensor maps on the device for descriptors the kernel makes
+    (a target with bulk tensor copies, see :mod:`.device_maps`)."""
     if not _uses_descriptors(module):
         return False
-    lowering = _Lowering()
+    lowering = _Lowering(module, device_maps)
     for op in module.walk():
         if op.name == "func.func":
             if any(_is_descriptor(arg) for arg in op.arguments):
@@ -309,12 +347,15 @@ class LowerTensorDescriptors(Pass):
 
     name: ClassVar[str] = "lower-tensor-descriptors"
     summary: ClassVar[str] = "tensor descriptors (pl.make_tensor_descriptor) to masked pointer accesses"
+    #: Build the tensor maps of descriptors made in the kernel on the device, so their
+    #: blocks move as bulk copies (set for targets with a tensor memory accelerator).
+    device_maps: bool = False
 
     def applies_to(self, module: Any) -> bool:
         return _uses_descriptors(module)
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
-        if lower_tensor_descriptors(module):
+        if lower_tensor_descriptors(module, self.device_maps):
             context.count("lower-tensor-descriptors.lowered")
             return PreservedAnalyses.none()
         return PreservedAnalyses.all()

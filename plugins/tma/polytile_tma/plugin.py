@@ -52,10 +52,11 @@ def polytile_register_passes(registry):
 @hookimpl
 def polytile_configure_pipeline(pipeline, target, options):
     from .lowering import LowerTensorDescriptors
-    from .staging import STAGING_ANCHOR, StageBulkLoads, has_bulk_copies
+    from .staging import STAGING_ANCHOR, StageBulkLoads, has_bulk_copies, has_device_maps
 
-    pipeline.insert_after(LOWERING_ANCHOR, LowerTensorDescriptors())
-    if has_bulk_copies(target):
+    bulk = has_bulk_copies(target)
+    pipeline.insert_after(LOWERING_ANCHOR, LowerTensorDescriptors(device_maps=has_device_maps(target)))
+    if bulk:
         # Host descriptors bring tensor maps here: their loads and stores become bulk
         # copies (lower-tensor-descriptors imports .hopper, which registers how
         # pipeline-loops fills its rings with them and their lowering, when it makes the

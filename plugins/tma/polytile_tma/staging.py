@@ -26,6 +26,12 @@ def has_bulk_copies(target: Any) -> bool:
     return found is not None and int(found.group(1)) >= 90
 
 
+def has_device_maps(target: Any) -> bool:
+    """Whether ``target`` can build tensor maps in a kernel (``tensormap.replace``): the
+    arch-specific Hopper and later targets (sm_90a, sm_100a...), not plain sm_90."""
+    return has_bulk_copies(target) and target.arch.endswith("a")
+
+
 @dataclass
 class StageBulkLoads(Pass):
     """Each ``tma.bulk_load`` that ``pipeline-loops`` left: a bulk copy into a one-slot

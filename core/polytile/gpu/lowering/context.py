@@ -74,6 +74,10 @@ class LoweringContext:
         self.thread_id = None
         self.lane_id = None
         self.warp_id = None
+        #: The kernel's global scratch (see :mod:`polytile.gpu.global_scratch`): its plan
+        #: and the hidden parameter with the launch's base address (None without).
+        self.global_scratch_plan: Any = None
+        self.global_scratch_base: Any = None
 
     # -- values -----------------------------------------------------------------------
     def get(self, value: Any) -> Any:
@@ -127,6 +131,24 @@ class LoweringContext:
             # run time by the kernels that need 1024 (wgmma reading swizzled slots in place).
             found.align = 16
         return found
+
+    def global_scratch(self, op: Any) -> Any:
+        """An ``i8`` pointer (global address space) to the bytes of global scratch ``op``
+        registered with ``register_global_scratch``, in this program's slice."""
+        plan = self.global_scratch_plan
+        offset = plan.offsets.get(op) if plan is not None else None
+        if offset is None or self.global_scratch_base is None:
+            raise self.error(op, f"internal error: '{op.name}' needs global scratch but the kernel has none for it "
+                                 "(only ops of a kernel function get global scratch, not those of noinline callees)")
+        from llvmlite import ir
+
+        b = self.builder
+        i64 = ir.IntType(64)
+        x, y, z = (b.zext(self.target.read_id(b, "block_id", axis), i64) for axis in range(3))
+        nx, ny = (b.zext(self.target.read_id(b, "num_blocks", axis), i64) for axis in range(2))
+        program = b.add(x, b.mul(nx, b.add(y, b.mul(ny, z))))
+        byte = b.add(b.mul(program, i64(plan.bytes)), i64(offset))
+        return b.gep(self.global_scratch_base, [byte], source_etype=ir.IntType(8))
 
     def scratch(self, op: Any) -> Any:
         """An ``i8`` pointer (shared address space) to the scratch space of ``op``, which

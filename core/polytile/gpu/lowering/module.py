@@ -17,6 +17,8 @@ from ...analysis.axis_info import AxisInfoAnalysis
 from ...ir import types as t
 from ...passes.pass_base import Pass, PassContext, PreservedAnalyses
 from ..allocation import SHARED_BYTES_ATTR
+from ..global_scratch import PARAMETER_NAME as GLOBAL_SCRATCH_PARAMETER
+from ..global_scratch import GlobalScratchPlan, plan_global_scratch
 from .context import LOWERINGS, LoweringContext, op_error
 from .target import NUM_WARPS_ATTR, GpuTarget, gpu_target_of, num_warps_of, warp_index
 from .types import UnsupportedType, llvm_type
@@ -40,8 +42,10 @@ def lower_op(op: Any, ctx: LoweringContext) -> None:
         ctx.set(value, lowered)
 
 
-def lower_module(module: Any, target: GpuTarget, analyses: Any = None, num_warps: int = 4) -> ir.Module:
-    """The LLVM module of every kernel in ``module`` (whose tiles have layouts)."""
+def lower_module(module: Any, target: GpuTarget, analyses: Any = None, num_warps: int = 4,
+                 global_scratch: dict[str, GlobalScratchPlan] | None = None) -> ir.Module:
+    """The LLVM module of every kernel in ``module`` (whose tiles have layouts).
+    ``global_scratch``: filled with each kernel's global scratch plan, by name."""
     llvm_module = ir.Module(name="polytile")
     llvm_module.triple = target.triple
     llvm_module.data_layout = target.data_layout
@@ -49,11 +53,15 @@ def lower_module(module: Any, target: GpuTarget, analyses: Any = None, num_warps
     for function in [op for op in module.walk() if op.name == "func.func"]:
         if not function.attributes.get("kernel"):
             continue  # a noinline callee: its calls fail to lower, naming the call
-        _lower_kernel(function, llvm_module, target, axis_info, function.attributes.get(NUM_WARPS_ATTR, num_warps))
+        plan = _lower_kernel(function, llvm_module, target, axis_info,
+                             function.attributes.get(NUM_WARPS_ATTR, num_warps))
+        if global_scratch is not None:
+            global_scratch[function.attributes["sym_name"]] = plan
     return llvm_module
 
 
-def _lower_kernel(function: Any, llvm_module: ir.Module, target: GpuTarget, axis_info: Any, num_warps: int) -> None:
+def _lower_kernel(function: Any, llvm_module: ir.Module, target: GpuTarget, axis_info: Any,
+                  num_warps: int) -> GlobalScratchPlan:
     name = function.attributes["sym_name"]
     parameters = []
     by_value: dict[int, tuple[int, int]] = {}
@@ -73,6 +81,10 @@ def _lower_kernel(function: Any, llvm_module: ir.Module, target: GpuTarget, axis
         except UnsupportedType as exc:
             raise op_error(function, name, f"kernel arguments of {exc} are not supported by the "
                                            f"{target.backend_name} backend yet") from None
+    scratch = plan_global_scratch(function, target)
+    if scratch.bytes:
+        # The hidden last parameter: the launch's global scratch (polytile.set_allocator).
+        parameters.append(llvm_type(t.PointerType(t.i8)))
     fn = ir.Function(llvm_module, ir.FunctionType(ir.VoidType(), parameters), name)
     fn.calling_convention = target.kernel_calling_convention
     target.annotate_kernel(fn, num_warps * target.warp_size)
@@ -86,6 +98,11 @@ def _lower_kernel(function: Any, llvm_module: ir.Module, target: GpuTarget, axis
     for arg, param in zip(function.arguments, fn.args):
         param.name = arg.name_hint or ""
         ctx.set(arg, param)
+    ctx.global_scratch_plan = scratch
+    if scratch.bytes:
+        ctx.global_scratch_base = fn.args[-1]
+        ctx.global_scratch_base.name = GLOBAL_SCRATCH_PARAMETER
+        ctx.global_scratch_base.attributes.align = scratch.alignment
     ctx.thread_id = target.read_id(builder, "thread_id", 0)
     ctx.lane_id = builder.and_(ctx.thread_id, ctx.i32(target.warp_size - 1))
     ctx.warp_id = warp_index(target, builder, ctx.thread_id)
@@ -93,6 +110,7 @@ def _lower_kernel(function: Any, llvm_module: ir.Module, target: GpuTarget, axis
         lower_op(op, ctx)
     if not builder.block.is_terminated:
         builder.ret_void()
+    return scratch
 
 
 @dataclass
@@ -104,7 +122,8 @@ class LowerToLLVM(Pass):
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
         target = gpu_target_of(context)
-        llvm_module = lower_module(module, target, context.analyses, num_warps_of(context))
+        scratch: dict[str, GlobalScratchPlan] = {}
+        llvm_module = lower_module(module, target, context.analyses, num_warps_of(context), scratch)
         text = str(llvm_module)
         _verify(text)
         kernels = [f.name for f in llvm_module.functions if not f.is_declaration]
@@ -115,6 +134,7 @@ class LowerToLLVM(Pass):
             kernel = next(op for op in module.walk() if op.name == "func.func"
                           and op.attributes.get("sym_name") == kernels[0])
             context.artifacts[SHARED_BYTES] = int(kernel.attributes.get(SHARED_BYTES_ATTR, 0))
+            context.artifacts.update(scratch[kernels[0]].metadata())
         context.artifacts[NUM_WARPS] = num_warps_of(context)
         return PreservedAnalyses.all()
 

@@ -1,0 +1,135 @@
+"""Descriptors made in the kernel on a Hopper GPU: tensor maps built on the device in
+the scratch ``polytile.set_allocator`` gives, against torch, at and past the edges of
+the arrays, both paddings, and the masked fallback where a map cannot be proven valid."""
+
+from __future__ import annotations
+
+import pytest
+
+import polytile
+import polytile.language as pl
+from polytile.errors import LaunchError
+from polytile.gpu.global_scratch import BYTES_KEY
+from polytile.runtime import jit
+
+from tests.backends.nvidia.fake_cuda import nvidia_gpu  # noqa: F401  (a fixture)
+
+torch = pytest.importorskip("torch", reason="the GPU descriptor tests hold their arrays in torch tensors")
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def hopper(nvidia_gpu):  # noqa: F811
+    arch = nvidia_gpu.target.arch
+    if int("".join(c for c in arch[3:] if c.isdigit())) < 90:
+        pytest.skip(f"tensor maps built on the device need a Hopper GPU (sm_90a); the first GPU is {arch}")
+    return nvidia_gpu
+
+
+@pytest.fixture
+def allocations():
+    """An allocator that records what it was asked, set for the test and unset after."""
+    from polytile.runtime.allocator import get_allocator
+
+    asked = []
+
+    def alloc(size, alignment, stream):
+        asked.append((size, alignment))
+        return torch.empty(size, dtype=torch.int8, device="cuda")
+
+    saved = get_allocator()
+    polytile.set_allocator(alloc)
+    yield asked
+    polytile.set_allocator(saved)
+
+
+@jit
+def device_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: pl.constexpr, BN: pl.constexpr, BK: pl.constexpr):
+    a_desc = pl.make_tensor_descriptor(a_ptr, [M, K], [K, 1], [BM, BK])
+    b_desc = pl.make_tensor_descriptor(b_ptr, [N, K], [K, 1], [BN, BK])
+    c_desc = pl.make_tensor_descriptor(c_ptr, [M, N], [N, 1], [BM, BN])
+    pid_m, pid_n = pl.program_id(0), pl.program_id(1)
+    acc = pl.zeros((BM, BN), dtype=pl.float32)
+    for k in range(0, K, BK):
+        a = a_desc.load([pid_m * BM, k])
+        b = b_desc.load([pid_n * BN, k])
+        acc = pl.dot(a, b.T, acc)
+    c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
+
+
+@pytest.mark.parametrize("shape, blocks", [
+    ((256, 256, 256), (128, 128, 64)),
+    ((200, 144, 112), (128, 128, 64)),   # every edge tile partial, K too (all three with maps)
+    ((200, 136, 104), (128, 128, 64)),   # strides not known to be multiples of 16: masked
+    ((96, 80, 72), (64, 32, 32)),        # 64-byte swizzle
+])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_device_descriptor_matmul_matches_torch(hopper, allocations, shape, blocks, dtype):
+    m, n, k = shape
+    bm, bn, bk = blocks
+    kind = getattr(torch, dtype)
+    torch.manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=kind)
+    b = torch.randn(n, k, device="cuda", dtype=kind)
+    c = torch.full((m, n), 7.0, device="cuda", dtype=kind)
+    grid = (triton_cdiv(m, bm), triton_cdiv(n, bn))
+    compiled = device_matmul[grid](a, b, c, m, n, k, BM=bm, BN=bn, BK=bk)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.float(), a.float() @ b.float().T, atol=0.1, rtol=0.02)
+    # A map of 128 bytes per descriptor whose row stride the launch knows to be a
+    # multiple of 16 elements (the specialization's hint), for every program of the grid;
+    # the others keep masked accesses.
+    maps = sum(stride % 16 == 0 for stride in (k, k, n))
+    assert compiled.metadata.get(BYTES_KEY, 0) == 128 * maps
+    assert allocations == ([(128 * maps * grid[0] * grid[1], 128)] if maps else [])
+
+
+def triton_cdiv(a, b):
+    return (a + b - 1) // b
+
+
+@jit
+def copy_tiles(x_ptr, y_ptr, M, N, SX, SY, BM: pl.constexpr, BN: pl.constexpr, PAD: pl.constexpr):
+    src = pl.make_tensor_descriptor(x_ptr, [M, N], [SX, 1], [BM, BN], padding_option=PAD)
+    dst = pl.make_tensor_descriptor(y_ptr, [M + BM, N + BN], [SY, 1], [BM, BN])
+    pm, pn = pl.program_id(0) * BM, pl.program_id(1) * BN
+    dst.store([pm, pn], src.load([pm, pn]) * 2)
+
+
+@pytest.mark.parametrize("pad", ["zero", "nan"])
+@pytest.mark.parametrize("rows, columns, stride", [
+    (100, 72, 80),     # partial tiles at both edges, padded; rows of 80 f32
+    (64, 40, 48),
+    # A stride the launch does not know to be a multiple of 16 elements: the source's map
+    # is not provably valid, so its loads stay masked (the same results).
+    (64, 40, 44),
+])
+def test_a_device_map_pads_loads_and_drops_stores_past_the_edges(hopper, allocations, pad, rows, columns, stride):
+    bm, bn = 32, 32
+    x = torch.randn(rows, stride, device="cuda", dtype=torch.float32)
+    y = torch.full((rows + bm, columns + bn + 8), -1.0, device="cuda", dtype=torch.float32)
+    grid = (triton_cdiv(rows, bm), triton_cdiv(columns, bn))
+    compiled = copy_tiles[grid](x, y, rows, columns, stride, y.stride(0), BM=bm, BN=bn, PAD=pad)
+    torch.cuda.synchronize()
+    assert compiled.metadata.get(BYTES_KEY, 0) == 128 * ((stride % 16 == 0) + (y.stride(0) % 16 == 0))
+    covered_rows, covered_columns = grid[0] * bm, grid[1] * bn
+    expected = torch.full_like(y, -1.0)
+    block = torch.full((covered_rows, covered_columns), float("nan") if pad == "nan" else 0.0, device="cuda")
+    block[:rows, :columns] = x[:, :columns] * 2
+    expected[:covered_rows, :covered_columns] = block
+    torch.testing.assert_close(y, expected, equal_nan=True)
+
+
+def test_without_an_allocator_the_launch_says_how_to_set_one(hopper):
+    from polytile.runtime.allocator import get_allocator
+
+    saved = get_allocator()
+    polytile.set_allocator(None)
+    try:
+        a = torch.zeros(128, 64, device="cuda", dtype=torch.float16)
+        with pytest.raises(LaunchError, match=r"kernel 'device_matmul' needs 384 bytes of global scratch .* "
+                                              r"polytile\.set_allocator\("):
+            device_matmul[(1, 1)](a, a, a, 128, 128, 64, BM=128, BN=128, BK=64)
+    finally:
+        polytile.set_allocator(saved)
