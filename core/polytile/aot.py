@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .backend import ArgumentSlot, LaunchParam, natural_argument_layout
+from .backend import GLOBAL_SCRATCH_BYTES, GLOBAL_SCRATCH_PARAMETER, ArgumentSlot, LaunchParam, natural_argument_layout
 from .errors import AotError, PolytileError, did_you_mean
 from .ir import types as t
 
@@ -421,7 +421,6 @@ def compile_kernel(fn_or_path_spec: Any, *, target: Any, signature: str | Sequen
 
 def _metadata(aot: AotResult, runtime: list[str], entries: list[SignatureEntry], values: dict) -> dict[str, Any]:
     from . import __version__
-    from .gpu import global_scratch
     from .ir import types as t
     from .language import core as lc
 
@@ -429,11 +428,11 @@ def _metadata(aot: AotResult, runtime: list[str], entries: list[SignatureEntry],
     compiled = result.metadata
     params = [LaunchParam(param, entry.type, entry.divisibility, entry.equal_to_1)
               for param, entry in zip(runtime, entries)]
-    scratch = int(compiled.get(global_scratch.BYTES_KEY, 0))
+    scratch = int(compiled.get(GLOBAL_SCRATCH_BYTES, 0))
     if scratch:
         # The hidden last parameter: global_scratch_bytes per program of the grid, at
         # global_scratch_alignment (docs/gpu-memory.md); the caller allocates it.
-        params.append(LaunchParam(global_scratch.PARAMETER_NAME, t.PointerType(t.i8), 16))
+        params.append(LaunchParam(GLOBAL_SCRATCH_PARAMETER, t.PointerType(t.i8), 16))
     try:
         slots, total = result.backend.argument_layout(kernel_name=compiled.get("kernel_name", aot.kernel),
                                                       params=params, metadata=compiled)
@@ -445,7 +444,7 @@ def _metadata(aot: AotResult, runtime: list[str], entries: list[SignatureEntry],
                  for param, entry, slot in zip(runtime, entries, slots)]
     if scratch:
         slot = slots[len(runtime)]
-        arguments.append({"name": global_scratch.PARAMETER_NAME, "type": "*i8", "ir_type": str(params[-1].type),
+        arguments.append({"name": GLOBAL_SCRATCH_PARAMETER, "type": "*i8", "ir_type": str(params[-1].type),
                           "size": slot.size, "alignment": slot.alignment, "offset": slot.offset,
                           "divisibility": 16, "equal_to_1": False, "hidden": True})
     options = dataclasses.asdict(result.options) if dataclasses.is_dataclass(result.options) else {}

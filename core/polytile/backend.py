@@ -44,6 +44,15 @@ class BackendOptions:
     debug: bool = False
 
 
+#: Compile metadata of a kernel with global scratch (polytile.gpu.global_scratch): the
+#: bytes each program needs, their alignment, and what needs them; and the name of the
+#: hidden last parameter the launch passes them in (polytile.runtime.allocator).
+GLOBAL_SCRATCH_BYTES = "global_scratch_bytes"
+GLOBAL_SCRATCH_ALIGNMENT = "global_scratch_alignment"
+GLOBAL_SCRATCH_USERS = "global_scratch_users"
+GLOBAL_SCRATCH_PARAMETER = "global_scratch"
+
+
 class LaunchParam(NamedTuple):
     """One run-time parameter of a compiled kernel, as its launcher receives it."""
 

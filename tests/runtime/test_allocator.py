@@ -8,7 +8,6 @@ import pytest
 
 import polytile
 from polytile.errors import LaunchError
-from polytile.runtime import allocator
 from polytile.runtime.allocator import get_allocator, scratch_launcher, set_allocator
 
 
@@ -105,11 +104,6 @@ def test_an_array_interface_is_accepted():
     inner, calls = _recording_launcher()
     scratch_launcher(inner, "k", 128, 128, [])((1, 1, 1), [])
     assert isinstance(calls[0][1][0], Array)
-
-
-def test_the_module_keeps_one_allocator():
-    set_allocator(print)
-    assert allocator.get_allocator() is print
 
 
 def test_the_docs_allocator_runs(monkeypatch):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..backend import GLOBAL_SCRATCH_ALIGNMENT, GLOBAL_SCRATCH_BYTES, GLOBAL_SCRATCH_PARAMETER, GLOBAL_SCRATCH_USERS
 from ..plugins.tables import OwnedTable
 
 #: ``fn(op, target) -> (bytes, alignment)``: the global scratch an op of a class needs
@@ -34,12 +35,11 @@ GlobalScratchSize = Callable[[Any, Any], "tuple[int, int]"]
 GLOBAL_SCRATCH: OwnedTable[GlobalScratchSize] = OwnedTable("global scratch size")
 
 #: Compile metadata: the bytes of global scratch one program needs (absent: none), the
-#: alignment of each program's slice, and what needs it (for the launch's error message).
-BYTES_KEY = "global_scratch_bytes"
-ALIGNMENT_KEY = "global_scratch_alignment"
-USERS_KEY = "global_scratch_users"
-#: The name of the kernel's hidden last parameter.
-PARAMETER_NAME = "global_scratch"
+#: alignment of each program's slice, and what needs it (for the launch's error message);
+#: the name of the kernel's hidden last parameter.  Part of the launcher contract, so
+#: defined with it (the runtime reads them without importing this module).
+BYTES_KEY, ALIGNMENT_KEY, USERS_KEY = GLOBAL_SCRATCH_BYTES, GLOBAL_SCRATCH_ALIGNMENT, GLOBAL_SCRATCH_USERS
+PARAMETER_NAME = GLOBAL_SCRATCH_PARAMETER
 
 
 def register_global_scratch(*op_classes: type) -> Callable[[GlobalScratchSize], GlobalScratchSize]:

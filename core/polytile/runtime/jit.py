@@ -32,9 +32,9 @@ import weakref
 from typing import Any, Callable, NamedTuple
 
 from .. import config as _config
-from ..backend import LaunchParam
+from ..backend import (GLOBAL_SCRATCH_ALIGNMENT, GLOBAL_SCRATCH_BYTES, GLOBAL_SCRATCH_PARAMETER, GLOBAL_SCRATCH_USERS,
+                       LaunchParam)
 from ..errors import CompilationError, ConfigError, LaunchError, PolytileError, UnsupportedOptionError
-from ..gpu import global_scratch
 from ..ir import types as t
 from ..resources import RESOURCES, warn_if_spilling
 from ..language import core as lc
@@ -85,18 +85,18 @@ class CompiledKernel:
         #: None, or a function saying whether the compile-time globals it read are unchanged.
         self.guard = globals_guard(globals_used)
         #: Bytes of global scratch each program needs (polytile.set_allocator), or 0.
-        self.global_scratch = int(self.metadata.get(global_scratch.BYTES_KEY, 0))
+        self.global_scratch = int(self.metadata.get(GLOBAL_SCRATCH_BYTES, 0))
         params = self.params
         if self.global_scratch:
             # The launch's scratch is the kernel's hidden last parameter.
-            params = (*params, LaunchParam(global_scratch.PARAMETER_NAME, t.PointerType(t.i8), divisibility=16))
+            params = (*params, LaunchParam(GLOBAL_SCRATCH_PARAMETER, t.PointerType(t.i8), divisibility=16))
         launcher = backend.make_launcher(compiled=self, kernel_name=name, params=params, options=self.options)
         #: The backend's launcher itself (``launcher`` below may wrap it).
         self.backend_launcher = launcher
         if self.global_scratch:
             launcher = scratch_launcher(launcher, name, self.global_scratch,
-                                        int(self.metadata.get(global_scratch.ALIGNMENT_KEY, 16)),
-                                        list(self.metadata.get(global_scratch.USERS_KEY, ())))
+                                        int(self.metadata.get(GLOBAL_SCRATCH_ALIGNMENT, 16)),
+                                        list(self.metadata.get(GLOBAL_SCRATCH_USERS, ())))
         if adapters is not None and any(a is not None for a in adapters):
             # Arguments a plugin adapts (tensor descriptors) pass as their parts.
             launcher = flattening_launcher(launcher, adapters)

@@ -35,6 +35,7 @@ from polytile.gpu.global_scratch import register_global_scratch
 from polytile.gpu.lowering.context import LoweringContext, register_lowering
 
 from .bulk import CreateMapOp, box_plan, element_code
+from .hopper import _asm, _thread_zero
 from .types import TENSOR_MAP_BYTES
 
 #: The alignment of a map in global memory (the driver's CUtensorMap is 64-byte aligned;
@@ -61,12 +62,6 @@ def map_is_provable(base_info: Any, stride_infos: list, element_bits: int) -> bo
     return all(info.divisibility[0] * size % 16 == 0 for info in outer)
 
 
-def _asm(builder: ir.IRBuilder, text: str, inputs: list, constraints: str) -> None:
-    function_type = ir.FunctionType(ir.VoidType(), [v.type for v in inputs])
-    builder.asm(function_type, text, constraints + ",~{memory}" if constraints else "~{memory}", inputs,
-                side_effect=True)
-
-
 def _when(predicate_input: str, instruction: str) -> str:
     """``instruction`` predicated on the operand ``predicate_input`` being non-zero."""
     return f"{{ .reg .pred p; setp.ne.b32 p, {predicate_input}, 0; @p {instruction} }}"
@@ -80,8 +75,7 @@ def _create_map(op: Any, operands: list, ctx: LoweringContext) -> list:
     plan = box_plan(element.width, tuple(op.block))
     rank = len(op.block)
     warp0 = b.zext(b.icmp_unsigned("==", ctx.warp_id, ctx.i32(0)), _I32)
-    thread0 = b.zext(b.and_(b.icmp_unsigned("==", ctx.lane_id, ctx.i32(0)),
-                            b.icmp_unsigned("==", ctx.warp_id, ctx.i32(0))), _I32)
+    thread0 = b.zext(_thread_zero(ctx), _I32)
     shared = b.ptrtoint(ctx.scratch(op), _I32)
     shared = b.and_(b.add(shared, ctx.i32(MAP_ALIGNMENT - 1)), ctx.i32(-MAP_ALIGNMENT))
     in_global = ctx.global_scratch(op)

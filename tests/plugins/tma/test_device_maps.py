@@ -152,6 +152,11 @@ def test_before_hopper_device_descriptors_are_masked_accesses_without_scratch(ta
     assembles(artifacts["ptx"], target.split(":")[1], artifacts["kernel_name"])
 
 
+def test_amd_compiles_device_descriptors_to_masked_accesses_without_scratch():
+    artifacts = _compile("amd:gfx942").context.artifacts
+    assert BYTES_KEY not in artifacts and artifacts["hsaco"][:4] == b"\x7fELF"
+
+
 @jit
 def made_in_a_loop(x_ptr, y_ptr, M, N, BM: pl.constexpr, BN: pl.constexpr):
     for i in range(0, 2):

@@ -12,19 +12,13 @@ from polytile.errors import LaunchError
 from polytile.gpu.global_scratch import BYTES_KEY
 from polytile.runtime import jit
 
-from tests.backends.nvidia.fake_cuda import nvidia_gpu  # noqa: F401  (a fixture)
-
 torch = pytest.importorskip("torch", reason="the GPU descriptor tests hold their arrays in torch tensors")
 
+from tests.backends.nvidia.fake_cuda import nvidia_gpu  # noqa: E402, F401  (a fixture)
+from tests.plugins.tma.test_device_maps import device_matmul  # noqa: E402  (the kernel the PTX tests check)
+from tests.plugins.tma.test_gpu_bulk import hopper  # noqa: E402, F401  (a fixture)
+
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture
-def hopper(nvidia_gpu):  # noqa: F811
-    arch = nvidia_gpu.target.arch
-    if int("".join(c for c in arch[3:] if c.isdigit())) < 90:
-        pytest.skip(f"tensor maps built on the device need a Hopper GPU (sm_90a); the first GPU is {arch}")
-    return nvidia_gpu
 
 
 @pytest.fixture
@@ -42,20 +36,6 @@ def allocations():
     polytile.set_allocator(alloc)
     yield asked
     polytile.set_allocator(saved)
-
-
-@jit
-def device_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: pl.constexpr, BN: pl.constexpr, BK: pl.constexpr):
-    a_desc = pl.make_tensor_descriptor(a_ptr, [M, K], [K, 1], [BM, BK])
-    b_desc = pl.make_tensor_descriptor(b_ptr, [N, K], [K, 1], [BN, BK])
-    c_desc = pl.make_tensor_descriptor(c_ptr, [M, N], [N, 1], [BM, BN])
-    pid_m, pid_n = pl.program_id(0), pl.program_id(1)
-    acc = pl.zeros((BM, BN), dtype=pl.float32)
-    for k in range(0, K, BK):
-        a = a_desc.load([pid_m * BM, k])
-        b = b_desc.load([pid_n * BN, k])
-        acc = pl.dot(a, b.T, acc)
-    c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
 
 
 @pytest.mark.parametrize("shape, blocks", [
@@ -119,6 +99,35 @@ def test_a_device_map_pads_loads_and_drops_stores_past_the_edges(hopper, allocat
     block[:rows, :columns] = x[:, :columns] * 2
     expected[:covered_rows, :covered_columns] = block
     torch.testing.assert_close(y, expected, equal_nan=True)
+
+
+@jit
+def copy_per_program(x_ptr, y_ptr, B: pl.constexpr):
+    # One 16 x 16 block per program of a 3-D grid, at (z, y, x) block coordinates of a
+    # (Z*16, Y*16, X*16) array flattened to 2-D rows: every program's map is its own.
+    px, py, pz = pl.program_id(0), pl.program_id(1), pl.program_id(2)
+    nx, ny = pl.num_programs(0), pl.num_programs(1)
+    rows, columns = pl.num_programs(2) * ny * B, nx * B
+    src = pl.make_tensor_descriptor(x_ptr, [rows, columns], [columns, 1], [B, B])
+    dst = pl.make_tensor_descriptor(y_ptr, [rows, columns], [columns, 1], [B, B])
+    row = (pz * ny + py) * B
+    dst.store([row, px * B], src.load([row, px * B]) + pz * 100 + py * 10 + px)
+
+
+def test_every_program_of_a_3d_grid_builds_its_map_in_its_own_slice(hopper, allocations):
+    grid, b = (3, 2, 4), 16
+    x = torch.randn(grid[2] * grid[1] * b, grid[0] * b, device="cuda", dtype=torch.float32)
+    y = torch.zeros_like(x)
+    compiled = copy_per_program[grid](x, y, B=b)
+    torch.cuda.synchronize()
+    assert compiled.metadata[BYTES_KEY] == 256 and allocations == [(256 * 24, 128)]
+    expected = x.clone()
+    for pz in range(grid[2]):
+        for py in range(grid[1]):
+            for px in range(grid[0]):
+                row = (pz * grid[1] + py) * b
+                expected[row:row + b, px * b:(px + 1) * b] += pz * 100 + py * 10 + px
+    torch.testing.assert_close(y, expected)
 
 
 def test_without_an_allocator_the_launch_says_how_to_set_one(hopper):
