@@ -178,15 +178,43 @@ class FenceBarrierInitOp(Operation):
     name = "tma.fence_barrier_init"
 
 
+#: What a bulk reduction (``cp.reduce.async.bulk.tensor``) combines, by kind: the element
+#: types the copy engine takes for it (PTX ISA).  Float min and max are left out: the
+#: descriptor ops combine integers there on every target.  And, or and xor leave out i64:
+#: the ISA lists .b64, but on an H100 (2026-11-27) they fault with an illegal instruction
+#: through a map of signed 64-bit elements (u64 maps work), so i64 keeps the atomics.
+BULK_REDUCTIONS = {
+    "add": frozenset({"i32", "u32", "u64", "f32", "f16", "bf16"}),
+    "min": frozenset({"i32", "u32", "i64", "u64"}),
+    "max": frozenset({"i32", "u32", "i64", "u64"}),
+    "and": frozenset({"i32", "u32", "u64"}),
+    "or": frozenset({"i32", "u32", "u64"}),
+    "xor": frozenset({"i32", "u32", "u64"}),
+}
+
+
+def bulk_reduction(kind: str, element: Any) -> bool:
+    """Whether the copy engine can combine ``element`` values with ``kind``."""
+    return str(element) in BULK_REDUCTIONS.get(kind, ())
+
+
+def _check_reduce(op: Operation, element: Any) -> None:
+    if op.reduce and not bulk_reduction(op.reduce, element):
+        raise op_error(op, f"a bulk reduction cannot combine {element} with '{op.reduce}'")
+
+
 @define_op
 class BulkStoreOp(Operation):
     """Stores ``value`` at ``offsets`` through the tensor map ``map`` (elements outside
-    the array are dropped): ``tma.store`` of a host descriptor on Hopper."""
+    the array are dropped): ``tma.store`` of a descriptor with a map on Hopper.  With
+    ``reduce`` (a kind of :data:`BULK_REDUCTIONS`) it combines ``value`` into the block
+    instead, each element atomically and unordered: ``desc.atomic_<kind>``."""
 
     name = "tma.bulk_store"
     map = Operand(TensorMap)
     offsets = Operand(I32, variadic=True)
     value = Operand(Tile)
+    reduce = Attr(str, default="")
     traits = (WritesMemory,)
 
     def verify_op(self) -> None:
@@ -195,6 +223,7 @@ class BulkStoreOp(Operation):
             raise op_error(self, f"has {len(self.offsets)} offsets for a block of rank {len(shape)}")
         if box_plan(t.element_type(self.value.type).width, shape) is None:
             raise op_error(self, f"a bulk copy cannot move blocks of {self.value.type.without_layout()}")
+        _check_reduce(self, t.element_type(self.value.type))
 
 
 @define_op
@@ -210,6 +239,8 @@ class StoreFromSharedOp(Operation):
     #: Whether the kernel may access global memory after it: the copy's writes are then
     #: waited for and fenced for the generic proxy, not only its reads of the buffer.
     complete = Attr(bool, default=False)
+    #: A bulk reduction of this kind (``cp.reduce.async.bulk.tensor``) instead of a copy.
+    reduce = Attr(str, default="")
     traits = (WritesMemory,)
 
     def verify_op(self) -> None:
@@ -220,6 +251,7 @@ class StoreFromSharedOp(Operation):
         plan = box_plan(buffer.element.width, shape)
         if plan is None or buffer.layout != plan.slot:
             raise op_error(self, f"a bulk copy cannot read {buffer}: it is not in the layout a bulk copy reads")
+        _check_reduce(self, buffer.element)
 
 
 @define_op
@@ -290,4 +322,5 @@ BULK_OPS = (BulkLoadOp, CopyToRingOp, ArriveExpectBytesOp, FenceBarrierInitOp, B
             FenceAsyncWritesOp, CreateMapOp)
 
 __all__ = ["BULK_OPS", "ArriveExpectBytesOp", "BoxPlan", "BulkLoadOp", "BulkStoreOp", "CopyToRingOp", "CreateMapOp",
-           "FenceAsyncWritesOp", "FenceBarrierInitOp", "StoreFromSharedOp", "box_plan", "element_code", "ring_block"]
+           "BULK_REDUCTIONS", "FenceAsyncWritesOp", "FenceBarrierInitOp", "StoreFromSharedOp", "box_plan", "bulk_reduction",
+           "element_code", "ring_block"]

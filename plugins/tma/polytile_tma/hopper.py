@@ -131,7 +131,8 @@ def stage_bulk_store(store: Any) -> None:
                                                              plan.slot)]).result
     b.create(LocalStoreOp, store.value, buffer)
     b.create(FenceAsyncWritesOp)
-    b.create(StoreFromSharedOp, store.map, list(store.offsets), buffer, complete=_global_access_after(store))
+    b.create(StoreFromSharedOp, store.map, list(store.offsets), buffer, complete=_global_access_after(store),
+             reduce=store.reduce)
     store.erase()
 
 
@@ -247,6 +248,9 @@ def _arrive_expect(op: Any, operands: list, ctx: LoweringContext) -> list:
 #: outer coordinate, $3 the source, $4 non-zero: this thread copies.
 STORE_2D_PTX = ("{ .reg .pred p; setp.ne.b32 p, $4, 0; @p cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group "
                 "[$0, {$1, $2}], [$3]; }")
+#: The same box combined into global memory with a reduction ({kind}: add, min, ...).
+REDUCE_2D_PTX = ("{{ .reg .pred p; setp.ne.b32 p, $4, 0; @p cp.reduce.async.bulk.tensor.2d.global.shared::cta.{kind}"
+                 ".tile.bulk_group [$0, {{$1, $2}}], [$3]; }}")
 #: The copies out so far as one group, and the wait until they have read shared memory.
 STORE_WAIT_PTX = ("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.commit_group; "
                   "@p cp.async.bulk.wait_group.read 0; }")
@@ -266,10 +270,11 @@ def _store_from_shared(op: Any, operands: list, ctx: LoweringContext) -> list:
     tensor_map = b.ptrtoint(ctx.get(op.map), _I64)
     row, column = (ctx.get(v) for v in op.offsets)
     first = b.zext(_thread_zero(ctx), _I32)
+    text = REDUCE_2D_PTX.format(kind=op.reduce) if op.reduce else STORE_2D_PTX
     for index in range(plan.copies):
         source = b.add(base, ctx.i32(index * plan.box_bytes)) if index else base
         x = b.add(column, ctx.i32(index * plan.box[1])) if index else column
-        _asm(b, STORE_2D_PTX, [tensor_map, x, row, source, first], "l,r,r,r,r")
+        _asm(b, text, [tensor_map, x, row, source, first], "l,r,r,r,r")
     _asm(b, STORE_COMPLETE_PTX if op.complete else STORE_WAIT_PTX, [first], "r")
     return []
 
@@ -286,5 +291,5 @@ def _fence_init(op: Any, operands: list, ctx: LoweringContext) -> list:
     return []
 
 
-__all__ = ["ARRIVE_EXPECT_PTX", "BulkCopies", "COPY_2D_PTX", "FENCE_INIT_PTX", "STORE_2D_PTX", "STORE_WAIT_PTX", "plan_of",
+__all__ = ["ARRIVE_EXPECT_PTX", "BulkCopies", "COPY_2D_PTX", "FENCE_INIT_PTX", "REDUCE_2D_PTX", "STORE_2D_PTX", "STORE_WAIT_PTX", "plan_of",
            "stage_bulk_load", "stage_bulk_store"]

@@ -11,7 +11,8 @@ shape_d`` in every dimension:
 - ``tma.store`` -> ``tile.store`` (what falls outside is not written); through a tensor
   map (Hopper), ``tma.bulk_store``;
 - ``tma.reduce`` -> ``tile.atomic_rmw`` (add on floats is ``fadd``; min and max on
-  unsigned integers are ``umin`` / ``umax``);
+  unsigned integers are ``umin`` / ``umax``); through a tensor map, where the copy engine
+  combines that kind and element type, ``tma.bulk_store {reduce = kind}``;
 - ``tma.gather`` / ``tma.scatter`` -> the same, with the rows taken from the row tile;
 - ``tma.dim`` -> the shape or stride value itself.
 
@@ -100,10 +101,20 @@ class _Lowering:
         self.parts[op.result] = _Parts(op.base, list(op.shape), list(op.strides), tensor_map)
         self.dead.append(op)
 
+    @staticmethod
+    def _moves_through_map(user: Any, element: Any) -> bool:
+        """Whether ``user`` of a descriptor would go through its map: a load, a store, or
+        a reduction the copy engine combines."""
+        from .bulk import bulk_reduction
+
+        if isinstance(user, ops.ReduceOp):
+            return bulk_reduction(user.kind, element)
+        return isinstance(user, (ops.LoadOp, ops.StoreOp))
+
     def _wants_device_map(self, op: Any) -> bool:
         """A map built on the device pays where the descriptor is made once per program
         (in the kernel's body, not in a loop, a branch or a noinline callee), its block
-        can be a bulk copy, something loads or stores through it, and the map is provably
+        can be a bulk copy, something loads, stores or bulk-reduces through it, and the map is provably
         valid (:func:`.device_maps.map_is_provable`)."""
         from .bulk import box_plan, element_code
         from .device_maps import map_is_provable
@@ -114,7 +125,7 @@ class _Lowering:
         element = op.base.type.pointee
         if element_code(element) is None or box_plan(element.width, tuple(op.block_shape)) is None:
             return False
-        if not any(isinstance(use.owner, (ops.LoadOp, ops.StoreOp)) for use in op.result.uses):
+        if not any(self._moves_through_map(use.owner, element) for use in op.result.uses):
             return False
         if self._axis_info is None:
             from polytile.analysis.axis_info import AxisInfoAnalysis
@@ -195,9 +206,20 @@ class _Lowering:
 
     def reduce(self, op: Any) -> None:
         b = Builder.before(op)
-        pointers, mask = self._block(op, b)
+        parts = self._get(op)
         element = op.desc.type.element
         kind = op.kind
+        if parts.map is not None:
+            from . import hopper  # noqa: F401
+            from .bulk import BulkStoreOp, box_plan, bulk_reduction
+        if parts.map is not None and bulk_reduction(kind, element) and \
+                box_plan(element.width, tuple(op.value.type.shape)) is not None:
+            # The copy engine combines the block into global memory (relaxed, as below),
+            # dropping what falls outside the array.
+            b.create(BulkStoreOp, parts.map, list(op.offsets), op.value, reduce=kind)
+            op.erase()
+            return
+        pointers, mask = self._block(op, b)
         if kind == "add" and isinstance(element, t.FloatType):
             kind = "fadd"
         elif kind in ("min", "max"):

@@ -183,3 +183,64 @@ def test_ahead_of_time_the_hidden_scratch_parameter_is_in_the_layout():
     last = metadata["arguments"][-1]
     assert (last["name"], last["hidden"], last["size"], last["offset"]) == ("global_scratch", True, 8, 40)
     assert metadata["parameter_bytes"] == 48  # 3 pointers, 3 i32, padding to 8
+
+
+# --------------------------------------------------------------------------------------
+# Bulk reductions (desc.atomic_* through a map)
+
+
+REDUCE = """
+func.func @k(%x: ptr<{element}>, %m: i32, %n: i32, %s: i64, %i: i32, %v: tile<64x64x{element}>) attributes {{kernel = true, pt.divisibility = [16, 1, 1, 16, 1, 1]}} {{
+  %one = arith.constant {{value = 1}} : i64
+  %d = tma.make_descriptor %x shape(%m, %n) strides(%s, %one) {{block_shape = [64, 64]}} : !tma.desc<tile<64x64x{element}>, zero>
+  tma.reduce %d, %i, %i, %v {{kind = "{kind}"}}
+  func.return
+}}
+"""
+
+
+@pytest.mark.parametrize("kind, element", [("add", "f32"), ("add", "bf16"), ("add", "u64"), ("min", "i32"),
+                                           ("max", "i64"), ("xor", "u32")])
+def test_a_reduction_the_copy_engine_takes_is_a_bulk_reduction_through_the_map(kind, element):
+    lowered = apply_passes(REDUCE.format(kind=kind, element=element), LowerTensorDescriptors(device_maps=True))
+    assert f'tma.bulk_store %0, %i, %i, %v {{reduce = "{kind}"}}' in lowered
+    assert "tile.atomic_rmw" not in lowered
+
+
+@pytest.mark.parametrize("kind, element", [("add", "i64"), ("add", "i16"), ("and", "i8"), ("max", "u16"),
+                                           ("xor", "i64")])
+def test_a_reduction_the_copy_engine_does_not_take_stays_an_atomic(kind, element):
+    lowered = apply_passes(REDUCE.format(kind=kind, element=element), LowerTensorDescriptors(device_maps=True))
+    # ... and no map is built for a descriptor nothing moves through it.
+    assert "tile.atomic_rmw" in lowered and "reduce =" not in lowered and "tma.create_map" not in lowered
+
+
+def test_the_verifier_refuses_a_bulk_reduction_the_copy_engine_does_not_take():
+    text = dedent("""
+    func.func @k(%m: !tma.map<>, %i: i32, %v: tile<64x64xi16>) {
+      tma.bulk_store %m, %i, %i, %v {reduce = "add"}
+      func.return
+    }
+    """)
+    with pytest.raises(VerificationError, match="a bulk reduction cannot combine i16 with 'add'"):
+        verify(parse_module(text))
+
+
+@jit
+def accumulate_blocks(x_ptr, y_ptr, M, N, BM: pl.constexpr, BN: pl.constexpr):
+    src = pl.make_tensor_descriptor(x_ptr, [M, N], [N, 1], [BM, BN])
+    dst = pl.make_tensor_descriptor(y_ptr, [M, N], [N, 1], [BM, BN])
+    pm, pn = pl.program_id(0) * BM, pl.program_id(1) * BN
+    dst.atomic_add([pm, pn], src.load([pm, pn]))
+
+
+def test_hopper_ptx_of_a_descriptor_atomic_add_is_a_bulk_reduction():
+    x = np.zeros((256, 256), np.float32)
+    module = accumulate_blocks.lower_for("nvidia:sm_90a", x, x, 256, 256, BM=64, BN=64)
+    artifacts = compile_module(module, "nvidia:sm_90a", num_warps=4).context.artifacts
+    ptx = artifacts["ptx"]
+    reduce = ptx.index("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group")
+    assert ptx.rindex("fence.proxy.async.shared::cta", 0, reduce) < reduce
+    assert ptx.index("cp.async.bulk.commit_group", reduce) < ptx.index("cp.async.bulk.wait_group", reduce)
+    assert "atom.global" not in ptx and "red.global" not in ptx
+    assembles(ptx, "sm_90a", artifacts["kernel_name"])

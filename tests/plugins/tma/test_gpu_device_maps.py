@@ -142,3 +142,77 @@ def test_without_an_allocator_the_launch_says_how_to_set_one(hopper):
             device_matmul[(1, 1)](a, a, a, 128, 128, 64, BM=128, BN=128, BK=64)
     finally:
         polytile.set_allocator(saved)
+
+
+@jit
+def reduce_blocks(x_ptr, y_ptr, M, N, BM: pl.constexpr, BN: pl.constexpr, KIND: pl.constexpr):
+    # Every program of grid axis 2 combines the same block: the reductions must be atomic.
+    src = pl.make_tensor_descriptor(x_ptr, [M, N], [N, 1], [BM, BN])
+    dst = pl.make_tensor_descriptor(y_ptr, [M, N], [N, 1], [BM, BN])
+    pm, pn = pl.program_id(0) * BM, pl.program_id(1) * BN
+    value = src.load([pm, pn])
+    if KIND == "add":
+        dst.atomic_add([pm, pn], value)
+    elif KIND == "min":
+        dst.atomic_min([pm, pn], value)
+    elif KIND == "max":
+        dst.atomic_max([pm, pn], value)
+    elif KIND == "and":
+        dst.atomic_and([pm, pn], value)
+    elif KIND == "or":
+        dst.atomic_or([pm, pn], value)
+    else:
+        dst.atomic_xor([pm, pn], value)
+
+
+@jit
+def reduce_host_blocks(x_desc, y_desc, KIND: pl.constexpr):
+    pm, pn = pl.program_id(0) * x_desc.block_shape[0], pl.program_id(1) * x_desc.block_shape[1]
+    value = x_desc.load([pm, pn])
+    if KIND == "add":
+        y_desc.atomic_add([pm, pn], value)
+    else:
+        y_desc.atomic_max([pm, pn], value)
+
+
+@pytest.mark.parametrize("kind, dtype, bulk", [
+    ("add", "float32", True), ("add", "float16", True), ("add", "bfloat16", True), ("add", "int32", True),
+    ("min", "int32", True), ("max", "int64", True), ("or", "int32", True), ("xor", "int32", True),
+    ("and", "int64", False),  # not through a map of i64 (see BULK_REDUCTIONS): the masked atomics
+])
+def test_device_descriptor_reductions_are_bulk_reductions_that_drop_what_falls_outside(hopper, allocations, kind,
+                                                                                       dtype, bulk):
+    m, n, bm, bn, repeats = 100, 80, 32, 32, 3
+    kind_dtype = getattr(torch, dtype)
+    torch.manual_seed(1)
+    if kind_dtype.is_floating_point:
+        x = torch.randn(m, n, device="cuda").to(kind_dtype)
+        y = torch.randn(m, n, device="cuda").to(kind_dtype)
+    else:
+        x = torch.randint(-1000, 1000, (m, n), device="cuda", dtype=kind_dtype)
+        y = torch.randint(-1000, 1000, (m, n), device="cuda", dtype=kind_dtype)
+    expected = y.clone()
+    for _ in range(repeats):
+        expected = {"add": lambda a: a + x, "min": lambda a: torch.minimum(a, x), "max": lambda a: torch.maximum(a, x),
+                    "and": lambda a: a & x, "or": lambda a: a | x, "xor": lambda a: a ^ x}[kind](expected)
+    grid = (triton_cdiv(m, bm), triton_cdiv(n, bn), repeats)
+    compiled = reduce_blocks[grid](x, y, m, n, BM=bm, BN=bn, KIND=kind)
+    torch.cuda.synchronize()
+    assert compiled.metadata[BYTES_KEY] == (256 if bulk else 128)  # the destination's map only for a bulk one
+    tolerance = {"float16": (1e-2, 1e-2), "bfloat16": (5e-2, 2e-2)}.get(dtype, (1e-5, 1e-5))
+    torch.testing.assert_close(y, expected, atol=tolerance[0], rtol=tolerance[1])
+
+
+@pytest.mark.parametrize("kind", ["add", "max"])
+def test_host_descriptor_reductions_are_bulk_reductions(hopper, kind):
+    from polytile_tma.host import TensorDescriptor
+
+    m, n = 96, 72
+    x = torch.randint(-50, 50, (m, n), device="cuda", dtype=torch.int32)
+    y = torch.randint(-50, 50, (m, n), device="cuda", dtype=torch.int32)
+    expected = y + x if kind == "add" else torch.maximum(y, x)
+    grid = (triton_cdiv(m, 64), triton_cdiv(n, 16))
+    reduce_host_blocks[grid](TensorDescriptor.from_tensor(x, [64, 16]), TensorDescriptor.from_tensor(y, [64, 16]),
+                             KIND=kind)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, expected)
