@@ -71,3 +71,12 @@ def test_a_keyword_given_twice_or_too_many_arguments_are_not_planned():
     compiled = _compiled("x", "n", "m", "flag")
     assert plan_call(kernel, compiled, (Tensor(0), None, 1), {"n": 2}) is None
     assert plan_call(kernel, compiled, (Tensor(0),) * 9, None) is None
+
+
+@pytest.mark.parametrize("dispatches, planned", [(True, True), (False, False)])
+def test_a_kernel_with_global_scratch_is_planned_only_for_a_launcher_that_allocates_it(dispatches, planned):
+    compiled = _compiled("x", "n", "m", "flag", "scale", "count")
+    compiled.global_scratch = 384
+    compiled.backend_launcher = SimpleNamespace(dispatches_global_scratch=dispatches)
+    plan = plan_call(kernel, compiled, (Tensor(0x1000), None, 1, 2, True), None)
+    assert (plan is not None) == planned

@@ -62,6 +62,11 @@ typedef struct {
     PyObject *guard, *launcher, *meta_base, *slot_names, *result;
     PyObject *counts;   /* the launcher's launch counters (bytearray): COUNT_NATIVE counts here */
     AdaptedCache *caches;  /* one per slot (used by CHECK_ADAPTED slots) */
+    /* A kernel with global scratch (polytile.gpu.global_scratch): `scratch(programs)`
+     * answers (memory, address) from the user's allocator, or raises; the address goes
+     * into parameter `scratch_parameter`, the memory is held until the launch is made. */
+    PyObject *scratch;
+    uint32_t scratch_parameter;
 } Plan;
 
 static PyObject *name_dtype, *name_table;
@@ -78,6 +83,7 @@ static int plan_traverse(Plan *plan, visitproc visit, void *arg) {
     Py_VISIT(plan->slot_names);
     Py_VISIT(plan->result);
     Py_VISIT(plan->counts);
+    Py_VISIT(plan->scratch);
     for (Py_ssize_t i = 0; plan->caches != NULL && i < plan->nslots; i++) {
         Py_VISIT(plan->caches[i].value);
         Py_VISIT(plan->caches[i].state);
@@ -103,6 +109,7 @@ static int plan_clear(Plan *plan) {
     Py_CLEAR(plan->slot_names);
     Py_CLEAR(plan->result);
     Py_CLEAR(plan->counts);
+    Py_CLEAR(plan->scratch);
     for (Py_ssize_t i = 0; plan->caches != NULL && i < plan->nslots; i++) forget_adapted(&plan->caches[i]);
     return 0;
 }
@@ -134,15 +141,18 @@ static PyObject *plan_invalid(const char *what) {
 }
 
 /* Plan(nargs, kwnames, slots, objects, offsets, base, block, shared, guard, launcher,
- *      meta_base, slot_names, result, counts): every size and index is checked here, once. */
+ *      meta_base, slot_names, result, counts[, scratch, scratch_parameter]): every size and
+ *      index is checked here, once. */
 static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     Py_ssize_t nargs;
     PyObject *kwnames, *slots, *objects, *offsets, *base, *guard, *launcher, *meta_base, *slot_names, *result, *counts;
-    unsigned int block, shared;
-    if (!PyArg_ParseTuple(args, "nOSO!SSIIOOOO!OO!", &nargs, &kwnames, &slots, &PyTuple_Type, &objects, &offsets,
+    PyObject *scratch = Py_None;
+    unsigned int block, shared, scratch_parameter = 0;
+    if (!PyArg_ParseTuple(args, "nOSO!SSIIOOOO!OO!|OI", &nargs, &kwnames, &slots, &PyTuple_Type, &objects, &offsets,
                           &base, &block, &shared, &guard, &launcher, &meta_base, &PyTuple_Type, &slot_names, &result,
-                          &PyByteArray_Type, &counts))
+                          &PyByteArray_Type, &counts, &scratch, &scratch_parameter))
         return NULL;
+    if (scratch != Py_None && !PyCallable_Check(scratch)) return plan_invalid("scratch must be callable or None");
     if (PyByteArray_GET_SIZE(counts) < COUNT_SLOTS * 8) return plan_invalid("counts must hold the launch counters");
     Py_ssize_t keywords = 0;
     if (kwnames != Py_None) {
@@ -178,6 +188,11 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     Py_INCREF(slot_names); plan->slot_names = slot_names;
     Py_INCREF(result); plan->result = result;
     Py_INCREF(counts); plan->counts = counts;
+    if (scratch != Py_None) {
+        Py_INCREF(scratch);
+        plan->scratch = scratch;
+    }
+    plan->scratch_parameter = scratch_parameter;
     if (plan->slots == NULL || plan->caches == NULL || plan->offsets == NULL || plan->base == NULL) {
         Py_DECREF(plan);
         return PyErr_NoMemory();
@@ -191,6 +206,11 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
             Py_DECREF(plan);
             return plan_invalid("a parameter's offset is past the argument bytes");
         }
+    }
+    if (plan->scratch != NULL && (plan->scratch_parameter >= plan->count ||
+                                  plan->offsets[plan->scratch_parameter] + 8 > plan->size)) {
+        Py_DECREF(plan);
+        return plan_invalid("the scratch parameter is not a pointer parameter of the kernel");
     }
     for (Py_ssize_t i = 0; i < plan->nslots; i++) {
         const SlotCheck *slot = &plan->slots[i];
@@ -542,13 +562,37 @@ static int try_plan_into(const Plan *plan, PyObject *grid, PyObject *const *valu
         if (current_stream == NULL) return NEEDS_PYTHON;
         if (torch_stream(device, &stream)) return -1;
     }
+    PyObject *scratch = NULL;  /* (memory, address): the memory is held until the launch is made */
+    if (plan->scratch != NULL) {
+        unsigned long long programs = (unsigned long long)counts[0] * counts[1] * counts[2];
+        if (!programs) return NEEDS_PYTHON;
+        scratch = PyObject_CallFunction(plan->scratch, "K", programs);
+        if (scratch == NULL) return -1;
+        unsigned long long address = 0;
+        if (PyTuple_Check(scratch) && PyTuple_GET_SIZE(scratch) == 2)
+            address = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(scratch, 1));
+        else
+            PyErr_SetString(PyExc_TypeError, "the scratch allocation must answer (memory, address)");
+        if (PyErr_Occurred()) {
+            Py_DECREF(scratch);
+            return -1;
+        }
+        uint64_t pointer = address;
+        memcpy(bytes + plan->offsets[plan->scratch_parameter], &pointer, 8);
+    }
     for (uint32_t i = 0; i < plan->count; i++) pointers[i] = bytes + plan->offsets[i];
     int call = 0;
     CUresult result = make_current((CUcontext)(uintptr_t)loaded.context, &call);
-    if (result) return raise_driver_error(plan, result, call, device);
+    if (result) {
+        Py_XDECREF(scratch);
+        return raise_driver_error(plan, result, call, device);
+    }
     result = launch_kernel((CUfunction)(uintptr_t)loaded.function, (unsigned)counts[0], (unsigned)counts[1],
                            (unsigned)counts[2], plan->block, 1, 1, plan->shared, stream,
                            plan->count ? pointers : NULL, NULL);
+    /* The allocator's memory is released after the launch, in stream order (as torch's
+     * caching allocator orders a tensor freed after a launch on its stream). */
+    Py_XDECREF(scratch);
     if (result) return raise_driver_error(plan, result, CALL_LAUNCH, device);
     count_launch(plan->counts, COUNT_NATIVE);
     return LAUNCHED;

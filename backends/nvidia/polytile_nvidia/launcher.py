@@ -118,6 +118,8 @@ class Launcher(LauncherBase):
 
     runtime_name = "CUDA"
     block_word = "blocks"
+    #: The native dispatcher calls a kernel's global-scratch allocation itself.
+    dispatches_global_scratch = True
     max_grid = MAX_GRID
 
     def __init__(self, image: bytes | str, kernel_name: str, parameters: Sequence[tuple[str, Type]], *,
@@ -216,8 +218,13 @@ class Launcher(LauncherBase):
         if base is None:
             return None
         offsets = struct.pack(f"<{len(self.packer.offsets)}I", *self.packer.offsets)
+        # A kernel with global scratch: the plan calls its allocation at each launch and
+        # passes the address as the last, hidden parameter.
+        allocation = getattr(plan.result, "scratch_allocation", None)
+        scratch = (allocation, len(self.packer.offsets) - 1) if allocation is not None else ()
         return native.Plan(plan.nargs, plan.kwnames, b"".join(slots), tuple(objects), offsets, base, self.block,
-                           self.shared, plan.guard, self, plan.meta_base, plan.slot_names, plan.result, self._counts)
+                           self.shared, plan.guard, self, plan.meta_base, plan.slot_names, plan.result, self._counts,
+                           *scratch)
 
     def function(self, device: int = 0) -> driver.Function:
         """The kernel as loaded on ``device`` (loading it there if needed): registers,

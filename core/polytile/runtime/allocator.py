@@ -22,6 +22,7 @@ that need no scratch never call it.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 from ..errors import LaunchError
@@ -49,33 +50,46 @@ def get_allocator() -> Callable[[int, int, Any], Any] | None:
     return _allocator
 
 
+def allocate(kernel: str, needs: str, bytes_per_program: int, alignment: int, programs: int,
+             stream: Any = None) -> tuple[Any, int]:
+    """The launch's global scratch for ``programs`` programs: ``(memory, address)`` from
+    the allocator, checked (a LaunchError naming ``kernel`` otherwise).  The native
+    dispatcher calls it too (through :func:`scratch_allocation`)."""
+    allocator = _allocator
+    if allocator is None:
+        raise LaunchError(f"kernel '{kernel}' needs {bytes_per_program} bytes of global scratch memory per "
+                          f"program (for {needs}) and no allocator is set; set one before launching it: "
+                          f"{_EXAMPLE}")
+    size = bytes_per_program * programs
+    memory = allocator(size, alignment, stream)
+    address = _address(memory, kernel, size)
+    if address % alignment:
+        raise LaunchError(f"kernel '{kernel}': the allocator set with polytile.set_allocator returned memory "
+                          f"at 0x{address:x}, which is not a multiple of the {alignment} bytes it asked for")
+    return memory, address
+
+
+def scratch_allocation(kernel: str, bytes_per_program: int, alignment: int, users: list) -> Any:
+    """``allocation(programs) -> (memory, address)`` for one compiled kernel."""
+    return functools.partial(allocate, kernel, "; ".join(users) or "its global scratch", bytes_per_program,
+                             alignment)
+
+
 def scratch_launcher(launcher: Any, kernel: str, bytes_per_program: int, alignment: int, users: list) -> Any:
     """``launcher(grid, args, stream=None)`` wrapped to pass the launch's global scratch
     (``bytes_per_program`` for each program of the grid) as the kernel's last parameter."""
-    needs = "; ".join(users) or "its global scratch"
+    allocation = scratch_allocation(kernel, bytes_per_program, alignment, users)
 
     def launch(grid: Any, args: Any, stream: Any = None) -> None:
         gx, gy, gz = grid
         programs = gx * gy * gz
-        if programs <= 0:
-            launcher(grid, [*args, None]) if stream is None else launcher(grid, [*args, None], stream)
-            return
-        allocator = _allocator
-        if allocator is None:
-            raise LaunchError(f"kernel '{kernel}' needs {bytes_per_program} bytes of global scratch memory per "
-                              f"program (for {needs}) and no allocator is set; set one before launching it: "
-                              f"{_EXAMPLE}")
-        size = bytes_per_program * programs
-        memory = allocator(size, alignment, stream)
-        address = _address(memory, kernel, size)
-        if address % alignment:
-            raise LaunchError(f"kernel '{kernel}': the allocator set with polytile.set_allocator returned memory "
-                              f"at 0x{address:x}, which is not a multiple of the {alignment} bytes it asked for")
+        memory = allocation(programs, stream)[0] if programs > 0 else None
         if stream is None:
             launcher(grid, [*args, memory])
         else:
             launcher(grid, [*args, memory], stream)
 
+    launch.allocation = allocation  # type: ignore[attr-defined]  (what a native dispatcher calls)
     return launch
 
 
@@ -96,4 +110,4 @@ def _address(memory: Any, kernel: str, size: int) -> int:
                       f"{type(memory).__name__}; it must return a device array (a torch tensor, say: {_EXAMPLE})")
 
 
-__all__ = ["get_allocator", "scratch_launcher", "set_allocator"]
+__all__ = ["allocate", "get_allocator", "scratch_allocation", "scratch_launcher", "set_allocator"]

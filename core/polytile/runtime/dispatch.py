@@ -89,8 +89,12 @@ def plan_call(fn: Any, compiled: Any, args: tuple, kwargs: dict | None) -> CallP
     some argument is of a kind the dispatcher cannot check."""
     kwargs = kwargs or {}
     names = fn.param_names
-    if len(args) > len(names) or getattr(compiled, "global_scratch", 0):
-        # A kernel with global scratch calls the allocator at each launch (Python).
+    if len(args) > len(names):
+        return None
+    if getattr(compiled, "global_scratch", 0) and \
+            not getattr(getattr(compiled, "backend_launcher", None), "dispatches_global_scratch", False):
+        # A kernel with global scratch calls the allocator at each launch: only a
+        # dispatcher that does (the launcher says so) may launch it.
         return None
     parameters = fn.signature.parameters
     constexprs = fn.constexpr_names()

@@ -93,10 +93,14 @@ class CompiledKernel:
         launcher = backend.make_launcher(compiled=self, kernel_name=name, params=params, options=self.options)
         #: The backend's launcher itself (``launcher`` below may wrap it).
         self.backend_launcher = launcher
+        #: ``allocation(programs) -> (memory, address)`` for a kernel with global scratch
+        #: (what a backend's native dispatcher calls at each launch), else None.
+        self.scratch_allocation = None
         if self.global_scratch:
             launcher = scratch_launcher(launcher, name, self.global_scratch,
                                         int(self.metadata.get(GLOBAL_SCRATCH_ALIGNMENT, 16)),
                                         list(self.metadata.get(GLOBAL_SCRATCH_USERS, ())))
+            self.scratch_allocation = launcher.allocation
         if adapters is not None and any(a is not None for a in adapters):
             # Arguments a plugin adapts (tensor descriptors) pass as their parts.
             launcher = flattening_launcher(launcher, adapters)

@@ -626,3 +626,54 @@ def test_an_unchanged_versioned_value_is_packed_again_without_asking_its_adapter
     call(plain, 5)
     call(plain, 5)
     assert len(asked) == 10
+
+
+def test_a_kernel_with_global_scratch_gets_its_allocation_from_the_plan(fake_driver, native_module, monkeypatch):
+    """A plan over a launcher whose last parameter is the hidden global scratch: at each
+    launch the dispatcher asks the compiled kernel's allocation for the grid's programs,
+    packs the address it answers, releases the memory after the launch, and lets an
+    allocation's error (no allocator set, say) through as the Python path raises it."""
+    import weakref
+
+    from polytile.ir import types as t
+    from polytile.runtime.dispatch import CallPlan, SlotCheck
+    from polytile_nvidia.launcher import Launcher
+
+    use_native_launcher(fake_driver, native_module, monkeypatch)
+    fake_driver.gpus = [FakeGpu()]
+    fake_driver.images[b"scratch image"] = {"k": Kernel((8, 4, 8))}
+    parameters = [("x", t.PointerType(t.f32)), ("n", t.i32), ("global_scratch", t.PointerType(t.i8))]
+    launcher = Launcher(b"scratch image", "k", parameters, num_warps=4)
+    launcher((1, 1, 1), [Tensor(0x10000), 1, Tensor(0x90000)])  # the Python path: loads the kernel
+
+    class Memory:
+        pass
+
+    asked, held = [], []
+
+    class Compiled:
+        @staticmethod
+        def scratch_allocation(programs):
+            asked.append(programs)
+            if programs == 99:
+                raise LaunchError("kernel 'k' needs 128 bytes of global scratch memory per program")
+            memory = Memory()
+            held.append(weakref.ref(memory))
+            return memory, 0xABC000 + programs * 0x100
+
+    dispatcher = launcher.make_dispatcher(lambda *args: "slow")
+    plan = CallPlan(nargs=2, kwnames=None, slots=[SlotCheck("tensor", (type(Tensor(0)), FLOAT32), hint="any",
+                                                            parameter=0),
+                                                  SlotCheck("int", hint="any", range="i32", parameter=1)],
+                    slot_names=("x", "n"), meta_base={}, guard=None, result=Compiled())
+    native_plan = launcher.dispatch_plan(plan)
+    assert native_plan is not None
+    dispatcher.learn(native_plan)
+    assert dispatcher.bind((3, 2))(Tensor(0x20000), 5) is plan.result
+    assert asked == [6] and launcher.launch_counts().native == 1
+    assert fake_driver.launches[-1].arguments == [struct.pack("<Q", 0x20000), struct.pack("<i", 5),
+                                                  struct.pack("<Q", 0xABC000 + 6 * 0x100)]
+    assert held[0]() is None  # released once the launch was made
+    with pytest.raises(LaunchError, match="needs 128 bytes of global scratch"):
+        dispatcher.bind((99,))(Tensor(0x20000), 5)
+    assert launcher.launch_counts().native == 1

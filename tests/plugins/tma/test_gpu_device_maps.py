@@ -216,3 +216,17 @@ def test_host_descriptor_reductions_are_bulk_reductions(hopper, kind):
                              KIND=kind)
     torch.cuda.synchronize()
     torch.testing.assert_close(y, expected)
+
+
+def test_relaunches_go_through_the_native_dispatcher_which_asks_the_allocator_each_time(hopper, allocations):
+    from polytile_nvidia.launcher import launch_counts
+
+    a = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+    c = torch.empty(256, 256, device="cuda", dtype=torch.float16)
+    before = launch_counts(device_matmul).native
+    for _ in range(6):
+        device_matmul[(2, 2)](a, a, c, 256, 256, 128, BM=128, BN=128, BK=64)
+    torch.cuda.synchronize()
+    assert launch_counts(device_matmul).native - before >= 3  # planned after the first launches
+    assert allocations[-6:] == [(3 * 128 * 4, 128)] * 6  # one allocation per launch, on either path
+    torch.testing.assert_close(c.float(), a.float() @ a.float().T, atol=0.1, rtol=0.02)
