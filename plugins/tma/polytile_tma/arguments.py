@@ -18,8 +18,8 @@ from typing import Any, Hashable
 
 from polytile.runtime.adapters import ArgumentAdapter, LaunchPart
 
-from .host import BROKEN, LAUNCH_FACTS as _LAUNCH, TORCH_TYPES as _TORCH_TYPES, VERSION, _copy, _describe_base, \
-    _launch_base, _plainly_valid, remember_launch, still_versioned
+from . import host
+from .host import BROKEN, _describe_base
 
 _I32_MAX = 2**31 - 1
 
@@ -28,40 +28,17 @@ class DescriptorAdapter(ArgumentAdapter):
     """How a :class:`~polytile_tma.host.TensorDescriptor` passes to kernels."""
 
     name = "TensorDescriptor"
-    # A torch-based descriptor whose changes all replace an entry of its __dict__ says so.
-    version_attribute = VERSION
+    #: ``(key, parts)`` of a descriptor (``host.key_and_parts``: C where it is built).  The
+    #: descriptor keeps its last answer with what it was computed from (its base and that
+    #: base's address and dtype, each field, a copy of each list field) and reuses it only
+    #: while all of them are the same, so a change in place is seen too.
+    key_and_parts = staticmethod(host.key_and_parts)
 
     def key(self, value: Any) -> Hashable:
-        # Every launch asks: what the key and the parts depend on is compared with what
-        # the last launch of this object saw (the base by identity; its address and
-        # element type; the fields by value: a list changed in place counts too), and
-        # reused when equal.
-        base = value.base
-        seen = value.__dict__.get(_LAUNCH)
-        if seen is not None and seen[0] is base and type(base) in _TORCH_TYPES:
-            # The common relaunch, without building anything: a torch base's address and
-            # dtype (a singleton), and the fields against copies of what they were.
-            facts = seen[1]
-            if (base.data_ptr() == facts[0] and base.dtype is facts[6] and value.shape == facts[2]
-                    and value.strides == facts[3] and value.block_shape == facts[4] and value.padding == facts[5]):
-                return seen[2]
-        try:
-            info = _describe_base(base)
-            shape, strides = tuple(value.shape), tuple(value.strides)
-            block, padding = tuple(value.block_shape), value.padding
-        except (TypeError, ValueError, AttributeError):
-            return BROKEN  # not a descriptor any more: the launch's check says what is wrong
-        if seen is not None and seen[0] is base and seen[1][:6] == (
-                info.address, info.element, _copy(value.shape), _copy(value.strides), _copy(value.block_shape),
-                padding):
-            return seen[2]
-        if not _plainly_valid(value, info):
-            if value.problems():
-                return BROKEN  # the slow path's check names every broken rule
-            # Valid, with integers of other types (NumPy's): keyed and passed as ints.
-            shape, strides = tuple(map(operator.index, shape)), tuple(map(operator.index, strides))
-            block = tuple(map(operator.index, block))
-        return remember_launch(value, info, shape, strides, block)
+        return host.key_and_parts(value)[0]
+
+    def flatten(self, value: Any) -> tuple:
+        return self.key_and_parts(value)[1]
 
     def ir_type(self, key: Any) -> Any:
         from polytile.ir import types as t
@@ -86,18 +63,6 @@ class DescriptorAdapter(ArgumentAdapter):
         rank = len(key[1])
         base, shape, strides = parts[0], parts[1:1 + rank], parts[1 + rank:]
         return make_tensor_descriptor(base, list(shape), [*strides, 1], list(key[1]), padding_option=key[2])
-
-    def flatten(self, value: Any) -> tuple:
-        # The launch keyed the value just before (the key of this very launch): its parts.
-        seen = value.__dict__.get(_LAUNCH)
-        if seen is not None and seen[0] is value.base:
-            return seen[3]
-        return (_launch_base(value.base), *(int(s) for s in value.shape), *(int(s) for s in value.strides[:-1]))
-
-    def key_and_parts(self, value: Any) -> tuple:
-        key = self.key(value)  # leaves this launch's parts with the value
-        still_versioned(value)
-        return key, (value.__dict__[_LAUNCH][3] if key is not BROKEN else ())
 
     def check(self, kernel: str, argument: str, value: Any) -> None:
         value.check_for_launch(kernel, argument)
@@ -130,10 +95,6 @@ def _import_tensormap() -> Any:
     return tensormap
 
 
-#: Where a descriptor keeps the parts its last Hopper launch passed: ``(parts, with_map)``.
-_BULK_LAUNCH = "_polytile_tensor_map"
-
-
 #: Key -> its bulk copy plan (or None); asked at every launch, so a dict lookup.
 _PLANS: dict = {}
 
@@ -155,6 +116,39 @@ def _bulk_plan(key: Any) -> Any:
         _PLANS.clear()
     _PLANS[key] = plan
     return plan
+
+
+def _encode_map(key: Any, parts: tuple, address: int) -> bytes:
+    """The tensor map of a descriptor keyed ``key`` whose parts are ``parts`` and whose
+    base lies at ``address``; LaunchError when the driver cannot encode it."""
+    tensormap = _TENSORMAP[0] if _TENSORMAP else _import_tensormap()
+    rank, plan = len(key[1]), _bulk_plan(key)
+    shape, strides = parts[1:1 + rank], (*parts[1 + rank:], 1)
+    try:
+        return tensormap.encode_tensor_map(address, key[0], shape, strides, plan.box, plan.swizzle, key[2])
+    except tensormap.TensorMapError as exc:
+        from polytile.errors import LaunchError
+
+        raise LaunchError(f"a TensorDescriptor (shape {list(shape)}, strides {list(strides)}, block "
+                          f"{list(key[1])}) cannot be passed as a tensor map: {exc}") from None
+
+
+def python_bulk_key_and_parts(value: Any) -> tuple:
+    """``(key, parts)`` for a Hopper launch: :func:`host.launch_answer`'s, and the tensor
+    map last where the key's blocks move as bulk copies (the C module's
+    ``bulk_key_and_parts`` does the same, keeping the maps it made)."""
+    key, parts = host.key_and_parts(value)
+    if _bulk_plan(key) is None:
+        return key, parts
+    return key, (*parts, _encode_map(key, parts, _describe_base(value.base).address))
+
+
+if host._NATIVE is not None:
+    host._NATIVE.configure(bulk_plans=_PLANS, plan_of=_bulk_plan, encode_map=_encode_map,
+                           slow_bulk_key_and_parts=python_bulk_key_and_parts)
+    _bulk_key_and_parts = host._NATIVE.bulk_key_and_parts
+else:
+    _bulk_key_and_parts = python_bulk_key_and_parts
 
 
 class BulkDescriptorAdapter(DescriptorAdapter):
@@ -181,40 +175,17 @@ class BulkDescriptorAdapter(DescriptorAdapter):
         base, shape, strides, tensor_map = parts[0], parts[1:1 + rank], parts[1 + rank:-1], parts[-1]
         return descriptor_from_parts(base, list(shape), list(strides), list(key[1]), key[2], tensor_map)
 
-    def _with_map(self, value: Any, key: Any, parts: tuple) -> tuple:
-        cached = value.__dict__.get(_BULK_LAUNCH)
-        if cached is not None and cached[0] is parts:
-            return cached[1]
-        plan = _bulk_plan(key)
-        if plan is None:  # no tensor map: the parts as they are, remembered as such
-            value.__dict__[_BULK_LAUNCH] = (parts, parts)
-            return parts
-        tensormap = _TENSORMAP[0] if _TENSORMAP else _import_tensormap()
-        rank = len(key[1])
-        facts = value.__dict__[_LAUNCH][1]
-        shape = parts[1:1 + rank]
-        strides = (*parts[1 + rank:], 1)
-        try:
-            tensor_map = tensormap.encode_tensor_map(facts[0], key[0], shape, strides, plan.box, plan.swizzle, key[2])
-        except tensormap.TensorMapError as exc:
-            from polytile.errors import LaunchError
+    #: The parts with the tensor map (C where it is built, keeping the maps it made).
+    key_and_parts = staticmethod(_bulk_key_and_parts)
 
-            raise LaunchError(f"a TensorDescriptor (shape {list(shape)}, strides {list(strides)}, block "
-                              f"{list(key[1])}) cannot be passed as a tensor map: {exc}") from None
-        full = (*parts, tensor_map)
-        value.__dict__[_BULK_LAUNCH] = (parts, full)
-        return full
 
-    def flatten(self, value: Any) -> tuple:
-        key = self.key(value)  # leaves this launch's facts with the value
-        return self._with_map(value, key, value.__dict__[_LAUNCH][3])
-
-    def key_and_parts(self, value: Any) -> tuple:
-        key = self.key(value)
-        still_versioned(value)
-        if key is BROKEN:
-            return key, ()
-        return key, self._with_map(value, key, value.__dict__[_LAUNCH][3])
+def forget_tensor_maps() -> None:
+    """Drop every tensor map kept for launches (the C module keeps them per address,
+    shape, strides and key; ``tensormap`` keeps its own)."""
+    if host._NATIVE is not None:
+        host._NATIVE.forget_maps()
+    if _TENSORMAP:
+        _TENSORMAP[0]._MAPS.clear()
 
 
 #: The one adapter of each kind (they hold no state).

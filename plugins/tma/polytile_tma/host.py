@@ -40,10 +40,12 @@ This module imports neither torch nor NumPy: it recognises them by their types.
 
 from __future__ import annotations
 
+import hashlib
 import operator
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NamedTuple
 
 __all__ = ["TensorDescriptor"]
@@ -160,7 +162,10 @@ def _describe_base(base: Any) -> _Base:
     """The kind, element type and address of ``base``; TypeError for a base of the wrong kind."""
     kind = _KIND_OF_TYPE.get(type(base))
     if kind == "torch":
-        element = _element_of(base.dtype)
+        dtype = base.dtype
+        element = _element_of(dtype)
+        if dtype not in DTYPE_FACTS:
+            _remember_dtype(dtype, element)
         return _Base("torch tensor", element, ELEMENT_BYTES[element], base.data_ptr())
     if kind == "numpy":
         element = _element_of(base.dtype)
@@ -168,7 +173,18 @@ def _describe_base(base: Any) -> _Base:
     described = _describe_base_slowly(base)
     if described.kind in ("NumPy array", "torch tensor"):
         _KIND_OF_TYPE[type(base)] = "numpy" if described.kind == "NumPy array" else "torch"
+    if described.kind == "torch tensor":
+        TORCH_TYPES.add(type(base))
+        _remember_dtype(base.dtype, described.element)
     return described
+
+
+def _remember_dtype(dtype: Any, element: str) -> None:
+    """Tell the C fast path about a torch dtype (torch's dtypes are hashable singletons)."""
+    try:
+        DTYPE_FACTS[dtype] = (element, ELEMENT_BYTES[element], element in FLOATING_ELEMENTS)
+    except TypeError:  # an unhashable dtype: the Python path keeps it
+        pass
 
 
 def _describe_base_slowly(base: Any) -> _Base:
@@ -247,108 +263,40 @@ def _plainly_valid(desc: Any, base: _Base) -> bool:
 
 # -- what a launch keys and passes (polytile_tma.arguments reads these) ------------------
 
-#: Where a descriptor keeps what its last launch computed: (base, copies of the facts it
-#: was computed from, key, parts).  Made when a valid descriptor is built, so that its
-#: first launch finds it too.
-LAUNCH_FACTS = "_polytile_launch"
-#: torch tensor types seen as bases: their relaunches take the key's fast path.
-TORCH_TYPES: set = set()
-
-
 #: The key of a descriptor that breaks a rule (or holds anything but plain ints): no
 #: kernel is compiled for it, so a launch with one never reuses a kernel (its fields
-#: are a dataclass's and may change after a launch); the slow path's check names what
-#: is wrong.  A valid descriptor's key is ``(element, block_shape, padding, shape
-#: divisible by 16 per dimension, strides but the last divisible by 16)``.
+#: may change after a launch); the slow path's check names what is wrong.  A valid
+#: descriptor's key is ``(element, block_shape, padding, shape divisible by 16 per
+#: dimension, strides but the last divisible by 16)``.
 BROKEN = ("broken",)
 
-
-#: In a descriptor's ``__dict__`` while every change of the descriptor replaces an entry
-#: there: its sequence fields are tuples (``torch.Size`` among them) or lists it watches
-#: (:class:`WatchedList`, which ``from_tensor`` makes), so an assignment replaces the field
-#: and a change in place drops this entry.  NVIDIA's native dispatcher reuses a
-#: descriptor's last parts while its entries are the same objects
-#: (``ArgumentAdapter.version_attribute``); the Python path keys it again otherwise.
-VERSION = "_polytile_version"
+#: The torch tensor types seen as bases (with an address), and per torch dtype seen its
+#: ``(element, bytes, floating)``: the C fast path (``_descriptor.c``) handles these.
+TORCH_TYPES: set = set()
+DTYPE_FACTS: dict = {}
 
 
-class WatchedList(list):
-    """A descriptor's list field (``from_tensor``'s ``block_shape``): a change in place
-    tells the descriptor, whose next launch then keys it again."""
-
-    __slots__ = ("_owner",)
-
-    def __init__(self, items: Any = ()) -> None:
-        super().__init__(items)
-        self._owner = None
-
-    def _changed(self) -> None:
-        owner = self._owner
-        if owner is not None:
-            owner.__dict__.pop(VERSION, None)
-
-
-def _watching(name: str) -> Any:
-    method = getattr(list, name)
-
-    def changed(self: WatchedList, *args: Any) -> Any:
-        result = method(self, *args)
-        self._changed()
-        return result
-
-    changed.__name__ = name
-    return changed
-
-
-for _name in ("__setitem__", "__delitem__", "__iadd__", "__imul__", "append", "extend", "insert", "pop", "remove",
-              "clear", "sort", "reverse"):
-    setattr(WatchedList, _name, _watching(_name))
-
-
-def _versioned(desc: Any) -> bool:
-    """Whether every change of ``desc`` replaces an entry of its ``__dict__``."""
-    for field in (desc.shape, desc.strides, desc.block_shape):
-        if not (isinstance(field, tuple) or (type(field) is WatchedList and field._owner is desc)):
-            return False
-    return type(desc.padding) is str
-
-
-def still_versioned(desc: Any) -> None:
-    """Drop ``desc``'s version when a field was assigned since it was given (what a
-    native dispatcher asks after it saw an attribute of the descriptor replaced)."""
-    fields = desc.__dict__.get(VERSION)
-    if fields is not None and (fields[0] is not desc.shape or fields[1] is not desc.strides
-                               or fields[2] is not desc.block_shape):
-        del desc.__dict__[VERSION]
-
-
-def _copy(field: Any) -> Any:
-    """A copy of a field that compares equal to it until it changes (a list stays a list)."""
-    return list(field) if isinstance(field, list) else field
-
-
-def remember_launch(desc: Any, base: _Base, shape: tuple, strides: tuple, block: tuple) -> tuple:
-    """Key ``desc`` (valid, its fields as int tuples) and keep the key and the parts with it."""
-    # Written for speed: a launch may build its descriptors every time (list
-    # comprehensions, no generators; the key a plain tuple).
-    key = (base.element, block, desc.padding, tuple([s % 16 == 0 for s in shape]),
+def launch_answer(desc: Any) -> tuple:
+    """``(key, parts)`` of ``desc`` for one launch: the key (see :data:`BROKEN`) and the
+    values of the kernel parameters it passes as, ``(base, *shape, *strides[:-1])``;
+    ``(BROKEN, ())`` for a descriptor that breaks a rule now.  The reference the C fast
+    path (``_descriptor.key_and_parts``) agrees with, and the answer for every case it
+    leaves to Python."""
+    try:
+        info = _describe_base(desc.base)
+        shape, strides = tuple(desc.shape), tuple(desc.strides)
+        block, padding = tuple(desc.block_shape), desc.padding
+    except (TypeError, ValueError, AttributeError):
+        return BROKEN, ()  # not a descriptor any more: the launch's check says what is wrong
+    if not _plainly_valid(desc, info):
+        if desc.problems():
+            return BROKEN, ()  # the slow path's check names every broken rule
+        # Valid, with integers of other types (NumPy's): keyed and passed as ints.
+        shape, strides = tuple(map(operator.index, shape)), tuple(map(operator.index, strides))
+        block = tuple(map(operator.index, block))
+    key = (info.element, block, padding, tuple([s % 16 == 0 for s in shape]),
            tuple([s % 16 == 0 for s in strides[:-1]]))
-    # Copies of the fields as they are (a list stays a list: compared as such on the fast
-    # path, so a change in place shows), and for torch bases the dtype object.
-    data = desc.base
-    torch = base.kind == "torch tensor"
-    copies = (base.address, base.element, _copy(desc.shape), _copy(desc.strides), _copy(desc.block_shape),
-              desc.padding, data.dtype if torch else None)
-    desc.__dict__[LAUNCH_FACTS] = (data, copies, key, (data if torch else _launch_base(data), *shape, *strides[:-1]))
-    if torch:
-        TORCH_TYPES.add(type(data))
-    if torch and _versioned(desc):
-        # The fields it holds for: one assigned since (a list it does not watch, say) ends
-        # it at the next launch that asks (still_versioned).
-        desc.__dict__[VERSION] = (desc.shape, desc.strides, desc.block_shape)
-    else:
-        desc.__dict__.pop(VERSION, None)
-    return key
+    return key, (_launch_base(desc.base), *shape, *strides[:-1])
 
 
 def _launch_base(base: Any) -> Any:
@@ -381,63 +329,97 @@ def _entries(n: int) -> str:
     return f"{n} entry" if n == 1 else f"{n} entries"
 
 
-@dataclass
-class TensorDescriptor:
+# -- construction: the C core where it is built, else the same in Python -------------------
+
+
+def _slow_init(desc: Any) -> None:
+    """The checks of a new descriptor that the C core leaves to Python (it handles torch
+    tensors of known dtypes with plain int fields that keep every rule)."""
+    try:
+        base = _describe_base(desc.base)
+    except TypeError as error:
+        raise TypeError(f"TensorDescriptor: {error}") from None
+    if _plainly_valid(desc, base):
+        return
+    problems = desc.problems()
+    if problems:
+        raise ValueError("TensorDescriptor: " + "; ".join(problems))
+
+
+def _slow_from_tensor(cls: type, tensor: Any, block_shape: Sequence[int], padding: str = "zero") -> Any:
+    """``from_tensor`` for every base the C core leaves to Python (NumPy's byte strides
+    converted to elements)."""
+    try:
+        base = _describe_base(tensor)
+    except TypeError as error:
+        raise TypeError(f"TensorDescriptor.from_tensor: {error}") from None
+    return cls(tensor, tensor.shape, _element_strides(tensor, base), block_shape, padding)
+
+
+class PythonDescriptorCore:
+    """The fields of a descriptor in Python: what ``_descriptor.DescriptorCore`` is in C,
+    for installs where the C module could not be built (every launch then keys its
+    descriptors in Python: correct, and a few microseconds slower per descriptor)."""
+
+    __slots__ = ("base", "shape", "strides", "block_shape", "padding", "__dict__", "__weakref__")
+
+    def __init__(self, base: Any, shape: Any, strides: Any, block_shape: Any, padding: str = "zero") -> None:
+        self.base, self.shape, self.strides, self.block_shape, self.padding = base, shape, strides, block_shape, padding
+        _slow_init(self)
+
+    @classmethod
+    def from_tensor(cls, tensor: Any, block_shape: Sequence[int], padding: str = "zero") -> Any:
+        """The descriptor of all of ``tensor``: its own shape and strides."""
+        return _slow_from_tensor(cls, tensor, block_shape, padding)
+
+
+def _native_core() -> tuple[Any, str]:
+    """The C module, or None, and in words why (what ``NATIVE`` says)."""
+    try:
+        from . import _descriptor
+    except ImportError as error:
+        return None, f"not built ({error}): descriptors are keyed in Python"
+    source = Path(__file__).with_name("_descriptor.c")
+    if source.is_file() and _descriptor.source_digest != hashlib.sha256(source.read_bytes()).hexdigest():
+        return None, "stale (_descriptor.c changed since it was built; reinstall polytile-tma): keyed in Python"
+    return _descriptor, f"C ({Path(_descriptor.__file__).name})"
+
+
+#: The C module (``_descriptor.c``) when it is built and current, else None.
+_NATIVE, NATIVE = _native_core()
+
+
+@dataclass(init=False)
+class TensorDescriptor(_NATIVE.DescriptorCore if _NATIVE is not None else PythonDescriptorCore):
     """A tensor in memory and the block shape one access moves: Triton's ``TensorDescriptor``.
 
     ``base``: the tensor (a torch tensor, a NumPy array, or an object with ``data_ptr()``,
     ``dtype``, ``shape`` and ``stride()``); ``shape`` and ``strides``: the described tensor's,
     strides in elements; ``block_shape``: the block one ``load``/``store`` moves;
-    ``padding``: what reads outside the tensor give, ``"zero"`` or ``"nan"``.
+    ``padding``: what reads outside the tensor give, ``"zero"`` (the default) or ``"nan"``.
 
-    Building one checks every rule (see the module's docstring) and raises ``TypeError``
-    for a base of the wrong kind or element type, ``ValueError`` naming every broken rule
-    otherwise.
+    Built as ``TensorDescriptor(base, shape, strides, block_shape, padding="zero")`` or
+    ``TensorDescriptor.from_tensor(tensor, block_shape, padding="zero")``.  Building one
+    checks every rule (see the module's docstring) and raises ``TypeError`` for a base of
+    the wrong kind or element type, ``ValueError`` naming every broken rule otherwise.
+
+    A dataclass as Triton's is (``dataclasses.fields``, ``replace``, ``==``, ``repr``); its
+    fields live in a C core (``_descriptor.c``) that keeps what the last launch passed,
+    so that relaunching it, or launching a new one, costs little.
     """
 
-    base: Any
-    shape: list[int]
-    strides: list[int]
-    block_shape: list[int]
-    padding: str = "zero"
+    # Fields without defaults here: a class attribute would hide the core's field
+    # (the core's constructor gives padding its default, "zero").
+    base: Any = field()
+    shape: list[int] = field()
+    strides: list[int] = field()
+    block_shape: list[int] = field()
+    padding: str = field()
 
-    def __getstate__(self) -> dict:
-        # A copy (copy.copy, pickle) shares or rebuilds the fields but is keyed anew: what a
-        # launch kept with this one (its facts, its version) does not go with it.
-        return {k: v for k, v in self.__dict__.items() if not k.startswith("_polytile")}
-
-    def __post_init__(self) -> None:
-        block = self.block_shape
-        if type(block) is WatchedList and block._owner is None:
-            block._owner = self
-        try:
-            base = _describe_base(self.base)
-        except TypeError as error:
-            raise TypeError(f"TensorDescriptor: {error}") from None
-        if _plainly_valid(self, base):
-            # The common case, checked without words (a launch may make descriptors each
-            # time); what the launch will key it by is kept with it.
-            remember_launch(self, base, tuple(self.shape), tuple(self.strides), tuple(self.block_shape))
-            return
-        problems = self.problems()
-        if problems:
-            raise ValueError("TensorDescriptor: " + "; ".join(problems))
-
-    @staticmethod
-    def from_tensor(tensor: Any, block_shape: Sequence[int], padding: str = "zero") -> TensorDescriptor:
-        """The descriptor of all of ``tensor``: its own shape and strides (NumPy's byte
-        strides converted to elements)."""
-        if _KIND_OF_TYPE.get(type(tensor)) == "torch":  # strides in elements already: nothing to convert
-            # The block shape a list the descriptor watches, so that a launch may reuse what
-            # it passed last time while nothing changed (VERSION).
-            return TensorDescriptor(tensor, tensor.shape, tensor.stride(), WatchedList(block_shape), padding)
-        try:
-            base = _describe_base(tensor)
-        except TypeError as error:
-            raise TypeError(f"TensorDescriptor.from_tensor: {error}") from None
-        if base.kind == "torch tensor":
-            block_shape = WatchedList(block_shape)
-        return TensorDescriptor(tensor, tensor.shape, _element_strides(tensor, base), block_shape, padding)
+    def __reduce__(self) -> tuple:
+        # copy.copy and pickle build it again from its fields (and its checks run again).
+        state = getattr(self, "__dict__", None) or None
+        return type(self), (self.base, self.shape, self.strides, self.block_shape, self.padding), state
 
     # -- what the launch path reads -------------------------------------------------------
 
@@ -543,3 +525,12 @@ class TensorDescriptor:
 
             raise LaunchError(f"kernel '{kernel}': argument '{argument}' (a TensorDescriptor): "
                               + "; ".join(problems))
+
+
+if _NATIVE is not None:
+    _NATIVE.configure(slow_init=_slow_init, slow_from_tensor=_slow_from_tensor, slow_key_and_parts=launch_answer,
+                      torch_types=TORCH_TYPES, dtype_facts=DTYPE_FACTS)
+    #: ``(key, parts)`` of a descriptor for one launch (:func:`launch_answer`, in C where built).
+    key_and_parts = _NATIVE.key_and_parts
+else:
+    key_and_parts = launch_answer

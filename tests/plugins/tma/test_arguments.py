@@ -95,5 +95,5 @@ def test_the_quick_validity_check_agrees_with_the_full_one():
              ([64, 64], [64, 1], [16, 16], "inf"), ([64], [1], [2048], "zero"), ([64, 64], [64, 1], [16], "zero")]
     for shape, strides, block, padding in cases:
         desc = TensorDescriptor.__new__(TensorDescriptor)
-        desc.__dict__.update(base=x, shape=shape, strides=strides, block_shape=block, padding=padding)
+        desc.base, desc.shape, desc.strides, desc.block_shape, desc.padding = x, shape, strides, block, padding
         assert _plainly_valid(desc, _describe_base(x)) == (not desc.problems()), (shape, strides, block, padding)

@@ -81,7 +81,37 @@ def test_a_hopper_descriptor_adds_its_tensor_map_where_a_bulk_copy_can_move_its_
     assert BULK_ADAPTER.parts(unmovable) == ADAPTER.parts(unmovable)
 
 
-def test_the_tensor_map_is_encoded_for_the_plan_and_follows_the_address(monkeypatch):
+class DeviceLike:
+    """A torch-like tensor over NumPy memory (its type claims torch's module, as host.py
+    tells torch tensors apart): the C path keys and keeps these; its address can move."""
+
+    def __init__(self, array):
+        self.array, self.shape, self.dtype = array, array.shape, _F16
+
+    def data_ptr(self):
+        return self.array.__array_interface__["data"][0]
+
+    def stride(self):
+        return tuple(s // self.array.itemsize for s in self.array.strides)
+
+
+DeviceLike.__module__ = "torch"
+
+
+class _Float16:
+    def __str__(self):
+        return "torch.float16"
+
+
+_F16 = _Float16()
+
+
+@pytest.fixture
+def counted_maps(monkeypatch):
+    """encode_tensor_map replaced by a counter (each map says which call made it), with no
+    map kept from before or after."""
+    from polytile_tma import arguments
+
     calls = []
 
     def encode(address, element, shape, strides, box, swizzle, padding):
@@ -89,20 +119,47 @@ def test_the_tensor_map_is_encoded_for_the_plan_and_follows_the_address(monkeypa
         return bytes([len(calls)]) * 128
 
     monkeypatch.setattr(tensormap, "encode_tensor_map", encode)
+    arguments.forget_tensor_maps()
+    yield calls
+    arguments.forget_tensor_maps()
+
+
+@pytest.mark.parametrize("wrap", [lambda a: a, DeviceLike], ids=["numpy", "torch-like"])
+def test_the_tensor_map_is_encoded_for_the_plan_and_follows_the_address(counted_maps, wrap):
+    calls = counted_maps
     x = np.zeros((64, 96), np.float16)
-    desc = TensorDescriptor.from_tensor(x, [64, 128])
+    desc = TensorDescriptor(wrap(x), (64, 96), (96, 1), [64, 128])
     flat = BULK_ADAPTER.flatten(desc)
     address = x.__array_interface__["data"][0]
     assert calls == [(address, "f16", (64, 96), (96, 1), (64, 64), 128, "zero")]
     assert flat[:-1] == ADAPTER.flatten(desc) and flat[-1] == b"\x01" * 128
-    # Relaunched unchanged: the same parts, nothing encoded again.
-    assert BULK_ADAPTER.flatten(desc) == flat and len(calls) == 1
-    assert BULK_ADAPTER.key_and_parts(desc) == (ADAPTER.key(desc), flat)
     # The same shape at a new address is a new map.
     y = np.zeros((64, 96), np.float16)
-    desc.base = y
-    assert BULK_ADAPTER.flatten(desc)[-1] == b"\x02" * 128
+    desc.base = wrap(y)
+    assert BULK_ADAPTER.flatten(desc)[-1] != flat[-1]
     assert calls[-1][0] == y.__array_interface__["data"][0]
+
+
+def test_a_torch_descriptor_relaunched_or_made_again_encodes_no_new_map(counted_maps):
+    calls = counted_maps
+    x = DeviceLike(np.zeros((64, 96), np.float16))
+    desc = TensorDescriptor.from_tensor(x, [64, 128])
+    flat = BULK_ADAPTER.key_and_parts(desc)
+    # Relaunched unchanged: the very same answer, nothing encoded again.
+    assert BULK_ADAPTER.key_and_parts(desc) is flat and len(calls) == 1
+    assert flat == (ADAPTER.key(desc), (*ADAPTER.flatten(desc), b"\x01" * 128))
+    # A new descriptor of the same tensor: the map kept for that address, shape and block.
+    again = BULK_ADAPTER.key_and_parts(TensorDescriptor.from_tensor(x, [64, 128]))
+    assert again == flat and len(calls) == 1
+    # The same tensor moved (torch's tensor.data = ...): a new map.
+    x.array = np.zeros((64, 96), np.float16)
+    assert BULK_ADAPTER.key_and_parts(desc)[1][-1] == b"\x02" * 128
+    assert calls[-1][0] == x.data_ptr()
+    # Another block (a new plan) or padding: a new map for each.
+    desc.block_shape = [64, 64]
+    assert BULK_ADAPTER.key_and_parts(desc)[1][-1] == b"\x03" * 128
+    desc.padding = "nan"
+    assert BULK_ADAPTER.key_and_parts(desc)[1][-1] == b"\x04" * 128 and calls[-1][-1] == "nan"
 
 
 # --------------------------------------------------------------------------------------

@@ -376,50 +376,160 @@ def test_importing_host_imports_neither_torch_numpy_nor_polytile():
     assert out.stdout.strip() == "[]"
 
 
-# -- what a native dispatcher may reuse ------------------------------------------------------------
+# -- the launch cache: reused only while nothing it came from changed ---------------------------
 
 
-def test_a_torch_descriptor_says_while_every_change_replaces_an_entry_of_its_dict():
-    from polytile_tma.arguments import ADAPTER
-    from polytile_tma.host import VERSION, WatchedList
+class _MovableTensor:
+    """A torch-like tensor whose address and dtype can change (torch's ``tensor.data = ...``)."""
 
-    desc = TensorDescriptor.from_tensor(_torch_like("Tensor", 0x1000), [4, 64])
-    assert type(desc.block_shape) is WatchedList and desc.block_shape == [4, 64]
-    assert ADAPTER.version_attribute == VERSION and VERSION in desc.__dict__
-    # A change in place drops it; keying the descriptor again brings it back.
+    shape = (4, 64)
+
+    def data_ptr(self):
+        return self.address
+
+    def stride(self):
+        return (64, 1)
+
+
+_MovableTensor.__module__ = "torch"
+_DTYPES = {}
+
+
+def _movable_torch_like(address, dtype="float16"):
+    tensor = _MovableTensor()
+    # One dtype object per name, as torch's dtypes are singletons.
+    tensor.address, tensor.dtype = address, _DTYPES.setdefault(dtype, TorchDtypeLike(dtype))
+    return tensor
+
+
+def test_a_relaunched_descriptor_reuses_its_answer_until_something_changes():
+    from polytile_tma.host import BROKEN, NATIVE, key_and_parts
+
+    base = _movable_torch_like(0x1000)
+    desc = TensorDescriptor.from_tensor(base, [4, 64])
+    first = key_and_parts(desc)
+    assert first == (("f16", (4, 64), "zero", (False, True), (True,)), (base, 4, 64, 64))
+    if NATIVE.startswith("C"):
+        assert key_and_parts(desc) is first  # kept, not computed again
+    # A list field changed in place (no attribute was set): seen.
     desc.block_shape[0] = 2
-    assert VERSION not in desc.__dict__
-    assert ADAPTER.key(desc)[1] == (2, 64) and VERSION in desc.__dict__
-    for change in (lambda b: b.append(1), lambda b: b.pop(), lambda b: b.extend([]), lambda b: b.reverse()):
-        ADAPTER.key(desc)
-        change(desc.block_shape)
-        assert VERSION not in desc.__dict__
-    # Lists the caller gave stay theirs, and a change in place cannot be seen: no version.
-    shape = [4, 64]
-    given = TensorDescriptor(_torch_like("Tensor", 0x1000), shape, [64, 1], [4, 64])
-    assert given.shape is shape and VERSION not in given.__dict__
-    # NumPy bases are keyed on the Python path every time (the interpreter has no dispatcher).
-    assert VERSION not in TensorDescriptor.from_tensor(aligned((4, 64)), [4, 64]).__dict__
+    assert key_and_parts(desc)[0][1] == (2, 64)
+    desc.block_shape.append(1)
+    assert key_and_parts(desc) == (BROKEN, ())
+    desc.block_shape.pop()
+    # A field assigned.
+    desc.shape = (4, 48)
+    assert key_and_parts(desc)[1] == (base, 4, 48, 64)
+    desc.padding = "nan"
+    assert key_and_parts(desc)[0][2] == "nan"
+    # The same base object moved to an address that breaks the rules, or to other elements.
+    base.address = 0x1008
+    assert key_and_parts(desc) == (BROKEN, ())
+    base.address = 0x2000
+    assert key_and_parts(desc)[0][0] == "f16"
+    base.dtype = _DTYPES.setdefault("float32", TorchDtypeLike("float32"))
+    assert key_and_parts(desc)[0][0] == "f32"
+    # Another base.
+    other = _movable_torch_like(0x3000)
+    desc.base = other
+    assert key_and_parts(desc)[1][0] is other
 
 
-def test_a_field_assigned_or_a_copy_ends_the_version():
+def test_a_copy_shares_the_fields_and_sees_their_changes():
     import copy
+    import pickle
 
-    from polytile_tma.arguments import ADAPTER, BULK_ADAPTER
-    from polytile_tma.host import VERSION
+    from polytile_tma.host import key_and_parts
 
-    desc = TensorDescriptor.from_tensor(_torch_like("Tensor", 0x1000), [4, 64])
-    # A list of the same values assigned: the launch that asks finds the field replaced.
-    desc.block_shape = [4, 64]
-    ADAPTER.key_and_parts(desc)
-    assert VERSION not in desc.__dict__
-    # Other values: keyed anew, and a plain list is not watched.
-    desc.block_shape = [2, 64]
-    assert ADAPTER.key(desc)[1] == (2, 64) and VERSION not in desc.__dict__
-    # A copy shares the watched list of the original, so it has no version of its own.
-    original = TensorDescriptor.from_tensor(_torch_like("Tensor", 0x1000), [4, 64])
+    original = TensorDescriptor.from_tensor(_movable_torch_like(0x1000), [4, 64])
+    key_and_parts(original)
     twin = copy.copy(original)
-    BULK_ADAPTER.key_and_parts(twin)
-    assert VERSION in original.__dict__ and VERSION not in twin.__dict__
+    assert twin == original and twin.block_shape is original.block_shape
     twin.block_shape[0] = 2
-    assert VERSION not in original.__dict__ and original.block_shape[0] == 2
+    assert key_and_parts(original)[0][1] == (2, 64) and key_and_parts(twin)[0][1] == (2, 64)
+    array = aligned((4, 64))
+    again = pickle.loads(pickle.dumps(TensorDescriptor.from_tensor(array, [4, 64], padding="nan")))
+    assert (again.shape, again.strides, again.block_shape, again.padding) == ((4, 64), (64, 1), [4, 64], "nan")
+    # A copy is checked again as it is built.
+    broken = copy.copy(original)
+    with pytest.raises(ValueError, match=r"block_shape\[0\] = 3 is not a power of two"):
+        copy.copy(dataclasses.replace(broken, block_shape=[3, 64]))
+
+
+def test_fields_cannot_be_deleted_and_other_attributes_can_be_set():
+    desc = TensorDescriptor.from_tensor(aligned((4, 64)), [4, 64])
+    with pytest.raises(AttributeError, match=r"shape"):
+        del desc.shape
+    desc.note = "mine"  # a dataclass takes any attribute; so does this one
+    assert desc.note == "mine"
+
+
+CASES = [  # shape, strides, block, padding, dtype
+    ((64, 64), (64, 1), [16, 16], "zero", "float16"), ((64, 64), [64, 2], [16, 16], "zero", "float16"),
+    ((64, 64), (60, 1), (16, 16), "zero", "float16"), ([64, 0], (64, 1), [16, 16], "zero", "float16"),
+    ((64, 64), (64, 1), [16, 24], "zero", "float16"), ((64, 64), (64, 1), [16, 16], "nan", "float16"),
+    ((64, 64), (64, 1), [16, 16], "nan", "int32"), ((64, 64), (64, 1), [16, 16], "inf", "float16"),
+    ((64,), (1,), [2048], "zero", "float32"), ((64, 64), (64, 1), [16], "zero", "float16"),
+    ((3, 5, 7), (40, 8, 1), [1, 2, 8], "zero", "float16"), ((3, 5, 7), (36, 8, 1), [1, 2, 8], "zero", "int8"),
+    ((2, 2, 2, 2, 8), (128, 64, 32, 16, 1), [1, 1, 1, 2, 8], "zero", "float32"),
+    ((2,) * 6, (1,) * 6, [1] * 6, "zero", "float16"), ((64, 64), (64, 1), [1 << 20, 2], "zero", "float16"),
+    ((2**40, 64), (64, 1), [16, 16], "zero", "float16"), ((64, 64), (-64, 1), [16, 16], "zero", "float16"),
+    ((64, 64), (64, 1), [16, True], "zero", "float16"), ((64, 64), (64, 1.0), [16, 16], "zero", "float16"),
+]
+
+
+@pytest.mark.parametrize("address", [0x1000, 0x1008])
+@pytest.mark.parametrize("shape, strides, block, padding, dtype", CASES)
+def test_the_c_answer_is_the_python_answer(shape, strides, block, padding, dtype, address):
+    from polytile_tma.host import launch_answer, key_and_parts
+
+    from polytile_tma.host import BROKEN, NATIVE
+
+    base = _movable_torch_like(address, dtype)
+    TensorDescriptor(base, (4, 64), (64, 1), [4, 64]) if address % 16 == 0 else None  # the dtype is known
+    desc = TensorDescriptor.from_tensor(_movable_torch_like(0x1000), [4, 64])
+    desc.base, desc.shape, desc.strides, desc.block_shape, desc.padding = base, shape, strides, block, padding
+    answer = key_and_parts(desc)
+    assert answer == launch_answer(desc)
+    plain = all(type(v) is int for v in (*shape, *strides, *block))
+    if NATIVE.startswith("C") and answer[0] is not BROKEN and plain:
+        assert key_and_parts(desc) is answer  # the C path answered, and kept it
+    # Built with these fields: the same checks as the Python path (it raises what it finds).
+    try:
+        made = TensorDescriptor(base, shape, strides, block, padding)
+    except ValueError as error:
+        assert str(error) == "TensorDescriptor: " + "; ".join(desc.problems())
+    else:
+        assert desc.problems() == [] and key_and_parts(made) == launch_answer(made)
+
+
+def test_without_the_c_module_descriptors_work_the_same_in_python(tmp_path):
+    code = """if True:
+        import sys
+        sys.modules["polytile_tma._descriptor"] = None  # as if it could not be built
+        import numpy as np
+        import polytile as pt, polytile.language as pl
+        from polytile_tma import host
+        from polytile_tma.host import TensorDescriptor
+        assert host.NATIVE.startswith("not built") and host.key_and_parts is host.launch_answer, host.NATIVE
+
+        @pt.jit
+        def add_one(src, dst, B: pl.constexpr):
+            dst.store([pl.program_id(0) * B, 0], src.load([pl.program_id(0) * B, 0]) + 1)
+
+        x = np.arange(64 * 16, dtype=np.float32).reshape(64, 16)
+        y = np.zeros_like(x)
+        add_one[(4,)](TensorDescriptor.from_tensor(x, [16, 16]), TensorDescriptor(y, [64, 16], [16, 1], [16, 16]),
+                      B=16, target="interp")
+        assert (y == x + 1).all()
+        try:
+            TensorDescriptor(y, [64, 16], [16, 2], [16, 16])
+        except ValueError as error:
+            print(error)
+    """
+    script = tmp_path / "without_c.py"  # @jit reads its kernel's source from a file
+    script.write_text(code)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "the last stride (strides[1]) is 2, not 1" in out.stdout
