@@ -40,16 +40,25 @@ MAX_BOX = 256
 I1 = TypeConstraint("an i1 scalar", lambda x: x == t.i1)
 
 
+#: The most boxes one block is copied in (each is an instruction the copying thread issues).
+MAX_BOXES = 32
+
+
 class BoxPlan(NamedTuple):
-    """How a block is copied: ``copies`` boxes of ``box`` (elements, outermost first)
-    side by side along the contiguous dimension, swizzled ``swizzle`` bytes (0: none),
-    into shared memory laid out as ``slot``."""
+    """How a block is copied: boxes of ``box`` elements (one per dimension, outermost
+    first), swizzled ``swizzle`` bytes (0: none), into shared memory laid out as
+    ``slot``; ``boxes`` says where each box goes: ``(byte offset in the block's buffer,
+    offset of its first element in the block, per dimension)``."""
 
     box: tuple
     swizzle: int
-    copies: int
+    boxes: tuple
     slot: Any
     box_bytes: int
+
+    @property
+    def copies(self) -> int:
+        return len(self.boxes)
 
     @property
     def bytes(self) -> int:
@@ -58,19 +67,28 @@ class BoxPlan(NamedTuple):
 
 @functools.lru_cache(maxsize=None)
 def box_plan(element_bits: int, block: tuple) -> BoxPlan | None:
-    """The copy of a ``block`` of ``element_bits``-bit elements, or None where a bulk copy
-    cannot place it as the rest of the kernel reads it (2-D blocks whose rows are whole
-    16-byte vectors, at most 256 in each dimension)."""
-    from polytile.gpu.lowering.dot_operands import operand_shared_layout
+    """The copy of a ``block`` of ``element_bits``-bit elements (rank 1 to 5), or None
+    where a bulk copy cannot place it as the rest of the kernel reads it.
 
-    if len(block) != 2 or element_bits < 8 or element_bits % 8:
+    The last two dimensions (rows, columns) are laid out as a 2-D block is: the NVMMA
+    layout wgmma reads in place, rows of whole 16-byte vectors, wider rows as column
+    blocks of one swizzle row each.  The outer dimensions repeat that, row-major.  A
+    block of one column block is one box of the whole block; otherwise each outer index
+    and column block is a box of its own (leading dimensions 1), at most
+    :data:`MAX_BOXES`.  A 1-D block is one run, in boxes of at most 256 elements."""
+    if not 1 <= len(block) <= 5 or element_bits < 8 or element_bits % 8:
         return None
     size = element_bits // 8
-    rows, columns = block
-    if columns * size % 16 or rows > MAX_BOX:
+    if len(block) == 1:
+        return _run_plan(size, block[0])
+    from polytile.gpu.layouts import SwizzledSharedLayout
+    from polytile.gpu.lowering.dot_operands import operand_shared_layout
+
+    *outer, rows, columns = block
+    if columns * size % 16 or rows > MAX_BOX or any(n > MAX_BOX for n in outer):
         return None
-    slot = operand_shared_layout(None, tuple(block), element_bits)
-    inner = slot.block_of(block)
+    slot = operand_shared_layout(None, (rows, columns), element_bits)
+    inner = slot.block_of((rows, columns))
     swizzle = 0
     if slot.max_phase > 1:
         swizzle = inner * size
@@ -86,7 +104,43 @@ def box_plan(element_bits: int, block: tuple) -> BoxPlan | None:
     # each ring slot: whole boxes) must start at such a boundary.
     if swizzle and box_bytes % (8 * swizzle):
         return None
-    return BoxPlan((rows, inner), swizzle, columns // inner, slot, box_bytes)
+    blocks = columns // inner
+    if outer:
+        slot = SwizzledSharedLayout(slot.vector, slot.per_phase, slot.max_phase, tuple(range(len(block) - 1, -1, -1)),
+                                    slot.block)
+    if blocks == 1:  # the whole block in one box: its rows one after another, as the slot has them
+        return BoxPlan(tuple(block), swizzle, ((0, (0,) * len(block)),), slot, box_bytes * _product(outer))
+    count = _product(outer) * blocks
+    if count > MAX_BOXES:
+        return None
+    boxes = []
+    for index in range(count):
+        place, column_block = divmod(index, blocks)
+        # The slot holds each outer index's column blocks one after another (SwizzledSharedLayout.offset).
+        position = []
+        for n in reversed(outer):
+            place, at = divmod(place, n)
+            position.append(at)
+        boxes.append((index * box_bytes, (*reversed(position), 0, column_block * inner)))
+    return BoxPlan((*(1,) * len(outer), rows, inner), swizzle, tuple(boxes), slot, box_bytes)
+
+
+def _run_plan(size: int, length: int) -> BoxPlan | None:
+    """A 1-D block: boxes of up to 256 elements one after another, unswizzled."""
+    from polytile.gpu.layouts import SwizzledSharedLayout
+
+    inner = min(length, MAX_BOX)
+    if inner * size % 16 or length // inner > MAX_BOXES:
+        return None
+    boxes = tuple((i * inner * size, (i * inner,)) for i in range(length // inner))
+    return BoxPlan((inner,), 0, boxes, SwizzledSharedLayout(1, 1, 1, (0,)), inner * size)
+
+
+def _product(values: Any) -> int:
+    result = 1
+    for v in values:
+        result *= v
+    return result
 
 
 def ring_block(ring: Any) -> tuple[tuple, BoxPlan | None, bool]:
@@ -98,9 +152,10 @@ def ring_block(ring: Any) -> tuple[tuple, BoxPlan | None, bool]:
     from polytile.gpu.pipelining import transposed_slot_layout
 
     shape = tuple(ring.shape[1:])
-    if len(shape) != 2:
-        return shape, None, False
     layout = slot_layout(ring)
+    if len(shape) != 2:
+        plan = box_plan(ring.element.width, shape)
+        return shape, (plan if plan is not None and plan.slot == layout else None), False
     for block, transposed in ((shape, False), (shape[::-1], True)):
         plan = box_plan(ring.element.width, block)
         if plan is not None and layout == (transposed_slot_layout(plan.slot, (1, 0)) if transposed else plan.slot):

@@ -178,11 +178,16 @@ register_buffer_access(StoreFromSharedOp)(lambda op: [(op.buffer, READ)])
 # --------------------------------------------------------------------------------------
 # PTX
 
-#: One 2-D box into shared memory, completing on a barrier: $0 destination, $1 the
-#: tensor map's generic address, $2/$3 the innermost / outer coordinate, $4 the barrier,
-#: $5 non-zero: this thread copies.
-COPY_2D_PTX = ("{ .reg .pred p; setp.ne.b32 p, $5, 0; @p cp.async.bulk.tensor.2d.shared::cluster.global.tile"
-               ".mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4]; }")
+def copy_ptx(rank: int) -> str:
+    """One box of ``rank`` dimensions into shared memory, completing on a barrier: $0 the
+    destination, $1 the tensor map's generic address, then the coordinates innermost
+    first, then the barrier, then non-zero where this thread copies."""
+    coordinates = ", ".join(f"${2 + d}" for d in range(rank))
+    return (f"{{ .reg .pred p; setp.ne.b32 p, ${3 + rank}, 0; @p cp.async.bulk.tensor.{rank}d.shared::cluster.global"
+            f".tile.mbarrier::complete_tx::bytes [$0], [$1, {{{coordinates}}}], [${2 + rank}]; }}")
+
+
+COPY_2D_PTX = copy_ptx(2)
 #: One arrival on barrier $0 that also expects $1 bytes, where $2 is non-zero.
 ARRIVE_EXPECT_PTX = ("{ .reg .pred p; .reg .b64 state; setp.ne.b32 p, $2, 0; "
                      "@p mbarrier.arrive.expect_tx.shared::cta.b64 state, [$0], $1; }")
@@ -225,14 +230,22 @@ def _copy_to_ring(op: Any, operands: list, ctx: LoweringContext) -> list:
     base = b.add(b.ptrtoint(buffer_pointer(ctx, op.ring), _I32), b.mul(slot, ctx.i32(plan.bytes)))
     barrier = barrier_address(ctx, op, op.barriers, slot)
     tensor_map = b.ptrtoint(ctx.get(op.map), _I64)
-    row, column = (ctx.get(v) for v in op.offsets)
+    offsets = [ctx.get(v) for v in op.offsets]
     copies = b.zext(b.and_(_thread_zero(ctx), ctx.get(op.valid)), _I32)
-    for index in range(plan.copies):
-        # Column blocks of one swizzle row each, one after another (the slot's layout).
-        destination = b.add(base, ctx.i32(index * plan.box_bytes)) if index else base
-        x = b.add(column, ctx.i32(index * plan.box[1])) if index else column
-        _asm(b, COPY_2D_PTX, [destination, tensor_map, x, row, barrier, copies], "r,l,r,r,r,r")
+    rank = len(offsets)
+    for byte_offset, position in plan.boxes:
+        # Each box where the slot's layout has it (column blocks of one swizzle row each).
+        destination = b.add(base, ctx.i32(byte_offset)) if byte_offset else base
+        coordinates = _coordinates(ctx, offsets, position)
+        _asm(b, copy_ptx(rank), [destination, tensor_map, *coordinates, barrier, copies],
+             ",".join(["r", "l", *["r"] * rank, "r", "r"]))
     return []
+
+
+def _coordinates(ctx: LoweringContext, offsets: list, position: tuple) -> list:
+    """A box's coordinates, innermost first: the block's offsets plus the box's place in it."""
+    b = ctx.builder
+    return [b.add(offset, ctx.i32(at)) if at else offset for offset, at in zip(offsets, position)][::-1]
 
 
 @register_lowering(ArriveExpectBytesOp)
@@ -244,13 +257,18 @@ def _arrive_expect(op: Any, operands: list, ctx: LoweringContext) -> list:
     return []
 
 
-#: One 2-D box from shared memory: $0 the tensor map's address, $1/$2 the innermost /
-#: outer coordinate, $3 the source, $4 non-zero: this thread copies.
-STORE_2D_PTX = ("{ .reg .pred p; setp.ne.b32 p, $4, 0; @p cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group "
-                "[$0, {$1, $2}], [$3]; }")
-#: The same box combined into global memory with a reduction ({kind}: add, min, ...).
-REDUCE_2D_PTX = ("{{ .reg .pred p; setp.ne.b32 p, $4, 0; @p cp.reduce.async.bulk.tensor.2d.global.shared::cta.{kind}"
-                 ".tile.bulk_group [$0, {{$1, $2}}], [$3]; }}")
+def store_ptx(rank: int, reduce: str | None = None) -> str:
+    """One box of ``rank`` dimensions from shared memory: $0 the tensor map's address,
+    then the coordinates innermost first, then the source, then non-zero where this
+    thread copies; with ``reduce`` (add, min, ...) combined into global memory."""
+    coordinates = ", ".join(f"${1 + d}" for d in range(rank))
+    operation = f"cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{reduce}" if reduce else \
+        f"cp.async.bulk.tensor.{rank}d.global.shared::cta"
+    return (f"{{ .reg .pred p; setp.ne.b32 p, ${2 + rank}, 0; @p {operation}.tile.bulk_group "
+            f"[$0, {{{coordinates}}}], [${1 + rank}]; }}")
+
+
+STORE_2D_PTX = store_ptx(2)
 #: The copies out so far as one group, and the wait until they have read shared memory.
 STORE_WAIT_PTX = ("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.bulk.commit_group; "
                   "@p cp.async.bulk.wait_group.read 0; }")
@@ -268,13 +286,14 @@ def _store_from_shared(op: Any, operands: list, ctx: LoweringContext) -> list:
     _check_swizzle_alignment(ctx, plan)
     base = b.ptrtoint(buffer_pointer(ctx, op.buffer), _I32)
     tensor_map = b.ptrtoint(ctx.get(op.map), _I64)
-    row, column = (ctx.get(v) for v in op.offsets)
+    offsets = [ctx.get(v) for v in op.offsets]
     first = b.zext(_thread_zero(ctx), _I32)
-    text = REDUCE_2D_PTX.format(kind=op.reduce) if op.reduce else STORE_2D_PTX
-    for index in range(plan.copies):
-        source = b.add(base, ctx.i32(index * plan.box_bytes)) if index else base
-        x = b.add(column, ctx.i32(index * plan.box[1])) if index else column
-        _asm(b, text, [tensor_map, x, row, source, first], "l,r,r,r,r")
+    rank = len(offsets)
+    text = store_ptx(rank, op.reduce or None)
+    for byte_offset, position in plan.boxes:
+        source = b.add(base, ctx.i32(byte_offset)) if byte_offset else base
+        _asm(b, text, [tensor_map, *_coordinates(ctx, offsets, position), source, first],
+             ",".join(["l", *["r"] * rank, "r", "r"]))
     _asm(b, STORE_COMPLETE_PTX if op.complete else STORE_WAIT_PTX, [first], "r")
     return []
 
@@ -291,5 +310,6 @@ def _fence_init(op: Any, operands: list, ctx: LoweringContext) -> list:
     return []
 
 
-__all__ = ["ARRIVE_EXPECT_PTX", "BulkCopies", "COPY_2D_PTX", "FENCE_INIT_PTX", "REDUCE_2D_PTX", "STORE_2D_PTX", "STORE_WAIT_PTX", "plan_of",
+__all__ = ["ARRIVE_EXPECT_PTX", "BulkCopies", "COPY_2D_PTX", "FENCE_INIT_PTX", "STORE_2D_PTX", "STORE_WAIT_PTX", "copy_ptx",
+           "plan_of", "store_ptx",
            "stage_bulk_load", "stage_bulk_store"]

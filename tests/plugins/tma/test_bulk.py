@@ -50,13 +50,37 @@ def test_a_block_is_copied_in_boxes_of_one_swizzle_row(bits, block, box, swizzle
 @pytest.mark.parametrize("bits, block", [
     (16, (16, 4)),      # 8-byte rows: a box row must be whole 16-byte units
     (16, (512, 64)),    # more than 256 rows
-    (16, (8,)),         # one dimension: not yet
-    (16, (2, 8, 8)),    # three dimensions: not yet
+    (16, (4,)),         # a run of 8 bytes: boxes move whole 16-byte units
+    (32, (1 << 14,)),   # a run of 64 boxes of 256 elements: more than MAX_BOXES
+    (16, (4, 4, 64)),   # 4-row boxes again, with an outer dimension
+    (16, (512, 8, 8)),  # an outer dimension wider than a box
+    (16, (2, 2, 2, 2, 2, 2)),  # six dimensions
     (1, (64, 64)),      # bits
     (16, (4, 64)),      # swizzled boxes of 4 rows do not start on a pattern boundary
 ])
 def test_blocks_a_bulk_copy_cannot_place_have_no_plan(bits, block):
     assert box_plan(bits, block) is None
+
+
+@pytest.mark.parametrize("bits, block, box, swizzle, boxes", [
+    # 1-D: one run, in boxes of at most 256 elements.
+    (16, (8,), (8,), 0, [(0, (0,))]),
+    (32, (1024,), (256,), 0, [(0, (0,)), (1024, (256,)), (2048, (512,)), (3072, (768,))]),
+    # Outer dimensions over one column block: the whole block is one box.
+    (16, (1, 64, 64), (1, 64, 64), 128, [(0, (0, 0, 0))]),
+    (32, (2, 2, 16, 32), (2, 2, 16, 32), 128, [(0, (0, 0, 0, 0))]),
+    (16, (1, 1, 1, 128, 64), (1, 1, 1, 128, 64), 128, [(0, (0,) * 5)]),
+    # Several column blocks: a box per outer index and column block, as the slot has them.
+    (16, (2, 64, 128), (1, 64, 64), 128, [(0, (0, 0, 0)), (8192, (0, 0, 64)), (16384, (1, 0, 0)),
+                                          (24576, (1, 0, 64))]),
+])
+def test_blocks_of_every_rank_are_copied_in_boxes_where_the_slot_has_them(bits, block, box, swizzle, boxes):
+    plan = box_plan(bits, block)
+    assert (plan.box, plan.swizzle, list(plan.boxes)) == (box, swizzle, boxes)
+    assert plan.bytes == np.prod(block) * bits // 8
+    # Every box lands where the slot's layout puts the first element it copies.
+    for byte_offset, position in plan.boxes:
+        assert plan.slot.offset(position, block) * bits // 8 == byte_offset
 
 
 @pytest.mark.parametrize("target, expected", [
@@ -387,6 +411,107 @@ def test_a_descriptor_store_is_a_bulk_copy_out_of_shared_memory(dtype, block, bo
     assert ptx.index("cp.async.bulk.commit_group", store) < ptx.index("cp.async.bulk.wait_group.read 0", store)
     assert "st.global" not in ptx
     assembles(ptx, "sm_90a", artifacts["kernel_name"])
+
+
+@jit
+def scale_run(src, dst, B: pl.constexpr):
+    dst.store([pl.program_id(0) * B], src.load([pl.program_id(0) * B - 8]) * 2)
+
+
+@jit
+def scale_3d(src, dst, B0: pl.constexpr, B1: pl.constexpr, B2: pl.constexpr):
+    i, j = pl.program_id(0), pl.program_id(1)
+    dst.store([i * B0, j * B1, 0], src.load([i * B0, j * B1 - 3, 0]) * 2)
+
+
+@jit
+def scale_5d(src, dst, B3: pl.constexpr, B4: pl.constexpr):
+    i = pl.program_id(0)
+    dst.store([0, 1, 0, i * B3, 0], src.load([0, 1, 0, i * B3, 0]) * 2)
+
+
+RANKED = {  # kernel, shape, block, grid, its extra arguments
+    1: (scale_run, (1000,), [256], (4,), {"B": 256}),
+    3: (scale_3d, (3, 70, 64), [1, 64, 64], (3, 2), {"B0": 1, "B1": 64, "B2": 64}),
+    5: (scale_5d, (2, 2, 2, 40, 32), [1, 1, 2, 16, 32], (3,), {"B3": 16, "B4": 32}),
+}
+
+
+def _ranked_reference(rank, x):
+    """What the RANKED kernels write: twice the block they read (reads outside give 0),
+    blocks outside the destination dropped."""
+    kernel, shape, block, grid, meta = RANKED[rank]
+    pads = [b + 8 for b in block]  # reads start at most 8 before the array and end within a block past it
+    padded = np.zeros([n + 2 * p for n, p in zip(shape, pads)], x.dtype)
+    padded[tuple(slice(p, p + n) for n, p in zip(shape, pads))] = x
+    y = np.full(shape, -1, x.dtype)
+    for program in np.ndindex(*grid):
+        if rank == 1:
+            start, read = (program[0] * 256,), (program[0] * 256 - 8,)
+        elif rank == 3:
+            start = (program[0], program[1] * 64, 0)
+            read = (program[0], program[1] * 64 - 3, 0)
+        else:
+            start = read = (0, 1, 0, program[0] * 16, 0)
+        source = padded[tuple(slice(p + r, p + r + b) for r, b, p in zip(read, block, pads))] * 2
+        target = tuple(slice(s, min(s + b, n)) for s, b, n in zip(start, block, shape))
+        y[target] = source[tuple(slice(0, t.stop - t.start) for t in target)]
+    return y
+
+
+@pytest.mark.parametrize("rank", [1, 3, 5])
+def test_a_block_of_any_rank_is_a_bulk_copy_on_hopper(rank):
+    kernel, shape, block, grid, meta = RANKED[rank]
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    src, dst = TensorDescriptor.from_tensor(x, block), TensorDescriptor.from_tensor(np.zeros_like(x), block)
+    plan = box_plan(32, tuple(block))
+    module = kernel.lower_for("nvidia:sm_90a", src, dst, **meta)
+    artifacts = compile_module(module, "nvidia:sm_90a", num_warps=4).context.artifacts
+    ptx = artifacts["ptx"]
+    load = f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+    store = f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group"
+    assert ptx.count(load) == ptx.count(store) == plan.copies
+    assert "ld.global" not in ptx and "st.global" not in ptx
+    assembles(ptx, "sm_90a", artifacts["kernel_name"])
+    # The same kernel on the interpreter: the reads outside give zeros, the writes outside are dropped.
+    y = np.full_like(x, -1)
+    kernel[grid](src, TensorDescriptor.from_tensor(y, block), **meta, target="interp")
+    np.testing.assert_array_equal(y, _ranked_reference(rank, x))
+
+
+@jit
+def batched_matmul(a_desc, b_desc, c_desc, K, BM: pl.constexpr, BN: pl.constexpr, BK: pl.constexpr):
+    # 3-D descriptors (batch, rows, columns), a block of one batch entry, reshaped for the dot.
+    bt, pid_m, pid_n = pl.program_id(2), pl.program_id(0), pl.program_id(1)
+    acc = pl.zeros((BM, BN), dtype=pl.float32)
+    for k in range(0, K, BK):
+        a = a_desc.load([bt, pid_m * BM, k]).reshape(BM, BK)
+        b = b_desc.load([bt, pid_n * BN, k]).reshape(BN, BK)
+        acc = pl.dot(a, b.T, acc)
+    c_desc.store([bt, pid_m * BM, pid_n * BN], acc.to(c_desc.dtype).reshape(1, BM, BN))
+
+
+def test_3d_descriptor_loads_in_a_matmul_loop_fill_rings_with_3d_bulk_copies():
+    a = np.zeros((2, 256, 256), np.float16)
+    descs = [TensorDescriptor.from_tensor(a, block) for block in ([1, 128, 64], [1, 128, 64], [1, 128, 128])]
+    module = batched_matmul.lower_for("nvidia:sm_90a", *descs, 256, BM=128, BN=128, BK=64)
+    artifacts = compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=3).context.artifacts
+    ptx = artifacts["ptx"]
+    # One 3-D copy per operand per fill, the tensor cores reading the slots, the store in
+    # two column blocks of 128 bytes.
+    assert ptx.count("cp.async.bulk.tensor.3d.shared::cluster.global.tile") == 2
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in ptx
+    assert ptx.count("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group") == 2
+    assert "ld.global" not in ptx
+    assembles(ptx, "sm_90a", artifacts["kernel_name"])
+    # The interpreter agrees with NumPy, edges included.
+    rng = np.random.default_rng(0)
+    x, y = rng.random((2, 96, 64)).astype(np.float16), rng.random((2, 80, 64)).astype(np.float16)
+    z = np.zeros((2, 96, 80), np.float16)
+    batched_matmul[(3, 3, 2)](*(TensorDescriptor.from_tensor(v, [1, 32, 32]) for v in (x, y, z)), 64, BM=32, BN=32,
+                              BK=32, target="interp")
+    np.testing.assert_allclose(z, np.einsum("bmk,bnk->bmn", x.astype(np.float32), y.astype(np.float32)), rtol=2e-3,
+                               atol=2e-2)
 
 
 def test_before_hopper_a_descriptor_matmul_loads_through_pointers():

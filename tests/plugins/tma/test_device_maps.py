@@ -244,3 +244,24 @@ def test_hopper_ptx_of_a_descriptor_atomic_add_is_a_bulk_reduction():
     assert ptx.index("cp.async.bulk.commit_group", reduce) < ptx.index("cp.async.bulk.wait_group", reduce)
     assert "atom.global" not in ptx and "red.global" not in ptx
     assembles(ptx, "sm_90a", artifacts["kernel_name"])
+
+
+@jit
+def copy_3d(x_ptr, y_ptr, H, L, BL: pl.constexpr, D: pl.constexpr):
+    # Batched rows as one 3-D descriptor (heads, rows, columns), a block of one head.
+    x = pl.make_tensor_descriptor(x_ptr, [H, L, D], [L * D, D, 1], [1, BL, D])
+    y = pl.make_tensor_descriptor(y_ptr, [H, L, D], [L * D, D, 1], [1, BL, D])
+    h, i = pl.program_id(0), pl.program_id(1)
+    y.store([h, i * BL, 0], x.load([h, i * BL, 0]) + 1)
+
+
+def test_a_3d_descriptor_made_in_the_kernel_is_a_3d_map_and_3d_copies():
+    x = np.zeros((4, 128, 64), np.float16)
+    module = copy_3d.lower_for("nvidia:sm_90a", x, x, 4, 128, BL=64, D=64)
+    artifacts = compile_module(module, "nvidia:sm_90a", num_warps=4).context.artifacts
+    ptx = artifacts["ptx"]
+    assert re.findall(r"tensormap\.replace\.tile\.rank\.shared::cta\.b1024\.b32 \[%r\d+\], 2;", ptx)
+    assert ptx.count("cp.async.bulk.tensor.3d.shared::cluster.global.tile") == 1
+    assert ptx.count("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group") == 1
+    assert "ld.global" not in ptx and "st.global" not in ptx
+    assembles(ptx, "sm_90a", artifacts["kernel_name"])

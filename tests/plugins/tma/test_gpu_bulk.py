@@ -99,3 +99,53 @@ def test_a_new_base_at_the_same_shape_is_read_through_a_new_map(hopper):
         copy_block[(1, 1)](TensorDescriptor.from_tensor(x, [32, 32]), TensorDescriptor.from_tensor(y, [32, 32]),
                            BM=32, BN=32)
         assert y[31, 31].item() == value and y[3, 8].item() == value
+
+
+# -- blocks of rank 1, 3 and 5 -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rank", [1, 3, 5])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_blocks_of_other_ranks_move_as_bulk_copies(hopper, rank, dtype):
+    # The kernels and the reference of the PTX test (which shows they compile to bulk copies
+    # of that rank for sm_90a): reads before and past the edges.
+    from polytile_tma.host import TensorDescriptor
+    from tests.plugins.tma.test_bulk import RANKED, _ranked_reference
+
+    kernel, shape, block, grid, meta = RANKED[rank]
+    kind = getattr(torch, dtype)
+    x = torch.arange(int(np.prod(shape)), device="cuda").reshape(shape).to(kind)
+    y = torch.full(shape, -1, device="cuda", dtype=kind)
+    kernel[grid](TensorDescriptor.from_tensor(x, block), TensorDescriptor.from_tensor(y, block), **meta)
+    expected = _ranked_reference(rank, x.cpu().float().numpy())
+    np.testing.assert_array_equal(y.cpu().float().numpy(), expected)
+
+
+@jit
+def add_3d(x_desc, y_desc, B1: pl.constexpr):
+    j = pl.program_id(0)
+    y_desc.atomic_add([0, j * B1, 0], x_desc.load([0, j * B1, 0]))
+
+
+def test_a_3d_bulk_reduction_adds_and_drops_what_falls_outside(hopper):
+    from polytile_tma.host import TensorDescriptor
+
+    x = torch.randn(2, 72, 64, device="cuda")
+    y = torch.ones(2, 72, 64, device="cuda")
+    add_3d[(2,)](TensorDescriptor.from_tensor(x, [2, 64, 64]), TensorDescriptor.from_tensor(y, [2, 64, 64]), B1=64)
+    torch.testing.assert_close(y, x + 1)
+
+
+@pytest.mark.parametrize("num_stages", [1, 3])
+def test_a_batched_matmul_through_3d_descriptors_matches_torch(hopper, num_stages):
+    from polytile_tma.host import TensorDescriptor
+    from tests.plugins.tma.test_bulk import batched_matmul
+
+    torch.manual_seed(0)
+    a = torch.randn(3, 200, 192, device="cuda", dtype=torch.float16)
+    b = torch.randn(3, 136, 192, device="cuda", dtype=torch.float16)
+    c = torch.full((3, 200, 136), float("nan"), device="cuda", dtype=torch.float16)
+    descs = [TensorDescriptor.from_tensor(a, [1, 128, 64]), TensorDescriptor.from_tensor(b, [1, 128, 64]),
+             TensorDescriptor.from_tensor(c, [1, 128, 128])]
+    batched_matmul[(2, 2, 3)](*descs, 192, BM=128, BN=128, BK=64, num_stages=num_stages)
+    torch.testing.assert_close(c.float(), a.float() @ b.float().transpose(1, 2), atol=5e-2, rtol=2e-2)

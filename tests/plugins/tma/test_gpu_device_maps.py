@@ -230,3 +230,13 @@ def test_relaunches_go_through_the_native_dispatcher_which_asks_the_allocator_ea
     assert launch_counts(device_matmul).native - before >= 3  # planned after the first launches
     assert allocations[-6:] == [(3 * 128 * 4, 128)] * 6  # one allocation per launch, on either path
     torch.testing.assert_close(c.float(), a.float() @ a.float().T, atol=0.1, rtol=0.02)
+
+
+def test_a_3d_descriptor_made_in_the_kernel_copies_each_head(hopper, allocations):
+    from tests.plugins.tma.test_device_maps import copy_3d
+
+    x = torch.randn(4, 136, 64, device="cuda", dtype=torch.float16)  # the last block of rows is partial
+    y = torch.zeros_like(x)
+    copy_3d[(4, 3)](x, y, 4, 136, BL=64, D=64)
+    torch.testing.assert_close(y, x + 1)
+    assert allocations == [(128 * 2 * 4 * 3, 128)]  # two maps per program, built in scratch
