@@ -37,8 +37,20 @@ TENSOR_MAP_BYTES, TENSOR_MAP_ALIGNMENT = 128, 64
 #: and one struct.pack_into a call): per rank 1 to 5, the packing and the arrays' offsets.
 _MAX_MAP_RANK = 5
 _DIMS_AT, _STRIDES_AT, _BOX_AT, _STEPS_AT = 128, 168, 208, 228
-_MAP_ARRAYS = [None] + [struct.Struct(f"<{r}Q{(5 - r) * 8}x{r - 1}Q{(6 - r) * 8}x{r}I{(5 - r) * 4}x{r}I")
+_MAP_ARRAYS = [None] + [struct.Struct(f"<{r}Q{(5 - r) * 8}x{max(r - 1, 1)}Q{(5 - max(r - 1, 1)) * 8}x{r}I"
+                                      f"{(5 - r) * 4}x{r}I")
                         for r in range(1, _MAX_MAP_RANK + 1)]
+#: CUtensorMapDataType -> bytes per element (the rank-1 stride below).
+_DATA_TYPE_BYTES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 4, 11: 4, 12: 4}
+
+
+def _strides_for_the_driver(data_type: int, dims: Any, strides: Any) -> list:
+    """The byte strides of dimensions 1 to rank - 1; for a 1-D map, which has none, one
+    entry, the run's bytes (as Triton's driver passes it): the driver refuses a 1-D map
+    whose stride array is a null pointer (CUDA_ERROR_INVALID_VALUE on an H100, 2026-11-27)."""
+    if len(dims) == 1 and not strides:
+        return [int(dims[0]) * _DATA_TYPE_BYTES.get(int(data_type), 1)]
+    return list(strides)
 #: The buffer: room to align the map, then the map and the arrays (8-byte words).
 _MapStorage = ctypes.c_uint64 * ((TENSOR_MAP_ALIGNMENT + _STEPS_AT + 4 * _MAX_MAP_RANK + 7) // 8)
 
@@ -258,13 +270,12 @@ class DriverCalls:
         start = ctypes.addressof(storage)
         at = -(-start // TENSOR_MAP_ALIGNMENT) * TENSOR_MAP_ALIGNMENT
         offset = at - start
-        _MAP_ARRAYS[tensorRank].pack_into(storage, offset + _DIMS_AT, *globalDim, *globalStrides, *boxDim,
-                                          *elementStrides)
+        _MAP_ARRAYS[tensorRank].pack_into(storage, offset + _DIMS_AT, *globalDim,
+                                          *_strides_for_the_driver(tensorDataType, globalDim, globalStrides),
+                                          *boxDim, *elementStrides)
         result = self._f["cuTensorMapEncodeTiled"](
-            at, int(tensorDataType), tensorRank, globalAddress or None, at + _DIMS_AT,
-            # A rank-1 map has no strides: a null pointer, which the driver does not read.
-            at + _STRIDES_AT if tensorRank > 1 else None, at + _BOX_AT, at + _STEPS_AT, int(interleave), int(swizzle),
-            int(l2Promotion), int(oobFill))
+            at, int(tensorDataType), tensorRank, globalAddress or None, at + _DIMS_AT, at + _STRIDES_AT,
+            at + _BOX_AT, at + _STEPS_AT, int(interleave), int(swizzle), int(l2Promotion), int(oobFill))
         return self.CUresult(result), bytes(storage)[offset:offset + TENSOR_MAP_BYTES]
 
     def cuGetErrorName(self, code: int) -> tuple:
@@ -347,6 +358,7 @@ def tensor_map_encoder(calls: Any) -> Callable[..., tuple]:
     def encode_through_python_api(data: int, rank: int, address: int, dims: Any, strides: Any, box: Any,
                                   element_strides: Any, interleave: int, swizzle: int, l2_promotion: int,
                                   fill: int) -> tuple:
+        strides = _strides_for_the_driver(data, dims, strides)
         err, tensor_map = encode(data_type(data), rank, address, [u64(v) for v in dims], [u64(v) for v in strides],
                                  [u32(v) for v in box], [u32(v) for v in element_strides],
                                  interleave_type(interleave), swizzle_type(swizzle), l2_type(l2_promotion),

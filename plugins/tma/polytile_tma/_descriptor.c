@@ -469,6 +469,59 @@ static PyObject *key_and_parts(PyObject *module, PyObject *value) {
     return PyObject_CallOneArg(slow_key_and_parts, value);
 }
 
+/* The maps used last, found without building a lookup key (a launch that makes its
+ * descriptors every time asks for the same few maps again and again): by address, key
+ * (the same object: keys are shared, see recent_key) and the parts' shape and strides. */
+enum { RECENT_MAPS = 16, MAX_PARTS = 2 * MAX_RANK };
+typedef struct {
+    uint64_t address;
+    PyObject *key, *map;  /* strong references (no tensors: the maps outlive no array) */
+    Py_ssize_t count;
+    long long values[MAX_PARTS];
+} RecentMap;
+static RecentMap recent_maps[RECENT_MAPS];
+static int next_map;
+
+static PyObject *recent_map(uint64_t address, PyObject *key, PyObject *parts) {
+    Py_ssize_t count = PyTuple_GET_SIZE(parts) - 1;
+    for (int k = 0; k < RECENT_MAPS; k++) {
+        RecentMap *entry = &recent_maps[k];
+        if (entry->map == NULL || entry->address != address || entry->key != key || entry->count != count) continue;
+        int same = 1;
+        for (Py_ssize_t i = 0; same && i < count; i++) {
+            PyObject *item = PyTuple_GET_ITEM(parts, 1 + i);
+            long long value = PyLong_Check(item) ? PyLong_AsLongLong(item) : -1;
+            if (value == -1 && PyErr_Occurred()) { PyErr_Clear(); same = 0; }
+            same = same && value == entry->values[i];
+        }
+        if (same) { Py_INCREF(entry->map); return entry->map; }
+    }
+    return NULL;
+}
+
+static void remember_map(uint64_t address, PyObject *key, PyObject *parts, PyObject *map) {
+    Py_ssize_t count = PyTuple_GET_SIZE(parts) - 1;
+    if (count > MAX_PARTS) return;
+    RecentMap *entry = &recent_maps[next_map];
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = PyTuple_GET_ITEM(parts, 1 + i);
+        entry->values[i] = PyLong_Check(item) ? PyLong_AsLongLong(item) : -1;
+        if (entry->values[i] == -1 && PyErr_Occurred()) { PyErr_Clear(); return; }
+    }
+    Py_INCREF(key); Py_XSETREF(entry->key, key);
+    Py_INCREF(map); Py_XSETREF(entry->map, map);
+    entry->address = address;
+    entry->count = count;
+    next_map = (next_map + 1) % RECENT_MAPS;
+}
+
+static void forget_recent_maps(void) {
+    for (int k = 0; k < RECENT_MAPS; k++) {
+        Py_CLEAR(recent_maps[k].key);
+        Py_CLEAR(recent_maps[k].map);
+    }
+}
+
 /* key_and_parts, with the tensor map appended where the key's blocks move as bulk copies
  * (Hopper): maps are kept per (address, key, shape, strides), and a descriptor keeps the
  * answer with its map while its own answer is the same. */
@@ -503,23 +556,27 @@ static PyObject *bulk_key_and_parts(PyObject *module, PyObject *value) {
         return pair;
     }
     Py_ssize_t count = PyTuple_GET_SIZE(parts);
-    PyObject *lookup = NULL, *tensor_map = NULL, *rest = PyTuple_GetSlice(parts, 1, count);
-    PyObject *where = PyLong_FromUnsignedLongLong(d->seen_address);
-    if (rest != NULL && where != NULL) lookup = PyTuple_Pack(3, where, key, rest);
-    Py_XDECREF(rest);
-    if (lookup != NULL) {
-        tensor_map = PyDict_GetItemWithError(maps, lookup);
-        if (tensor_map != NULL) Py_INCREF(tensor_map);
-        else if (!PyErr_Occurred()) {
-            tensor_map = PyObject_CallFunctionObjArgs(encode_map, key, parts, where, NULL);
-            if (tensor_map != NULL) {
-                if (PyDict_GET_SIZE(maps) >= MAX_MAPS) PyDict_Clear(maps);
-                if (PyDict_SetItem(maps, lookup, tensor_map) < 0) Py_CLEAR(tensor_map);
+    PyObject *tensor_map = recent_map(d->seen_address, key, parts);
+    if (tensor_map == NULL && !PyErr_Occurred()) {
+        PyObject *lookup = NULL, *rest = PyTuple_GetSlice(parts, 1, count);
+        PyObject *where = PyLong_FromUnsignedLongLong(d->seen_address);
+        if (rest != NULL && where != NULL) lookup = PyTuple_Pack(3, where, key, rest);
+        Py_XDECREF(rest);
+        if (lookup != NULL) {
+            tensor_map = PyDict_GetItemWithError(maps, lookup);
+            if (tensor_map != NULL) Py_INCREF(tensor_map);
+            else if (!PyErr_Occurred()) {
+                tensor_map = PyObject_CallFunctionObjArgs(encode_map, key, parts, where, NULL);
+                if (tensor_map != NULL) {
+                    if (PyDict_GET_SIZE(maps) >= MAX_MAPS) PyDict_Clear(maps);
+                    if (PyDict_SetItem(maps, lookup, tensor_map) < 0) Py_CLEAR(tensor_map);
+                }
             }
         }
+        Py_XDECREF(where);
+        Py_XDECREF(lookup);
+        if (tensor_map != NULL) remember_map(d->seen_address, key, parts, tensor_map);
     }
-    Py_XDECREF(where);
-    Py_XDECREF(lookup);
     if (tensor_map == NULL) { Py_DECREF(pair); return NULL; }
     PyObject *full = NULL, *with_map = PyTuple_New(count + 1);
     if (with_map != NULL) {
@@ -576,6 +633,7 @@ static PyObject *configure(PyObject *module, PyObject *args, PyObject *kwds) {
 static PyObject *forget_maps(PyObject *module, PyObject *unused) {
     (void)module; (void)unused;
     PyDict_Clear(maps);
+    forget_recent_maps();
     Py_RETURN_NONE;
 }
 

@@ -240,3 +240,19 @@ def test_a_3d_descriptor_made_in_the_kernel_copies_each_head(hopper, allocations
     copy_3d[(4, 3)](x, y, 4, 136, BL=64, D=64)
     torch.testing.assert_close(y, x + 1)
     assert allocations == [(128 * 2 * 4 * 3, 128)]  # two maps per program, built in scratch
+
+
+@jit
+def add_one_1d(x_ptr, y_ptr, N, B: pl.constexpr):
+    x = pl.make_tensor_descriptor(x_ptr, [N], [1], [B])
+    y = pl.make_tensor_descriptor(y_ptr, [N], [1], [B])
+    y.store([pl.program_id(0) * B], x.load([pl.program_id(0) * B]) + 1)
+
+
+def test_a_1d_descriptor_made_in_the_kernel_is_a_1d_map(hopper, allocations):
+    x = torch.randn(1000, device="cuda")
+    y = torch.zeros(1024, device="cuda")
+    add_one_1d[(4,)](x, y, 1000, B=256)
+    torch.testing.assert_close(y[:1000], x + 1)
+    assert torch.all(y[1000:] == 0)  # past the end: the copy engine drops the store
+    assert allocations == [(128 * 2 * 4, 128)]
