@@ -94,6 +94,30 @@ def test_config_pre_hook_and_prune():
     assert calls == [8] and (out == 2).all() and k.best_config.kwargs == {"BLOCK": 8}
 
 
+def test_a_config_pre_hook_runs_before_the_tuner_analyses_a_launch_with_it():
+    # A pre-hook may set what the kernel compiles for (Triton's descriptor tutorials set
+    # each config's block shape on descriptors made with a dummy one): the analysis of
+    # what a trial writes must see the launch as the hook leaves it.
+    events = []
+
+    def hook(block):
+        return lambda args: events.append(("hook", block, args["BLOCK"]))
+
+    @autotune(configs=[Config({"BLOCK": 8}, pre_hook=hook(8)), Config({"BLOCK": 16}, pre_hook=hook(16))], key=["n"],
+              warmup=0, rep=1)
+    @jit
+    def k(out_ptr, n, BLOCK: pl.constexpr):
+        offs = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+        pl.store(out_ptr + offs, 2.0, mask=offs < n)
+
+    analyse = k.fn.mutated_args
+    k.fn.mutated_args = lambda *args, **kwargs: events.append(("analysis", kwargs["BLOCK"])) or analyse(*args, **kwargs)
+    out = np.zeros(16, np.float32)
+    k[lambda meta: (cdiv(16, meta["BLOCK"]),)](out, 16)
+    assert events[:4] == [("hook", 8, 8), ("analysis", 8), ("hook", 16, 16), ("analysis", 16)]
+    assert (out == 2).all()
+
+
 def test_heuristics_compute_meta_parameters():
     @heuristics({"BLOCK": lambda args: next_power_of_2(args["n"]), "EVEN": lambda args: args["n"] == args["BLOCK"]})
     @jit

@@ -239,6 +239,11 @@ class Autotuner(_Launchable):
 
     def _mutated(self, config: Config, args: tuple, kwargs: dict) -> list[str]:
         meta = {k: v for k, v in self._meta(config, kwargs).items() if k != "target"}
+        if config.pre_hook is not None:
+            # The analysis is of a launch with this config, and such a launch runs the
+            # config's pre-hook first: it may set what the kernel compiles for (Triton's
+            # tutorials make descriptors with a dummy block and set each config's here).
+            config.pre_hook(self._base.named_arguments(args, meta))
         return self.fn.mutated_args(*args, **meta)
 
     def _tune(self, configs: list[Config], args: tuple, kwargs: dict, named: dict, grid: Any) -> Config:

@@ -149,3 +149,34 @@ def test_a_batched_matmul_through_3d_descriptors_matches_torch(hopper, num_stage
              TensorDescriptor.from_tensor(c, [1, 128, 128])]
     batched_matmul[(2, 2, 3)](*descs, 192, BM=128, BN=128, BK=64, num_stages=num_stages)
     torch.testing.assert_close(c.float(), a.float() @ b.float().transpose(1, 2), atol=5e-2, rtol=2e-2)
+
+
+# -- Triton's descriptor matmuls, ported by changing their imports -----------------------------
+
+
+@pytest.mark.parametrize("variant", ["matmul_tma", "matmul_tma_persistent", "matmul_descriptor_persistent"])
+def test_the_ported_descriptor_matmuls_match_triton_s_own(hopper, variant):
+    import importlib.util
+
+    from tests.plugins.tma.test_tutorial_port import SOURCE, ported
+
+    pytest.importorskip("triton", reason="the comparison runs Triton beside polytile")
+    spec = importlib.util.spec_from_file_location("triton_descriptor_matmuls", SOURCE)
+    original = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(original)
+    torch.manual_seed(0)
+    m, n, k = 1000, 776, 520
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, k, device="cuda", dtype=torch.float16)
+    expected = a.float() @ b.float().T
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+
+    def alloc(size, alignment, stream):
+        return torch.empty(size, dtype=torch.int8, device="cuda")
+
+    extra = {"matmul_tma": (), "matmul_tma_persistent": (num_sms,),
+             "matmul_descriptor_persistent": (num_sms, alloc)}[variant]
+    for module in (original, ported()):
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+        getattr(module, variant)(a, b, c, *extra)
+        torch.testing.assert_close(c.float(), expected, atol=0.1, rtol=0.02)
