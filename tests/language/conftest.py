@@ -106,7 +106,14 @@ def _launch_through_device_memory(monkeypatch) -> None:
     torch = pytest.importorskip("torch", reason="GPU language tests move NumPy arrays to the device with torch")
     import numpy as np
 
+    from polytile.runtime import allocator
     from polytile.runtime.jit import JITFunction
+
+    # Kernels with global scratch (descriptors made in the kernel, on Hopper) need an
+    # allocator, as a user sets one (polytile.set_allocator); a test's own wins.
+    if allocator.get_allocator() is None:
+        monkeypatch.setattr(allocator, "_allocator",
+                            lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
 
     def to_device(value, copies):
         # One array passed twice (c as both result and accumulator) is one device buffer,

@@ -24,8 +24,11 @@ made only where it keeps the program's meaning:
   also an input, in place, gives other results with ``flatten=True``); and it has no
   atomics (an acquire could make another program's bytes visible only after the copies
   read them), no volatile loads, no calls and no other ops with side effects (plain
-  loads, a bias say, are fine).  A copy engine whose copies do not read through a
-  ``ptr`` operand (a tensor descriptor) is not traced, so its loops are left alone.
+  loads, a bias say, are fine).  A plugin's ops that read or write global memory
+  through something other than a ``ptr`` operand (a tensor map) say so with
+  :func:`register_global_access`, and ops that carry a pointer on (a map built from a
+  base pointer) with :func:`register_pointer_path`; a copy engine whose copies read
+  through a value neither traces is not traced, so its loops are left alone.
 
 Otherwise the loop stays as ``pipeline-loops`` left it (correct, without the overlap).
 The next tile's copies are issued only where that tile exists.  Its address values
@@ -46,6 +49,7 @@ from ..dialects.gpu import (AsyncWaitOp, ConvertLayoutOp, IssuesIntoRing, LocalA
                             MBarrierWaitOp)
 from ..ir.builder import Builder
 from ..ir.opdef import Pure
+from ..plugins.tables import OwnedTable
 
 #: Loop hint (``pl.range(..., flatten=True)``) that asks for it.
 FLATTEN_HINT = "pt.flatten"
@@ -60,6 +64,35 @@ _WRITES = (tile.StoreOp,)
 _SYNCHRONIZES = (tile.AtomicRMWOp, tile.AtomicCASOp)
 #: Other side effects the outer body may have: the K loop's drain.
 _RING_ENDS = (MBarrierWaitOp, MBarrierInvalOp, AsyncWaitOp)
+
+
+#: Op class -> ``fn(op) -> [(value, "r" | "w"), ...]``: the global memory an op reads or
+#: writes through values other than a ``ptr`` operand, each named by the kernel argument
+#: the value comes from (a plugin's bulk copy through a tensor map, say).
+GLOBAL_ACCESSES: OwnedTable[Any] = OwnedTable("global memory access")
+#: Op class -> the name of the operand whose root the op's result has (a plugin's op that
+#: wraps a pointer: a tensor map built from a base pointer).
+POINTER_PATHS: OwnedTable[str] = OwnedTable("pointer path")
+
+
+def register_global_access(*op_classes: type) -> Any:
+    """Decorator: ``@register_global_access(MyOp)`` says which global memory an op reads
+    and writes, as ``[(value, "r" | "w"), ...]``, the memory named by the kernel argument
+    ``value`` is computed from (through ``tile.addptr`` and the like, and the ops of
+    :func:`register_pointer_path`).  An op of the outer loop's body that writes where the
+    next tile's copies read, or whose effects are not known, keeps the prologue in its
+    tile."""
+    def register(fn: Any) -> Any:
+        for cls in op_classes:
+            GLOBAL_ACCESSES.add(cls, fn)
+        return fn
+    return register
+
+
+def register_pointer_path(op_class: type, operand: str) -> None:
+    """Say that ``op_class``'s result points into the memory its operand ``operand`` does
+    (a tensor map made from a base pointer, say)."""
+    POINTER_PATHS.add(op_class, operand)
 
 
 def wants_prefetch(loop: Any) -> Any:
@@ -164,16 +197,21 @@ def _emit(builder: Builder, ops: list, mapping: dict, guard: Any, varying: set |
 
 def _roots_read(work: list) -> set | None:
     """The kernel arguments the copies of ``work`` read through; None: one is unknown (a
-    copy engine whose copies read through something other than a ``ptr`` operand, a
-    tensor descriptor say, is not traced here)."""
+    copy engine whose copies read through something other than a ``ptr`` operand, and
+    that did not say what with :func:`register_global_access`)."""
     roots: set = set()
     for op in work:
         if not op.has_trait(IssuesIntoRing) or getattr(op, "ring", None) is None:
             continue
-        root = _root(op.ptr) if getattr(op, "ptr", None) is not None else None
-        if root is None:
+        if getattr(op, "ptr", None) is not None:
+            sources = [op.ptr]
+        else:
+            accesses = GLOBAL_ACCESSES.get(type(op))
+            sources = [value for value, kind in accesses(op) if kind == "r"] if accesses is not None else []
+        found = [_root(value) for value in sources]
+        if not found or None in found:
             return None
-        roots.add(root)
+        roots.update(found)
     return roots
 
 
@@ -187,9 +225,13 @@ def _root(value: Any) -> Any:
         if isinstance(op, arith.SelectOp):
             sides = {_root(op.operands[1]), _root(op.operands[2])}
             return sides.pop() if len(sides) == 1 else None
-        if not isinstance(op, _POINTER_PATH):
+        if isinstance(op, _POINTER_PATH):
+            value = op.operands[0]
+            continue
+        operand = POINTER_PATHS.get(type(op))
+        if operand is None:
             return None
-        value = op.operands[0]
+        value = getattr(op, operand)
     return None
 
 
@@ -202,7 +244,13 @@ def _writes_elsewhere(outer: Any, inner: Any, setup: set, read: set | None) -> b
         if op is inner or op in setup:
             continue
         for nested in op.walk():
-            if isinstance(nested, _WRITES):
+            accesses = GLOBAL_ACCESSES.get(type(nested))
+            if accesses is not None:
+                for value, kind in accesses(nested):
+                    root = _root(value) if kind == "w" else None
+                    if kind == "w" and (root is None or root in read):
+                        return False
+            elif isinstance(nested, _WRITES):
                 root = _root(nested.ptr)
                 if root is None or root in read:
                     return False
@@ -217,4 +265,5 @@ def _writes_elsewhere(outer: Any, inner: Any, setup: set, read: set | None) -> b
     return True
 
 
-__all__ = ["FLATTEN_HINT", "prefetch_next_iteration", "wants_prefetch"]
+__all__ = ["FLATTEN_HINT", "GLOBAL_ACCESSES", "POINTER_PATHS", "prefetch_next_iteration", "register_global_access",
+           "register_pointer_path", "wants_prefetch"]

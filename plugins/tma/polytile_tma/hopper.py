@@ -28,13 +28,14 @@ from polytile.gpu.lowering.mbarrier import barrier_address
 from polytile.gpu.lowering.shared import buffer_pointer
 from polytile.gpu.membar import READ, register_buffer_access
 from polytile.gpu.pipelining import read_slot_instead, ring_type, transposed_operand, transposed_slot_layout
+from polytile.gpu.prefetch_next import register_global_access, register_pointer_path
 from polytile.gpu.ring_copies import BARRIERS, RingCopies, feeds_dot, register_ring_copies
 from polytile.ir import types as t
 from polytile.ir.builder import Builder
 from polytile.ir.opdef import Pure
 
-from .bulk import (ArriveExpectBytesOp, BoxPlan, BulkLoadOp, CopyToRingOp, FenceAsyncWritesOp, FenceBarrierInitOp,
-                   StoreFromSharedOp, box_plan, ring_block)
+from .bulk import (ArriveExpectBytesOp, BoxPlan, BulkLoadOp, BulkStoreOp, CopyToRingOp, CreateMapOp,
+                   FenceAsyncWritesOp, FenceBarrierInitOp, StoreFromSharedOp, box_plan, ring_block)
 
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
 
@@ -81,6 +82,13 @@ class BulkCopies(RingCopies):
 
 
 register_ring_copies(BulkLoadOp, BulkCopies())
+# What persistent loops (flatten=True) need to move the next tile's copies into this
+# tile's epilogue: the memory the copies read and the stores write is the array of their
+# tensor map, named by the kernel argument the map comes from (a host descriptor's map
+# parameter, or the base pointer a map made in the kernel was built from).
+register_global_access(CopyToRingOp, BulkLoadOp)(lambda op: [(op.map, "r")])
+register_global_access(BulkStoreOp)(lambda op: [(op.map, "w")])
+register_pointer_path(CreateMapOp, "base")
 # Thread 0 initializes the barriers and issues every copy and arrival: only the waits of
 # the other threads must follow the initialization (and they read the barriers).
 register_buffer_access(ArriveExpectBytesOp)(lambda op: [(op.barriers, READ)])

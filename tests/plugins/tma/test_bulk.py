@@ -514,6 +514,54 @@ def test_3d_descriptor_loads_in_a_matmul_loop_fill_rings_with_3d_bulk_copies():
                                atol=2e-2)
 
 
+@jit
+def persistent_matmul(a_desc, b_desc, c_desc, M, N, K, NP: pl.constexpr, BM: pl.constexpr, BN: pl.constexpr,
+                      BK: pl.constexpr, FLATTEN: pl.constexpr, IN_PLACE: pl.constexpr):
+    tiles_n = pl.cdiv(N, BN)
+    for tile_id in pl.range(pl.program_id(0), pl.cdiv(M, BM) * tiles_n, NP, flatten=FLATTEN):
+        pm, pn = tile_id // tiles_n, tile_id % tiles_n
+        acc = pl.zeros((BM, BN), dtype=pl.float32)
+        for k in range(0, K, BK):
+            acc = pl.dot(a_desc.load([pm * BM, k]), b_desc.load([pn * BN, k]).T, acc)
+        if IN_PLACE:  # the result written over A, which the next tile's copies read
+            a_desc.store([pm * BM, pn * BN], acc.to(a_desc.dtype))
+        else:
+            c_desc.store([pm * BM, pn * BN], acc.to(c_desc.dtype))
+
+
+def _compile_persistent(flatten, in_place=False):
+    a = np.zeros((512, 512), np.float16)
+    blocks = ([128, 64], [128, 64], [128, 128]) if not in_place else ([128, 128], [128, 128], [128, 128])
+    descs = [TensorDescriptor.from_tensor(a, list(block)) for block in blocks]
+    bk = 64 if not in_place else 128
+    module = persistent_matmul.lower_for("nvidia:sm_90a", *descs, 512, 512, 512, NP=4, BM=128, BN=128, BK=bk,
+                                         FLATTEN=flatten, IN_PLACE=in_place)
+    return compile_module(module, "nvidia:sm_90a", num_warps=8, num_stages=3, record_stages=True)
+
+
+def test_a_persistent_descriptor_matmul_copies_the_next_tile_during_this_tile_s_store():
+    # flatten=True: the next tile's first two fills (num_stages - 1, two copies each)
+    # are issued after this tile's K loop is drained, before its store; the first tile's
+    # before the loop.
+    plain, flattened = _compile_persistent(False), _compile_persistent(True)
+    load = "cp.async.bulk.tensor.2d.shared::cluster.global.tile"
+    assert plain.context.artifacts["ptx"].count(load) == 6 and flattened.context.artifacts["ptx"].count(load) == 10
+    lines = next(stage.ir for stage in flattened.stages if stage.name == "distribute").splitlines()
+    outer = next(i for i, line in enumerate(lines) if "pt.flatten = true" in line)
+    drained = next(i for i in range(outer, len(lines)) if "gpu.mbarrier_inval" in lines[i])
+    copy = next(i for i in range(drained, len(lines)) if "tma.copy_to_ring" in lines[i])
+    store = next(i for i in range(drained, len(lines)) if "tma.store_from_shared" in lines[i])
+    assert drained < copy < store
+    assembles(flattened.context.artifacts["ptx"], "sm_90a", flattened.context.artifacts["kernel_name"])
+
+
+def test_a_store_through_a_descriptor_the_copies_read_keeps_the_next_tile_s_copies_in_it():
+    load = "cp.async.bulk.tensor.2d.shared::cluster.global.tile"
+    counts = [_compile_persistent(flatten, in_place=True).context.artifacts["ptx"].count(load)
+              for flatten in (False, True)]
+    assert counts[0] == counts[1]
+
+
 def test_before_hopper_a_descriptor_matmul_loads_through_pointers():
     ptx, name = _matmul_ptx("nvidia:sm_80", True, 3)
     assert "cp.async.bulk" not in ptx and "mbarrier" not in ptx and "ld.global" in ptx
