@@ -215,6 +215,13 @@ def _roots_read(work: list) -> set | None:
     return roots
 
 
+def root_argument(value: Any) -> Any:
+    """The kernel argument a pointer (tile) value is computed from, or None: through
+    ``tile.addptr`` and the like, selects of one argument, and the ops of
+    :func:`register_pointer_path`.  Distinct arguments are taken not to overlap."""
+    return _root(value)
+
+
 def _root(value: Any) -> Any:
     """The kernel argument a pointer (tile) value is computed from, or None."""
     for _ in range(64):
@@ -266,4 +273,4 @@ def _writes_elsewhere(outer: Any, inner: Any, setup: set, read: set | None) -> b
 
 
 __all__ = ["FLATTEN_HINT", "GLOBAL_ACCESSES", "POINTER_PATHS", "prefetch_next_iteration", "register_global_access",
-           "register_pointer_path", "wants_prefetch"]
+           "register_pointer_path", "root_argument", "wants_prefetch"]

@@ -28,7 +28,7 @@ from polytile.gpu.lowering.mbarrier import barrier_address
 from polytile.gpu.lowering.shared import buffer_pointer
 from polytile.gpu.membar import READ, register_buffer_access
 from polytile.gpu.pipelining import read_slot_instead, ring_type, transposed_operand, transposed_slot_layout
-from polytile.gpu.prefetch_next import register_global_access, register_pointer_path
+from polytile.gpu.prefetch_next import GLOBAL_ACCESSES, register_global_access, register_pointer_path, root_argument
 from polytile.gpu.ring_copies import BARRIERS, RingCopies, feeds_dot, register_ring_copies
 from polytile.ir import types as t
 from polytile.ir.builder import Builder
@@ -152,15 +152,31 @@ _LOCAL_OPS = frozenset({"gpu.local_alloc", "gpu.local_store", "gpu.local_load", 
                         "scf.yield", "scf.condition", "func.return"})
 
 
-def _touches_global(op: Any) -> bool:
-    if op.name in _LOCAL_OPS or op.regions:
+def _may_touch(op: Any, root: Any) -> bool:
+    """Whether ``op`` may access the memory a bulk store through a map of kernel argument
+    ``root`` writes (None: unknown), or order this program's accesses against other
+    programs' (an atomic that tells another program the tile is written, say)."""
+    if op.name in _LOCAL_OPS or op.regions or op.has_trait(Pure):
         return False
-    return not op.has_trait(Pure)
+    if root is None:
+        return True
+    accesses = GLOBAL_ACCESSES.get(type(op))
+    if accesses is not None:
+        return any(root_argument(value) in (None, root) for value, _ in accesses(op))
+    if op.name in ("tile.load", "tile.store") and not getattr(op, "volatile", False):
+        found = root_argument(op.ptr)
+        return found is None or found is root
+    return True
 
 
 def _global_access_after(op: Any) -> bool:
-    """Whether the kernel may access global memory after ``op``: later in its block and
-    the blocks around it, or anywhere in a loop around it (the next iteration)."""
+    """Whether the kernel may access the memory ``op`` stores to after it, later in its
+    block and the blocks around it, or anywhere in a loop around it (the next iteration):
+    then the store waits until its writes are done and fences them.  Accesses through
+    other kernel arguments (the next tile's copies of A and B after a store of C) need
+    only the wait until the copy has read shared memory: distinct arguments are taken not
+    to overlap, as Triton takes them."""
+    root = root_argument(op.map)
     current = op
     while current is not None and current.name != "func.func":
         block = current.parent
@@ -168,11 +184,11 @@ def _global_access_after(op: Any) -> bool:
             break
         ops = list(block)
         later = ops[ops.index(current) + 1:]
-        if any(_touches_global(o) for later_op in later for o in later_op.walk()):
+        if any(_may_touch(o, root) for later_op in later for o in later_op.walk()):
             return True
         parent = current.parent_op
         if parent is not None and parent.name in ("scf.for", "scf.while") and \
-                any(_touches_global(o) for o in parent.walk() if o is not op):
+                any(_may_touch(o, root) for o in parent.walk() if o is not op):
             return True
         current = parent
     return False

@@ -552,14 +552,21 @@ def test_a_persistent_descriptor_matmul_copies_the_next_tile_during_this_tile_s_
     copy = next(i for i in range(drained, len(lines)) if "tma.copy_to_ring" in lines[i])
     store = next(i for i in range(drained, len(lines)) if "tma.store_from_shared" in lines[i])
     assert drained < copy < store
-    assembles(flattened.context.artifacts["ptx"], "sm_90a", flattened.context.artifacts["kernel_name"])
+    # The store of C waits only until the copy engine has read shared memory: what comes
+    # after it (the next tile's copies) reads A and B, other kernel arguments.
+    assert "complete = true" not in lines[store]
+    ptx = flattened.context.artifacts["ptx"]
+    assert "cp.async.bulk.wait_group.read 0;" in ptx and "fence.proxy.async.global" not in ptx
+    assembles(ptx, "sm_90a", flattened.context.artifacts["kernel_name"])
 
 
 def test_a_store_through_a_descriptor_the_copies_read_keeps_the_next_tile_s_copies_in_it():
     load = "cp.async.bulk.tensor.2d.shared::cluster.global.tile"
-    counts = [_compile_persistent(flatten, in_place=True).context.artifacts["ptx"].count(load)
-              for flatten in (False, True)]
+    results = [_compile_persistent(flatten, in_place=True) for flatten in (False, True)]
+    counts = [result.context.artifacts["ptx"].count(load) for result in results]
     assert counts[0] == counts[1]
+    # And the store completes its writes before the next tile's copies read A again.
+    assert "fence.proxy.async.global" in results[1].context.artifacts["ptx"]
 
 
 def test_before_hopper_a_descriptor_matmul_loads_through_pointers():
