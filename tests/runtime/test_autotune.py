@@ -118,6 +118,25 @@ def test_a_config_pre_hook_runs_before_the_tuner_analyses_a_launch_with_it():
     assert (out == 2).all()
 
 
+def test_arguments_named_in_restore_value_are_saved_before_any_pre_hook_runs():
+    # A hook that changes data: the launch the tuner finally makes sees the arguments as
+    # they were before tuning, changed by that launch's hook once.
+    def bump(args):
+        args["x_ptr"][0] += 1
+
+    @autotune(configs=[Config({"BLOCK": 8}, pre_hook=bump), Config({"BLOCK": 16}, pre_hook=bump)], key=["n"],
+              restore_value=["x_ptr"], warmup=0, rep=1)
+    @jit
+    def copy(x_ptr, out_ptr, n, BLOCK: pl.constexpr):
+        offs = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+        pl.store(out_ptr + offs, pl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    x = np.zeros(16, np.float32)
+    out = np.zeros(16, np.float32)
+    copy[lambda meta: (cdiv(16, meta["BLOCK"]),)](x, out, 16)
+    assert x[0] == 1 and out[0] == 1
+
+
 def test_heuristics_compute_meta_parameters():
     @heuristics({"BLOCK": lambda args: next_power_of_2(args["n"]), "EVEN": lambda args: args["n"] == args["BLOCK"]})
     @jit

@@ -46,10 +46,12 @@ _DATA_TYPE_BYTES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 
 
 def _strides_for_the_driver(data_type: int, dims: Any, strides: Any) -> list:
     """The byte strides of dimensions 1 to rank - 1; for a 1-D map, which has none, one
-    entry, the run's bytes (as Triton's driver passes it): the driver refuses a 1-D map
-    whose stride array is a null pointer (CUDA_ERROR_INVALID_VALUE on an H100, 2026-11-27)."""
+    entry, the run's bytes (as Triton's driver passes it) rounded up to 16: the driver
+    refuses a 1-D map whose stride array is a null pointer (CUDA_ERROR_INVALID_VALUE on an
+    H100, 2026-11-27)."""
     if len(dims) == 1 and not strides:
-        return [int(dims[0]) * _DATA_TYPE_BYTES.get(int(data_type), 1)]
+        # Rounded up to 16 bytes, the alignment every stride the driver reads must have.
+        return [-(-int(dims[0]) * _DATA_TYPE_BYTES.get(int(data_type), 1) // 16) * 16]
     return list(strides)
 #: The buffer: room to align the map, then the map and the arrays (8-byte words).
 _MapStorage = ctypes.c_uint64 * ((TENSOR_MAP_ALIGNMENT + _STEPS_AT + 4 * _MAX_MAP_RANK + 7) // 8)

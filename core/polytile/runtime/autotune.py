@@ -250,16 +250,22 @@ class Autotuner(_Launchable):
         from ..language.core import unwrap
         from .args import SavedArgument
 
-        # What a trial may change: the written arguments of every config, and the
-        # ones the user named.  Saved once, put back before every trial and at the end.
-        names = list(self.restore_value)
-        for config in configs:
-            names += [n for n in self._mutated(config, args, kwargs) if n not in names]
+        # What a trial may change: the ones the user named (saved first, before any
+        # config's pre-hook runs, as Triton saves them), and the written arguments of
+        # every config (found by analysing a launch with it, which runs its pre-hook).
+        # Saved once, put back before every trial and at the end.
         saved = {}
-        for name in names:
+
+        def save(name: str) -> None:
             value = unwrap(named.get(name))
-            if value is not None:
+            if value is not None and name not in saved:
                 saved[name] = SavedArgument(self.__name__, name, value, LaunchError)
+
+        for name in self.restore_value:
+            save(name)
+        for config in configs:
+            for name in self._mutated(config, args, kwargs):
+                save(name)
         zeroed = [SavedArgument(self.__name__, name, unwrap(named[name]), LaunchError, keep=False)
                   for name in self.reset_to_zero if unwrap(named.get(name)) is not None]
         self.restored_args = [n for n in self.arg_names if n in saved]

@@ -42,8 +42,11 @@ static PyObject *plan_of;            /* plan_of(key) -> plan or None */
 static PyObject *encode_map;         /* encode_map(key, parts, address) -> bytes */
 static PyObject *slow_bulk_key_and_parts;  /* the same as bulk_key_and_parts, in Python */
 static PyObject *maps;               /* dict: (address, key, parts[1:]) -> bytes */
+static uint64_t maps_generation;     /* bumped by forget_maps: a descriptor's kept map is of one */
 
 static PyObject *str_zero, *str_nan, *str_data_ptr, *str_dtype, *str_shape, *str_stride;
+static PyObject *field_names[5];   /* interned "base", "shape", ... */
+static PyObject *core_getsets[5];  /* the core type's descriptors of those fields */
 
 typedef struct {
     PyObject_HEAD
@@ -54,8 +57,10 @@ typedef struct {
     PyObject *copies[3];  /* tuple copies of shape, strides, block_shape where those are lists */
     PyObject *seen_dtype;
     uint64_t seen_address;
-    /* bulk_key_and_parts: the pair with the tensor map, for `pair` */
+    /* bulk_key_and_parts: the pair with the tensor map, for `pair`, made in generation
+     * `mapped_generation` of the kept maps (forget_maps starts a new one) */
     PyObject *mapped, *mapped_for;
+    uint64_t mapped_generation;
 } Descriptor;
 
 enum { BASE = 0, SHAPE = 1, STRIDES = 2, BLOCK = 3, PADDING = 4 };
@@ -187,9 +192,8 @@ static void remember_key(PyObject *key) {
 /* The launch answer of a descriptor, computed here when it is the common case: 1 (the
  * cache is set), 0 (not the common case, or a rule is broken: the Python path decides),
  * -1 (an exception: out of memory). */
-static int compute(Descriptor *d) {
-    PyObject *base = d->fields[BASE], *padding = d->fields[PADDING];
-    forget(d);
+static int compute_from(Descriptor *d, PyObject *const *f) {
+    PyObject *base = f[BASE], *padding = f[PADDING];
     if (base == NULL || torch_types == NULL) return 0;
     int known = PySet_Contains(torch_types, (PyObject *)Py_TYPE(base));
     if (known <= 0) { if (known < 0) PyErr_Clear(); return 0; }
@@ -211,9 +215,9 @@ static int compute(Descriptor *d) {
     }
     /* The rules, as polytile_tma.host._plainly_valid checks them. */
     long long shape[MAX_RANK], strides[MAX_RANK], block[MAX_RANK];
-    Py_ssize_t rank = read_ints(d->fields[SHAPE], shape);
-    int valid = rank > 0 && read_ints(d->fields[STRIDES], strides) == rank &&
-                read_ints(d->fields[BLOCK], block) == rank && strides[rank - 1] == 1 &&
+    Py_ssize_t rank = read_ints(f[SHAPE], shape);
+    int valid = rank > 0 && read_ints(f[STRIDES], strides) == rank &&
+                read_ints(f[BLOCK], block) == rank && strides[rank - 1] == 1 &&
                 (padding == str_zero || padding == str_nan ||
                  (PyUnicode_CheckExact(padding) && (PyUnicode_Compare(padding, str_zero) == 0 ||
                                                    PyUnicode_Compare(padding, str_nan) == 0)));
@@ -240,7 +244,7 @@ static int compute(Descriptor *d) {
     PyObject *key = recent_key(element, block, padding, shape, strides, rank), *parts = NULL;
     if (key == NULL) {
         /* key = (element, block, padding, shape divisible by 16, strides but the last divisible by 16) */
-        PyObject *block_tuple = as_tuple(d->fields[BLOCK]);
+        PyObject *block_tuple = as_tuple(f[BLOCK]);
         PyObject *shape16 = divisible_by_16(shape, rank), *stride16 = divisible_by_16(strides, rank - 1);
         if (block_tuple && shape16 && stride16)
             key = PyTuple_Pack(5, element, block_tuple, padding, shape16, stride16);
@@ -249,7 +253,7 @@ static int compute(Descriptor *d) {
     }
     /* parts = (base, *shape, *strides[:-1]) */
     if (key != NULL && (parts = PyTuple_New(2 * rank)) != NULL) {
-        PyObject *fields[2] = {d->fields[SHAPE], d->fields[STRIDES]};
+        PyObject *fields[2] = {f[SHAPE], f[STRIDES]};
         Py_INCREF(base);
         PyTuple_SET_ITEM(parts, 0, base);
         for (Py_ssize_t i = 0; i < 2 * rank - 1; i++) {
@@ -260,25 +264,41 @@ static int compute(Descriptor *d) {
         }
     }
     if (parts == NULL) { Py_XDECREF(key); Py_DECREF(dtype); return -1; }
-    d->pair = PyTuple_Pack(2, key, parts);
+    PyObject *pair = PyTuple_Pack(2, key, parts);
     Py_DECREF(key);
     Py_DECREF(parts);
-    if (d->pair == NULL) { Py_DECREF(dtype); return -1; }
-    for (int i = 0; i < 5; i++) { Py_INCREF(d->fields[i]); d->seen[i] = d->fields[i]; }
+    if (pair == NULL) { Py_DECREF(dtype); return -1; }
+    Py_XSETREF(d->pair, pair);
+    for (int i = 0; i < 5; i++) { Py_INCREF(f[i]); Py_XSETREF(d->seen[i], f[i]); }
     /* A list block's entries are the key's block (equal values): no copy to make. */
-    if (PyList_Check(d->fields[BLOCK])) {
-        d->copies[BLOCK - SHAPE] = PyTuple_GET_ITEM(PyTuple_GET_ITEM(d->pair, 0), 1);
-        Py_INCREF(d->copies[BLOCK - SHAPE]);
+    if (PyList_Check(f[BLOCK])) {
+        PyObject *copy = PyTuple_GET_ITEM(PyTuple_GET_ITEM(pair, 0), 1);
+        Py_INCREF(copy);
+        Py_XSETREF(d->copies[BLOCK - SHAPE], copy);
     }
-    for (int i = 0; i < 2; i++)
-        if (PyList_Check(d->fields[SHAPE + i]) && (d->copies[i] = PyList_AsTuple(d->fields[SHAPE + i])) == NULL) {
-            forget(d);
-            Py_DECREF(dtype);
-            return -1;
-        }
-    d->seen_dtype = dtype;
+    for (int i = 0; i < 2; i++) {
+        if (!PyList_Check(f[SHAPE + i])) continue;
+        PyObject *copy = PyList_AsTuple(f[SHAPE + i]);
+        if (copy == NULL) { forget(d); Py_DECREF(dtype); return -1; }
+        Py_XSETREF(d->copies[i], copy);
+    }
+    Py_XSETREF(d->seen_dtype, dtype);
     d->seen_address = address;
     return 1;
+}
+
+
+/* compute_from over strong references to the fields: torch's accessors (Python code) may
+ * reassign a field meanwhile; an answer computed from fields no longer there is dropped. */
+static int compute(Descriptor *d) {
+    PyObject *f[5];
+    for (int i = 0; i < 5; i++) { f[i] = d->fields[i]; Py_XINCREF(f[i]); }
+    forget(d);
+    int done = f[BASE] != NULL ? compute_from(d, f) : 0;
+    for (int i = 0; done > 0 && i < 5; i++)
+        if (d->fields[i] != f[i]) { forget(d); done = 0; }
+    for (int i = 0; i < 5; i++) Py_XDECREF(f[i]);
+    return done;
 }
 
 /* Whether the cached answer still holds: 1, 0 (compute again), never -1. */
@@ -301,11 +321,15 @@ static int still_holds(Descriptor *d) {
         }
     }
     PyObject *base = d->fields[BASE];
+    Py_INCREF(base);  /* held across torch's accessors, which may reassign the field */
     PyObject *dtype = PyObject_GetAttr(base, str_dtype);
-    if (dtype == NULL) { PyErr_Clear(); return 0; }
-    Py_DECREF(dtype);  /* torch's dtypes are singletons: identity is equality */
     uint64_t address;
-    return dtype == d->seen_dtype && read_address(base, &address) && address == d->seen_address;
+    int holds = dtype != NULL && dtype == d->seen_dtype && read_address(base, &address) &&
+                address == d->seen_address && d->pair != NULL && d->fields[BASE] == base;
+    if (dtype == NULL) PyErr_Clear();
+    Py_XDECREF(dtype);  /* torch's dtypes are singletons: identity is equality */
+    Py_DECREF(base);
+    return holds;
 }
 
 /* ---- construction ------------------------------------------------------------------- */
@@ -340,6 +364,8 @@ static int descriptor_init(Descriptor *d, PyObject *args, PyObject *kwds) {
     set_fields(d, values);
     return settle(d);
 }
+
+static int reads_core_fields(PyTypeObject *type);
 
 /* TensorDescriptor.from_tensor(tensor, block_shape, padding="zero"): a torch tensor of a
  * known type here, anything else in Python. */
@@ -377,7 +403,8 @@ static PyObject *descriptor_from_tensor(PyObject *cls, PyObject *const *args, Py
     PyTypeObject *type = (PyTypeObject *)cls;
     int known = torch_types == NULL ? 0 : PySet_Contains(torch_types, (PyObject *)Py_TYPE(given[0]));
     if (known < 0) PyErr_Clear();
-    if (known <= 0 || type->tp_init != (initproc)descriptor_init) {
+    if (known <= 0 || type->tp_init != (initproc)descriptor_init || type->tp_new != PyType_GenericNew ||
+        !reads_core_fields(type)) {
         if (slow_from_tensor == NULL) {
             PyErr_SetString(PyExc_RuntimeError, "polytile_tma._descriptor is not configured");
             return NULL;
@@ -454,9 +481,27 @@ static PyTypeObject DescriptorType = {
 
 /* ---- what a launch passes ------------------------------------------------------------- */
 
+/* Whether ``type``'s instances read their fields from the core (no subclass property or
+ * __getattribute__ over them): only those take the C path.  Decided once per type. */
+static PyObject *plain_types, *odd_types;  /* sets of types */
+
+static int reads_core_fields(PyTypeObject *type) {
+    if (type == &DescriptorType) return 1;
+    if (PySet_Contains(plain_types, (PyObject *)type) == 1) return 1;
+    if (PySet_Contains(odd_types, (PyObject *)type) == 1) return 0;
+    PyErr_Clear();
+    int plain = type->tp_getattro == PyObject_GenericGetAttr;
+    for (int i = 0; plain && i < 5; i++) {
+        PyObject *found = _PyType_Lookup(type, field_names[i]);  /* borrowed */
+        plain = found != NULL && found == core_getsets[i];
+    }
+    if (PySet_Add(plain ? plain_types : odd_types, (PyObject *)type) < 0) PyErr_Clear();
+    return plain;
+}
+
 static PyObject *key_and_parts(PyObject *module, PyObject *value) {
     (void)module;
-    if (PyObject_TypeCheck(value, &DescriptorType)) {
+    if (PyObject_TypeCheck(value, &DescriptorType) && reads_core_fields(Py_TYPE(value))) {
         Descriptor *d = (Descriptor *)value;
         int done = still_holds(d) ? 1 : compute(d);
         if (done < 0) return NULL;
@@ -528,7 +573,8 @@ static void forget_recent_maps(void) {
 static PyObject *bulk_key_and_parts(PyObject *module, PyObject *value) {
     PyObject *pair = key_and_parts(module, value);
     if (pair == NULL) return NULL;
-    Descriptor *d = PyObject_TypeCheck(value, &DescriptorType) ? (Descriptor *)value : NULL;
+    Descriptor *d = PyObject_TypeCheck(value, &DescriptorType) && reads_core_fields(Py_TYPE(value))
+                    ? (Descriptor *)value : NULL;
     if (d == NULL || d->pair != pair || bulk_plans == NULL) {
         /* Python's answer (not the common case): Python adds the map, or says what is wrong. */
         Py_DECREF(pair);
@@ -538,11 +584,15 @@ static PyObject *bulk_key_and_parts(PyObject *module, PyObject *value) {
         }
         return PyObject_CallOneArg(slow_bulk_key_and_parts, value);
     }
-    if (d->mapped != NULL && d->mapped_for == pair) {
+    if (d->mapped != NULL && d->mapped_for == pair && d->mapped_generation == maps_generation) {
         Py_DECREF(pair);
         Py_INCREF(d->mapped);
         return d->mapped;
     }
+    /* The address the pair was computed for, read now: the calls into Python below (the
+     * plan, the encoder, which releases the GIL) may let the descriptor change. */
+    uint64_t address = d->seen_address;
+    uint64_t generation = maps_generation;
     PyObject *key = PyTuple_GET_ITEM(pair, 0), *parts = PyTuple_GET_ITEM(pair, 1);
     PyObject *plan = PyDict_GetItemWithError(bulk_plans, key);  /* borrowed */
     if (plan == NULL) {
@@ -556,10 +606,10 @@ static PyObject *bulk_key_and_parts(PyObject *module, PyObject *value) {
         return pair;
     }
     Py_ssize_t count = PyTuple_GET_SIZE(parts);
-    PyObject *tensor_map = recent_map(d->seen_address, key, parts);
+    PyObject *tensor_map = recent_map(address, key, parts);
     if (tensor_map == NULL && !PyErr_Occurred()) {
         PyObject *lookup = NULL, *rest = PyTuple_GetSlice(parts, 1, count);
-        PyObject *where = PyLong_FromUnsignedLongLong(d->seen_address);
+        PyObject *where = PyLong_FromUnsignedLongLong(address);
         if (rest != NULL && where != NULL) lookup = PyTuple_Pack(3, where, key, rest);
         Py_XDECREF(rest);
         if (lookup != NULL) {
@@ -575,7 +625,7 @@ static PyObject *bulk_key_and_parts(PyObject *module, PyObject *value) {
         }
         Py_XDECREF(where);
         Py_XDECREF(lookup);
-        if (tensor_map != NULL) remember_map(d->seen_address, key, parts, tensor_map);
+        if (tensor_map != NULL && generation == maps_generation) remember_map(address, key, parts, tensor_map);
     }
     if (tensor_map == NULL) { Py_DECREF(pair); return NULL; }
     PyObject *full = NULL, *with_map = PyTuple_New(count + 1);
@@ -590,9 +640,10 @@ static PyObject *bulk_key_and_parts(PyObject *module, PyObject *value) {
         Py_DECREF(with_map);
     }
     Py_XDECREF(tensor_map);
-    if (full != NULL) {
+    if (full != NULL && d->pair == pair && generation == maps_generation) {  /* still this descriptor's answer */
         Py_INCREF(full); Py_XSETREF(d->mapped, full);
         Py_INCREF(pair); Py_XSETREF(d->mapped_for, pair);
+        d->mapped_generation = generation;
     }
     Py_DECREF(pair);
     return full;
@@ -634,6 +685,7 @@ static PyObject *forget_maps(PyObject *module, PyObject *unused) {
     (void)module; (void)unused;
     PyDict_Clear(maps);
     forget_recent_maps();
+    maps_generation++;
     Py_RETURN_NONE;
 }
 
@@ -654,6 +706,15 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__descriptor(void) {
     if (PyType_Ready(&DescriptorType) < 0) return NULL;
+    for (int i = 0; i < 5; i++) {
+        field_names[i] = PyUnicode_InternFromString(FIELD_NAMES[i]);
+        if (field_names[i] == NULL) return NULL;
+        core_getsets[i] = PyDict_GetItemWithError(DescriptorType.tp_dict, field_names[i]);  /* the type keeps it */
+        if (core_getsets[i] == NULL) return NULL;
+    }
+    plain_types = PySet_New(NULL);
+    odd_types = PySet_New(NULL);
+    if (plain_types == NULL || odd_types == NULL) return NULL;
     str_zero = PyUnicode_InternFromString("zero");
     str_nan = PyUnicode_InternFromString("nan");
     str_data_ptr = PyUnicode_InternFromString("data_ptr");

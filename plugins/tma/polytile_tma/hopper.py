@@ -36,6 +36,7 @@ from polytile.ir.opdef import Pure
 
 from .bulk import (ArriveExpectBytesOp, BoxPlan, BulkLoadOp, BulkStoreOp, CopyToRingOp, CreateMapOp,
                    FenceAsyncWritesOp, FenceBarrierInitOp, StoreFromSharedOp, box_plan, ring_block)
+from .lowering import array_of
 
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
 
@@ -86,8 +87,8 @@ register_ring_copies(BulkLoadOp, BulkCopies())
 # tile's epilogue: the memory the copies read and the stores write is the array of their
 # tensor map, named by the kernel argument the map comes from (a host descriptor's map
 # parameter, or the base pointer a map made in the kernel was built from).
-register_global_access(CopyToRingOp, BulkLoadOp)(lambda op: [(op.map, "r")])
-register_global_access(BulkStoreOp)(lambda op: [(op.map, "w")])
+register_global_access(CopyToRingOp, BulkLoadOp)(lambda op: [(array_of(op, op.map), "r")])
+register_global_access(BulkStoreOp)(lambda op: [(array_of(op, op.map), "w")])
 register_pointer_path(CreateMapOp, "base")
 # Thread 0 initializes the barriers and issues every copy and arrival: only the waits of
 # the other threads must follow the initialization (and they read the barriers).
@@ -176,7 +177,7 @@ def _global_access_after(op: Any) -> bool:
     other kernel arguments (the next tile's copies of A and B after a store of C) need
     only the wait until the copy has read shared memory: distinct arguments are taken not
     to overlap, as Triton takes them."""
-    root = root_argument(op.map)
+    root = root_argument(array_of(op, op.map))
     current = op
     while current is not None and current.name != "func.func":
         block = current.parent
@@ -187,11 +188,30 @@ def _global_access_after(op: Any) -> bool:
         if any(_may_touch(o, root) for later_op in later for o in later_op.walk()):
             return True
         parent = current.parent_op
-        if parent is not None and parent.name in ("scf.for", "scf.while") and \
-                any(_may_touch(o, root) for o in parent.walk() if o is not op):
+        if parent is not None and parent.name in ("scf.for", "scf.while") and (
+                any(_may_touch(o, root) for o in parent.walk() if o is not op)
+                or (not op.reduce and not any(_varies_in(v, parent) for v in op.offsets))):
+            # The next iteration touches the array again, or stores this very box again
+            # (async bulk stores are unordered among themselves).
             return True
         current = parent
     return False
+
+
+def _varies_in(value: Any, loop: Any, depth: int = 32) -> bool:
+    """Whether ``value`` may differ between iterations of ``loop``: it is computed from a
+    value of the loop's body (its induction variable, what it carries) or from memory."""
+    op = value.defining_op
+    if op is None:  # a block argument: of the loop's body or a region in it, or from outside
+        block = getattr(value, "block", None)
+        region = getattr(block, "parent", None)
+        owner = getattr(region, "parent", None)
+        return owner is not None and (owner is loop or loop.is_ancestor_of(owner))
+    if not loop.is_ancestor_of(op):
+        return False
+    if depth == 0 or not op.has_trait(Pure):
+        return True
+    return any(_varies_in(v, loop, depth - 1) for v in op.operands)
 
 
 # The copy out reads its buffer until its wait, inside the op: a later write of those
@@ -319,6 +339,10 @@ def _store_from_shared(op: Any, operands: list, ctx: LoweringContext) -> list:
         _asm(b, text, [tensor_map, *_coordinates(ctx, offsets, position), source, first],
              ",".join(["l", *["r"] * rank, "r", "r"]))
     _asm(b, STORE_COMPLETE_PTX if op.complete else STORE_WAIT_PTX, [first], "r")
+    if op.complete:
+        # Thread 0 waited for the writes and fenced them; the other threads' later
+        # accesses of the array wait for thread 0 here.
+        ctx.target.barrier(b)
     return []
 
 

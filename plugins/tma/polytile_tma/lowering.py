@@ -57,6 +57,46 @@ def _is_descriptor(value: Any) -> bool:
     return isinstance(value.type, TensorDescType)
 
 
+#: Attribute of a kernel (``func.func``) whose host descriptors pass a tensor map: pairs
+#: ``[map argument, base argument]`` (positions), so that what reads or writes through
+#: the map and what goes through the base pointer (masked accesses, gathers, scatters)
+#: are known to touch one array (:func:`array_of`).
+MAP_BASES = "tma.map_bases"
+
+
+def _kernel_of(op: Any) -> Any:
+    return next((a for a in op.ancestors() if a.name == "func.func"), None)
+
+
+def _link_map_to_base(op: Any, tensor_map: Any, base: Any) -> None:
+    """Record on the kernel that the argument ``tensor_map`` describes the array of the
+    argument ``base`` (a host descriptor's parts)."""
+    kernel = _kernel_of(op)
+    if kernel is None or tensor_map.defining_op is not None or base.defining_op is not None:
+        return
+    arguments = list(kernel.arguments)
+    if tensor_map not in arguments or base not in arguments:
+        return
+    pair = (arguments.index(tensor_map), arguments.index(base))
+    pairs = tuple(tuple(p) for p in kernel.attributes.get(MAP_BASES, ()))
+    if pair not in pairs:
+        kernel.attributes[MAP_BASES] = (*pairs, pair)
+
+
+def array_of(op: Any, tensor_map: Any) -> Any:
+    """The value that names the array ``tensor_map`` (an operand of ``op``) describes, for
+    the analyses that tell arrays apart by the kernel argument they come from: a host
+    descriptor's base argument (its map argument is another parameter of the same array),
+    or the map itself (one made in the kernel leads to its base pointer)."""
+    kernel = _kernel_of(op)
+    if kernel is not None and tensor_map.defining_op is None:
+        arguments = list(kernel.arguments)
+        for map_index, base_index in kernel.attributes.get(MAP_BASES, ()):
+            if map_index < len(arguments) and arguments[map_index] is tensor_map and base_index < len(arguments):
+                return arguments[base_index]
+    return tensor_map
+
+
 class _Lowering:
     def __init__(self, module: Any = None, device_maps: bool = False) -> None:
         self.module = module
@@ -98,6 +138,8 @@ class _Lowering:
             b = Builder.before(op)
             tensor_map = b.create(CreateMapOp, op.base, list(op.shape), list(op.strides),
                                   block=tuple(op.block_shape), padding=op.padding).result
+        elif tensor_map is not None:
+            _link_map_to_base(op, tensor_map, op.base)
         self.parts[op.result] = _Parts(op.base, list(op.shape), list(op.strides), tensor_map)
         self.dead.append(op)
 
@@ -383,4 +425,4 @@ class LowerTensorDescriptors(Pass):
         return PreservedAnalyses.all()
 
 
-__all__ = ["LowerTensorDescriptors", "lower_tensor_descriptors"]
+__all__ = ["LowerTensorDescriptors", "MAP_BASES", "array_of", "lower_tensor_descriptors"]

@@ -282,6 +282,8 @@ def test_a_tensor_map_is_encoded_through_c_into_aligned_memory_and_answered_as_b
     # run's bytes (1000 f32), as Triton's driver passes it.
     cuda.cuTensorMapEncodeTiled(7, 1, 0x10000, (1000,), (), (64,), (1,), 0, 0, 2, 0)
     assert seen[-1][4:8] == ([1000], [4000], [64], [1])
+    cuda.cuTensorMapEncodeTiled(7, 1, 0x10000, (1001,), (), (64,), (1,), 0, 0, 2, 0)
+    assert seen[-1][5] == [4016]  # 4004 bytes, rounded up to 16
     # Rank 5, the most there is.
     cuda.cuTensorMapEncodeTiled(7, 5, 0x10000, (2, 3, 4, 5, 6), (16, 48, 192, 960), (1, 2, 3, 4, 5), (1,) * 5,
                                 0, 0, 2, 0)

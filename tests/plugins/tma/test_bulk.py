@@ -229,9 +229,10 @@ def test_a_bulk_store_writes_its_block_into_the_copy_layout_then_copies_it_out()
 
 
 def test_loads_through_a_tensor_map_become_bulk_loads():
+    # The kernel records that its map argument (4) describes the array of its base (0).
     out = apply_passes(HOST_DESCRIPTOR, LowerTensorDescriptors())
     assert out == dedent("""
-        func.func @k(%x: ptr<f16>, %m: i32, %n: i32, %s: i64, %map: !tma.map<>, %i: i32) attributes {kernel = true} {
+        func.func @k(%x: ptr<f16>, %m: i32, %n: i32, %s: i64, %map: !tma.map<>, %i: i32) attributes {kernel = true, tma.map_bases = [[4, 0]]} {
           %one = arith.constant {value = 1} : i64
           %0 = tma.bulk_load %map, %i, %i : tile<64x64xf16>
           %1 = tma.bulk_load %map, %i, %i : tile<64x64xf16>
@@ -567,6 +568,49 @@ def test_a_store_through_a_descriptor_the_copies_read_keeps_the_next_tile_s_copi
     assert counts[0] == counts[1]
     # And the store completes its writes before the next tile's copies read A again.
     assert "fence.proxy.async.global" in results[1].context.artifacts["ptx"]
+
+
+@jit
+def store_then_gather(x_desc, out_ptr, BN: pl.constexpr):
+    # The store goes through x's map, the gather through x's base pointer: one array.
+    x_desc.store([0, 0], pl.zeros((1, BN), dtype=pl.float32))
+    rows = pl.arange(0, 8)
+    pl.store(out_ptr + rows[:, None] * BN + pl.arange(0, BN)[None, :], x_desc.gather(rows, 0))
+
+
+def test_a_bulk_store_completes_before_a_gather_through_the_same_descriptor():
+    x, out = np.zeros((64, 64), np.float32), np.zeros((8, 4), np.float32)
+    module = store_then_gather.lower_for("nvidia:sm_90a", TensorDescriptor.from_tensor(x, [1, 4]), out, BN=4)
+    artifacts = compile_module(module, "nvidia:sm_90a", num_warps=4).context.artifacts
+    ptx = artifacts["ptx"]
+    assert "cp.async.bulk.tensor.2d.global.shared::cta" in ptx and "ld.global" in ptx
+    assert "cp.async.bulk.wait_group 0;" in ptx and "fence.proxy.async.global" in ptx
+    assert "cp.async.bulk.wait_group.read" not in ptx
+    # Thread 0 waits and fences; every thread's gather waits for it at a barrier.
+    fence = ptx.index("fence.proxy.async.global")
+    assert "bar.sync" in ptx[fence:ptx.index("ld.global", fence)]
+    assembles(ptx, "sm_90a", artifacts["kernel_name"])
+    # What the gather reads is what the store wrote.
+    y = np.ones((64, 64), np.float32)
+    result = np.full((8, 4), -1.0, np.float32)
+    store_then_gather[(1,)](TensorDescriptor.from_tensor(y, [1, 4]), result, BN=4, target="interp")
+    np.testing.assert_array_equal(result[0], 0.0)
+    np.testing.assert_array_equal(result[1:], 1.0)
+
+
+@jit
+def same_box_each_iteration(x_desc, y_desc, N, B: pl.constexpr):
+    for i in range(N):
+        y_desc.store([0, 0], x_desc.load([0, 0]) * i)
+
+
+def test_a_loop_that_stores_one_box_again_and_again_completes_each_store():
+    # Bulk stores are unordered among themselves: the last iteration's must land last.
+    x = np.zeros((64, 64), np.float16)
+    descs = [TensorDescriptor.from_tensor(x, [64, 64]) for _ in range(2)]
+    module = same_box_each_iteration.lower_for("nvidia:sm_90a", *descs, 4, B=64)
+    ptx = compile_module(module, "nvidia:sm_90a", num_warps=4).context.artifacts["ptx"]
+    assert "cp.async.bulk.wait_group 0;" in ptx and "cp.async.bulk.wait_group.read" not in ptx
 
 
 def test_before_hopper_a_descriptor_matmul_loads_through_pointers():

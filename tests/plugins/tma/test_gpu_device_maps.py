@@ -256,3 +256,17 @@ def test_a_1d_descriptor_made_in_the_kernel_is_a_1d_map(hopper, allocations):
     torch.testing.assert_close(y[:1000], x + 1)
     assert torch.all(y[1000:] == 0)  # past the end: the copy engine drops the store
     assert allocations == [(128 * 2 * 4, 128)]
+
+
+def test_a_1d_map_of_a_run_that_is_no_multiple_of_16_bytes(hopper):
+    # 1001 f32: a host map whose one stride entry (the driver reads it, rounded up to 16
+    # bytes) is not the run's own length.
+    from polytile_tma.host import TensorDescriptor
+    from tests.plugins.tma.test_bulk import RANKED
+
+    kernel, _, block, _, meta = RANKED[1]
+    x = torch.arange(1001, device="cuda", dtype=torch.float32)
+    y = torch.full((1001,), -1.0, device="cuda")
+    kernel[(4,)](TensorDescriptor.from_tensor(x, block), TensorDescriptor.from_tensor(y, block), **meta)
+    expected = torch.cat([torch.zeros(8, device="cuda"), x[:-8]]) * 2  # each block read 8 before it
+    torch.testing.assert_close(y, expected)
