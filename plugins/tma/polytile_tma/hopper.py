@@ -153,11 +153,13 @@ _LOCAL_OPS = frozenset({"gpu.local_alloc", "gpu.local_store", "gpu.local_load", 
                         "scf.yield", "scf.condition", "func.return"})
 
 
-def _may_touch(op: Any, root: Any) -> bool:
-    """Whether ``op`` may access the memory a bulk store through a map of kernel argument
-    ``root`` writes (None: unknown), or order this program's accesses against other
-    programs' (an atomic that tells another program the tile is written, say)."""
+def _may_touch(op: Any, root: Any, store: Any) -> bool:
+    """Whether ``op`` may access the memory ``store`` (a bulk store through a map of
+    kernel argument ``root``, None: unknown) writes, or order this program's accesses
+    against other programs' (an atomic that tells another program the tile is written)."""
     if op.name in _LOCAL_OPS or op.regions or op.has_trait(Pure):
+        return False
+    if isinstance(op, BulkStoreOp) and _other_box(store, op):
         return False
     if root is None:
         return True
@@ -168,6 +170,42 @@ def _may_touch(op: Any, root: Any) -> bool:
         found = root_argument(op.ptr)
         return found is None or found is root
     return True
+
+
+def _other_box(store: Any, later: Any) -> bool:
+    """Whether the bulk stores ``store`` and ``later`` (plain stores, one map) write
+    boxes that provably do not overlap: in some dimension one's offset is the other's
+    plus a constant at least the block's size there (a subtiled epilogue's two halves)."""
+    if store.reduce or later.reduce or later.map is not store.map:
+        return False
+    block = store.value.type.shape
+    for d, (first, second) in enumerate(zip(store.offsets, later.offsets)):
+        for a, b in ((first, second), (second, first)):
+            step = _constant_step(a, b)
+            if step is not None and abs(step) >= block[d]:
+                return True
+    return False
+
+
+def _constant(value: Any) -> int | None:
+    op = value.defining_op
+    if op is not None and op.name == "arith.constant" and isinstance(op.attributes.get("value"), int):
+        return op.attributes["value"]
+    return None
+
+
+def _constant_step(start: Any, value: Any) -> int | None:
+    """``c`` where ``value`` is ``start + c`` (``arith.addi`` with a constant, or both
+    constants), else None."""
+    if _constant(start) is not None and _constant(value) is not None:
+        return _constant(value) - _constant(start)
+    op = value.defining_op
+    if op is None or op.name != "arith.addi":
+        return None
+    for x, y in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
+        if x is start and _constant(y) is not None:
+            return _constant(y)
+    return None
 
 
 def _global_access_after(op: Any) -> bool:
@@ -185,11 +223,11 @@ def _global_access_after(op: Any) -> bool:
             break
         ops = list(block)
         later = ops[ops.index(current) + 1:]
-        if any(_may_touch(o, root) for later_op in later for o in later_op.walk()):
+        if any(_may_touch(o, root, op) for later_op in later for o in later_op.walk()):
             return True
         parent = current.parent_op
         if parent is not None and parent.name in ("scf.for", "scf.while") and (
-                any(_may_touch(o, root) for o in parent.walk() if o is not op)
+                any(_may_touch(o, root, op) for o in parent.walk() if o is not op)
                 or (not op.reduce and not any(_varies_in(v, parent) for v in op.offsets))):
             # The next iteration touches the array again, or stores this very box again
             # (async bulk stores are unordered among themselves).

@@ -613,6 +613,28 @@ def test_a_loop_that_stores_one_box_again_and_again_completes_each_store():
     assert "cp.async.bulk.wait_group 0;" in ptx and "cp.async.bulk.wait_group.read" not in ptx
 
 
+@jit
+def store_halves(x_desc, c_desc, BM: pl.constexpr, BN: pl.constexpr, SECOND: pl.constexpr):
+    # A subtiled epilogue: the two halves of a tile, stored one after the other.
+    pm = pl.program_id(0) * BM
+    halves = pl.permute(pl.reshape(x_desc.load([pm, 0]), (BM, 2, BN // 2)), (0, 2, 1))
+    first, second = pl.split(halves)
+    c_desc.store([pm, 0], first)
+    c_desc.store([pm, SECOND], second)
+
+
+@pytest.mark.parametrize("second, full_waits", [(64, 0), (32, 1)])
+def test_a_store_of_another_box_through_the_same_map_does_not_wait_for_the_first(second, full_waits):
+    # Offsets 64 apart with 64-column blocks: provably other boxes, so the first store
+    # waits only for its reads; 32 apart they overlap, and it waits for its writes.
+    x = np.zeros((256, 128), np.float16)
+    module = store_halves.lower_for("nvidia:sm_90a", TensorDescriptor.from_tensor(x, [64, 128]),
+                                    TensorDescriptor.from_tensor(x, [64, 64]), BM=64, BN=128, SECOND=second)
+    ptx = compile_module(module, "nvidia:sm_90a", num_warps=4).context.artifacts["ptx"]
+    assert ptx.count("cp.async.bulk.wait_group 0;") == full_waits
+    assert ptx.count("cp.async.bulk.wait_group.read 0;") == 2 - full_waits
+
+
 def test_before_hopper_a_descriptor_matmul_loads_through_pointers():
     ptx, name = _matmul_ptx("nvidia:sm_80", True, 3)
     assert "cp.async.bulk" not in ptx and "mbarrier" not in ptx and "ld.global" in ptx
