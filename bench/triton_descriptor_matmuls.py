@@ -131,14 +131,18 @@ def matmul_kernel_descriptor_persistent(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_SIZE
                      EPILOGUE_SUBTILE, NUM_SMS, WARP_SPECIALIZE, FLATTEN)
 
 
+def dummy_descriptors(a, b, c):
+    # Made with a dummy block: the autotuner's pre-hook sets each config's block shapes.
+    dummy_block = [1, 1]
+    return (TensorDescriptor.from_tensor(a, dummy_block), TensorDescriptor.from_tensor(b, dummy_block),
+            TensorDescriptor.from_tensor(c, dummy_block))
+
+
 def matmul_tma(a, b, c, warp_specialize=False, **launch):
     """c = a @ b.T through host descriptors (b is N x K)."""
     M, K = a.shape
     N = b.shape[0]
-    dummy_block = [1, 1]
-    a_desc = TensorDescriptor.from_tensor(a, dummy_block)
-    b_desc = TensorDescriptor.from_tensor(b, dummy_block)
-    c_desc = TensorDescriptor.from_tensor(c, dummy_block)
+    a_desc, b_desc, c_desc = dummy_descriptors(a, b, c)
 
     def grid(META):
         return (triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"]),)
@@ -150,10 +154,7 @@ def matmul_tma(a, b, c, warp_specialize=False, **launch):
 def matmul_tma_persistent(a, b, c, num_sms, warp_specialize=False, flatten=True, **launch):
     M, K = a.shape
     N = b.shape[0]
-    dummy_block = [1, 1]
-    a_desc = TensorDescriptor.from_tensor(a, dummy_block)
-    b_desc = TensorDescriptor.from_tensor(b, dummy_block)
-    c_desc = TensorDescriptor.from_tensor(c, dummy_block)
+    a_desc, b_desc, c_desc = dummy_descriptors(a, b, c)
 
     def grid(META):
         return (min(num_sms, triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"])),)

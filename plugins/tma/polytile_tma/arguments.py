@@ -13,7 +13,6 @@ as Triton specializes them).
 
 from __future__ import annotations
 
-import operator
 from typing import Any, Hashable
 
 from polytile.runtime.adapters import ArgumentAdapter, LaunchPart

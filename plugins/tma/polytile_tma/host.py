@@ -468,9 +468,9 @@ class TensorDescriptor(_NATIVE.DescriptorCore if _NATIVE is not None else Python
             if not 1 <= rank <= MAX_RANK:
                 problems.append(f"the rank is {rank} (shape {tuple(self.shape)}), but a tensor descriptor has "
                                 f"1 to {MAX_RANK} dimensions: TMA describes tensors of rank 1 to {MAX_RANK}")
-            for field, entries in (("strides", strides), ("block_shape", block)):
+            for name, entries in (("strides", strides), ("block_shape", block)):
                 if entries is not None and len(entries) != rank:
-                    problems.append(f"{field} has {_entries(len(entries))} but shape has {_entries(rank)}: "
+                    problems.append(f"{name} has {_entries(len(entries))} but shape has {_entries(rank)}: "
                                     f"a descriptor needs one per dimension")
             for i, n in enumerate(shape):
                 if n is not None and n <= 0:
