@@ -37,17 +37,36 @@ typedef struct {
  * `object` on: the adapter's key_and_parts (called with the value, it answers (key, parts)),
  * the key the plan was made with, the parts' parameter codes (bytes: 'P' a tensor, 'M' a
  * by-value blob such as a tensor map, which must be bytes of exactly BLOB_BYTES, else a
- * scalar code), and the name of the value's version attribute (or None).  The value
- * matches when its key equals the plan's; its parts are packed into the `parts`
- * parameters from `parameter` on.  With a version attribute, the slot remembers the last
- * value, the objects its __dict__ held, its parts and the address of its first tensor
- * part: the same object holding the same objects (the version attribute among them:
- * present only while every change of the value replaces one) whose tensor is at the same
- * address packs those parts again without asking key_and_parts. */
+ * scalar code), the name of the value's version attribute (or None), and the adapter's
+ * native answer (a capsule, below, or None).  The value matches when its key equals the
+ * plan's; its parts are packed into the `parts` parameters from `parameter` on.
+ *
+ * With a native answer, the adapter's C function answers instead of key_and_parts: the
+ * pair key_and_parts would give (or one whose parts lack a last 'M' part, given as
+ * `blob`), and the first part's address and device, read by it, so not read again here.
+ *
+ * With a version attribute, the slot remembers the last value, the objects its __dict__
+ * held, its parts and the address of its first tensor part: the same object holding the
+ * same objects (the version attribute among them: present only while every change of the
+ * value replaces one) whose tensor is at the same address packs those parts again without
+ * asking key_and_parts. */
 typedef struct {
     PyObject *value, *state, *parts, *dtype;  /* strong references, or NULL */
     uint64_t address;
 } AdaptedCache;
+
+/* The native answer ABI, version 1 (polytile.runtime.adapters.ArgumentAdapter.native_answer):
+ * a capsule named POLYTILE_ANSWER_CAPSULE holding an AnswerFunction, which answers 1 with
+ * *out filled (new references), or 0 with no exception set (then key_and_parts answers). */
+typedef struct {
+    PyObject *pair;      /* (key, parts) */
+    PyObject *blob;      /* the bytes of a last 'M' part that `parts` lacks, or NULL */
+    uint64_t address;    /* parts[0]'s address, where tensor_read */
+    long long device;    /* parts[0]'s device, where tensor_read */
+    int tensor_read;     /* parts[0] is a tensor whose address and device were read by the answer */
+} PolytileAnswer;
+typedef int (*AnswerFunction)(PyObject *value, PolytileAnswer *out);
+#define POLYTILE_ANSWER_CAPSULE "polytile.native_answer.v1"
 
 typedef struct {
     PyObject_HEAD
@@ -62,6 +81,7 @@ typedef struct {
     PyObject *guard, *launcher, *meta_base, *slot_names, *result;
     PyObject *counts;   /* the launcher's launch counters (bytearray): COUNT_NATIVE counts here */
     AdaptedCache *caches;  /* one per slot (used by CHECK_ADAPTED slots) */
+    AnswerFunction *answers;  /* one per slot: a CHECK_ADAPTED slot's native answer, or NULL */
     /* A kernel with global scratch (polytile.gpu.global_scratch): `scratch(programs)`
      * answers (memory, address) from the user's allocator, or raises; the address goes
      * into parameter `scratch_parameter`, the memory is held until the launch is made. */
@@ -119,6 +139,7 @@ static void plan_dealloc(Plan *plan) {
     plan_clear(plan);
     PyMem_Free(plan->slots);
     PyMem_Free(plan->caches);
+    PyMem_Free(plan->answers);
     PyMem_Free(plan->offsets);
     PyMem_Free(plan->base);
     Py_TYPE(plan)->tp_free((PyObject *)plan);
@@ -178,6 +199,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     plan->shared = shared;
     plan->slots = PyMem_Malloc(plan->nslots * sizeof(SlotCheck) + 1);
     plan->caches = PyMem_Calloc(plan->nslots + 1, sizeof(AdaptedCache));
+    plan->answers = PyMem_Calloc(plan->nslots + 1, sizeof(AnswerFunction));
     plan->offsets = PyMem_Malloc(plan->count * 4 + 1);
     plan->base = PyMem_Malloc(plan->size + 1);
     Py_INCREF(kwnames); plan->kwnames = kwnames;
@@ -193,7 +215,8 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
         plan->scratch = scratch;
     }
     plan->scratch_parameter = scratch_parameter;
-    if (plan->slots == NULL || plan->caches == NULL || plan->offsets == NULL || plan->base == NULL) {
+    if (plan->slots == NULL || plan->caches == NULL || plan->answers == NULL || plan->offsets == NULL ||
+        plan->base == NULL) {
         Py_DECREF(plan);
         return PyErr_NoMemory();
     }
@@ -217,12 +240,22 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
         if (slot->check == CHECK_ADAPTED) {
             int valid = slot->parameter >= 0 && slot->parts > 0 &&
                         (uint64_t)slot->parameter + slot->parts <= plan->count &&
-                        (uint64_t)slot->object + 3 < (uint64_t)object_count &&
+                        (uint64_t)slot->object + 4 < (uint64_t)object_count &&
                         PyCallable_Check(PyTuple_GET_ITEM(objects, slot->object)) &&
                         PyBytes_Check(PyTuple_GET_ITEM(objects, slot->object + 2)) &&
                         (PyTuple_GET_ITEM(objects, slot->object + 3) == Py_None ||
                          PyUnicode_CheckExact(PyTuple_GET_ITEM(objects, slot->object + 3))) &&
                         PyBytes_GET_SIZE(PyTuple_GET_ITEM(objects, slot->object + 2)) == (Py_ssize_t)slot->parts;
+            if (valid) {
+                PyObject *answer = PyTuple_GET_ITEM(objects, slot->object + 4);
+                if (answer != Py_None) {
+                    plan->answers[i] = (AnswerFunction)PyCapsule_GetPointer(answer, POLYTILE_ANSWER_CAPSULE);
+                    if (plan->answers[i] == NULL) {  /* another ABI, or not a capsule */
+                        Py_DECREF(plan);
+                        return NULL;
+                    }
+                }
+            }
             for (uint32_t part = 0; valid && part < slot->parts; part++) {
                 char code = PyBytes_AS_STRING(PyTuple_GET_ITEM(objects, slot->object + 2))[part];
                 valid = code_size(code) != 0 &&
@@ -262,23 +295,67 @@ static PyTypeObject PlanType = {
     .tp_doc = "One way a @jit function is called, and how to launch it (see the file's comment).",
 };
 
-/* 0 when the value passes the slot's check (and is packed), NO_MATCH when it does not. */
+/* Pack one part of an adapted argument; 0, or NO_MATCH (it is not what its code packs).
+ * A tensor's address also goes to *first when *seen is 0. */
+static int pack_part(char code, PyObject *item, char *at, long long *device, int *any_tensor, uint64_t *first,
+                     int *seen) {
+    if (code == 'P') {
+        uint64_t address;
+        if (read_tensor(item, device, &address)) return NO_MATCH;
+        if (!*seen) { *first = address; *seen = 1; }
+        *any_tensor = 1;
+        memcpy(at, &address, 8);
+        return 0;
+    }
+    if (pack_scalar(code, item, at)) {
+        PyErr_Clear();
+        return NO_MATCH;
+    }
+    return 0;
+}
+
 /* Pack `parts` (a tuple of the slot's parts) into the argument bytes; 0, or NO_MATCH (a
  * part is not what its code packs).  The first tensor part's address goes to *first. */
 static int pack_parts(const Plan *plan, const SlotCheck *slot, PyObject *parts, char *bytes, long long *device,
                       int *any_tensor, uint64_t *first) {
     const char *codes = PyBytes_AS_STRING(PyTuple_GET_ITEM(plan->objects, slot->object + 2));
     int seen = 0;
-    for (uint32_t part = 0; part < slot->parts; part++) {
-        PyObject *item = PyTuple_GET_ITEM(parts, part);
-        char *at = bytes + plan->offsets[slot->parameter + part];
-        if (codes[part] == 'P') {
-            uint64_t address;
-            if (read_tensor(item, device, &address)) return NO_MATCH;
-            if (!seen) { *first = address; seen = 1; }
-            *any_tensor = 1;
-            memcpy(at, &address, 8);
-        } else if (pack_scalar(codes[part], item, at)) {
+    for (uint32_t part = 0; part < slot->parts; part++)
+        if (pack_part(codes[part], PyTuple_GET_ITEM(parts, part), bytes + plan->offsets[slot->parameter + part],
+                      device, any_tensor, first, &seen))
+            return NO_MATCH;
+    return 0;
+}
+
+/* Pack a native answer (see PolytileAnswer); 0, or NO_MATCH. */
+static int pack_answer(const Plan *plan, const SlotCheck *slot, const PolytileAnswer *answer, char *bytes,
+                       long long *device, int *any_tensor) {
+    const char *codes = PyBytes_AS_STRING(PyTuple_GET_ITEM(plan->objects, slot->object + 2));
+    PyObject *pair = answer->pair;
+    if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(pair, 1)))
+        return NO_MATCH;
+    PyObject *parts = PyTuple_GET_ITEM(pair, 1);
+    Py_ssize_t given = PyTuple_GET_SIZE(parts) + (answer->blob != NULL);
+    if (given != (Py_ssize_t)slot->parts) return NO_MATCH;
+    int equal = PyObject_RichCompareBool(PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(plan->objects, slot->object + 1),
+                                         Py_EQ);
+    if (equal != 1) { if (equal < 0) PyErr_Clear(); return NO_MATCH; }
+    uint32_t part = 0;
+    uint64_t first = 0;
+    int seen = 0;
+    if (answer->tensor_read) {
+        if (codes[0] != 'P' || answer->device < 0 || (*device >= 0 && answer->device != *device)) return NO_MATCH;
+        *device = answer->device;
+        *any_tensor = 1;
+        memcpy(bytes + plan->offsets[slot->parameter], &answer->address, 8);
+        part = 1;
+    }
+    for (; part < (uint32_t)PyTuple_GET_SIZE(parts); part++)
+        if (pack_part(codes[part], PyTuple_GET_ITEM(parts, part), bytes + plan->offsets[slot->parameter + part],
+                      device, any_tensor, &first, &seen))
+            return NO_MATCH;
+    if (answer->blob != NULL) {
+        if (codes[part] != 'M' || pack_scalar('M', answer->blob, bytes + plan->offsets[slot->parameter + part])) {
             PyErr_Clear();
             return NO_MATCH;
         }
@@ -336,6 +413,16 @@ static int same_state(PyObject *name, PyObject *value, PyObject *state) {
 static int check_adapted(const Plan *plan, const SlotCheck *slot, PyObject *value, char *bytes, long long *device,
                          int *any_tensor) {
     PyObject *objects = plan->objects;
+    AnswerFunction native = plan->answers[slot - plan->slots];
+    if (native != NULL) {
+        PolytileAnswer answer = {NULL, NULL, 0, -1, 0};
+        if (native(value, &answer) == 1) {
+            int result = pack_answer(plan, slot, &answer, bytes, device, any_tensor);
+            Py_DECREF(answer.pair);
+            Py_XDECREF(answer.blob);
+            return result;
+        }
+    }
     AdaptedCache *cache = &plan->caches[slot - plan->slots];
     PyObject *version_name = PyTuple_GET_ITEM(objects, slot->object + 3);
     if (cache->value == value && cache->parts != NULL && same_state(version_name, value, cache->state)) {

@@ -200,7 +200,8 @@ class Launcher(LauncherBase):
                     return None
                 index = len(objects)
                 version = slot.expected[2] if len(slot.expected) > 2 else None
-                objects.extend([slot.expected[0], slot.expected[1], "".join(part_codes).encode(), version])
+                answer = slot.expected[3] if len(slot.expected) > 3 else None
+                objects.extend([slot.expected[0], slot.expected[1], "".join(part_codes).encode(), version, answer])
                 slots.append(struct.pack("<4BIiI", _DISPATCH_CHECKS["adapted"], 0, 0, 0, index, slot.parameter,
                                          slot.parts))
                 continue

@@ -59,6 +59,19 @@ class ArgumentAdapter:
     #: parts while the same object has the same version and its first tensor part the same
     #: address, without calling :meth:`key_and_parts`.
     version_attribute: str | None = None
+    #: A C function that answers what :meth:`key_and_parts` answers, for a native
+    #: dispatcher to call instead (no tuples built, no second read of the address), or
+    #: None.  It is a ``PyCapsule`` named ``"polytile.native_answer.v1"`` holding
+    #: ``int answer(PyObject *value, PolytileAnswer *out)``, where ``PolytileAnswer`` is
+    #: ``{PyObject *pair; PyObject *blob; uint64_t address; long long device; int
+    #: tensor_read;}``: ``pair`` the ``(key, parts)`` key_and_parts would give, as a new
+    #: reference; ``blob`` (a new reference, or NULL) the bytes of a last by-value part
+    #: that ``parts`` then lacks (a tensor map); where ``tensor_read`` is 1, ``parts[0]``
+    #: is a tensor whose address and device the function read in this call.  It returns 1
+    #: with ``out`` filled, or 0 with no exception set (then ``key_and_parts`` answers).
+    #: The NVIDIA dispatcher defines the struct (``polytile_nvidia/_dispatch.h``);
+    #: ``polytile_tma/_descriptor.c`` is an example.
+    native_answer: Any = None
 
     def key(self, value: Any) -> Hashable:
         raise NotImplementedError

@@ -62,7 +62,8 @@ class SlotCheck:
     parameter: int = -1
     #: ``"adapted"`` (a plugin's argument, a tensor descriptor): how many kernel
     #: parameters from ``parameter`` on its parts fill; ``expected`` is ``(key_and_parts,
-    #: key)``: the adapter's call and the key the value must have.
+    #: key, version_attribute, native_answer)``: the adapter's call, the key the value must
+    #: have, and the adapter's shortcuts (see :class:`~polytile.runtime.adapters.ArgumentAdapter`).
     parts: int = 0
 
 
@@ -189,8 +190,8 @@ def _adapted_slot(adapter: Any, name: str, value: Any, launch_order: list[str]) 
     first = launch_order.index(names[0])
     if launch_order[first:first + len(names)] != names:
         return None
-    return SlotCheck("adapted", (adapter.key_and_parts, key, adapter.version_attribute), parameter=first,
-                     parts=len(names))
+    return SlotCheck("adapted", (adapter.key_and_parts, key, adapter.version_attribute, adapter.native_answer),
+                     parameter=first, parts=len(names))
 
 
 __all__ = ["CallPlan", "SlotCheck", "plan_call"]

@@ -44,7 +44,7 @@ static PyObject *slow_bulk_key_and_parts;  /* the same as bulk_key_and_parts, in
 static PyObject *maps;               /* dict: (address, key, parts[1:]) -> bytes */
 static uint64_t maps_generation;     /* bumped by forget_maps: a descriptor's kept map is of one */
 
-static PyObject *str_zero, *str_nan, *str_data_ptr, *str_dtype, *str_shape, *str_stride;
+static PyObject *str_zero, *str_nan, *str_data_ptr, *str_dtype, *str_shape, *str_stride, *str_get_device;
 static PyObject *field_names[5];   /* interned "base", "shape", ... */
 static PyObject *core_getsets[5];  /* the core type's descriptors of those fields */
 
@@ -57,10 +57,12 @@ typedef struct {
     PyObject *copies[3];  /* tuple copies of shape, strides, block_shape where those are lists */
     PyObject *seen_dtype;
     uint64_t seen_address;
-    /* bulk_key_and_parts: the pair with the tensor map, for `pair`, made in generation
-     * `mapped_generation` of the kept maps (forget_maps starts a new one) */
-    PyObject *mapped, *mapped_for;
-    uint64_t mapped_generation;
+    /* The tensor map of `pair` (bytes; None when its key's blocks do not move as bulk
+     * copies), found in generation `map_generation` of the kept maps (forget_maps starts
+     * a new one); map_for is the pair it was found for. */
+    PyObject *map, *map_for;
+    uint64_t map_generation;
+    PyObject *mapped;     /* bulk_key_and_parts's answer with that map (Python's launch path) */
 } Descriptor;
 
 enum { BASE = 0, SHAPE = 1, STRIDES = 2, BLOCK = 3, PADDING = 4 };
@@ -71,8 +73,9 @@ static void forget(Descriptor *d) {
     for (int i = 0; i < 5; i++) Py_CLEAR(d->seen[i]);
     for (int i = 0; i < 3; i++) Py_CLEAR(d->copies[i]);
     Py_CLEAR(d->seen_dtype);
+    Py_CLEAR(d->map);
+    Py_CLEAR(d->map_for);
     Py_CLEAR(d->mapped);
-    Py_CLEAR(d->mapped_for);
 }
 
 /* A subclass (TensorDescriptor is one) is a heap type: Python's subtype_traverse and
@@ -83,8 +86,9 @@ static int descriptor_traverse(Descriptor *d, visitproc visit, void *arg) {
     for (int i = 0; i < 3; i++) Py_VISIT(d->copies[i]);
     Py_VISIT(d->pair);
     Py_VISIT(d->seen_dtype);
+    Py_VISIT(d->map);
+    Py_VISIT(d->map_for);
     Py_VISIT(d->mapped);
-    Py_VISIT(d->mapped_for);
     return 0;
 }
 
@@ -154,6 +158,9 @@ static PyObject *divisible_by_16(const long long *values, Py_ssize_t n) {
  * and the plan's comparison with its own key meets the same objects. */
 enum { RECENT_KEYS = 8 };
 static PyObject *recent_keys[RECENT_KEYS];
+/* Whether each recent key's blocks move as bulk copies (find_map): NULL not asked yet, else
+ * Py_True or Py_False (a key's tuple is hashed once, not at every new descriptor). */
+static PyObject *recent_bulk[RECENT_KEYS];
 static int next_recent;
 
 static int same_flags(PyObject *flags, const long long *values, Py_ssize_t n) {
@@ -186,7 +193,15 @@ static PyObject *recent_key(PyObject *element, const long long *block, PyObject 
 static void remember_key(PyObject *key) {
     Py_INCREF(key);
     Py_XSETREF(recent_keys[next_recent], key);
+    recent_bulk[next_recent] = NULL;
     next_recent = (next_recent + 1) % RECENT_KEYS;
+}
+
+/* The recent key's slot of `key` (the same object), or -1. */
+static int recent_slot(PyObject *key) {
+    for (int k = 0; k < RECENT_KEYS; k++)
+        if (recent_keys[k] == key) return k;
+    return -1;
 }
 
 /* The launch answer of a descriptor, computed here when it is the common case: 1 (the
@@ -567,47 +582,38 @@ static void forget_recent_maps(void) {
     }
 }
 
-/* key_and_parts, with the tensor map appended where the key's blocks move as bulk copies
- * (Hopper): maps are kept per (address, key, shape, strides), and a descriptor keeps the
- * answer with its map while its own answer is the same. */
-static PyObject *bulk_key_and_parts(PyObject *module, PyObject *value) {
-    PyObject *pair = key_and_parts(module, value);
-    if (pair == NULL) return NULL;
-    Descriptor *d = PyObject_TypeCheck(value, &DescriptorType) && reads_core_fields(Py_TYPE(value))
-                    ? (Descriptor *)value : NULL;
-    if (d == NULL || d->pair != pair || bulk_plans == NULL) {
-        /* Python's answer (not the common case): Python adds the map, or says what is wrong. */
-        Py_DECREF(pair);
-        if (slow_bulk_key_and_parts == NULL) {
-            PyErr_SetString(PyExc_RuntimeError, "polytile_tma._descriptor is not configured for bulk copies");
-            return NULL;
-        }
-        return PyObject_CallOneArg(slow_bulk_key_and_parts, value);
-    }
-    if (d->mapped != NULL && d->mapped_for == pair && d->mapped_generation == maps_generation) {
-        Py_DECREF(pair);
-        Py_INCREF(d->mapped);
-        return d->mapped;
+/* The tensor map of the descriptor's answer `pair` (d->pair): a new reference to its
+ * bytes, to None when the key's blocks do not move as bulk copies, or NULL with an
+ * exception.  Maps are kept per (address, key, shape, strides); the descriptor keeps its
+ * own while its answer is the same. */
+static PyObject *find_map(Descriptor *d, PyObject *pair) {
+    if (d->map != NULL && d->map_for == pair && d->map_generation == maps_generation) {
+        Py_INCREF(d->map);
+        return d->map;
     }
     /* The address the pair was computed for, read now: the calls into Python below (the
      * plan, the encoder, which releases the GIL) may let the descriptor change. */
     uint64_t address = d->seen_address;
     uint64_t generation = maps_generation;
     PyObject *key = PyTuple_GET_ITEM(pair, 0), *parts = PyTuple_GET_ITEM(pair, 1);
-    PyObject *plan = PyDict_GetItemWithError(bulk_plans, key);  /* borrowed */
-    if (plan == NULL) {
-        if (PyErr_Occurred()) { Py_DECREF(pair); return NULL; }
-        PyObject *made = PyObject_CallOneArg(plan_of, key);
-        if (made == NULL) { Py_DECREF(pair); return NULL; }
-        int none = made == Py_None;
-        Py_DECREF(made);
-        if (none) return pair;
-    } else if (plan == Py_None) {
-        return pair;
+    PyObject *tensor_map = NULL;
+    int slot = recent_slot(key);
+    PyObject *bulk = slot >= 0 ? recent_bulk[slot] : NULL;
+    if (bulk == NULL) {
+        PyObject *plan = PyDict_GetItemWithError(bulk_plans, key);  /* borrowed */
+        if (plan == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            plan = PyObject_CallOneArg(plan_of, key);  /* fills bulk_plans */
+            if (plan == NULL) return NULL;
+            Py_DECREF(plan);  /* kept by bulk_plans (or None) */
+        }
+        bulk = plan == Py_None ? Py_False : Py_True;
+        if (slot >= 0 && recent_keys[slot] == key) recent_bulk[slot] = bulk;
     }
-    Py_ssize_t count = PyTuple_GET_SIZE(parts);
-    PyObject *tensor_map = recent_map(address, key, parts);
+    if (bulk == Py_False) tensor_map = Py_NewRef(Py_None);
+    if (tensor_map == NULL) tensor_map = recent_map(address, key, parts);
     if (tensor_map == NULL && !PyErr_Occurred()) {
+        Py_ssize_t count = PyTuple_GET_SIZE(parts);
         PyObject *lookup = NULL, *rest = PyTuple_GetSlice(parts, 1, count);
         PyObject *where = PyLong_FromUnsignedLongLong(address);
         if (rest != NULL && where != NULL) lookup = PyTuple_Pack(3, where, key, rest);
@@ -617,6 +623,10 @@ static PyObject *bulk_key_and_parts(PyObject *module, PyObject *value) {
             if (tensor_map != NULL) Py_INCREF(tensor_map);
             else if (!PyErr_Occurred()) {
                 tensor_map = PyObject_CallFunctionObjArgs(encode_map, key, parts, where, NULL);
+                if (tensor_map != NULL && !PyBytes_Check(tensor_map)) {
+                    PyErr_SetString(PyExc_TypeError, "encode_map must answer bytes");
+                    Py_CLEAR(tensor_map);
+                }
                 if (tensor_map != NULL) {
                     if (PyDict_GET_SIZE(maps) >= MAX_MAPS) PyDict_Clear(maps);
                     if (PyDict_SetItem(maps, lookup, tensor_map) < 0) Py_CLEAR(tensor_map);
@@ -627,27 +637,117 @@ static PyObject *bulk_key_and_parts(PyObject *module, PyObject *value) {
         Py_XDECREF(lookup);
         if (tensor_map != NULL && generation == maps_generation) remember_map(address, key, parts, tensor_map);
     }
-    if (tensor_map == NULL) { Py_DECREF(pair); return NULL; }
+    if (tensor_map != NULL && d->pair == pair && generation == maps_generation) {  /* still this descriptor's answer */
+        Py_INCREF(tensor_map); Py_XSETREF(d->map, tensor_map);
+        Py_INCREF(pair); Py_XSETREF(d->map_for, pair);
+        d->map_generation = generation;
+        Py_CLEAR(d->mapped);
+    }
+    return tensor_map;
+}
+
+/* The plain (C) descriptor behind `value`, or NULL for anything Python must answer. */
+static Descriptor *plain_descriptor(PyObject *value) {
+    return PyObject_TypeCheck(value, &DescriptorType) && reads_core_fields(Py_TYPE(value)) ? (Descriptor *)value
+                                                                                             : NULL;
+}
+
+/* key_and_parts, with the tensor map appended where the key's blocks move as bulk copies
+ * (Hopper). */
+static PyObject *bulk_key_and_parts(PyObject *module, PyObject *value) {
+    PyObject *pair = key_and_parts(module, value);
+    if (pair == NULL) return NULL;
+    Descriptor *d = plain_descriptor(value);
+    if (d == NULL || d->pair != pair || bulk_plans == NULL) {
+        /* Python's answer (not the common case): Python adds the map, or says what is wrong. */
+        Py_DECREF(pair);
+        if (slow_bulk_key_and_parts == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "polytile_tma._descriptor is not configured for bulk copies");
+            return NULL;
+        }
+        return PyObject_CallOneArg(slow_bulk_key_and_parts, value);
+    }
+    PyObject *tensor_map = find_map(d, pair);
+    if (tensor_map == NULL || tensor_map == Py_None) {
+        Py_XDECREF(tensor_map);
+        if (tensor_map == NULL) Py_CLEAR(pair);
+        return pair;
+    }
+    int kept = d->map == tensor_map && d->map_for == pair;  /* the descriptor's own map */
+    if (kept && d->mapped != NULL) {
+        Py_DECREF(tensor_map);
+        Py_DECREF(pair);
+        return Py_NewRef(d->mapped);
+    }
+    PyObject *key = PyTuple_GET_ITEM(pair, 0), *parts = PyTuple_GET_ITEM(pair, 1);
+    Py_ssize_t count = PyTuple_GET_SIZE(parts);
     PyObject *full = NULL, *with_map = PyTuple_New(count + 1);
     if (with_map != NULL) {
-        for (Py_ssize_t i = 0; i < count; i++) {
-            Py_INCREF(PyTuple_GET_ITEM(parts, i));
-            PyTuple_SET_ITEM(with_map, i, PyTuple_GET_ITEM(parts, i));
-        }
-        PyTuple_SET_ITEM(with_map, count, tensor_map);
-        tensor_map = NULL;
+        for (Py_ssize_t i = 0; i < count; i++) PyTuple_SET_ITEM(with_map, i, Py_NewRef(PyTuple_GET_ITEM(parts, i)));
+        PyTuple_SET_ITEM(with_map, count, Py_NewRef(tensor_map));
         full = PyTuple_Pack(2, key, with_map);
         Py_DECREF(with_map);
     }
-    Py_XDECREF(tensor_map);
-    if (full != NULL && d->pair == pair && generation == maps_generation) {  /* still this descriptor's answer */
-        Py_INCREF(full); Py_XSETREF(d->mapped, full);
-        Py_INCREF(pair); Py_XSETREF(d->mapped_for, pair);
-        d->mapped_generation = generation;
-    }
+    if (full != NULL && kept) Py_XSETREF(d->mapped, Py_NewRef(full));
+    Py_DECREF(tensor_map);
     Py_DECREF(pair);
     return full;
 }
+
+/* ---- the native answer (polytile.runtime.adapters.ArgumentAdapter.native_answer) ------
+ *
+ * A native dispatcher asks this at each launch it plans, through a capsule named
+ * "polytile.native_answer.v1", instead of calling key_and_parts: no tuples are built, the
+ * map comes as its bytes, and the base's address and device, read here, are not read
+ * again by the dispatcher.  The struct is the ABI the dispatcher defines (version 1). */
+typedef struct {
+    PyObject *pair;      /* new reference: (key, parts), as key_and_parts answers */
+    PyObject *blob;      /* new reference: the bytes of a last by-value part that `parts` lacks, or NULL */
+    uint64_t address;    /* parts[0]'s address, read in this call, where tensor_read */
+    long long device;    /* parts[0]'s device, likewise */
+    int tensor_read;
+} PolytileAnswer;
+#define POLYTILE_ANSWER_CAPSULE "polytile.native_answer.v1"
+
+/* torch's get_device() of `base` into *device: 1, or 0 (cleared) when it has none. */
+static int read_device(PyObject *base, long long *device) {
+    PyObject *where = PyObject_CallMethodNoArgs(base, str_get_device);
+    if (where == NULL) { PyErr_Clear(); return 0; }
+    long long value = PyLong_Check(where) ? PyLong_AsLongLong(where) : -1;
+    Py_DECREF(where);
+    if (value == -1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    *device = value;
+    return 1;
+}
+
+/* 1 with *out filled, or 0 (no exception): the dispatcher then calls key_and_parts. */
+static int answer(PyObject *value, PolytileAnswer *out, int bulk) {
+    Descriptor *d = plain_descriptor(value);
+    if (d == NULL || (bulk && bulk_plans == NULL)) return 0;
+    if (!still_holds(d) && compute(d) <= 0) { PyErr_Clear(); return 0; }
+    PyObject *pair = Py_NewRef(d->pair), *base = Py_NewRef(d->fields[BASE]);
+    uint64_t address = d->seen_address;
+    long long device;
+    /* The device last: an answer (and its address) for a base no longer the field's is dropped. */
+    int read = read_device(base, &device) && d->pair == pair && d->fields[BASE] == base;
+    Py_DECREF(base);
+    PyObject *tensor_map = NULL;
+    if (read && bulk) {
+        tensor_map = find_map(d, pair);
+        if (tensor_map == NULL) { PyErr_Clear(); read = 0; }
+        else if (tensor_map == Py_None) Py_CLEAR(tensor_map);
+    }
+    if (!read) { Py_DECREF(pair); return 0; }
+    out->pair = pair;
+    out->blob = tensor_map;
+    out->address = address;
+    out->device = device;
+    out->tensor_read = 1;
+    return 1;
+}
+
+static int plain_answer(PyObject *value, PolytileAnswer *out) { return answer(value, out, 0); }
+static int bulk_answer(PyObject *value, PolytileAnswer *out) { return answer(value, out, 1); }
 
 static int replace(PyObject **slot, PyObject *value, const char *name, int (*check)(PyObject *)) {
     if (value == NULL) return 0;
@@ -721,11 +821,24 @@ PyMODINIT_FUNC PyInit__descriptor(void) {
     str_dtype = PyUnicode_InternFromString("dtype");
     str_shape = PyUnicode_InternFromString("shape");
     str_stride = PyUnicode_InternFromString("stride");
+    str_get_device = PyUnicode_InternFromString("get_device");
     maps = PyDict_New();
-    if (!str_zero || !str_nan || !str_data_ptr || !str_dtype || !str_shape || !str_stride || !maps) return NULL;
+    if (!str_zero || !str_nan || !str_data_ptr || !str_dtype || !str_shape || !str_stride || !str_get_device || !maps)
+        return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
     Py_INCREF(&DescriptorType);
+    PyObject *answers[2] = {PyCapsule_New((void *)plain_answer, POLYTILE_ANSWER_CAPSULE, NULL),
+                            PyCapsule_New((void *)bulk_answer, POLYTILE_ANSWER_CAPSULE, NULL)};
+    int added = answers[0] != NULL && answers[1] != NULL &&
+                PyModule_AddObjectRef(module, "native_answer", answers[0]) == 0 &&
+                PyModule_AddObjectRef(module, "native_bulk_answer", answers[1]) == 0;
+    Py_XDECREF(answers[0]);
+    Py_XDECREF(answers[1]);
+    if (!added) {
+        Py_DECREF(module);
+        return NULL;
+    }
     if (PyModule_AddObject(module, "DescriptorCore", (PyObject *)&DescriptorType) < 0 ||
         PyModule_AddStringConstant(module, "source_digest", POLYTILE_DESCRIPTOR_SOURCE_DIGEST) < 0) {
         Py_DECREF(module);

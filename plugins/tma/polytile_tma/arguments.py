@@ -32,6 +32,8 @@ class DescriptorAdapter(ArgumentAdapter):
     #: base's address and dtype, each field, a copy of each list field) and reuses it only
     #: while all of them are the same, so a change in place is seen too.
     key_and_parts = staticmethod(host.key_and_parts)
+    #: The same answer for the native dispatcher, from C (None without the C module).
+    native_answer = getattr(host._NATIVE, "native_answer", None)
 
     def key(self, value: Any) -> Hashable:
         return host.key_and_parts(value)[0]
@@ -176,6 +178,7 @@ class BulkDescriptorAdapter(DescriptorAdapter):
 
     #: The parts with the tensor map (C where it is built, keeping the maps it made).
     key_and_parts = staticmethod(_bulk_key_and_parts)
+    native_answer = getattr(host._NATIVE, "native_bulk_answer", None)
 
 
 def forget_tensor_maps() -> None:

@@ -678,3 +678,99 @@ def test_a_kernel_with_global_scratch_gets_its_allocation_from_the_plan(fake_dri
     with pytest.raises(LaunchError, match="needs 128 bytes of global scratch"):
         dispatcher.bind((99,))(Tensor(0x20000), 5)
     assert launcher.launch_counts().native == 1
+
+
+def test_a_descriptor_with_a_native_answer_is_packed_reading_its_tensor_once_per_launch(fake_driver, native_module,
+                                                                                      monkeypatch):
+    """polytile-tma's C descriptors answer through the adapter's ``native_answer``: the
+    dispatcher packs the base's address and device the answer read (no second read), the
+    shape and strides, and the tensor map's bytes; a moved tensor gets its new address
+    and a new map, a descriptor made again keeps the map, and a base on no GPU goes to
+    the slow path, as key_and_parts's answer would."""
+    from polytile.ir import types as t
+    from polytile.runtime.dispatch import CallPlan, SlotCheck
+    from polytile_nvidia.launcher import Launcher
+
+    arguments = pytest.importorskip("polytile_tma.arguments", reason="host descriptors come with polytile-tma")
+    from polytile_tma import host, tensormap
+
+    if host.NATIVE == "Python":
+        pytest.skip("the C descriptor module is not built")
+    encoded = []
+
+    def encode(address, element, shape, strides, box, swizzle, padding):
+        encoded.append(address)
+        return bytes([len(encoded)]) * 128
+
+    monkeypatch.setattr(tensormap, "encode_tensor_map", encode)
+    arguments.forget_tensor_maps()
+    reads = {"data_ptr": 0, "get_device": 0}
+
+    def counted(name, index):
+        def read(self):
+            reads[name] += 1
+            return self._a[index]
+        return read
+
+    Counted = type("Tensor", (Tensor,), {"__module__": "torch", "data_ptr": counted("data_ptr", 0),
+                                         "get_device": counted("get_device", 1)})
+    base = Counted(0x40000, 0, FLOAT16)
+    desc = host.TensorDescriptor(base, (64, 96), (96, 1), [64, 64])
+    adapter = arguments.BULK_ADAPTER
+    assert adapter.native_answer is not None
+    key = adapter.key(desc)
+    parts = adapter.parts(key)
+    assert [p.suffix for p in parts] == ["_base", "_shape0", "_shape1", "_stride0", "_map"]
+    use_native_launcher(fake_driver, native_module, monkeypatch)
+    fake_driver.gpus = [FakeGpu()]
+    sizes = tuple(128 if p.suffix == "_map" else 8 if p.suffix in ("_base",) or p.type == t.i64 else 4
+                  for p in parts)
+    fake_driver.images[b"tma image"] = {"k": Kernel((*sizes, 4))}
+    launcher = Launcher(b"tma image", "k", [("d" + p.suffix, p.type) for p in parts] + [("n", t.i32)], num_warps=4)
+    launcher((1, 1, 1), [Tensor(0x10000, 0, FLOAT16), 64, 96, 96, bytes(128), 1])  # loads the kernel
+
+    def planned(answer):
+        dispatcher = launcher.make_dispatcher(lambda *args: "slow")
+        plan = CallPlan(nargs=2, kwnames=None,
+                        slots=[SlotCheck("adapted", (adapter.key_and_parts, key, None, answer), parameter=0,
+                                         parts=len(parts)),
+                               SlotCheck("int", hint="any", range="i32", parameter=len(parts))],
+                        slot_names=("d", "n"), meta_base={}, guard=None, result="compiled")
+        dispatcher.learn(launcher.dispatch_plan(plan))
+        return dispatcher.bind((2,))
+
+    call = planned(adapter.native_answer)
+
+    def packed(address, shape0, map_byte):
+        launch = fake_driver.launches[-1]
+        shape = [struct.pack("<i", shape0), struct.pack("<i", 96)]
+        stride = struct.pack("<q", 96) if len(launch.arguments[3]) == 8 else struct.pack("<i", 96)
+        return launch.arguments == [struct.pack("<Q", address), *shape, stride, bytes([map_byte]) * 128,
+                                    struct.pack("<i", 7)]
+
+    assert call(desc, 7) == "compiled" and packed(0x40000, 64, 1)
+    before = launcher.launch_counts().native
+    reads.update(data_ptr=0, get_device=0)
+    for _ in range(3):
+        assert call(desc, 7) == "compiled"
+    assert reads == {"data_ptr": 3, "get_device": 3} and encoded == [0x40000]
+    assert launcher.launch_counts().native == before + 3 and packed(0x40000, 64, 1)
+    # The tensor moved: its new address, and a new map for it.
+    base._a = (0x80000, 0, FLOAT16)
+    assert call(desc, 7) == "compiled" and packed(0x80000, 64, 2) and encoded == [0x40000, 0x80000]
+    # A descriptor made again for the same tensor: the map kept for it, nothing encoded.
+    reads.update(data_ptr=0, get_device=0)
+    assert call(host.TensorDescriptor(base, (64, 96), (96, 1), [64, 64]), 7) == "compiled"
+    assert packed(0x80000, 64, 2) and len(encoded) == 2
+    assert reads == {"data_ptr": 2, "get_device": 1}  # made (its address checked), then launched
+    # A field changed in place: the parts follow.
+    desc.shape = [48, 96]
+    assert call(desc, 7) == "compiled" and packed(0x80000, 48, 3)
+    # A base on no GPU: the slow path decides (as with key_and_parts's answer).
+    base._a = (0x80000, -1, FLOAT16)
+    assert call(desc, 7) == "slow"
+    # The same launches with the answer of key_and_parts (no native answer) pack the same bytes.
+    base._a = (0x80000, 0, FLOAT16)
+    plain = planned(None)
+    assert plain(desc, 7) == "compiled" and packed(0x80000, 48, 3)
+    arguments.forget_tensor_maps()
