@@ -480,6 +480,45 @@ def _written_through_generic_proxy(read: Any) -> bool:
         and not user.has_trait(WritesThroughAsyncProxy) for user in ring.users())
 
 
+def _makes_proxy_fence(op: Any) -> bool:
+    """Whether the lowering of the wgmma dot ``op`` makes a proxy fence: it stores an
+    operand to its scratch, or reads a ring slot that cp.async wrote."""
+    sources = operand_sources(op)
+    if any(s.slot_read is None and not s.in_registers for s in sources):
+        return True
+    return any(_written_through_generic_proxy(s.slot_read) for s in sources if s.slot_read is not None)
+
+
+def _fenced_since_last_wait(op: Any) -> bool:
+    """Whether an earlier op of ``op``'s block made a proxy fence after every wait that
+    could have completed copies ``op`` reads: walking back from ``op``, a fence
+    (``gpu.fence_async_shared``, or a wgmma dot that makes one) comes before any op that
+    is, or holds in its regions, a wait for copies (an mbarrier wait, a cp.async wait) or
+    a call.  Attention's ``P @ V`` reads V's slot, whose copies the wait before ``Q @ K``
+    completed and ``Q @ K``'s fence ordered already."""
+    from polytile.dialects.func import CallOp
+    from polytile.dialects.gpu import AsyncWaitOp, FenceAsyncSharedOp, MBarrierWaitOp
+    from polytile.dialects.tile import DotOp
+
+    def may_complete_copies(candidate: Any) -> bool:
+        if isinstance(candidate, (AsyncWaitOp, MBarrierWaitOp, CallOp)):
+            return True
+        return any(may_complete_copies(inner) for region in candidate.regions for block in region.blocks
+                   for inner in block)
+
+    earlier = op.prev_op
+    while earlier is not None:
+        if may_complete_copies(earlier):
+            return False
+        if isinstance(earlier, FenceAsyncSharedOp):
+            return True
+        if (isinstance(earlier, DotOp) and getattr(earlier.result.type.layout, "version", None) == 3
+                and _makes_proxy_fence(earlier)):
+            return True
+        earlier = earlier.prev_op
+    return False
+
+
 def _slot_address(ctx: Any, read: Any) -> Any:
     """The i32 shared address of what ``read`` reads: a ring slot, or a whole buffer."""
     from polytile.dialects.gpu import LocalLoadOp
@@ -588,10 +627,12 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
         # barrier between that store and this read.
         _asm_void(b, FENCE_PROXY_ASYNC)
         ctx.target.barrier(b)
-    elif any(_written_through_generic_proxy(s.slot_read) for s in (a_source, b_source) if s.slot_read is not None):
+    elif (any(_written_through_generic_proxy(s.slot_read) for s in (a_source, b_source) if s.slot_read is not None)
+          and not _fenced_since_last_wait(op)):
         # cp.async writes the slot through the generic proxy and wgmma reads it through
         # the async proxy: after the slot's wait (above), a proxy fence orders the two
-        # (the PTX memory model's proxy rule; TMA's bulk copies need none).
+        # (the PTX memory model's proxy rule; TMA's bulk copies need none).  One fence
+        # after the wait orders every copy it completed.
         _asm_void(b, FENCE_PROXY_ASYNC)
 
     # Where this thread's warpgroup starts in the result (warps 0-3 of a group share it).

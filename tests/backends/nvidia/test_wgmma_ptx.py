@@ -315,7 +315,46 @@ def test_attention_keeps_its_wgmmas_in_flight_without_ptxas_serializing_them(hea
     notes = artifacts["resources"]["notes"]
     assert not [note for note in notes if "C7515" in note or "serialized" in note], notes
     assert artifacts["resources"]["spills"] == {"store_bytes": 0, "load_bytes": 0}
+    # K and V of an iteration complete at one wait: one proxy fence after it orders both
+    # slots for Q @ K and P @ V (a second one before P @ V would stall every iteration).
+    loop = _loop_body(artifacts["ptx"], "mbarrier.try_wait")
+    assert loop.count("fence.proxy.async.shared::cta") == 1
+    assert loop.index("mbarrier.try_wait") < loop.index("fence.proxy.async") < loop.index("wgmma.mma_async")
     assembles(artifacts["ptx"], "sm_90a", artifacts["kernel_name"])
+
+
+def _loop_body(ptx: str, marker: str) -> str:
+    """The PTX from the label of the loop whose body holds ``marker`` to its branch back."""
+    at = ptx.index(marker)
+    label = re.findall(r"^(\$L__BB\d+_\d+):", ptx[:at], re.MULTILINE)[-1]
+    back = re.search(rf"bra(\.uni)?\s+{re.escape(label)};", ptx[at:])
+    return ptx[ptx.index(label + ":"):at + back.end()]
+
+
+@pt.jit
+def two_dots(a_ptr, b_ptr, c_ptr, o_ptr, K, BM: pl.constexpr, BN: pl.constexpr, BK: pl.constexpr):
+    # Two dots per iteration whose operands come from rings the pipeline fills at once.
+    rm, rn, rk = pl.arange(0, BM), pl.arange(0, BN), pl.arange(0, BK)
+    acc = pl.zeros((BM, BN), pl.float32)
+    for k in range(0, K, BK):
+        a = pl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = pl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :])
+        acc = pl.dot(a, b, acc)
+        c = pl.load(c_ptr + (k + rk)[:, None] * BN + rn[None, :])
+        acc = pl.dot(a, c, acc)
+    pl.store(o_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+def test_two_dots_of_an_iteration_share_the_fence_after_its_one_wait():
+    x = np.zeros((4, 4), np.float16)
+    module = two_dots.lower(x, x, x, np.zeros((4, 4), np.float32), 256, BM=128, BN=128, BK=64)
+    result = compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=3)
+    ptx = result.context.artifacts["ptx"]
+    loop = _loop_body(ptx, "mbarrier.try_wait")
+    waits, fences = loop.count("mbarrier.try_wait"), loop.count("fence.proxy.async.shared::cta")
+    dots = loop.count("wgmma.commit_group")
+    assert (dots, waits, fences) == (2, 1, 1)
+    assembles(ptx, "sm_90a", result.context.artifacts["kernel_name"])
 
 
 def test_the_bench_matmul_keeps_its_wgmmas_in_flight_without_ptxas_serializing_them():
@@ -326,3 +365,30 @@ def test_the_bench_matmul_keeps_its_wgmmas_in_flight_without_ptxas_serializing_t
     notes = result.context.artifacts["resources"]["notes"]
     assert "{gpu.async = true}" in str(result.module)
     assert not [note for note in notes if "C7515" in note or "serialized" in note], notes
+
+
+def _attention_after_memory_stage():
+    from polytile.ir.parser import parse_module
+
+    q = np.zeros((4096, 128), np.float16)
+    module = _bench_kernel("attention_kernel").lower(q, q, q, q, 0.125, 1024, HEAD_DIM=128, BLOCK_M=128,
+                                                      BLOCK_N=64, CAUSAL=False)
+    result = compile_module(module, "nvidia:sm_90a", num_warps=8, num_stages=3, record_stages=True)
+    text = next(stage.ir for stage in result.stages if stage.name == "memory")
+    return parse_module(text)
+
+
+def test_a_dot_needs_no_second_fence_unless_a_wait_or_call_comes_between():
+    from polytile.dialects.gpu import MBarrierWaitOp
+    from polytile.dialects.tile import DotOp
+
+    module = _attention_after_memory_stage()
+    dots = [op for op in module.walk() if isinstance(op, DotOp)]
+    wait = next(op for op in module.walk() if isinstance(op, MBarrierWaitOp))
+    qk, pv = dots
+    assert qk.parent is pv.parent is wait.parent
+    assert not wgmma._fenced_since_last_wait(qk)  # the first after the wait fences
+    assert wgmma._fenced_since_last_wait(pv)       # Q @ K's fence ordered V's slot too
+    # A wait between the two (its copies are completed after Q @ K's fence): a fence again.
+    pv.parent.insert_before(wait.clone(), pv)
+    assert not wgmma._fenced_since_last_wait(pv)
