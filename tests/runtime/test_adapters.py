@@ -111,3 +111,35 @@ def test_an_adapter_that_is_not_one_is_a_plugin_error():
     with _windows_plugin(lambda value: (value.array,)):
         with pytest.raises(PluginError, match="must return a polytile.runtime.adapters.ArgumentAdapter or None"):
             add_one[(1,)](Window(np.zeros(8, np.float32), 0, 4), BLOCK=32, target="interp")
+
+
+def test_a_native_answer_is_used_only_beside_the_key_and_parts_it_answers_for():
+    from polytile.runtime.adapters import native_answer_of
+
+    answer = object()  # stands for a capsule
+
+    class Answering(ArgumentAdapter):
+        native_answer = answer
+
+        def key_and_parts(self, value):
+            return "key", (value,)
+
+    class OwnCall(Answering):
+        # Another key_and_parts: the parent's C answer would pack the parent's parts.
+        def key_and_parts(self, value):
+            return "other key", (value, 1)
+
+    class OwnBoth(OwnCall):
+        native_answer = answer
+
+    class Inherits(Answering):
+        pass
+
+    assert native_answer_of(Answering()) is answer and native_answer_of(Inherits()) is answer
+    assert native_answer_of(OwnCall()) is None and native_answer_of(OwnBoth()) is answer
+    assert native_answer_of(ArgumentAdapter()) is None
+    on_instance = Answering()
+    on_instance.key_and_parts = lambda value: ("mine", (value,))
+    assert native_answer_of(on_instance) is None
+    on_instance.native_answer = answer
+    assert native_answer_of(on_instance) is answer

@@ -56,8 +56,11 @@ typedef struct {
 } AdaptedCache;
 
 /* The native answer ABI, version 1 (polytile.runtime.adapters.ArgumentAdapter.native_answer):
- * a capsule named POLYTILE_ANSWER_CAPSULE holding an AnswerFunction, which answers 1 with
- * *out filled (new references), or 0 with no exception set (then key_and_parts answers). */
+ * a capsule named POLYTILE_ANSWER_CAPSULE holding an AnswerFunction, which answers
+ * ANSWERED with *out filled (new references), ASK_KEY_AND_PARTS (then key_and_parts
+ * answers), or CANNOT_LAUNCH (the value cannot pass as planned: the Python path decides
+ * and says why), never with an exception set. */
+enum { ASK_KEY_AND_PARTS = 0, ANSWERED = 1, CANNOT_LAUNCH = 2 };
 typedef struct {
     PyObject *pair;      /* (key, parts) */
     PyObject *blob;      /* the bytes of a last 'M' part that `parts` lacks, or NULL */
@@ -248,13 +251,9 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
                         PyBytes_GET_SIZE(PyTuple_GET_ITEM(objects, slot->object + 2)) == (Py_ssize_t)slot->parts;
             if (valid) {
                 PyObject *answer = PyTuple_GET_ITEM(objects, slot->object + 4);
-                if (answer != Py_None) {
+                /* Another ABI's capsule, or not a capsule: key_and_parts answers. */
+                if (answer != Py_None && PyCapsule_IsValid(answer, POLYTILE_ANSWER_CAPSULE))
                     plan->answers[i] = (AnswerFunction)PyCapsule_GetPointer(answer, POLYTILE_ANSWER_CAPSULE);
-                    if (plan->answers[i] == NULL) {  /* another ABI, or not a capsule */
-                        Py_DECREF(plan);
-                        return NULL;
-                    }
-                }
             }
             for (uint32_t part = 0; valid && part < slot->parts; part++) {
                 char code = PyBytes_AS_STRING(PyTuple_GET_ITEM(objects, slot->object + 2))[part];
@@ -416,12 +415,15 @@ static int check_adapted(const Plan *plan, const SlotCheck *slot, PyObject *valu
     AnswerFunction native = plan->answers[slot - plan->slots];
     if (native != NULL) {
         PolytileAnswer answer = {NULL, NULL, 0, -1, 0};
-        if (native(value, &answer) == 1) {
-            int result = pack_answer(plan, slot, &answer, bytes, device, any_tensor);
-            Py_DECREF(answer.pair);
+        int said = native(value, &answer);
+        if (PyErr_Occurred()) PyErr_Clear();  /* the ABI forbids it; never let it leak into a later call */
+        if (said == ANSWERED) {
+            int result = answer.pair != NULL ? pack_answer(plan, slot, &answer, bytes, device, any_tensor) : NO_MATCH;
+            Py_XDECREF(answer.pair);
             Py_XDECREF(answer.blob);
             return result;
         }
+        if (said == CANNOT_LAUNCH) return NO_MATCH;
     }
     AdaptedCache *cache = &plan->caches[slot - plan->slots];
     PyObject *version_name = PyTuple_GET_ITEM(objects, slot->object + 3);

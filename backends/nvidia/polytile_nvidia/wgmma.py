@@ -492,29 +492,36 @@ def _makes_proxy_fence(op: Any) -> bool:
 def _fenced_since_last_wait(op: Any) -> bool:
     """Whether an earlier op of ``op``'s block made a proxy fence after every wait that
     could have completed copies ``op`` reads: walking back from ``op``, a fence
-    (``gpu.fence_async_shared``, or a wgmma dot that makes one) comes before any op that
-    is, or holds in its regions, a wait for copies (an mbarrier wait, a cp.async wait) or
-    a call.  Attention's ``P @ V`` reads V's slot, whose copies the wait before ``Q @ K``
-    completed and ``Q @ K``'s fence ordered already."""
-    from polytile.dialects.func import CallOp
-    from polytile.dialects.gpu import AsyncWaitOp, FenceAsyncSharedOp, MBarrierWaitOp
+    (``gpu.fence_async_shared``, or a wgmma dot that makes one) comes before any op not
+    known to leave copies in flight as they were.  Known are pure ops (with their regions),
+    the issue of copies into rings (``IssuesIntoRing``: issuing completes nothing), dots,
+    their waits (``gpu.dot_wait``: the tensor cores' groups, not copies), reads of shared
+    memory and barriers; any other op (an mbarrier or cp.async wait, a call, a plugin's
+    op) may complete copies and stops the walk.  Attention's ``P @ V`` reads V's slot,
+    whose copies the wait before ``Q @ K`` completed and ``Q @ K``'s fence ordered already."""
+    from polytile.dialects.gpu import (BarrierOp, DotWaitOp, FenceAsyncSharedOp, IssuesIntoRing, LocalLoadOp,
+                                       LocalLoadSlotOp)
     from polytile.dialects.tile import DotOp
+    from polytile.ir.opdef import Pure, RecursivelyPure, ReturnLike
 
-    def may_complete_copies(candidate: Any) -> bool:
-        if isinstance(candidate, (AsyncWaitOp, MBarrierWaitOp, CallOp)):
+    def leaves_copies_alone(candidate: Any) -> bool:
+        if candidate.has_trait(IssuesIntoRing) or isinstance(candidate, (BarrierOp, DotWaitOp, LocalLoadOp,
+                                                                         LocalLoadSlotOp, DotOp)):
             return True
-        return any(may_complete_copies(inner) for region in candidate.regions for block in region.blocks
+        if not any(candidate.has_trait(trait) for trait in (Pure, RecursivelyPure, ReturnLike)):
+            return False
+        return all(leaves_copies_alone(inner) for region in candidate.regions for block in region.blocks
                    for inner in block)
 
     earlier = op.prev_op
     while earlier is not None:
-        if may_complete_copies(earlier):
-            return False
         if isinstance(earlier, FenceAsyncSharedOp):
             return True
         if (isinstance(earlier, DotOp) and getattr(earlier.result.type.layout, "version", None) == 3
                 and _makes_proxy_fence(earlier)):
             return True
+        if not leaves_copies_alone(earlier):
+            return False
         earlier = earlier.prev_op
     return False
 
@@ -632,7 +639,10 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
         # cp.async writes the slot through the generic proxy and wgmma reads it through
         # the async proxy: after the slot's wait (above), a proxy fence orders the two
         # (the PTX memory model's proxy rule; TMA's bulk copies need none).  One fence
-        # after the wait orders every copy it completed.
+        # after the wait orders every copy it completed.  With commit groups, each thread
+        # waits for its own copies, then the barrier insert-barriers puts before the read,
+        # then this fence: every thread that wrote fences after its own writes completed
+        # and before it reads.
         _asm_void(b, FENCE_PROXY_ASYNC)
 
     # Where this thread's warpgroup starts in the result (warps 0-3 of a group share it).

@@ -68,9 +68,13 @@ class ArgumentAdapter:
     #: reference; ``blob`` (a new reference, or NULL) the bytes of a last by-value part
     #: that ``parts`` then lacks (a tensor map); where ``tensor_read`` is 1, ``parts[0]``
     #: is a tensor whose address and device the function read in this call.  It returns 1
-    #: with ``out`` filled, or 0 with no exception set (then ``key_and_parts`` answers).
-    #: The NVIDIA dispatcher defines the struct (``polytile_nvidia/_dispatch.h``);
-    #: ``polytile_tma/_descriptor.c`` is an example.
+    #: 1 with ``out`` filled, 0 when ``key_and_parts`` must answer, or 2 when the value
+    #: cannot pass as planned (the Python path then decides and words the error), never
+    #: with an exception set.  The NVIDIA dispatcher defines the struct
+    #: (``polytile_nvidia/_dispatch.h``); ``polytile_tma/_descriptor.c`` is an example.
+    #: It is used only where it was set by the class that defines the ``key_and_parts``
+    #: in effect or by one derived from it (a subclass that overrides ``key_and_parts``
+    #: must set its own), and a capsule of another name is ignored.
     native_answer: Any = None
 
     def key(self, value: Any) -> Hashable:
@@ -108,6 +112,22 @@ class ArgumentAdapter:
         """``(key(value), flatten(value))`` in one call: what a native dispatcher asks at
         each launch it plans (override it to compute both at once)."""
         return self.key(value), self.flatten(value)
+
+
+def native_answer_of(adapter: ArgumentAdapter) -> Any:
+    """``adapter.native_answer`` where it answers for the ``key_and_parts`` in effect: set
+    by the class that defines that ``key_and_parts`` or by one derived from it (or on the
+    instance), else None (a subclass that overrides ``key_and_parts`` and keeps its
+    parent's C answer would have the parent's parts packed)."""
+    answer = getattr(adapter, "native_answer", None)
+    if answer is None:
+        return None
+    owners = [vars(adapter), *(vars(klass) for klass in type(adapter).__mro__)]
+
+    def owner(name: str) -> int:
+        return next((i for i, names in enumerate(owners) if name in names), len(owners))
+
+    return answer if owner("native_answer") <= owner("key_and_parts") else None
 
 
 class AdaptedPiece(NamedTuple):

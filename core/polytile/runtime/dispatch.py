@@ -190,7 +190,9 @@ def _adapted_slot(adapter: Any, name: str, value: Any, launch_order: list[str]) 
     first = launch_order.index(names[0])
     if launch_order[first:first + len(names)] != names:
         return None
-    return SlotCheck("adapted", (adapter.key_and_parts, key, adapter.version_attribute, adapter.native_answer),
+    from .adapters import native_answer_of
+
+    return SlotCheck("adapted", (adapter.key_and_parts, key, adapter.version_attribute, native_answer_of(adapter)),
                      parameter=first, parts=len(names))
 
 

@@ -163,6 +163,10 @@ static PyObject *recent_keys[RECENT_KEYS];
 static PyObject *recent_bulk[RECENT_KEYS];
 static int next_recent;
 
+static void forget_recent_bulk(void) {
+    for (int k = 0; k < RECENT_KEYS; k++) recent_bulk[k] = NULL;
+}
+
 static int same_flags(PyObject *flags, const long long *values, Py_ssize_t n) {
     if (PyTuple_GET_SIZE(flags) != n) return 0;
     for (Py_ssize_t i = 0; i < n; i++)
@@ -191,9 +195,9 @@ static PyObject *recent_key(PyObject *element, const long long *block, PyObject 
 }
 
 static void remember_key(PyObject *key) {
+    recent_bulk[next_recent] = NULL;  /* before the old key's release, which may run Python */
     Py_INCREF(key);
     Py_XSETREF(recent_keys[next_recent], key);
-    recent_bulk[next_recent] = NULL;
     next_recent = (next_recent + 1) % RECENT_KEYS;
 }
 
@@ -638,10 +642,10 @@ static PyObject *find_map(Descriptor *d, PyObject *pair) {
         if (tensor_map != NULL && generation == maps_generation) remember_map(address, key, parts, tensor_map);
     }
     if (tensor_map != NULL && d->pair == pair && generation == maps_generation) {  /* still this descriptor's answer */
+        Py_CLEAR(d->mapped);  /* first: the releases below may run Python that reaches this descriptor */
         Py_INCREF(tensor_map); Py_XSETREF(d->map, tensor_map);
         Py_INCREF(pair); Py_XSETREF(d->map_for, pair);
         d->map_generation = generation;
-        Py_CLEAR(d->mapped);
     }
     return tensor_map;
 }
@@ -720,11 +724,15 @@ static int read_device(PyObject *base, long long *device) {
     return 1;
 }
 
-/* 1 with *out filled, or 0 (no exception): the dispatcher then calls key_and_parts. */
+enum { ASK_KEY_AND_PARTS = 0, ANSWERED = 1, CANNOT_LAUNCH = 2 };
+
+/* ANSWERED with *out filled; ASK_KEY_AND_PARTS (anything but the common case: Python
+ * answers); CANNOT_LAUNCH where the tensor map cannot be made (the Python path then says
+ * why, once, rather than the dispatcher asking the encoder again).  Never an exception. */
 static int answer(PyObject *value, PolytileAnswer *out, int bulk) {
     Descriptor *d = plain_descriptor(value);
-    if (d == NULL || (bulk && bulk_plans == NULL)) return 0;
-    if (!still_holds(d) && compute(d) <= 0) { PyErr_Clear(); return 0; }
+    if (d == NULL || (bulk && bulk_plans == NULL)) return ASK_KEY_AND_PARTS;
+    if (!still_holds(d) && compute(d) <= 0) { PyErr_Clear(); return ASK_KEY_AND_PARTS; }
     PyObject *pair = Py_NewRef(d->pair), *base = Py_NewRef(d->fields[BASE]);
     uint64_t address = d->seen_address;
     long long device;
@@ -734,16 +742,20 @@ static int answer(PyObject *value, PolytileAnswer *out, int bulk) {
     PyObject *tensor_map = NULL;
     if (read && bulk) {
         tensor_map = find_map(d, pair);
-        if (tensor_map == NULL) { PyErr_Clear(); read = 0; }
-        else if (tensor_map == Py_None) Py_CLEAR(tensor_map);
+        if (tensor_map == NULL) {
+            PyErr_Clear();
+            Py_DECREF(pair);
+            return CANNOT_LAUNCH;
+        }
+        if (tensor_map == Py_None) Py_CLEAR(tensor_map);
     }
-    if (!read) { Py_DECREF(pair); return 0; }
+    if (!read) { Py_DECREF(pair); return ASK_KEY_AND_PARTS; }
     out->pair = pair;
     out->blob = tensor_map;
     out->address = address;
     out->device = device;
     out->tensor_read = 1;
-    return 1;
+    return ANSWERED;
 }
 
 static int plain_answer(PyObject *value, PolytileAnswer *out) { return answer(value, out, 0); }
@@ -778,11 +790,13 @@ static PyObject *configure(PyObject *module, PyObject *args, PyObject *kwds) {
         replace(&plan_of, v[6], names[6], is_callable) || replace(&encode_map, v[7], names[7], is_callable) ||
         replace(&slow_bulk_key_and_parts, v[8], names[8], is_callable))
         return NULL;
+    if (v[5] != NULL || v[6] != NULL) forget_recent_bulk();  /* new plans: ask them again */
     Py_RETURN_NONE;
 }
 
 static PyObject *forget_maps(PyObject *module, PyObject *unused) {
     (void)module; (void)unused;
+    forget_recent_bulk();
     PyDict_Clear(maps);
     forget_recent_maps();
     maps_generation++;

@@ -773,4 +773,32 @@ def test_a_descriptor_with_a_native_answer_is_packed_reading_its_tensor_once_per
     base._a = (0x80000, 0, FLOAT16)
     plain = planned(None)
     assert plain(desc, 7) == "compiled" and packed(0x80000, 48, 3)
+    # A capsule of another ABI, or no capsule at all: ignored, key_and_parts answers.
+    for other in (_capsule(b"polytile.native_answer.v2"), "not a capsule"):
+        reads.update(data_ptr=0, get_device=0)
+        assert planned(other)(desc, 7) == "compiled" and packed(0x80000, 48, 3)
+        assert reads["data_ptr"] == 2  # key_and_parts read it, then the dispatcher again
+    # A map the driver cannot encode: the answer says so and the slow path decides, with
+    # the encoder asked once per launch (not again by key_and_parts).
+    def refuse(*args):
+        encoded.append("refused")
+        raise tensormap.TensorMapError("the driver refused it")
+
+    monkeypatch.setattr(tensormap, "encode_tensor_map", refuse)
+    base._a = (0xC0000, 0, FLOAT16)
+    before = len(encoded)
+    assert call(desc, 7) == "slow" and encoded[before:] == ["refused"]
     arguments.forget_tensor_maps()
+
+
+_CAPSULE_NAMES = []
+
+
+def _capsule(name: bytes):
+    """A PyCapsule named ``name`` (its name is kept alive here, as the capsule needs)."""
+    import ctypes
+
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    _CAPSULE_NAMES.append(ctypes.create_string_buffer(name))
+    return new(1, ctypes.cast(_CAPSULE_NAMES[-1], ctypes.c_char_p), None)

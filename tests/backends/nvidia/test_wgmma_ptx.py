@@ -389,6 +389,14 @@ def test_a_dot_needs_no_second_fence_unless_a_wait_or_call_comes_between():
     assert qk.parent is pv.parent is wait.parent
     assert not wgmma._fenced_since_last_wait(qk)  # the first after the wait fences
     assert wgmma._fenced_since_last_wait(pv)       # Q @ K's fence ordered V's slot too
+    # An op not known to leave copies alone between the two (a plugin's, say): a fence again.
+    from polytile.dialects.gpu import MBarrierInitOp
+
+    init = next(op for op in module.walk() if isinstance(op, MBarrierInitOp)).clone()
+    pv.parent.insert_before(init, pv)
+    assert not wgmma._fenced_since_last_wait(pv)
+    init.erase()
+    assert wgmma._fenced_since_last_wait(pv)
     # A wait between the two (its copies are completed after Q @ K's fence): a fence again.
     pv.parent.insert_before(wait.clone(), pv)
     assert not wgmma._fenced_since_last_wait(pv)
