@@ -240,6 +240,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
 def _cmd_compile(args: argparse.Namespace) -> int:
     from .aot import AotError, compile_kernel, parse_assignments
     from .resources import RESOURCES, describe
+    from .warp_specialize import WARP_SPECIALIZE
 
     constexprs = parse_assignments(args.constexpr or [], "--constexpr")
     options = parse_assignments(args.option or [], "--option")
@@ -258,6 +259,9 @@ def _cmd_compile(args: argparse.Namespace) -> int:
               f"{files[0].parent if files else args.output}", file=sys.stderr)
         if RESOURCES in result.metadata:
             print(f"polytile: resources: {describe(result.metadata[RESOURCES])}", file=sys.stderr)
+        for loop in result.metadata.get(WARP_SPECIALIZE) or ():
+            done = "specialised" if loop.get("specialised") else f"not specialised ({loop.get('why')})"
+            print(f"polytile: warp_specialize loop at {loop.get('loop')}: {done}", file=sys.stderr)
     if emitted is not None:
         if isinstance(emitted, bytes):
             if sys.stdout.isatty():

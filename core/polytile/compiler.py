@@ -85,6 +85,7 @@ def compile_module(module: Any, target: "str | Target | None" = None, label: str
     from .passes.instrumentation import StageRecorder, instrumentation_from_config
     from .passes.manager import PassManager
     from .plugins.manager import get_plugin_manager
+    from .warp_specialize import hinted_loops, record_unspecialised
 
     manager = get_plugin_manager()
     failed_before = _failed_plugins(manager)
@@ -98,8 +99,10 @@ def compile_module(module: Any, target: "str | Target | None" = None, label: str
     recorder = StageRecorder(context.artifacts) if record_stages else None
     if recorder is not None:
         instruments.append(recorder)
+    hinted = hinted_loops(module)  # before the pipeline, which may rebuild loops without their hints
     PassManager(pipeline, instruments).run(module, context, label=label)
     _add_plugin_metadata(manager, label, resolved, context)
+    record_unspecialised(hinted, context.artifacts)
     key = manager.cache_key_components(resolved, parsed) + [f"{k}=={v}" for k, v in sorted(backend.versions().items())]
     failed = [name for name in _failed_plugins(manager) if name not in failed_before]
     return CompileResult(module, resolved, str(choice.reason), backend, parsed, pipeline, context, key,

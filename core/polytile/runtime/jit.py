@@ -37,6 +37,7 @@ from ..backend import (GLOBAL_SCRATCH_ALIGNMENT, GLOBAL_SCRATCH_BYTES, GLOBAL_SC
 from ..errors import CompilationError, ConfigError, LaunchError, PolytileError, UnsupportedOptionError
 from ..ir import types as t
 from ..resources import RESOURCES, warn_if_spilling
+from ..warp_specialize import WARP_SPECIALIZE, note_unspecialised
 from ..language import core as lc
 from .adapters import AdaptedPiece, expand_parameters, flattening_launcher
 from .allocator import scratch_launcher
@@ -617,6 +618,8 @@ class JITFunction:
         warn_if_spilling(self.__name__, resolved, compiled.metadata.get(RESOURCES),
                          ", ".join([*(f"{k}={v!r}" for k, v in sorted(constexprs.items())),
                                     *(f"{k}={v!r}" for k, v in sorted(options.items()))]))
+        if WARP_SPECIALIZE in compiled.metadata:
+            note_unspecialised(self.__name__, compiled.metadata)
         return compiled
 
     def _build(self, arg_types: dict, constexprs: dict, resolved: Any, options: dict, hints: tuple,
