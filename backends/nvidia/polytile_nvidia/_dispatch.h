@@ -61,12 +61,16 @@ typedef struct {
  * answers), or CANNOT_LAUNCH (the value cannot pass as planned: the Python path decides
  * and says why), never with an exception set. */
 enum { ASK_KEY_AND_PARTS = 0, ANSWERED = 1, CANNOT_LAUNCH = 2 };
+enum { MAX_WORDS = 16 };
 typedef struct {
-    PyObject *pair;      /* (key, parts) */
-    PyObject *blob;      /* the bytes of a last 'M' part that `parts` lacks, or NULL */
+    PyObject *pair;      /* (key, parts), or NULL: then `key` and `words` give them */
+    PyObject *key;       /* where pair is NULL */
+    PyObject *blob;      /* the bytes of a last 'M' part the parts lack, or NULL */
     uint64_t address;    /* parts[0]'s address, where tensor_read */
     long long device;    /* parts[0]'s device, where tensor_read */
-    int tensor_read;     /* parts[0] is a tensor whose address and device were read by the answer */
+    int tensor_read;     /* parts[0] is a tensor whose address and device the answer read */
+    int nwords;          /* where pair is NULL: parts[1:] (but the blob), as integers */
+    long long words[MAX_WORDS];
 } PolytileAnswer;
 typedef int (*AnswerFunction)(PyObject *value, PolytileAnswer *out);
 #define POLYTILE_ANSWER_CAPSULE "polytile.native_answer.v1"
@@ -326,18 +330,56 @@ static int pack_parts(const Plan *plan, const SlotCheck *slot, PyObject *parts, 
     return 0;
 }
 
+/* Write an integer part; 0, or NO_MATCH where `code` is not an integer code or the
+ * value does not fit it (the Python path then packs, or words the error). */
+static int pack_integer(char code, long long value, char *at) {
+    switch (code) {
+    case 'b': if (value < INT8_MIN || value > INT8_MAX) return NO_MATCH; *(int8_t *)at = (int8_t)value; return 0;
+    case 'B': if (value < 0 || value > UINT8_MAX) return NO_MATCH; *(uint8_t *)at = (uint8_t)value; return 0;
+    case 'h': {
+        if (value < INT16_MIN || value > INT16_MAX) return NO_MATCH;
+        int16_t v = (int16_t)value; memcpy(at, &v, 2); return 0;
+    }
+    case 'H': {
+        if (value < 0 || value > UINT16_MAX) return NO_MATCH;
+        uint16_t v = (uint16_t)value; memcpy(at, &v, 2); return 0;
+    }
+    case 'i': {
+        if (value < INT32_MIN || value > INT32_MAX) return NO_MATCH;
+        int32_t v = (int32_t)value; memcpy(at, &v, 4); return 0;
+    }
+    case 'I': {
+        if (value < 0 || value > (long long)UINT32_MAX) return NO_MATCH;
+        uint32_t v = (uint32_t)value; memcpy(at, &v, 4); return 0;
+    }
+    case 'q': memcpy(at, &value, 8); return 0;
+    case 'Q': if (value < 0) return NO_MATCH; memcpy(at, &value, 8); return 0;
+    default: return NO_MATCH;
+    }
+}
+
 /* Pack a native answer (see PolytileAnswer); 0, or NO_MATCH. */
 static int pack_answer(const Plan *plan, const SlotCheck *slot, const PolytileAnswer *answer, char *bytes,
                        long long *device, int *any_tensor) {
     const char *codes = PyBytes_AS_STRING(PyTuple_GET_ITEM(plan->objects, slot->object + 2));
-    PyObject *pair = answer->pair;
-    if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(pair, 1)))
-        return NO_MATCH;
-    PyObject *parts = PyTuple_GET_ITEM(pair, 1);
-    Py_ssize_t given = PyTuple_GET_SIZE(parts) + (answer->blob != NULL);
-    if (given != (Py_ssize_t)slot->parts) return NO_MATCH;
-    int equal = PyObject_RichCompareBool(PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(plan->objects, slot->object + 1),
-                                         Py_EQ);
+    PyObject *key, *parts = NULL;
+    Py_ssize_t count;
+    if (answer->pair != NULL) {
+        PyObject *pair = answer->pair;
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(pair, 1)))
+            return NO_MATCH;
+        key = PyTuple_GET_ITEM(pair, 0);
+        parts = PyTuple_GET_ITEM(pair, 1);
+        count = PyTuple_GET_SIZE(parts);
+    } else {
+        /* The parts are the tensor the answer read, then its integers. */
+        if (answer->key == NULL || !answer->tensor_read || answer->nwords < 0 || answer->nwords > MAX_WORDS)
+            return NO_MATCH;
+        key = answer->key;
+        count = 1 + answer->nwords;
+    }
+    if (count + (answer->blob != NULL) != (Py_ssize_t)slot->parts) return NO_MATCH;
+    int equal = PyObject_RichCompareBool(key, PyTuple_GET_ITEM(plan->objects, slot->object + 1), Py_EQ);
     if (equal != 1) { if (equal < 0) PyErr_Clear(); return NO_MATCH; }
     uint32_t part = 0;
     uint64_t first = 0;
@@ -349,10 +391,14 @@ static int pack_answer(const Plan *plan, const SlotCheck *slot, const PolytileAn
         memcpy(bytes + plan->offsets[slot->parameter], &answer->address, 8);
         part = 1;
     }
-    for (; part < (uint32_t)PyTuple_GET_SIZE(parts); part++)
-        if (pack_part(codes[part], PyTuple_GET_ITEM(parts, part), bytes + plan->offsets[slot->parameter + part],
-                      device, any_tensor, &first, &seen))
+    for (; part < (uint32_t)count; part++) {
+        char *at = bytes + plan->offsets[slot->parameter + part];
+        if (parts == NULL) {
+            if (pack_integer(codes[part], answer->words[part - 1], at)) return NO_MATCH;
+        } else if (pack_part(codes[part], PyTuple_GET_ITEM(parts, part), at, device, any_tensor, &first, &seen)) {
             return NO_MATCH;
+        }
+    }
     if (answer->blob != NULL) {
         if (codes[part] != 'M' || pack_scalar('M', answer->blob, bytes + plan->offsets[slot->parameter + part])) {
             PyErr_Clear();
@@ -414,12 +460,15 @@ static int check_adapted(const Plan *plan, const SlotCheck *slot, PyObject *valu
     PyObject *objects = plan->objects;
     AnswerFunction native = plan->answers[slot - plan->slots];
     if (native != NULL) {
-        PolytileAnswer answer = {NULL, NULL, 0, -1, 0};
+        PolytileAnswer answer;
+        memset(&answer, 0, sizeof answer);
+        answer.device = -1;
         int said = native(value, &answer);
         if (PyErr_Occurred()) PyErr_Clear();  /* the ABI forbids it; never let it leak into a later call */
         if (said == ANSWERED) {
-            int result = answer.pair != NULL ? pack_answer(plan, slot, &answer, bytes, device, any_tensor) : NO_MATCH;
+            int result = pack_answer(plan, slot, &answer, bytes, device, any_tensor);
             Py_XDECREF(answer.pair);
+            Py_XDECREF(answer.key);
             Py_XDECREF(answer.blob);
             return result;
         }

@@ -24,6 +24,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 enum { MAX_RANK = 5, ALIGNMENT = 16 };
 #define MAX_BLOCK_ELEMENTS (1LL << 20)
@@ -51,30 +52,38 @@ static PyObject *core_getsets[5];  /* the core type's descriptors of those field
 typedef struct {
     PyObject_HEAD
     PyObject *fields[5];  /* base, shape, strides, block_shape, padding */
-    /* The launch cache (see the file's comment); pair NULL when there is none. */
-    PyObject *pair;       /* (key, parts) */
-    PyObject *seen[5];    /* the field objects pair was computed from */
+    /* The launch cache (see the file's comment); key NULL when there is none.  The parts
+     * after the base are kept as integers: a launch through the native dispatcher packs
+     * them from here, and the tuples Python's key_and_parts answers are made on demand. */
+    PyObject *key;        /* the specialization key piece (shared among descriptors keyed alike) */
+    uint64_t answer_id;   /* which answer this is (every compute makes a new one) */
+    Py_ssize_t nvalues;   /* shape, then every stride but the last */
+    long long values[2 * MAX_RANK - 1];
+    PyObject *pair;       /* (key, parts) as tuples, once asked for */
+    PyObject *seen[5];    /* the field objects the answer was computed from */
     PyObject *copies[3];  /* tuple copies of shape, strides, block_shape where those are lists */
     PyObject *seen_dtype;
     uint64_t seen_address;
     /* The tensor map of `pair` (bytes; None when its key's blocks do not move as bulk
      * copies), found in generation `map_generation` of the kept maps (forget_maps starts
-     * a new one); map_for is the pair it was found for. */
-    PyObject *map, *map_for;
-    uint64_t map_generation;
+     * a new one), for answer `map_answer`. */
+    PyObject *map;
+    uint64_t map_answer, map_generation;
     PyObject *mapped;     /* bulk_key_and_parts's answer with that map (Python's launch path) */
 } Descriptor;
 
 enum { BASE = 0, SHAPE = 1, STRIDES = 2, BLOCK = 3, PADDING = 4 };
 static const char *const FIELD_NAMES[5] = {"base", "shape", "strides", "block_shape", "padding"};
 
+static uint64_t answers_made;  /* answer ids: unique in the process */
+
 static void forget(Descriptor *d) {
+    Py_CLEAR(d->key);
     Py_CLEAR(d->pair);
     for (int i = 0; i < 5; i++) Py_CLEAR(d->seen[i]);
     for (int i = 0; i < 3; i++) Py_CLEAR(d->copies[i]);
     Py_CLEAR(d->seen_dtype);
     Py_CLEAR(d->map);
-    Py_CLEAR(d->map_for);
     Py_CLEAR(d->mapped);
 }
 
@@ -84,10 +93,10 @@ static void forget(Descriptor *d) {
 static int descriptor_traverse(Descriptor *d, visitproc visit, void *arg) {
     for (int i = 0; i < 5; i++) { Py_VISIT(d->fields[i]); Py_VISIT(d->seen[i]); }
     for (int i = 0; i < 3; i++) Py_VISIT(d->copies[i]);
+    Py_VISIT(d->key);
     Py_VISIT(d->pair);
     Py_VISIT(d->seen_dtype);
     Py_VISIT(d->map);
-    Py_VISIT(d->map_for);
     Py_VISIT(d->mapped);
     return 0;
 }
@@ -241,7 +250,7 @@ static int compute_from(Descriptor *d, PyObject *const *f) {
                  (PyUnicode_CheckExact(padding) && (PyUnicode_Compare(padding, str_zero) == 0 ||
                                                    PyUnicode_Compare(padding, str_nan) == 0)));
     if (valid) {
-        int nan = PyUnicode_Compare(padding, str_nan) == 0;
+        int nan = padding == str_nan || (padding != str_zero && PyUnicode_Compare(padding, str_nan) == 0);
         valid = !nan || floating;
         padding = nan ? str_nan : str_zero;  /* interned: equal keys share their objects */
     }
@@ -260,7 +269,7 @@ static int compute_from(Descriptor *d, PyObject *const *f) {
     if (!valid) { PyErr_Clear(); Py_DECREF(dtype); return 0; }
 
     PyObject *element = PyTuple_GET_ITEM(facts, 0);
-    PyObject *key = recent_key(element, block, padding, shape, strides, rank), *parts = NULL;
+    PyObject *key = recent_key(element, block, padding, shape, strides, rank);
     if (key == NULL) {
         /* key = (element, block, padding, shape divisible by 16, strides but the last divisible by 16) */
         PyObject *block_tuple = as_tuple(f[BLOCK]);
@@ -270,28 +279,17 @@ static int compute_from(Descriptor *d, PyObject *const *f) {
         Py_XDECREF(block_tuple); Py_XDECREF(shape16); Py_XDECREF(stride16);
         if (key != NULL) remember_key(key);
     }
-    /* parts = (base, *shape, *strides[:-1]) */
-    if (key != NULL && (parts = PyTuple_New(2 * rank)) != NULL) {
-        PyObject *fields[2] = {f[SHAPE], f[STRIDES]};
-        Py_INCREF(base);
-        PyTuple_SET_ITEM(parts, 0, base);
-        for (Py_ssize_t i = 0; i < 2 * rank - 1; i++) {
-            PyObject *field = fields[i >= rank];
-            PyObject *item = PySequence_Fast_ITEMS(field)[i >= rank ? i - rank : i];
-            Py_INCREF(item);
-            PyTuple_SET_ITEM(parts, 1 + i, item);
-        }
-    }
-    if (parts == NULL) { Py_XDECREF(key); Py_DECREF(dtype); return -1; }
-    PyObject *pair = PyTuple_Pack(2, key, parts);
-    Py_DECREF(key);
-    Py_DECREF(parts);
-    if (pair == NULL) { Py_DECREF(dtype); return -1; }
-    Py_XSETREF(d->pair, pair);
+    if (key == NULL) { Py_DECREF(dtype); return -1; }
+    Py_XSETREF(d->key, key);
+    Py_CLEAR(d->pair);
+    d->nvalues = 2 * rank - 1;
+    for (Py_ssize_t i = 0; i < rank; i++) d->values[i] = shape[i];
+    for (Py_ssize_t i = 0; i + 1 < rank; i++) d->values[rank + i] = strides[i];
+    d->answer_id = ++answers_made;
     for (int i = 0; i < 5; i++) { Py_INCREF(f[i]); Py_XSETREF(d->seen[i], f[i]); }
     /* A list block's entries are the key's block (equal values): no copy to make. */
     if (PyList_Check(f[BLOCK])) {
-        PyObject *copy = PyTuple_GET_ITEM(PyTuple_GET_ITEM(pair, 0), 1);
+        PyObject *copy = PyTuple_GET_ITEM(key, 1);
         Py_INCREF(copy);
         Py_XSETREF(d->copies[BLOCK - SHAPE], copy);
     }
@@ -322,7 +320,7 @@ static int compute(Descriptor *d) {
 
 /* Whether the cached answer still holds: 1, 0 (compute again), never -1. */
 static int still_holds(Descriptor *d) {
-    if (d->pair == NULL) return 0;
+    if (d->key == NULL) return 0;
     for (int i = 0; i < 5; i++)
         if (d->fields[i] != d->seen[i]) return 0;
     for (int i = 0; i < 3; i++) {
@@ -344,7 +342,7 @@ static int still_holds(Descriptor *d) {
     PyObject *dtype = PyObject_GetAttr(base, str_dtype);
     uint64_t address;
     int holds = dtype != NULL && dtype == d->seen_dtype && read_address(base, &address) &&
-                address == d->seen_address && d->pair != NULL && d->fields[BASE] == base;
+                address == d->seen_address && d->key != NULL && d->fields[BASE] == base;
     if (dtype == NULL) PyErr_Clear();
     Py_XDECREF(dtype);  /* torch's dtypes are singletons: identity is equality */
     Py_DECREF(base);
@@ -354,8 +352,10 @@ static int still_holds(Descriptor *d) {
 /* ---- construction ------------------------------------------------------------------- */
 
 /* After the fields are set: the common case is checked here, anything else by Python. */
-static int settle(Descriptor *d) {
-    int done = compute(d);
+static int settle(Descriptor *d, int fresh) {
+    /* A descriptor from_tensor has just made is reachable by no other code, so no field
+     * can change under torch's accessors: compute_from reads them in place. */
+    int done = fresh ? compute_from(d, (PyObject *const *)d->fields) : compute(d);
     if (done != 0) return done > 0 ? 0 : -1;
     if (slow_init == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "polytile_tma._descriptor is not configured (import polytile_tma.host)");
@@ -381,7 +381,7 @@ static int descriptor_init(Descriptor *d, PyObject *args, PyObject *kwds) {
                                      &values[2], &values[3], &values[4]))
         return -1;
     set_fields(d, values);
-    return settle(d);
+    return settle(d, 0);
 }
 
 static int reads_core_fields(PyTypeObject *type);
@@ -439,7 +439,7 @@ static PyObject *descriptor_from_tensor(PyObject *cls, PyObject *const *args, Py
     if (d != NULL) set_fields(d, values);
     Py_DECREF(values[SHAPE]);
     Py_DECREF(values[STRIDES]);
-    if (d != NULL && settle(d) < 0) Py_CLEAR(d);
+    if (d != NULL && settle(d, 1) < 0) Py_CLEAR(d);
     return (PyObject *)d;
 }
 
@@ -518,13 +518,40 @@ static int reads_core_fields(PyTypeObject *type) {
     return plain;
 }
 
+/* The parts a launch passes for the answer of `key`, the base and these values:
+ * (base, *shape, *strides[:-1]). */
+static PyObject *parts_of(PyObject *base, const long long *values, Py_ssize_t nvalues) {
+    PyObject *parts = PyTuple_New(1 + nvalues);
+    if (parts == NULL) return NULL;
+    PyTuple_SET_ITEM(parts, 0, Py_NewRef(base));
+    for (Py_ssize_t i = 0; i < nvalues; i++) {
+        PyObject *value = PyLong_FromLongLong(values[i]);
+        if (value == NULL) { Py_DECREF(parts); return NULL; }
+        PyTuple_SET_ITEM(parts, 1 + i, value);
+    }
+    return parts;
+}
+
+/* The descriptor's answer as (key, parts) tuples (a new reference), made once per answer. */
+static PyObject *pair_of(Descriptor *d) {
+    if (d->pair == NULL) {
+        PyObject *parts = parts_of(d->seen[BASE], d->values, d->nvalues);
+        if (parts == NULL) return NULL;
+        PyObject *pair = PyTuple_Pack(2, d->key, parts);
+        Py_DECREF(parts);
+        if (pair == NULL) return NULL;
+        d->pair = pair;
+    }
+    return Py_NewRef(d->pair);
+}
+
 static PyObject *key_and_parts(PyObject *module, PyObject *value) {
     (void)module;
     if (PyObject_TypeCheck(value, &DescriptorType) && reads_core_fields(Py_TYPE(value))) {
         Descriptor *d = (Descriptor *)value;
         int done = still_holds(d) ? 1 : compute(d);
         if (done < 0) return NULL;
-        if (done > 0) { Py_INCREF(d->pair); return d->pair; }
+        if (done > 0) return pair_of(d);
     }
     if (slow_key_and_parts == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "polytile_tma._descriptor is not configured");
@@ -546,32 +573,22 @@ typedef struct {
 static RecentMap recent_maps[RECENT_MAPS];
 static int next_map;
 
-static PyObject *recent_map(uint64_t address, PyObject *key, PyObject *parts) {
-    Py_ssize_t count = PyTuple_GET_SIZE(parts) - 1;
+static PyObject *recent_map(uint64_t address, PyObject *key, const long long *values, Py_ssize_t count) {
     for (int k = 0; k < RECENT_MAPS; k++) {
         RecentMap *entry = &recent_maps[k];
-        if (entry->map == NULL || entry->address != address || entry->key != key || entry->count != count) continue;
-        int same = 1;
-        for (Py_ssize_t i = 0; same && i < count; i++) {
-            PyObject *item = PyTuple_GET_ITEM(parts, 1 + i);
-            long long value = PyLong_Check(item) ? PyLong_AsLongLong(item) : -1;
-            if (value == -1 && PyErr_Occurred()) { PyErr_Clear(); same = 0; }
-            same = same && value == entry->values[i];
-        }
-        if (same) { Py_INCREF(entry->map); return entry->map; }
+        if (entry->map == NULL || entry->address != address || entry->key != key || entry->count != count ||
+            memcmp(entry->values, values, (size_t)count * sizeof(long long)) != 0)
+            continue;
+        return Py_NewRef(entry->map);
     }
     return NULL;
 }
 
-static void remember_map(uint64_t address, PyObject *key, PyObject *parts, PyObject *map) {
-    Py_ssize_t count = PyTuple_GET_SIZE(parts) - 1;
+static void remember_map(uint64_t address, PyObject *key, const long long *values, Py_ssize_t count,
+                         PyObject *map) {
     if (count > MAX_PARTS) return;
     RecentMap *entry = &recent_maps[next_map];
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *item = PyTuple_GET_ITEM(parts, 1 + i);
-        entry->values[i] = PyLong_Check(item) ? PyLong_AsLongLong(item) : -1;
-        if (entry->values[i] == -1 && PyErr_Occurred()) { PyErr_Clear(); return; }
-    }
+    memcpy(entry->values, values, (size_t)count * sizeof(long long));
     Py_INCREF(key); Py_XSETREF(entry->key, key);
     Py_INCREF(map); Py_XSETREF(entry->map, map);
     entry->address = address;
@@ -586,21 +603,36 @@ static void forget_recent_maps(void) {
     }
 }
 
-/* The tensor map of the descriptor's answer `pair` (d->pair): a new reference to its
- * bytes, to None when the key's blocks do not move as bulk copies, or NULL with an
- * exception.  Maps are kept per (address, key, shape, strides); the descriptor keeps its
- * own while its answer is the same. */
-static PyObject *find_map(Descriptor *d, PyObject *pair) {
-    if (d->map != NULL && d->map_for == pair && d->map_generation == maps_generation) {
-        Py_INCREF(d->map);
-        return d->map;
-    }
-    /* The address the pair was computed for, read now: the calls into Python below (the
-     * plan, the encoder, which releases the GIL) may let the descriptor change. */
-    uint64_t address = d->seen_address;
+/* One answer's facts, copied out of a descriptor: the calls into Python below (the plan,
+ * the encoder, which releases the GIL) may let the descriptor change meanwhile. */
+typedef struct {
+    PyObject *key, *base;  /* strong references */
+    uint64_t id, address;
+    Py_ssize_t nvalues;
+    long long values[2 * MAX_RANK - 1];
+} Answer;
+
+static void take_answer(Descriptor *d, Answer *a) {
+    a->key = Py_NewRef(d->key);
+    a->base = Py_NewRef(d->seen[BASE]);
+    a->id = d->answer_id;
+    a->address = d->seen_address;
+    a->nvalues = d->nvalues;
+    memcpy(a->values, d->values, sizeof a->values);
+}
+
+static void drop_answer(Answer *a) {
+    Py_CLEAR(a->key);
+    Py_CLEAR(a->base);
+}
+
+/* The tensor map of answer `a` of `d`: a new reference to its bytes, to None when the
+ * key's blocks do not move as bulk copies, or NULL with an exception.  Maps are kept per
+ * (address, key, shape, strides); the descriptor keeps its own while its answer is `a`. */
+static PyObject *find_map(Descriptor *d, const Answer *a) {
+    if (d->map != NULL && d->map_answer == a->id && d->map_generation == maps_generation) return Py_NewRef(d->map);
     uint64_t generation = maps_generation;
-    PyObject *key = PyTuple_GET_ITEM(pair, 0), *parts = PyTuple_GET_ITEM(pair, 1);
-    PyObject *tensor_map = NULL;
+    PyObject *key = a->key, *tensor_map = NULL;
     int slot = recent_slot(key);
     PyObject *bulk = slot >= 0 ? recent_bulk[slot] : NULL;
     if (bulk == NULL) {
@@ -615,11 +647,11 @@ static PyObject *find_map(Descriptor *d, PyObject *pair) {
         if (slot >= 0 && recent_keys[slot] == key) recent_bulk[slot] = bulk;
     }
     if (bulk == Py_False) tensor_map = Py_NewRef(Py_None);
-    if (tensor_map == NULL) tensor_map = recent_map(address, key, parts);
-    if (tensor_map == NULL && !PyErr_Occurred()) {
-        Py_ssize_t count = PyTuple_GET_SIZE(parts);
-        PyObject *lookup = NULL, *rest = PyTuple_GetSlice(parts, 1, count);
-        PyObject *where = PyLong_FromUnsignedLongLong(address);
+    if (tensor_map == NULL) tensor_map = recent_map(a->address, key, a->values, a->nvalues);
+    if (tensor_map == NULL) {
+        PyObject *lookup = NULL, *parts = parts_of(a->base, a->values, a->nvalues);
+        PyObject *where = PyLong_FromUnsignedLongLong(a->address);
+        PyObject *rest = parts != NULL ? PyTuple_GetSlice(parts, 1, 1 + a->nvalues) : NULL;
         if (rest != NULL && where != NULL) lookup = PyTuple_Pack(3, where, key, rest);
         Py_XDECREF(rest);
         if (lookup != NULL) {
@@ -637,14 +669,16 @@ static PyObject *find_map(Descriptor *d, PyObject *pair) {
                 }
             }
         }
+        Py_XDECREF(parts);
         Py_XDECREF(where);
         Py_XDECREF(lookup);
-        if (tensor_map != NULL && generation == maps_generation) remember_map(address, key, parts, tensor_map);
+        if (tensor_map != NULL && generation == maps_generation)
+            remember_map(a->address, key, a->values, a->nvalues, tensor_map);
     }
-    if (tensor_map != NULL && d->pair == pair && generation == maps_generation) {  /* still this descriptor's answer */
+    if (tensor_map != NULL && d->answer_id == a->id && d->key != NULL && generation == maps_generation) {
         Py_CLEAR(d->mapped);  /* first: the releases below may run Python that reaches this descriptor */
         Py_INCREF(tensor_map); Py_XSETREF(d->map, tensor_map);
-        Py_INCREF(pair); Py_XSETREF(d->map_for, pair);
+        d->map_answer = a->id;
         d->map_generation = generation;
     }
     return tensor_map;
@@ -671,13 +705,16 @@ static PyObject *bulk_key_and_parts(PyObject *module, PyObject *value) {
         }
         return PyObject_CallOneArg(slow_bulk_key_and_parts, value);
     }
-    PyObject *tensor_map = find_map(d, pair);
+    Answer a;
+    take_answer(d, &a);
+    PyObject *tensor_map = find_map(d, &a);
+    drop_answer(&a);
     if (tensor_map == NULL || tensor_map == Py_None) {
         Py_XDECREF(tensor_map);
         if (tensor_map == NULL) Py_CLEAR(pair);
         return pair;
     }
-    int kept = d->map == tensor_map && d->map_for == pair;  /* the descriptor's own map */
+    int kept = d->map == tensor_map && d->pair == pair;  /* the descriptor's own answer and map */
     if (kept && d->mapped != NULL) {
         Py_DECREF(tensor_map);
         Py_DECREF(pair);
@@ -701,15 +738,20 @@ static PyObject *bulk_key_and_parts(PyObject *module, PyObject *value) {
 /* ---- the native answer (polytile.runtime.adapters.ArgumentAdapter.native_answer) ------
  *
  * A native dispatcher asks this at each launch it plans, through a capsule named
- * "polytile.native_answer.v1", instead of calling key_and_parts: no tuples are built, the
- * map comes as its bytes, and the base's address and device, read here, are not read
- * again by the dispatcher.  The struct is the ABI the dispatcher defines (version 1). */
+ * "polytile.native_answer.v1", instead of calling key_and_parts: no tuples are built (the
+ * parts after the base come as integers, the map as its bytes), and the base's address
+ * and device, read here, are not read again by the dispatcher.  The struct is the ABI the
+ * dispatcher defines (version 1). */
+enum { MAX_WORDS = 16 };
 typedef struct {
-    PyObject *pair;      /* new reference: (key, parts), as key_and_parts answers */
-    PyObject *blob;      /* new reference: the bytes of a last by-value part that `parts` lacks, or NULL */
+    PyObject *pair;      /* new reference: (key, parts) as key_and_parts answers, or NULL: */
+    PyObject *key;       /*   then this key (a new reference) and the words below give them */
+    PyObject *blob;      /* new reference: the bytes of a last by-value part the parts lack, or NULL */
     uint64_t address;    /* parts[0]'s address, read in this call, where tensor_read */
     long long device;    /* parts[0]'s device, likewise */
     int tensor_read;
+    int nwords;          /* where pair is NULL: parts[1:] (but the blob), as integers */
+    long long words[MAX_WORDS];
 } PolytileAnswer;
 #define POLYTILE_ANSWER_CAPSULE "polytile.native_answer.v1"
 
@@ -733,28 +775,33 @@ static int answer(PyObject *value, PolytileAnswer *out, int bulk) {
     Descriptor *d = plain_descriptor(value);
     if (d == NULL || (bulk && bulk_plans == NULL)) return ASK_KEY_AND_PARTS;
     if (!still_holds(d) && compute(d) <= 0) { PyErr_Clear(); return ASK_KEY_AND_PARTS; }
-    PyObject *pair = Py_NewRef(d->pair), *base = Py_NewRef(d->fields[BASE]);
-    uint64_t address = d->seen_address;
+    if (d->nvalues > MAX_WORDS) return ASK_KEY_AND_PARTS;
+    Answer a;
+    take_answer(d, &a);
     long long device;
-    /* The device last: an answer (and its address) for a base no longer the field's is dropped. */
-    int read = read_device(base, &device) && d->pair == pair && d->fields[BASE] == base;
-    Py_DECREF(base);
+    /* The device last: an answer for a base no longer the field's is dropped. */
+    int read = read_device(a.base, &device) && d->answer_id == a.id && d->fields[BASE] == a.base;
     PyObject *tensor_map = NULL;
     if (read && bulk) {
-        tensor_map = find_map(d, pair);
+        tensor_map = find_map(d, &a);
         if (tensor_map == NULL) {
             PyErr_Clear();
-            Py_DECREF(pair);
+            drop_answer(&a);
             return CANNOT_LAUNCH;
         }
         if (tensor_map == Py_None) Py_CLEAR(tensor_map);
     }
-    if (!read) { Py_DECREF(pair); return ASK_KEY_AND_PARTS; }
-    out->pair = pair;
+    if (!read) { drop_answer(&a); return ASK_KEY_AND_PARTS; }
+    out->pair = NULL;
+    out->key = a.key;  /* the reference moves to the answer */
+    a.key = NULL;
     out->blob = tensor_map;
-    out->address = address;
+    out->address = a.address;
     out->device = device;
     out->tensor_read = 1;
+    out->nwords = (int)a.nvalues;
+    memcpy(out->words, a.values, (size_t)a.nvalues * sizeof(long long));
+    drop_answer(&a);
     return ANSWERED;
 }
 
