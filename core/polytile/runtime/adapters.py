@@ -63,14 +63,17 @@ class ArgumentAdapter:
     #: dispatcher to call instead (no tuples built, no second read of the address), or
     #: None.  It is a ``PyCapsule`` named ``"polytile.native_answer.v1"`` holding
     #: ``int answer(PyObject *value, PolytileAnswer *out)``, where ``PolytileAnswer`` is
-    #: ``{PyObject *pair; PyObject *blob; uint64_t address; long long device; int
-    #: tensor_read;}``: ``pair`` the ``(key, parts)`` key_and_parts would give, as a new
-    #: reference; ``blob`` (a new reference, or NULL) the bytes of a last by-value part
-    #: that ``parts`` then lacks (a tensor map); where ``tensor_read`` is 1, ``parts[0]``
-    #: is a tensor whose address and device the function read in this call.  It returns 1
-    #: 1 with ``out`` filled, 0 when ``key_and_parts`` must answer, or 2 when the value
-    #: cannot pass as planned (the Python path then decides and words the error), never
-    #: with an exception set.  The NVIDIA dispatcher defines the struct
+    #: ``{PyObject *pair; PyObject *key; PyObject *blob; uint64_t address; long long
+    #: device; int tensor_read; int nwords; long long words[16];}``.  Either ``pair`` is
+    #: the ``(key, parts)`` key_and_parts would give (a new reference), or ``pair`` is
+    #: NULL and ``key`` (a new reference) with ``words`` gives them: ``parts[0]`` the
+    #: tensor whose address and device the function read (``tensor_read`` must be 1),
+    #: then ``nwords`` integer parts.  ``blob`` (a new reference, or NULL) is the bytes of
+    #: a last by-value part that the parts lack (a tensor map).  Where ``tensor_read`` is
+    #: 1, ``parts[0]`` is a tensor whose address and device the function read in this
+    #: call.  It returns 1 with ``out`` filled, 0 when ``key_and_parts`` must answer, or 2
+    #: when the value cannot pass as planned (the Python path then decides and words the
+    #: error), never with an exception set.  The NVIDIA dispatcher defines the struct
     #: (``polytile_nvidia/_dispatch.h``); ``polytile_tma/_descriptor.c`` is an example.
     #: It is used only where it was set by the class that defines the ``key_and_parts``
     #: in effect or by one derived from it (a subclass that overrides ``key_and_parts``
