@@ -55,7 +55,7 @@ typedef struct {
     uint64_t address;
 } AdaptedCache;
 
-/* The native answer ABI, version 1 (polytile.runtime.adapters.ArgumentAdapter.native_answer):
+/* The native answer ABI, version 2 (polytile.runtime.adapters.ArgumentAdapter.native_answer):
  * a capsule named POLYTILE_ANSWER_CAPSULE holding an AnswerFunction, which answers
  * ANSWERED with *out filled (new references), ASK_KEY_AND_PARTS (then key_and_parts
  * answers), or CANNOT_LAUNCH (the value cannot pass as planned: the Python path decides
@@ -73,7 +73,10 @@ typedef struct {
     long long words[MAX_WORDS];
 } PolytileAnswer;
 typedef int (*AnswerFunction)(PyObject *value, PolytileAnswer *out);
-#define POLYTILE_ANSWER_CAPSULE "polytile.native_answer.v1"
+#define POLYTILE_ANSWER_CAPSULE "polytile.native_answer.v2"
+/* The layout both sides rely on (polytile_tma/_descriptor.c asserts the same). */
+_Static_assert(sizeof(PolytileAnswer) == 176 && offsetof(PolytileAnswer, words) == 48,
+               "PolytileAnswer is the v2 layout");
 
 typedef struct {
     PyObject_HEAD
@@ -330,34 +333,6 @@ static int pack_parts(const Plan *plan, const SlotCheck *slot, PyObject *parts, 
     return 0;
 }
 
-/* Write an integer part; 0, or NO_MATCH where `code` is not an integer code or the
- * value does not fit it (the Python path then packs, or words the error). */
-static int pack_integer(char code, long long value, char *at) {
-    switch (code) {
-    case 'b': if (value < INT8_MIN || value > INT8_MAX) return NO_MATCH; *(int8_t *)at = (int8_t)value; return 0;
-    case 'B': if (value < 0 || value > UINT8_MAX) return NO_MATCH; *(uint8_t *)at = (uint8_t)value; return 0;
-    case 'h': {
-        if (value < INT16_MIN || value > INT16_MAX) return NO_MATCH;
-        int16_t v = (int16_t)value; memcpy(at, &v, 2); return 0;
-    }
-    case 'H': {
-        if (value < 0 || value > UINT16_MAX) return NO_MATCH;
-        uint16_t v = (uint16_t)value; memcpy(at, &v, 2); return 0;
-    }
-    case 'i': {
-        if (value < INT32_MIN || value > INT32_MAX) return NO_MATCH;
-        int32_t v = (int32_t)value; memcpy(at, &v, 4); return 0;
-    }
-    case 'I': {
-        if (value < 0 || value > (long long)UINT32_MAX) return NO_MATCH;
-        uint32_t v = (uint32_t)value; memcpy(at, &v, 4); return 0;
-    }
-    case 'q': memcpy(at, &value, 8); return 0;
-    case 'Q': if (value < 0) return NO_MATCH; memcpy(at, &value, 8); return 0;
-    default: return NO_MATCH;
-    }
-}
-
 /* Pack a native answer (see PolytileAnswer); 0, or NO_MATCH. */
 static int pack_answer(const Plan *plan, const SlotCheck *slot, const PolytileAnswer *answer, char *bytes,
                        long long *device, int *any_tensor) {
@@ -394,7 +369,7 @@ static int pack_answer(const Plan *plan, const SlotCheck *slot, const PolytileAn
     for (; part < (uint32_t)count; part++) {
         char *at = bytes + plan->offsets[slot->parameter + part];
         if (parts == NULL) {
-            if (pack_integer(codes[part], answer->words[part - 1], at)) return NO_MATCH;
+            if (pack_long(codes[part], answer->words[part - 1], at)) return NO_MATCH;
         } else if (pack_part(codes[part], PyTuple_GET_ITEM(parts, part), at, device, any_tensor, &first, &seen)) {
             return NO_MATCH;
         }

@@ -137,6 +137,27 @@ static int torch_stream(long long device, void **stream) {
     return (*stream == NULL && PyErr_Occurred()) ? -1 : 0;
 }
 
+/* Write the integer `number` as `code` packs it; 0 when done, -1 when it does not fit (or
+ * `code` packs no integer): the Python path then judges it.  'Q' takes only values that
+ * fit in a signed 64-bit int here (pack_scalar handles larger Python ints itself). */
+static int pack_long(char code, long long number, char *at) {
+    switch (code) {
+    case '?': if (number != 0 && number != 1) return -1; *(uint8_t *)at = (uint8_t)number; return 0;
+    case 'b': if (number < INT8_MIN || number > INT8_MAX) return -1; *(int8_t *)at = (int8_t)number; return 0;
+    case 'B': if (number < 0 || number > UINT8_MAX) return -1; *(uint8_t *)at = (uint8_t)number; return 0;
+    case 'h': if (number < INT16_MIN || number > INT16_MAX) return -1; { int16_t v = (int16_t)number; memcpy(at, &v, 2); } return 0;
+    case 'H': if (number < 0 || number > UINT16_MAX) return -1; { uint16_t v = (uint16_t)number; memcpy(at, &v, 2); } return 0;
+    case 'i': if (number < INT32_MIN || number > INT32_MAX) return -1; { int32_t v = (int32_t)number; memcpy(at, &v, 4); } return 0;
+    case 'I': if (number < 0 || number > UINT32_MAX) return -1; { uint32_t v = (uint32_t)number; memcpy(at, &v, 4); } return 0;
+    case 'q': memcpy(at, &number, 8); return 0;
+    case 'Q': if (number < 0) return -1; memcpy(at, &number, 8); return 0;
+    case 'e': return PyFloat_Pack2((double)number, at, 1) ? (PyErr_Clear(), -1) : 0;
+    case 'f': return PyFloat_Pack4((double)number, at, 1) ? (PyErr_Clear(), -1) : 0;
+    case 'd': return PyFloat_Pack8((double)number, at, 1) ? (PyErr_Clear(), -1) : 0;
+    default: return -1;
+    }
+}
+
 /* Write one scalar, or a by-value blob ('M'); 0 when done, -1 for a value only the Python
  * path may judge (for 'M': anything but bytes of exactly BLOB_BYTES; the Python path also
  * takes a bytearray, and words the mistakes). */
@@ -164,17 +185,7 @@ static int pack_scalar(char code, PyObject *value, char *at) {
     int overflow = 0;
     long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
     if (overflow || (number == -1 && PyErr_Occurred())) return -1;
-    switch (code) {
-    case '?': if (number != 0 && number != 1) return -1; *(uint8_t *)at = (uint8_t)number; return 0;
-    case 'b': if (number < INT8_MIN || number > INT8_MAX) return -1; *(int8_t *)at = (int8_t)number; return 0;
-    case 'B': if (number < 0 || number > UINT8_MAX) return -1; *(uint8_t *)at = (uint8_t)number; return 0;
-    case 'h': if (number < INT16_MIN || number > INT16_MAX) return -1; { int16_t v = (int16_t)number; memcpy(at, &v, 2); } return 0;
-    case 'H': if (number < 0 || number > UINT16_MAX) return -1; { uint16_t v = (uint16_t)number; memcpy(at, &v, 2); } return 0;
-    case 'i': if (number < INT32_MIN || number > INT32_MAX) return -1; { int32_t v = (int32_t)number; memcpy(at, &v, 4); } return 0;
-    case 'I': if (number < 0 || number > UINT32_MAX) return -1; { uint32_t v = (uint32_t)number; memcpy(at, &v, 4); } return 0;
-    case 'q': memcpy(at, &number, 8); return 0;
-    default: return -1;
-    }
+    return pack_long(code, number, at);
 }
 
 static PyObject *driver_error(CUresult result, int call) { return Py_BuildValue("(ii)", (int)result, call); }

@@ -61,14 +61,15 @@ class ArgumentAdapter:
     version_attribute: str | None = None
     #: A C function that answers what :meth:`key_and_parts` answers, for a native
     #: dispatcher to call instead (no tuples built, no second read of the address), or
-    #: None.  It is a ``PyCapsule`` named ``"polytile.native_answer.v1"`` holding
+    #: None.  It is a ``PyCapsule`` named ``"polytile.native_answer.v2"`` holding
     #: ``int answer(PyObject *value, PolytileAnswer *out)``, where ``PolytileAnswer`` is
     #: ``{PyObject *pair; PyObject *key; PyObject *blob; uint64_t address; long long
     #: device; int tensor_read; int nwords; long long words[16];}``.  Either ``pair`` is
     #: the ``(key, parts)`` key_and_parts would give (a new reference), or ``pair`` is
     #: NULL and ``key`` (a new reference) with ``words`` gives them: ``parts[0]`` the
     #: tensor whose address and device the function read (``tensor_read`` must be 1),
-    #: then ``nwords`` integer parts.  ``blob`` (a new reference, or NULL) is the bytes of
+    #: then ``nwords`` integer parts, each packed as its parameter's code packs an int
+    #: (range-checked: a value that does not fit sends the launch to the Python path).  ``blob`` (a new reference, or NULL) is the bytes of
     #: a last by-value part that the parts lack (a tensor map).  Where ``tensor_read`` is
     #: 1, ``parts[0]`` is a tensor whose address and device the function read in this
     #: call.  It returns 1 with ``out`` filled, 0 when ``key_and_parts`` must answer, or 2

@@ -25,6 +25,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <stddef.h>
 
 enum { MAX_RANK = 5, ALIGNMENT = 16 };
 #define MAX_BLOCK_ELEMENTS (1LL << 20)
@@ -78,6 +79,7 @@ static const char *const FIELD_NAMES[5] = {"base", "shape", "strides", "block_sh
 static uint64_t answers_made;  /* answer ids: unique in the process */
 
 static void forget(Descriptor *d) {
+    d->answer_id = 0;  /* no answer: nothing kept for one may be taken for the next */
     Py_CLEAR(d->key);
     Py_CLEAR(d->pair);
     for (int i = 0; i < 5; i++) Py_CLEAR(d->seen[i]);
@@ -353,9 +355,20 @@ static int still_holds(Descriptor *d) {
 
 /* After the fields are set: the common case is checked here, anything else by Python. */
 static int settle(Descriptor *d, int fresh) {
-    /* A descriptor from_tensor has just made is reachable by no other code, so no field
-     * can change under torch's accessors: compute_from reads them in place. */
-    int done = fresh ? compute_from(d, (PyObject *const *)d->fields) : compute(d);
+    /* A descriptor from_tensor has just made is reachable only through the garbage
+     * collector: compute_from reads its fields in place (from_tensor holds strong
+     * references to them), and an answer whose fields were replaced meanwhile is dropped,
+     * as compute() drops one. */
+    int done;
+    if (fresh) {
+        PyObject *f[5];
+        memcpy(f, d->fields, sizeof f);
+        done = compute_from(d, f);
+        for (int i = 0; done > 0 && i < 5; i++)
+            if (d->fields[i] != f[i]) { forget(d); done = 0; }
+    } else {
+        done = compute(d);
+    }
     if (done != 0) return done > 0 ? 0 : -1;
     if (slow_init == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "polytile_tma._descriptor is not configured (import polytile_tma.host)");
@@ -437,9 +450,9 @@ static PyObject *descriptor_from_tensor(PyObject *cls, PyObject *const *args, Py
     if (values[STRIDES] == NULL) { Py_DECREF(values[SHAPE]); return NULL; }
     Descriptor *d = (Descriptor *)type->tp_alloc(type, 0);
     if (d != NULL) set_fields(d, values);
-    Py_DECREF(values[SHAPE]);
-    Py_DECREF(values[STRIDES]);
     if (d != NULL && settle(d, 1) < 0) Py_CLEAR(d);
+    Py_DECREF(values[SHAPE]);  /* after settle: the fields it reads in place stay alive */
+    Py_DECREF(values[STRIDES]);
     return (PyObject *)d;
 }
 
@@ -532,17 +545,23 @@ static PyObject *parts_of(PyObject *base, const long long *values, Py_ssize_t nv
     return parts;
 }
 
-/* The descriptor's answer as (key, parts) tuples (a new reference), made once per answer. */
+/* The descriptor's answer as (key, parts) tuples (a new reference), made once per answer.
+ * Making them may run Python (a garbage collection's finalizers) that changes the
+ * descriptor: they are made from strong references and kept only if the answer is the same. */
 static PyObject *pair_of(Descriptor *d) {
-    if (d->pair == NULL) {
-        PyObject *parts = parts_of(d->seen[BASE], d->values, d->nvalues);
-        if (parts == NULL) return NULL;
-        PyObject *pair = PyTuple_Pack(2, d->key, parts);
-        Py_DECREF(parts);
-        if (pair == NULL) return NULL;
-        d->pair = pair;
-    }
-    return Py_NewRef(d->pair);
+    if (d->pair != NULL) return Py_NewRef(d->pair);
+    PyObject *key = Py_NewRef(d->key), *base = Py_NewRef(d->seen[BASE]);
+    uint64_t id = d->answer_id;
+    long long values[2 * MAX_RANK - 1];
+    Py_ssize_t nvalues = d->nvalues;
+    memcpy(values, d->values, sizeof values);
+    PyObject *parts = parts_of(base, values, nvalues), *pair = NULL;
+    if (parts != NULL) pair = PyTuple_Pack(2, key, parts);
+    Py_XDECREF(parts);
+    if (pair != NULL && d->answer_id == id && d->key == key && d->pair == NULL) d->pair = Py_NewRef(pair);
+    Py_DECREF(key);
+    Py_DECREF(base);
+    return pair;
 }
 
 static PyObject *key_and_parts(PyObject *module, PyObject *value) {
@@ -675,7 +694,7 @@ static PyObject *find_map(Descriptor *d, const Answer *a) {
         if (tensor_map != NULL && generation == maps_generation)
             remember_map(a->address, key, a->values, a->nvalues, tensor_map);
     }
-    if (tensor_map != NULL && d->answer_id == a->id && d->key != NULL && generation == maps_generation) {
+    if (tensor_map != NULL && d->answer_id == a->id && generation == maps_generation) {
         Py_CLEAR(d->mapped);  /* first: the releases below may run Python that reaches this descriptor */
         Py_INCREF(tensor_map); Py_XSETREF(d->map, tensor_map);
         d->map_answer = a->id;
@@ -738,10 +757,10 @@ static PyObject *bulk_key_and_parts(PyObject *module, PyObject *value) {
 /* ---- the native answer (polytile.runtime.adapters.ArgumentAdapter.native_answer) ------
  *
  * A native dispatcher asks this at each launch it plans, through a capsule named
- * "polytile.native_answer.v1", instead of calling key_and_parts: no tuples are built (the
+ * "polytile.native_answer.v2", instead of calling key_and_parts: no tuples are built (the
  * parts after the base come as integers, the map as its bytes), and the base's address
  * and device, read here, are not read again by the dispatcher.  The struct is the ABI the
- * dispatcher defines (version 1). */
+ * dispatcher defines (version 2). */
 enum { MAX_WORDS = 16 };
 typedef struct {
     PyObject *pair;      /* new reference: (key, parts) as key_and_parts answers, or NULL: */
@@ -753,7 +772,9 @@ typedef struct {
     int nwords;          /* where pair is NULL: parts[1:] (but the blob), as integers */
     long long words[MAX_WORDS];
 } PolytileAnswer;
-#define POLYTILE_ANSWER_CAPSULE "polytile.native_answer.v1"
+#define POLYTILE_ANSWER_CAPSULE "polytile.native_answer.v2"
+_Static_assert(sizeof(PolytileAnswer) == 176 && offsetof(PolytileAnswer, words) == 48,
+               "PolytileAnswer is the v2 layout the dispatcher reads");
 
 /* torch's get_device() of `base` into *device: 1, or 0 (cleared) when it has none. */
 static int read_device(PyObject *base, long long *device) {
