@@ -41,9 +41,10 @@ typedef struct {
  * native answer (a capsule, below, or None).  The value matches when its key equals the
  * plan's; its parts are packed into the `parts` parameters from `parameter` on.
  *
- * With a native answer, the adapter's C function answers instead of key_and_parts: the
- * pair key_and_parts would give (or one whose parts lack a last 'M' part, given as
- * `blob`), and the first part's address and device, read by it, so not read again here.
+ * With a native answer, the adapter's C function answers instead of key_and_parts, for
+ * parts that are a tensor, then integers, then maybe one 'M' blob: the key, the tensor's
+ * address and device (read by it, so not read again here), the integers as words and the
+ * blob's bytes.
  *
  * With a version attribute, the slot remembers the last value, the objects its __dict__
  * held, its parts and the address of its first tensor part: the same object holding the
@@ -55,7 +56,7 @@ typedef struct {
     uint64_t address;
 } AdaptedCache;
 
-/* The native answer ABI, version 2 (polytile.runtime.adapters.ArgumentAdapter.native_answer):
+/* The native answer ABI, version 3 (polytile.runtime.adapters.ArgumentAdapter.native_answer):
  * a capsule named POLYTILE_ANSWER_CAPSULE holding an AnswerFunction, which answers
  * ANSWERED with *out filled (new references), ASK_KEY_AND_PARTS (then key_and_parts
  * answers), or CANNOT_LAUNCH (the value cannot pass as planned: the Python path decides
@@ -63,20 +64,18 @@ typedef struct {
 enum { ASK_KEY_AND_PARTS = 0, ANSWERED = 1, CANNOT_LAUNCH = 2 };
 enum { MAX_WORDS = 16 };
 typedef struct {
-    PyObject *pair;      /* (key, parts), or NULL: then `key` and `words` give them */
-    PyObject *key;       /* where pair is NULL */
-    PyObject *blob;      /* the bytes of a last 'M' part the parts lack, or NULL */
-    uint64_t address;    /* parts[0]'s address, where tensor_read */
-    long long device;    /* parts[0]'s device, where tensor_read */
-    int tensor_read;     /* parts[0] is a tensor whose address and device the answer read */
-    int nwords;          /* where pair is NULL: parts[1:] (but the blob), as integers */
+    PyObject *key;       /* the key key_and_parts would answer */
+    PyObject *blob;      /* the bytes of a last 'M' part, or NULL */
+    uint64_t address;    /* parts[0] (a 'P' tensor)'s address, read by the answer */
+    long long device;    /* its device, likewise */
+    int nwords;          /* parts[1:] but the blob, as integers (packed as their codes pack ints) */
     long long words[MAX_WORDS];
 } PolytileAnswer;
 typedef int (*AnswerFunction)(PyObject *value, PolytileAnswer *out);
-#define POLYTILE_ANSWER_CAPSULE "polytile.native_answer.v2"
+#define POLYTILE_ANSWER_CAPSULE "polytile.native_answer.v3"
 /* The layout both sides rely on (polytile_tma/_descriptor.c asserts the same). */
-_Static_assert(sizeof(PolytileAnswer) == 176 && offsetof(PolytileAnswer, words) == 48,
-               "PolytileAnswer is the v2 layout");
+_Static_assert(sizeof(PolytileAnswer) == 168 && offsetof(PolytileAnswer, words) == 40,
+               "PolytileAnswer is the v3 layout");
 
 typedef struct {
     PyObject_HEAD
@@ -337,48 +336,23 @@ static int pack_parts(const Plan *plan, const SlotCheck *slot, PyObject *parts, 
 static int pack_answer(const Plan *plan, const SlotCheck *slot, const PolytileAnswer *answer, char *bytes,
                        long long *device, int *any_tensor) {
     const char *codes = PyBytes_AS_STRING(PyTuple_GET_ITEM(plan->objects, slot->object + 2));
-    PyObject *key, *parts = NULL;
-    Py_ssize_t count;
-    if (answer->pair != NULL) {
-        PyObject *pair = answer->pair;
-        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(pair, 1)))
-            return NO_MATCH;
-        key = PyTuple_GET_ITEM(pair, 0);
-        parts = PyTuple_GET_ITEM(pair, 1);
-        count = PyTuple_GET_SIZE(parts);
-    } else {
-        /* The parts are the tensor the answer read, then its integers. */
-        if (answer->key == NULL || !answer->tensor_read || answer->nwords < 0 || answer->nwords > MAX_WORDS)
-            return NO_MATCH;
-        key = answer->key;
-        count = 1 + answer->nwords;
-    }
-    if (count + (answer->blob != NULL) != (Py_ssize_t)slot->parts) return NO_MATCH;
-    int equal = PyObject_RichCompareBool(key, PyTuple_GET_ITEM(plan->objects, slot->object + 1), Py_EQ);
+    if (answer->key == NULL || answer->nwords < 0 || answer->nwords > MAX_WORDS ||
+        1 + answer->nwords + (answer->blob != NULL) != (Py_ssize_t)slot->parts)
+        return NO_MATCH;
+    int equal = PyObject_RichCompareBool(answer->key, PyTuple_GET_ITEM(plan->objects, slot->object + 1), Py_EQ);
     if (equal != 1) { if (equal < 0) PyErr_Clear(); return NO_MATCH; }
-    uint32_t part = 0;
-    uint64_t first = 0;
-    int seen = 0;
-    if (answer->tensor_read) {
-        if (codes[0] != 'P' || answer->device < 0 || (*device >= 0 && answer->device != *device)) return NO_MATCH;
-        *device = answer->device;
-        *any_tensor = 1;
-        memcpy(bytes + plan->offsets[slot->parameter], &answer->address, 8);
-        part = 1;
-    }
-    for (; part < (uint32_t)count; part++) {
-        char *at = bytes + plan->offsets[slot->parameter + part];
-        if (parts == NULL) {
-            if (pack_long(codes[part], answer->words[part - 1], at)) return NO_MATCH;
-        } else if (pack_part(codes[part], PyTuple_GET_ITEM(parts, part), at, device, any_tensor, &first, &seen)) {
+    if (codes[0] != 'P' || answer->device < 0 || (*device >= 0 && answer->device != *device)) return NO_MATCH;
+    *device = answer->device;
+    *any_tensor = 1;
+    memcpy(bytes + plan->offsets[slot->parameter], &answer->address, 8);
+    uint32_t part = 1;
+    for (; part <= (uint32_t)answer->nwords; part++)
+        if (pack_long(codes[part], answer->words[part - 1], bytes + plan->offsets[slot->parameter + part]))
             return NO_MATCH;
-        }
-    }
-    if (answer->blob != NULL) {
-        if (codes[part] != 'M' || pack_scalar('M', answer->blob, bytes + plan->offsets[slot->parameter + part])) {
-            PyErr_Clear();
-            return NO_MATCH;
-        }
+    if (answer->blob != NULL &&
+        (codes[part] != 'M' || pack_scalar('M', answer->blob, bytes + plan->offsets[slot->parameter + part]))) {
+        PyErr_Clear();
+        return NO_MATCH;
     }
     return 0;
 }
@@ -442,7 +416,6 @@ static int check_adapted(const Plan *plan, const SlotCheck *slot, PyObject *valu
         if (PyErr_Occurred()) PyErr_Clear();  /* the ABI forbids it; never let it leak into a later call */
         if (said == ANSWERED) {
             int result = pack_answer(plan, slot, &answer, bytes, device, any_tensor);
-            Py_XDECREF(answer.pair);
             Py_XDECREF(answer.key);
             Py_XDECREF(answer.blob);
             return result;

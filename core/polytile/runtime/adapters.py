@@ -61,20 +61,19 @@ class ArgumentAdapter:
     version_attribute: str | None = None
     #: A C function that answers what :meth:`key_and_parts` answers, for a native
     #: dispatcher to call instead (no tuples built, no second read of the address), or
-    #: None.  It is a ``PyCapsule`` named ``"polytile.native_answer.v2"`` holding
-    #: ``int answer(PyObject *value, PolytileAnswer *out)``, where ``PolytileAnswer`` is
-    #: ``{PyObject *pair; PyObject *key; PyObject *blob; uint64_t address; long long
-    #: device; int tensor_read; int nwords; long long words[16];}``.  Either ``pair`` is
-    #: the ``(key, parts)`` key_and_parts would give (a new reference), or ``pair`` is
-    #: NULL and ``key`` (a new reference) with ``words`` gives them: ``parts[0]`` the
-    #: tensor whose address and device the function read (``tensor_read`` must be 1),
-    #: then ``nwords`` integer parts, each packed as its parameter's code packs an int
-    #: (range-checked: a value that does not fit sends the launch to the Python path).  ``blob`` (a new reference, or NULL) is the bytes of
-    #: a last by-value part that the parts lack (a tensor map).  Where ``tensor_read`` is
-    #: 1, ``parts[0]`` is a tensor whose address and device the function read in this
-    #: call.  It returns 1 with ``out`` filled, 0 when ``key_and_parts`` must answer, or 2
-    #: when the value cannot pass as planned (the Python path then decides and words the
-    #: error), never with an exception set.  The NVIDIA dispatcher defines the struct
+    #: None.  It serves adapters whose parts are a tensor, then integers, then maybe one
+    #: by-value blob (a tensor map).  It is a ``PyCapsule`` named
+    #: ``"polytile.native_answer.v3"`` holding ``int answer(PyObject *value,
+    #: PolytileAnswer *out)``, where ``PolytileAnswer`` is ``{PyObject *key; PyObject
+    #: *blob; uint64_t address; long long device; int nwords; long long words[16];}``:
+    #: ``key`` (a new reference) the key key_and_parts would give; ``address`` and
+    #: ``device`` those of ``parts[0]``, the tensor, read in this call; ``words`` the
+    #: ``nwords`` integer parts after it, each packed as its parameter's code packs an int
+    #: (range-checked: a value that does not fit sends the launch to the Python path);
+    #: ``blob`` (a new reference, or NULL) the bytes of the last part.  It returns 1 with
+    #: ``out`` filled, 0 when ``key_and_parts`` must answer, or 2 when the value cannot
+    #: pass as planned (the Python path then decides and words the error), never with an
+    #: exception set.  The NVIDIA dispatcher defines the struct
     #: (``polytile_nvidia/_dispatch.h``); ``polytile_tma/_descriptor.c`` is an example.
     #: It is used only where it was set by the class that defines the ``key_and_parts``
     #: in effect or by one derived from it (a subclass that overrides ``key_and_parts``

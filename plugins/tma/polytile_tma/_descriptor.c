@@ -757,24 +757,22 @@ static PyObject *bulk_key_and_parts(PyObject *module, PyObject *value) {
 /* ---- the native answer (polytile.runtime.adapters.ArgumentAdapter.native_answer) ------
  *
  * A native dispatcher asks this at each launch it plans, through a capsule named
- * "polytile.native_answer.v2", instead of calling key_and_parts: no tuples are built (the
+ * "polytile.native_answer.v3", instead of calling key_and_parts: no tuples are built (the
  * parts after the base come as integers, the map as its bytes), and the base's address
  * and device, read here, are not read again by the dispatcher.  The struct is the ABI the
- * dispatcher defines (version 2). */
+ * dispatcher defines (version 3). */
 enum { MAX_WORDS = 16 };
 typedef struct {
-    PyObject *pair;      /* new reference: (key, parts) as key_and_parts answers, or NULL: */
-    PyObject *key;       /*   then this key (a new reference) and the words below give them */
-    PyObject *blob;      /* new reference: the bytes of a last by-value part the parts lack, or NULL */
-    uint64_t address;    /* parts[0]'s address, read in this call, where tensor_read */
-    long long device;    /* parts[0]'s device, likewise */
-    int tensor_read;
-    int nwords;          /* where pair is NULL: parts[1:] (but the blob), as integers */
+    PyObject *key;       /* new reference: the key key_and_parts would answer */
+    PyObject *blob;      /* new reference: the bytes of a last by-value part (a tensor map), or NULL */
+    uint64_t address;    /* parts[0] (the base)'s address, read in this call */
+    long long device;    /* its device, likewise */
+    int nwords;          /* parts[1:] but the blob (shape, then strides but the last), as integers */
     long long words[MAX_WORDS];
 } PolytileAnswer;
-#define POLYTILE_ANSWER_CAPSULE "polytile.native_answer.v2"
-_Static_assert(sizeof(PolytileAnswer) == 176 && offsetof(PolytileAnswer, words) == 48,
-               "PolytileAnswer is the v2 layout the dispatcher reads");
+#define POLYTILE_ANSWER_CAPSULE "polytile.native_answer.v3"
+_Static_assert(sizeof(PolytileAnswer) == 168 && offsetof(PolytileAnswer, words) == 40,
+               "PolytileAnswer is the v3 layout the dispatcher reads");
 
 /* torch's get_device() of `base` into *device: 1, or 0 (cleared) when it has none. */
 static int read_device(PyObject *base, long long *device) {
@@ -813,13 +811,11 @@ static int answer(PyObject *value, PolytileAnswer *out, int bulk) {
         if (tensor_map == Py_None) Py_CLEAR(tensor_map);
     }
     if (!read) { drop_answer(&a); return ASK_KEY_AND_PARTS; }
-    out->pair = NULL;
     out->key = a.key;  /* the reference moves to the answer */
     a.key = NULL;
     out->blob = tensor_map;
     out->address = a.address;
     out->device = device;
-    out->tensor_read = 1;
     out->nwords = (int)a.nvalues;
     memcpy(out->words, a.values, (size_t)a.nvalues * sizeof(long long));
     drop_answer(&a);

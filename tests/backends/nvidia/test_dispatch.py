@@ -774,7 +774,7 @@ def test_a_descriptor_with_a_native_answer_is_packed_reading_its_tensor_once_per
     plain = planned(None)
     assert plain(desc, 7) == "compiled" and packed(0x80000, 48, 3)
     # A capsule of another ABI, or no capsule at all: ignored, key_and_parts answers.
-    for other in (_capsule(b"polytile.native_answer.v1"), "not a capsule"):
+    for other in (_capsule(b"polytile.native_answer.v2"), "not a capsule"):
         reads.update(data_ptr=0, get_device=0)
         assert planned(other)(desc, 7) == "compiled" and packed(0x80000, 48, 3)
         assert reads["data_ptr"] == 2  # key_and_parts read it, then the dispatcher again
