@@ -89,7 +89,7 @@ class _Record:
 @pytest.mark.parametrize("status, reason, why", [
     (DISABLED, "disabled by the setting 'disabled_plugins' (entry 'polytile-warpspec')",
      "polytile-warpspec is disabled (disabled by the setting 'disabled_plugins' (entry 'polytile-warpspec'))"),
-    (FAILED, "ImportError: no module named x", "polytile-warpspec is failed (ImportError: no module named x)"),
+    (FAILED, "ImportError: no module named x", "polytile-warpspec failed to load (ImportError: no module named x)"),
     (LOADED, "", None),
 ])
 def test_a_disabled_or_failed_plugin_is_named_and_a_loaded_one_reports_itself(monkeypatch, status, reason, why):

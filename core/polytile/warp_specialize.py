@@ -42,7 +42,7 @@ def plugin_unavailable() -> str | None:
     """Why polytile-warpspec cannot specialise loops in this process (not installed,
     disabled, failed), or None when it is loaded."""
     from .plugins.manager import get_plugin_manager
-    from .plugins.records import LOADED
+    from .plugins.records import FAILED, LOADED
 
     wanted = PLUGIN.replace("_", "-").lower()
     for record in get_plugin_manager().plugins():
@@ -51,7 +51,8 @@ def plugin_unavailable() -> str | None:
         if wanted in names:
             if record.status == LOADED:
                 return None
-            return f"{PLUGIN} is {record.status}" + (f" ({record.reason})" if record.reason else "")
+            state = "failed to load" if record.status == FAILED else f"is {record.status}"
+            return f"{PLUGIN} {state}" + (f" ({record.reason})" if record.reason else "")
     return f"{PLUGIN} is not installed"
 
 
