@@ -64,6 +64,29 @@ def test_assert_is_compiled_only_with_debug():
     assert "__assertfail" not in compile_artifacts(assert_kernel, np.zeros(128, np.int32), 4, BLOCK=128)["ptx"]
 
 
+def _mark_always(module):
+    for op in module.walk():
+        if op.name == "tile.assert":
+            op.attributes["always"] = True
+    return module
+
+
+@pytest.mark.parametrize("target", ["nvidia:sm_90a", "amd:gfx942"])
+def test_an_assertion_a_lowering_asks_for_always_traps_without_debug(target):
+    # Such checks (a rule whose breaking would hang or corrupt memory, say) hold in every
+    # build: without debug they stop the kernel with the target's trap, with no call (a
+    # call would make ptxas serialize a kernel's wgmma); with debug, as any assertion.
+    module = _mark_always(assert_kernel.lower_for(target, np.zeros(128, np.int32), 4, BLOCK=128))
+    artifacts = compile_module(module, target).context.artifacts
+    assert "llvm.trap" in artifacts["llvm_ir"] and "__assertfail" not in artifacts["llvm_ir"]
+    if target.startswith("nvidia"):
+        assert "trap;" in artifacts["ptx"] and "call" not in artifacts["ptx"]
+    module = _mark_always(assert_kernel.lower_for(target, np.zeros(128, np.int32), 4, BLOCK=128))
+    if target.startswith("nvidia"):
+        checked = compile_module(module, target, debug=True).context.artifacts
+        assert "__assertfail" in checked["ptx"] and "llvm.trap" not in checked["llvm_ir"]
+
+
 def test_a_target_without_printf_names_the_kernel():
     module = print_kernel.lower(np.zeros(128, np.int32), BLOCK=128, HEX=False)
     compile_module(module, "nvidia:sm_90a")

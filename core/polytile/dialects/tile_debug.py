@@ -33,6 +33,10 @@ class AssertOp(Operation):
     name = "tile.assert"
     condition = Operand(BoolLike)
     message = Attr(str, default="")
+    #: Checked in every build, not only with ``debug=True`` (``pl.device_assert``'s rule):
+    #: for rules whose breaking would corrupt memory or hang, which lowerings emit.  Without
+    #: debug a GPU stops the kernel with a trap (no message); with it, as any assertion.
+    always = Attr(bool, default=False)
 
 
 @define_op

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 from polytile.dialects.gpu import Barriers, Buffer, IssuesIntoRing, WritesThroughAsyncProxy
 from polytile.ir import types as t
 from polytile.ir.constraints import IntScalar, Tile, TypeConstraint
-from polytile.ir.opdef import Attr, Operand, ReadsMemory, Result, WritesMemory, define_op, op_error
+from polytile.ir.opdef import Attr, Operand, Pure, ReadsMemory, Result, WritesMemory, define_op, op_error
 from polytile.ir.operation import Operation
 
 from .ops import I32, I64, ScalarPointer, TensorMap
@@ -359,23 +359,73 @@ class CreateMapOp(Operation):
         return [TensorMapType()]
 
     def verify_op(self) -> None:
-        rank = len(self.block)
-        if len(self.shape) != rank or len(self.strides) != rank:
-            raise op_error(self, f"has {len(self.shape)} shape and {len(self.strides)} strides for a block of "
-                                 f"rank {rank}")
-        element = self.base.type.pointee
-        if element_code(element) is None:
-            raise op_error(self, f"a tensor map cannot hold {element}")
-        if box_plan(element.width, tuple(self.block)) is None:
-            raise op_error(self, f"a bulk copy cannot move blocks of {list(self.block)} {element}")
-        if self.padding not in PADDINGS:
-            raise op_error(self, f"unknown padding '{self.padding}'; use zero or nan")
+        _verify_map(self)
 
+
+
+def _verify_map(op: Any) -> None:
+    rank = len(op.block)
+    if len(op.shape) != rank or len(op.strides) != rank:
+        raise op_error(op, f"has {len(op.shape)} shape and {len(op.strides)} strides for a block of rank {rank}")
+    element = op.base.type.pointee
+    if element_code(element) is None:
+        raise op_error(op, f"a tensor map cannot hold {element}")
+    if box_plan(element.width, tuple(op.block)) is None:
+        raise op_error(op, f"a bulk copy cannot move blocks of {list(op.block)} {element}")
+    if op.padding not in PADDINGS:
+        raise op_error(op, f"unknown padding '{op.padding}'; use zero or nan")
+
+
+# The workspace form on Hopper (.workspace): its maps are real tensor maps, written where
+# the kernel says and read from there by the copies.
+@define_op
+class WriteMapOp(Operation):
+    """Writes at ``destination`` (global memory, 128-byte aligned) the tensor map of the
+    array at ``base``, as ``tma.create_map`` builds one in the global scratch:
+    ``experimental_device_tensormap_create2d`` on Hopper."""
+
+    name = "tma.write_map"
+    destination = Operand(ScalarPointer)
+    base = Operand(ScalarPointer)
+    shape = Operand(I32, variadic=True)
+    strides = Operand(I64, variadic=True)
+    block = Attr(tuple)
+    padding = Attr(str, default="zero")
+    traits = (WritesMemory,)
+
+    def verify_op(self) -> None:
+        _verify_map(self)
+
+
+@define_op
+class MapAtOp(Operation):
+    """The tensor map at ``address`` in global memory (one ``tma.write_map`` wrote there,
+    in this program, another one or an earlier kernel), for bulk copies through it."""
+
+    name = "tma.map_at"
+    address = Operand(ScalarPointer)
+    result = Result(TensorMap)
+    traits = (Pure,)
+
+    @staticmethod
+    def infer_result_types(operands: dict, attributes: dict) -> list[t.Type]:
+        return [TensorMapType()]
+
+
+@define_op
+class AcquireMapOp(Operation):
+    """Orders this program's bulk copies through the map at ``address`` after the write
+    of the map (by another program) that this program has seen: the tensor-map proxy's
+    acquire, ``experimental_tensormap_fenceproxy_acquire`` on Hopper."""
+
+    name = "tma.acquire_map"
+    address = Operand(ScalarPointer)
+    # No memory trait: a fence orders accesses, so it is never deleted or moved.
 
 
 BULK_OPS = (BulkLoadOp, CopyToRingOp, ArriveExpectBytesOp, FenceBarrierInitOp, BulkStoreOp, StoreFromSharedOp,
-            FenceAsyncWritesOp, CreateMapOp)
+            FenceAsyncWritesOp, CreateMapOp, WriteMapOp, MapAtOp, AcquireMapOp)
 
-__all__ = ["BULK_OPS", "ArriveExpectBytesOp", "BoxPlan", "BulkLoadOp", "BulkStoreOp", "CopyToRingOp", "CreateMapOp",
-           "BULK_REDUCTIONS", "FenceAsyncWritesOp", "FenceBarrierInitOp", "StoreFromSharedOp", "box_plan", "bulk_reduction",
-           "element_code", "ring_block"]
+__all__ = ["BULK_OPS", "AcquireMapOp", "ArriveExpectBytesOp", "BoxPlan", "BulkLoadOp", "BulkStoreOp", "CopyToRingOp",
+           "CreateMapOp", "BULK_REDUCTIONS", "FenceAsyncWritesOp", "FenceBarrierInitOp", "MapAtOp", "StoreFromSharedOp",
+           "WriteMapOp", "box_plan", "bulk_reduction", "element_code", "ring_block"]

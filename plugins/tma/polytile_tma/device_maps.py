@@ -20,7 +20,12 @@ built as the CUDA programming guide and Triton build one:
    prefetches it (``prefetch.tensormap``); a barrier ends the op.
 
 Only thread 0 issues the bulk copies (:mod:`.hopper`), so the acquire by its warp is the
-one the copies need.  The box and swizzle are those of :func:`.bulk.box_plan`, as for a
+one the copies need.
+
+The workspace form (:mod:`.workspace`) builds its maps the same way with
+``tma.write_map``, which copies the map to the address the kernel gives instead of the
+global scratch; ``tma.map_at`` reads a map from such an address, and ``tma.acquire_map``
+is the acquire alone, for maps other programs or kernels wrote.  The box and swizzle are those of :func:`.bulk.box_plan`, as for a
 host descriptor, so the block lands in the layout the kernel reads.
 """
 
@@ -34,7 +39,7 @@ from polytile.gpu.allocation import register_scratch
 from polytile.gpu.global_scratch import register_global_scratch
 from polytile.gpu.lowering.context import LoweringContext, register_lowering
 
-from .bulk import CreateMapOp, box_plan, element_code
+from .bulk import AcquireMapOp, CreateMapOp, MapAtOp, WriteMapOp, box_plan, element_code
 from .hopper import _asm, _thread_zero
 from .types import TENSOR_MAP_BYTES
 
@@ -45,7 +50,7 @@ _SWIZZLE_MODES = {0: 0, 32: 1, 64: 2, 128: 3}
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
 register_global_scratch(CreateMapOp)(lambda op, target: (TENSOR_MAP_BYTES, MAP_ALIGNMENT))
 # Shared memory for the copy being edited: 128 bytes at a 128-byte boundary inside.
-register_scratch(CreateMapOp, sync="end")(lambda op, target, num_warps: TENSOR_MAP_BYTES + MAP_ALIGNMENT - 16)
+register_scratch(CreateMapOp, WriteMapOp, sync="end")(lambda op, target, num_warps: TENSOR_MAP_BYTES + MAP_ALIGNMENT - 16)
 
 
 def map_is_provable(base_info: Any, stride_infos: list, element_bits: int) -> bool:
@@ -69,6 +74,36 @@ def _when(predicate_input: str, instruction: str) -> str:
 
 @register_lowering(CreateMapOp)
 def _create_map(op: Any, operands: list, ctx: LoweringContext) -> list:
+    in_global = ctx.global_scratch(op)
+    _write_map(op, ctx, ctx.builder.ptrtoint(in_global, _I64))
+    return [ctx.builder.addrspacecast(in_global, ir.PointerType())]
+
+
+@register_lowering(WriteMapOp)
+def _write_map_at(op: Any, operands: list, ctx: LoweringContext) -> list:
+    _write_map(op, ctx, ctx.builder.ptrtoint(ctx.get(op.destination), _I64))
+    return []
+
+
+@register_lowering(MapAtOp)
+def _map_at(op: Any, operands: list, ctx: LoweringContext) -> list:
+    # A global address is the same number in the generic space the copies take.
+    return [ctx.builder.inttoptr(ctx.builder.ptrtoint(ctx.get(op.address), _I64), ir.PointerType())]
+
+
+@register_lowering(AcquireMapOp)
+def _acquire_map(op: Any, operands: list, ctx: LoweringContext) -> list:
+    # Thread 0 issues every bulk copy (.hopper): its warp's acquire is the one they need.
+    b = ctx.builder
+    warp0 = b.zext(b.icmp_unsigned("==", ctx.warp_id, ctx.i32(0)), _I32)
+    address = b.ptrtoint(ctx.get(op.address), _I64)
+    _asm(b, _when("$1", "fence.proxy.tensormap::generic.acquire.gpu [$0], 128;"), [address, warp0], "l,r")
+    return []
+
+
+def _write_map(op: Any, ctx: LoweringContext, global_address: Any) -> None:
+    """The map of ``op`` (``tma.create_map`` or ``tma.write_map``) built in shared memory
+    and copied to ``global_address`` (an i64), acquired and prefetched there."""
     b = ctx.builder
     element = op.base.type.pointee
     size = element.width // 8
@@ -78,8 +113,6 @@ def _create_map(op: Any, operands: list, ctx: LoweringContext) -> list:
     thread0 = b.zext(_thread_zero(ctx), _I32)
     shared = b.ptrtoint(ctx.scratch(op), _I32)
     shared = b.and_(b.add(shared, ctx.i32(MAP_ALIGNMENT - 1)), ctx.i32(-MAP_ALIGNMENT))
-    in_global = ctx.global_scratch(op)
-    global_address = b.ptrtoint(in_global, _I64)
     # Earlier ops may still read these bytes of shared memory ("end": the op's own
     # barriers synchronize everything before it and leave nothing pending).
     ctx.target.barrier(b)
@@ -122,7 +155,8 @@ def _create_map(op: Any, operands: list, ctx: LoweringContext) -> list:
     _asm(b, _when("$1", "fence.proxy.tensormap::generic.acquire.gpu [$0], 128;"), [global_address, warp0], "l,r")
     _asm(b, _when("$1", "prefetch.tensormap [$0];"), [global_address, thread0], "l,r")
     ctx.target.barrier(b)
-    return [b.addrspacecast(in_global, ir.PointerType())]
+
+
 
 
 __all__ = ["MAP_ALIGNMENT", "map_is_provable"]

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from polytile.dialects import arith, tile
+from polytile.dialects import arith, tile, tile_debug
 from polytile.errors import CompilationError, SourceLocation
 from polytile.ir import types as t
 from polytile.ir.builder import Builder
@@ -275,7 +275,8 @@ class _Lowering:
         b.create(tile.AtomicRMWOp, pointers, op.value, mask=mask, kind=kind, sem="relaxed")
         op.erase()
 
-    # -- the workspace form (see .workspace): a record of address, rows and columns ----
+    # -- the workspace form (see .workspace): a tensor map, or a record of address, rows
+    # and columns ----------------------------------------------------------------------
     @staticmethod
     def _record_field(b: Builder, desc_ptr: Any, byte: int, type_: Any) -> Any:
         """A pointer to the ``type_`` field ``byte`` bytes into the record at ``desc_ptr``."""
@@ -300,16 +301,70 @@ class _Lowering:
                 raise _error(op, f"{what} moves blocks of {list(shape)} {element} through the map made{at} for "
                                  f"blocks of {list(made[1])} {made[0]}; use the map's load_size and element_ty")
 
+    def _workspace_map(self, element: Any, block: tuple) -> bool:
+        """Whether the workspace maps of blocks of ``block`` ``element`` are real tensor
+        maps here (a target with bulk copies, a block one can move): the create writes one
+        and the loads and stores copy through it.  Both sides decide from the element type
+        and the block alone, so a map made by one kernel is read as such by another."""
+        from .bulk import box_plan, element_code
+
+        return self.device_maps and element_code(element) is not None and \
+            box_plan(element.width, tuple(block)) is not None
+
     def workspace_create(self, op: Any) -> None:
         from .workspace import map_location
 
-        self.creates.append((map_location(op.desc_ptr), (op.address.type.pointee, tuple(op.block_shape)),
+        element = op.address.type.pointee
+        self.creates.append((map_location(op.desc_ptr), (element, tuple(op.block_shape)),
                              getattr(op.location, "line", None)))
         b = Builder.before(op)
+        if self._workspace_map(element, op.block_shape):
+            from . import device_maps  # noqa: F401  (the map ops' lowering and scratch)
+            from .bulk import WriteMapOp
+
+            self._assert_map_rules(b, op, element)
+            columns = b.create(arith.ExtSIOp, op.columns, result_types=[t.i64]).result
+            one = b.create(arith.ConstantOp, value=1, result_types=[t.i64]).result
+            b.create(WriteMapOp, op.desc_ptr, op.address, [op.rows, op.columns], [columns, one],
+                     block=tuple(op.block_shape), location=op.location)
+            op.erase()
+            return
         address = b.create(arith.PtrToIntOp, op.address, result_types=[t.i64]).result
         for byte, type_, value in ((0, t.i64, address), (8, t.i32, op.rows), (12, t.i32, op.columns)):
             b.create(tile.StoreOp, self._record_field(b, op.desc_ptr, byte, type_), value)
         op.erase()
+
+    def _assert_map_rules(self, b: Builder, op: Any, element: Any) -> None:
+        """A real tensor map holds only what the copy engine takes (as Triton's maps):
+        the launch fails, naming the rule, where the kernel is given anything else (each
+        rule the specialization's divisibility already proves is not checked again)."""
+        if self._axis_info is None:
+            from polytile.analysis.axis_info import AxisInfoAnalysis
+
+            self._axis_info = AxisInfoAnalysis(self.module)
+        info = self._axis_info.info
+
+        size = element.width // 8
+        rules = ((op.desc_ptr, 1, 128, "desc_ptr must be 128-byte aligned (a CUDA tensor map's alignment)"),
+                 (op.address, 1, 16, "global_address must be 16-byte aligned"),
+                 (op.columns, size, 16, f"a row (global_size[1] elements of {element}) must be a multiple of 16 "
+                                        "bytes"))
+        for subject, scale, divisor, rule in rules:
+            if info(subject).divisibility[0] * scale % divisor == 0:
+                continue
+            if subject is op.columns:  # the row's bytes
+                value = b.create(arith.ExtSIOp, subject, result_types=[t.i64]).result
+                value = b.create(arith.BINARY_OPS["muli"], value,
+                                 b.create(arith.ConstantOp, value=scale, result_types=[t.i64]).result).result
+            else:
+                value = b.create(arith.PtrToIntOp, subject, result_types=[t.i64]).result
+            low_bits = b.create(arith.ConstantOp, value=divisor - 1, result_types=[t.i64]).result
+            remainder = b.create(arith.BINARY_OPS["andi"], value, low_bits).result
+            zero = b.create(arith.ConstantOp, value=0, result_types=[t.i64]).result
+            holds = b.create(arith.CmpIOp, remainder, zero, predicate="eq", result_types=[t.i1]).result
+            b.create(tile_debug.AssertOp, holds, message="experimental_device_tensormap_create2d makes a CUDA "
+                                                         f"tensor map on this target: {rule}", always=True,
+                     location=op.location)
 
     def _workspace_parts(self, b: Builder, desc_ptr: Any, element: Any) -> _Parts:
         def field(byte: int, type_: Any) -> Any:
@@ -325,15 +380,32 @@ class _Lowering:
         positions = [block_positions(b, offset, size, t.i64) for offset, size in zip(op.offsets, block)]
         return element_addresses(b, parts.base, parts.shape, parts.strides, positions, (0, 1))
 
+    def _map_at(self, b: Builder, op: Any, element: Any, block: tuple) -> Any:
+        """The real tensor map at ``op``'s ``desc_ptr`` where the workspace holds one for
+        blocks of ``block`` ``element`` (see :meth:`_workspace_map`), else None."""
+        if not self._workspace_map(element, block):
+            return None
+        from . import device_maps, hopper  # noqa: F401  (the map ops' and the copies' lowering)
+        from .bulk import MapAtOp
+
+        return b.create(MapAtOp, op.desc_ptr).result
+
     def workspace_load(self, op: Any) -> None:
         b = Builder.before(op)
         result = op.result.type
         self._check_against_maps(op, result.element, tuple(result.shape), "pl._experimental_descriptor_load")
-        parts = self._workspace_parts(b, op.desc_ptr, result.element)
-        pointers, mask = self._workspace_block(b, op, parts, tuple(result.shape))
-        zero = 0.0 if isinstance(result.element, t.FloatType) else 0
-        other = b.create(arith.ConstantOp, value=zero, result_types=[result]).result
-        load = b.create(tile.LoadOp, pointers, mask=mask, other=other, result_types=[result])
+        tensor_map = self._map_at(b, op, result.element, tuple(result.shape))
+        if tensor_map is not None:
+            from .bulk import BulkLoadOp
+
+            # The map reads zeros outside the array (its fill), as the record's masks do.
+            load = b.create(BulkLoadOp, tensor_map, list(op.offsets), result_types=[result])
+        else:
+            parts = self._workspace_parts(b, op.desc_ptr, result.element)
+            pointers, mask = self._workspace_block(b, op, parts, tuple(result.shape))
+            zero = 0.0 if isinstance(result.element, t.FloatType) else 0
+            other = b.create(arith.ConstantOp, value=zero, result_types=[result]).result
+            load = b.create(tile.LoadOp, pointers, mask=mask, other=other, result_types=[result])
         op.result.replace_all_uses_with(load.result)
         op.erase()
 
@@ -341,14 +413,26 @@ class _Lowering:
         b = Builder.before(op)
         value = op.value.type
         self._check_against_maps(op, value.element, tuple(value.shape), "pl._experimental_descriptor_store")
-        parts = self._workspace_parts(b, op.desc_ptr, value.element)
-        pointers, mask = self._workspace_block(b, op, parts, tuple(value.shape))
-        b.create(tile.StoreOp, pointers, op.value, mask=mask)
+        tensor_map = self._map_at(b, op, value.element, tuple(value.shape))
+        if tensor_map is not None:
+            from .bulk import BulkStoreOp
+
+            b.create(BulkStoreOp, tensor_map, list(op.offsets), op.value)
+        else:
+            parts = self._workspace_parts(b, op.desc_ptr, value.element)
+            pointers, mask = self._workspace_block(b, op, parts, tuple(value.shape))
+            b.create(tile.StoreOp, pointers, op.value, mask=mask)
         op.erase()
 
     def workspace_acquire(self, op: Any) -> None:
-        # The record is read with ordinary loads, ordered after the writer's release by
-        # the acquire the program made to see it (an atomic, as in Triton's examples).
+        # A record is read with ordinary loads, ordered after the writer's release by the
+        # acquire the program made to see it (an atomic, as in Triton's examples); a real
+        # map is read by the copy engine, whose proxy needs its own acquire.
+        if self.device_maps:
+            from . import device_maps  # noqa: F401
+            from .bulk import AcquireMapOp
+
+            Builder.before(op).create(AcquireMapOp, op.desc_ptr, location=op.location)
         op.erase()
 
     def erase_dead(self) -> None:

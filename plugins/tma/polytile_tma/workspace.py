@@ -12,7 +12,16 @@ given (a *workspace*) and loads and stores through the map's address.
   ``pl._experimental_descriptor_store(desc_ptr, value, offsets)``: a block through the
   map at ``desc_ptr`` (``tma.workspace_load`` / ``tma.workspace_store``).
 
-On every target the map is polytile's own record in the workspace: the array's address
+On Hopper (a target with bulk copies), where a bulk copy can move the block, the map is
+a real CUDA tensor map: ``lower-tensor-descriptors`` makes the create ``tma.write_map``
+(built as :mod:`.device_maps` builds one, then copied to ``desc_ptr``), the loads and
+stores bulk copies through ``tma.map_at desc_ptr``, and the acquire ``tma.acquire_map``;
+the map's rules (a 128-byte aligned ``desc_ptr``, a 16-byte aligned array, rows of
+whole 16 bytes) are checked in the kernel where the specialization does not prove them.
+Both sides decide from the element type and the block alone, so a map one kernel writes
+is read as one by another.
+
+Elsewhere the map is polytile's own record in the workspace: the array's address
 (8 bytes) and its rows and columns (4 bytes each), within the 128 bytes a CUDA tensor
 map takes, so workspaces sized for Triton fit.  ``lower-tensor-descriptors`` writes and
 reads it with ordinary loads and stores, and an access through it is the masked access

@@ -130,16 +130,24 @@ class _Always:
 
 @register_lowering(tile_debug.AssertOp)
 def _assert(op: Any, operands: list, ctx: LoweringContext) -> list:
-    if not ctx.target.debug:
+    if not ctx.target.debug and not op.always:
         return []  # Triton's rule: assertions are checked only when compiled with debug=True
-    if ctx.target.assert_fail is None:
-        raise ctx.unsupported(op, "device_assert")
     b = ctx.builder
     condition = operands[0]
     bits = condition if isinstance(condition, list) else [condition]
     holds = bits[0]
     for bit in bits[1:]:
         holds = b.and_(holds, bit)
+    if not ctx.target.debug:
+        # A check a lowering asks for in every build stops the kernel with the target's
+        # trap: the message needs the runtime's assertion call, and on Hopper any call
+        # makes ptxas serialize the kernel's wgmma, so only debug=True prints it.
+        trap = b.module.declare_intrinsic("llvm.trap", fnty=ir.FunctionType(ir.VoidType(), []))
+        with b.if_then(b.not_(holds), likely=False):
+            b.call(trap, [])
+        return []
+    if ctx.target.assert_fail is None:
+        raise ctx.unsupported(op, "device_assert")
     location = op.location if isinstance(op.location, SourceLocation) else None
     file, line = (location.file, location.line) if location is not None else ("<unknown>", 0)
     message = op.attributes.get("message", "") or "device assertion failed"
