@@ -48,6 +48,8 @@ NEWER_PTX = (
     # Tensor maps built on the device (PTX ISA 8.3 has them; ptxas reads the byte strides
     # of tensormap.replace right from ISA 8.6 on, so ask for the fp8 ISA below).
     ("tensormap.replace", "+ptx87"),
+    # The tensor-map proxy's acquire alone (a kernel that reads maps another one wrote).
+    ("fence.proxy.tensormap", "+ptx83"),
     (".e4m3.e4m3.f16", "+ptx87"),  # mma.sync, fp8 into f16 (sm_89+): PTX ISA 8.7, CUDA 12.8
     (".e5m2.e5m2.f16", "+ptx87"),
     (".e4m3.e4m3.f32", "+ptx84"),  # mma.sync, fp8 into f32 (sm_89+): PTX ISA 8.4, CUDA 12.4

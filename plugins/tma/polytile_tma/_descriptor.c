@@ -64,7 +64,10 @@ typedef struct {
     PyObject *seen[5];    /* the field objects the answer was computed from */
     PyObject *copies[3];  /* tuple copies of shape, strides, block_shape where those are lists */
     PyObject *seen_dtype;
+    /* The base's address the answer was checked at; from_tensor leaves it unread
+     * (address_known 0): the launch reads the address anyway, and checks it then. */
     uint64_t seen_address;
+    int address_known;
     /* The tensor map of `pair` (bytes; None when its key's blocks do not move as bulk
      * copies), found in generation `map_generation` of the kept maps (forget_maps starts
      * a new one), for answer `map_answer`. */
@@ -221,8 +224,10 @@ static int recent_slot(PyObject *key) {
 
 /* The launch answer of a descriptor, computed here when it is the common case: 1 (the
  * cache is set), 0 (not the common case, or a rule is broken: the Python path decides),
- * -1 (an exception: out of memory). */
-static int compute_from(Descriptor *d, PyObject *const *f) {
+ * -1 (an exception: out of memory).  With read_base_address 0 the base's address is left
+ * for the launch to read and check (still_holds): from_tensor's descriptors are made to
+ * be launched, and every launch reads the address. */
+static int compute_from(Descriptor *d, PyObject *const *f, int read_base_address) {
     PyObject *base = f[BASE], *padding = f[PADDING];
     if (base == NULL || torch_types == NULL) return 0;
     int known = PySet_Contains(torch_types, (PyObject *)Py_TYPE(base));
@@ -237,8 +242,9 @@ static int compute_from(Descriptor *d, PyObject *const *f) {
     }
     long long element_bytes = PyLong_AsLongLong(PyTuple_GET_ITEM(facts, 1));
     int floating = PyObject_IsTrue(PyTuple_GET_ITEM(facts, 2));
-    uint64_t address;
-    if (element_bytes <= 0 || floating < 0 || !read_address(base, &address) || address % ALIGNMENT) {
+    uint64_t address = 0;
+    if (element_bytes <= 0 || floating < 0 ||
+        (read_base_address && (!read_address(base, &address) || address % ALIGNMENT))) {
         PyErr_Clear();
         Py_DECREF(dtype);
         return 0;
@@ -303,6 +309,7 @@ static int compute_from(Descriptor *d, PyObject *const *f) {
     }
     Py_XSETREF(d->seen_dtype, dtype);
     d->seen_address = address;
+    d->address_known = read_base_address;
     return 1;
 }
 
@@ -313,7 +320,7 @@ static int compute(Descriptor *d) {
     PyObject *f[5];
     for (int i = 0; i < 5; i++) { f[i] = d->fields[i]; Py_XINCREF(f[i]); }
     forget(d);
-    int done = f[BASE] != NULL ? compute_from(d, f) : 0;
+    int done = f[BASE] != NULL ? compute_from(d, f, 1) : 0;
     for (int i = 0; done > 0 && i < 5; i++)
         if (d->fields[i] != f[i]) { forget(d); done = 0; }
     for (int i = 0; i < 5; i++) Py_XDECREF(f[i]);
@@ -344,7 +351,12 @@ static int still_holds(Descriptor *d) {
     PyObject *dtype = PyObject_GetAttr(base, str_dtype);
     uint64_t address;
     int holds = dtype != NULL && dtype == d->seen_dtype && read_address(base, &address) &&
-                address == d->seen_address && d->key != NULL && d->fields[BASE] == base;
+                (d->address_known ? address == d->seen_address : address % ALIGNMENT == 0) && d->key != NULL &&
+                d->fields[BASE] == base;
+    if (holds && !d->address_known) {  /* from_tensor's answer, at its first launch */
+        d->seen_address = address;
+        d->address_known = 1;
+    }
     if (dtype == NULL) PyErr_Clear();
     Py_XDECREF(dtype);  /* torch's dtypes are singletons: identity is equality */
     Py_DECREF(base);
@@ -363,7 +375,7 @@ static int settle(Descriptor *d, int fresh) {
     if (fresh) {
         PyObject *f[5];
         memcpy(f, d->fields, sizeof f);
-        done = compute_from(d, f);
+        done = compute_from(d, f, 0);
         for (int i = 0; done > 0 && i < 5; i++)
             if (d->fields[i] != f[i]) { forget(d); done = 0; }
     } else {

@@ -763,6 +763,18 @@ def test_a_descriptor_with_a_native_answer_is_packed_reading_its_tensor_once_per
     assert call(host.TensorDescriptor(base, (64, 96), (96, 1), [64, 64]), 7) == "compiled"
     assert packed(0x80000, 64, 2) and len(encoded) == 2
     assert reads == {"data_ptr": 2, "get_device": 1}  # made (its address checked), then launched
+    # Made by from_tensor: the address is not read at construction; the launch reads it
+    # once and checks it there (an unaligned one goes to the slow path, which names it).
+    Shaped = type("Tensor", (Counted,), {"__module__": "torch", "shape": (64, 96), "stride": lambda self: (96, 1)})
+    tensor = Shaped(0x80000, 0, FLOAT16)
+    host.TensorDescriptor.from_tensor(tensor, [64, 64])  # the first of its type: Python's path learns the type
+    reads.update(data_ptr=0, get_device=0)
+    made = host.TensorDescriptor.from_tensor(tensor, [64, 64])
+    assert reads == {"data_ptr": 0, "get_device": 0}
+    assert call(made, 7) == "compiled" and packed(0x80000, 64, 2) and len(encoded) == 2
+    assert reads == {"data_ptr": 1, "get_device": 1}
+    tensor._a = (0x80008, 0, FLOAT16)
+    assert call(host.TensorDescriptor.from_tensor(tensor, [64, 64]), 7) == "slow"
     # A field changed in place: the parts follow.
     desc.shape = [48, 96]
     assert call(desc, 7) == "compiled" and packed(0x80000, 48, 3)

@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch", reason="the GPU descriptor tests hold their
 
 from tests.backends.nvidia.fake_cuda import nvidia_gpu  # noqa: E402, F401  (a fixture)
 from tests.plugins.tma.test_gpu_bulk import hopper  # noqa: E402, F401  (a fixture)
-from tests.plugins.tma.test_workspace import workspace_matmul  # noqa: E402  (the kernel the PTX tests check)
+from tests.plugins.tma.test_workspace import scale_through_maps, workspace_matmul  # noqa: E402  (PTX-tested)
 
 pytestmark = pytest.mark.gpu
 
@@ -52,15 +52,6 @@ def make_maps(src, dst, workspace, m, n, BLOCK: pl.constexpr):
     pl.extra.cuda.experimental_device_tensormap_create2d(desc_ptr=workspace + 128, global_address=dst,
                                                          load_size=[BLOCK, BLOCK], global_size=[m, n],
                                                          element_ty=dst.dtype.element_ty)
-
-
-@jit
-def scale_through_maps(workspace, BLOCK: pl.constexpr):
-    pl.extra.cuda.experimental_tensormap_fenceproxy_acquire(workspace)
-    pl.extra.cuda.experimental_tensormap_fenceproxy_acquire(workspace + 128)
-    pm, pn = pl.program_id(0) * BLOCK, pl.program_id(1) * BLOCK
-    block = pl._experimental_descriptor_load(workspace, [pm, pn], [BLOCK, BLOCK], pl.bfloat16)
-    pl._experimental_descriptor_store(workspace + 128, block * 2, [pm, pn])
 
 
 def test_maps_one_kernel_writes_are_read_by_another(hopper):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from polytile.errors import LaunchError, PolytileError
+from polytile.runtime import jit
 from polytile_tma.host import TensorDescriptor
 
 
@@ -319,10 +320,33 @@ def _torch_like(name, address):
     return cls()
 
 
-def test_torch_tensor_alignment_is_checked():
+def test_torch_tensor_alignment_is_checked_by_the_constructor_and_by_the_launch_after_from_tensor():
+    unaligned = _torch_like("Tensor", 0x1008)
     with pytest.raises(ValueError, match=r"base is not 16-byte aligned \(address 0x1008\)"):
-        TensorDescriptor.from_tensor(_torch_like("Tensor", 0x1008), [4, 64])
+        TensorDescriptor(unaligned, [4, 64], [64, 1], [4, 64])
+    # from_tensor leaves the address to the launch (which reads it anyway): the first
+    # call (Python's path, which then learns the type) and later ones (the C core's) alike.
+    for _ in range(2):
+        desc = TensorDescriptor.from_tensor(unaligned, [4, 64])
+        assert desc.problems(address=False) == []
+        with pytest.raises(LaunchError, match=r"argument 'a_desc' \(a TensorDescriptor\): base is not 16-byte "
+                                              r"aligned \(address 0x1008\)"):
+            desc.check_for_launch("matmul", "a_desc")
     assert TensorDescriptor.from_tensor(_torch_like("Tensor", 0x1000), [4, 64]).address == 0x1000
+
+
+def test_a_launch_names_the_unaligned_view_from_tensor_described():
+    torch = pytest.importorskip("torch")
+    t = torch.arange(256, dtype=torch.float16)
+    desc = TensorDescriptor.from_tensor(t[1:129], [64])
+    with pytest.raises(LaunchError, match=r"kernel 'descriptor_copy': argument 'src' \(a TensorDescriptor\): base "
+                                          r"is not 16-byte aligned"):
+        descriptor_copy[(1,)](desc, TensorDescriptor.from_tensor(t[128:], [64]), target="interp")
+
+
+@jit
+def descriptor_copy(src, dst):
+    dst.store([0], src.load([0]))
 
 
 def test_torch_compile_fake_tensors_skip_the_address_check_as_in_triton():

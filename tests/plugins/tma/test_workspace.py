@@ -191,6 +191,25 @@ def test_hopper_writes_real_maps_into_the_workspace_and_pipelines_copies_through
     assembles(ptx, "sm_90a", name)
 
 
+@jit
+def scale_through_maps(workspace, BLOCK: pl.constexpr):
+    pl.extra.cuda.experimental_tensormap_fenceproxy_acquire(workspace)
+    pl.extra.cuda.experimental_tensormap_fenceproxy_acquire(workspace + 128)
+    pm, pn = pl.program_id(0) * BLOCK, pl.program_id(1) * BLOCK
+    block = pl._experimental_descriptor_load(workspace, [pm, pn], [BLOCK, BLOCK], pl.bfloat16)
+    pl._experimental_descriptor_store(workspace + 128, block * 2, [pm, pn])
+
+
+def test_a_kernel_that_only_reads_maps_asks_for_the_isa_of_their_acquire():
+    # Only the acquire and the copies: no tensormap.replace to raise the PTX ISA to 8.7.
+    module = scale_through_maps.lower_for("nvidia:sm_90a", np.zeros(256, np.int8), BLOCK=64)
+    artifacts = compile_module(module, "nvidia:sm_90a", num_warps=4).context.artifacts
+    ptx = artifacts["ptx"]
+    assert ptx.count("fence.proxy.tensormap::generic.acquire.gpu") == 2 and "tensormap.replace" not in ptx
+    assert ".version 8.3" in ptx and "cp.async.bulk.tensor.2d.shared::cluster.global" in ptx
+    assembles(ptx, "sm_90a", artifacts["kernel_name"])
+
+
 def test_with_debug_a_broken_map_rule_prints_which():
     ptx = _workspace_ptx("nvidia:sm_90a", debug=True)["ptx"]
     assert "__assertfail" in ptx
