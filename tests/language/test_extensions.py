@@ -141,16 +141,28 @@ def _run_without_tma(tmp_path, code: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "POLYTILE_DISABLE_PLUGINS": "tma"})
 
 
-def test_a_kernel_using_descriptors_without_the_plugin_says_to_install_it(tmp_path):
+@pytest.mark.parametrize("body, error, expected", [
+    ("pl.make_tensor_descriptor(x, [n], [1], [8])", "CompilationError",
+     "'polytile.language' has no attribute 'make_tensor_descriptor': pl.make_tensor_descriptor comes with the plugin "
+     "distribution 'polytile-tma', which is installed but disabled"),
+    ("pl.extra.cuda.experimental_device_tensormap_create2d(x, x, [8, 8], [n, n], x.dtype.element_ty)",
+     "CompilationError", "'pl.extra.cuda' has no attribute 'experimental_device_tensormap_create2d': "
+     "pl.extra.cuda.experimental_device_tensormap_create2d comes with the plugin distribution 'polytile-tma', which "
+     "is installed but disabled"),
+    ("pl._experimental_descriptor_load(x, [0, 0], [8, 8], pl.float32)", "CompilationError",
+     "pl._experimental_descriptor_load comes with the plugin distribution 'polytile-tma', which is installed but "
+     "disabled"),
+])
+def test_a_kernel_using_descriptors_without_the_plugin_says_to_install_it(tmp_path, body, error, expected):
     # A fresh process with the TMA plugin disabled: as if polytile-tma were not installed.
-    code = """
+    code = f"""
 import numpy as np
 import polytile.language as pl
 from polytile.runtime import jit
 
 @jit
 def kernel(x, n):
-    pl.make_tensor_descriptor(x, [n], [1], [8])
+    {body}
 
 try:
     kernel[(1,)](np.zeros(8, np.float32), 8, target="interp")
@@ -159,9 +171,50 @@ except Exception as error:
 """
     result = _run_without_tma(tmp_path, code)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("CompilationError"), result.stdout
+    assert result.stdout.startswith(error), result.stdout
     # Installed here (./dev setup installs it), only disabled: the message says so.
-    assert "'polytile-tma', which is installed but disabled" in result.stdout, result.stdout
+    assert expected in result.stdout, result.stdout
+
+
+def test_a_host_descriptor_passed_without_the_plugin_names_it(tmp_path):
+    code = """
+import numpy as np
+import polytile.language as pl
+from polytile.runtime import jit
+from polytile.tools.tensor_descriptor import TensorDescriptor
+
+@jit
+def kernel(d):
+    d.store([0], d.load([0]))
+
+try:
+    kernel[(1,)](TensorDescriptor.from_tensor(np.zeros(64, np.float32), [16]), target="interp")
+except Exception as error:
+    print(type(error).__name__, error)
+"""
+    result = _run_without_tma(tmp_path, code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("LaunchError kernel 'kernel': argument 'd' is a polytile_tma.host.TensorDescriptor, "
+                                    "which plugin 'tma' (distribution 'polytile-tma'"), result.stdout
+    assert "passes to kernels, but that plugin is disabled by the setting 'disabled_plugins' (entry 'tma')" \
+        in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("name", ["make_tensor_descriptor", "extra.cuda.experimental_device_tensormap_create2d"])
+def test_a_name_of_a_plugin_not_installed_says_how_to_install_it(monkeypatch, name):
+    from importlib import metadata
+
+    real = metadata.distribution
+
+    def without_tma(distribution):
+        if distribution == "polytile-tma":
+            raise metadata.PackageNotFoundError(distribution)
+        return real(distribution)
+
+    monkeypatch.setattr(metadata, "distribution", without_tma)
+    assert extensions.missing_name_message(name).endswith(
+        f"pl.{name} comes with the plugin distribution 'polytile-tma', which is not installed "
+        "(pip install polytile-tma)")
 
 
 def test_with_the_plugin_disabled_other_kernels_still_run(tmp_path):

@@ -120,12 +120,14 @@ _COMBINE = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwi
 
 
 @pytest.mark.parametrize("kind,dtype", [("add", np.float32), ("add", np.int32), ("min", np.int32), ("max", np.int32),
-                                        ("min", np.uint32), ("and", np.int32), ("or", np.int32), ("xor", np.int32)])
+                                        ("min", np.uint32), ("and", np.int32), ("or", np.int32), ("xor", np.int32),
+                                        ("min", np.float16), ("max", np.float16)])  # f16 and bf16 too, as in Triton
 def test_atomic_reductions_combine_each_element_once_inside_the_array(target, kind, dtype):
     m, n, bm, bn = 6, 8, 4, 8
     rng = np.random.default_rng(7)
-    x = rng.integers(0, 100, (m, n)).astype(dtype)
-    v = rng.integers(0, 100, (bm, bn)).astype(dtype)
+    low = -100 if dtype == np.float16 else 0  # floats of both signs
+    x = rng.integers(low, 100, (m, n)).astype(dtype)
+    v = rng.integers(low, 100, (bm, bn)).astype(dtype)
     expected = x.copy()
     for start in range(0, m, bm):  # each program combines v into its rows (the last block is cut)
         rows = min(bm, m - start)
@@ -189,6 +191,29 @@ def test_a_store_through_a_descriptor_marks_its_base_as_written():
 
 
 @jit
+def writes_through_descriptor_ops(x, y, z, w, rows, n, KIND: pl.constexpr):
+    # Each kind of write through a descriptor made in the kernel, reading through another.
+    src = pl.make_tensor_descriptor(x, [n, n], [n, 1], [8, 8])
+    block = src.load([0, 0])
+    if KIND == "scatter":
+        dst = pl.make_tensor_descriptor(y, [n, n], [n, 1], [1, 8])
+        dst.scatter(block, pl.load(rows + pl.arange(0, 8)), 0)
+    elif KIND == "atomic_add":
+        dst = pl.make_tensor_descriptor(z, [n, n], [n, 1], [8, 8])
+        dst.atomic_add([0, 0], block)
+    else:  # atomic_max, through a host descriptor-like made one of integers
+        dst = pl.make_tensor_descriptor(w, [n, n], [n, 1], [8, 8])
+        dst.atomic_max([0, 0], block.to(pl.int32))
+
+
+@pytest.mark.parametrize("kind, written", [("scatter", ["y"]), ("atomic_add", ["z"]), ("atomic_max", ["w"])])
+def test_scatters_and_atomics_through_a_descriptor_mark_its_base_as_written(kind, written):
+    x, y, z = (np.zeros((8, 8), np.float32) for _ in range(3))
+    w, rows = np.zeros((8, 8), np.int32), np.arange(8, dtype=np.int32)
+    assert writes_through_descriptor_ops.mutated_args(x, y, z, w, rows, 8, KIND=kind) == written
+
+
+@jit
 def beyond_the_array(x, n, B: pl.constexpr):
     desc = pl.make_tensor_descriptor(x, [n], [1], [B])
     desc.store([0], desc.load([0]) + 1)
@@ -244,7 +269,7 @@ def misuse(x, n, CASE: pl.constexpr):
     ("wide_shape", r"pl.make_tensor_descriptor's shape\[0\] has type int64; a descriptor's shape and offsets are "
                    r"32-bit"),
     ("wide_offset", r"desc.load's offsets\[0\] = 2147483656 does not fit in 32 bits"),
-    ("min_float", "desc.atomic_min through a descriptor combines integers"),
+    ("min_float", "desc.atomic_min through a descriptor combines integers, float16 and bfloat16 \\(Triton's rule"),
 ])
 def test_misuse_is_a_compilation_error_naming_it(case, message):
     x = np.zeros(64, np.float32)

@@ -80,6 +80,10 @@ class ExpressionGen:
         try:
             value = getattr(base, node.attr)
         except AttributeError as exc:
+            from ..language.extensions import BuiltinNamespace
+
+            if isinstance(base, BuiltinNamespace):  # pl.extra.cuda: its message names the plugin, if known
+                raise self.error(node, str(exc)) from None
             what = sem._describe(base) if not hasattr(base, '__name__') else repr(base.__name__)
             # The language's own message says which plugin provides a name, when one does.
             why = str(exc).partition(": ")[2] if getattr(base, "__name__", "") == "polytile.language" else ""

@@ -97,7 +97,9 @@ def plugin_builtin(name: str) -> Any:
     builtins ``pl.<name>.*``), or None."""
     _load()
     found = BUILTINS.functions.find(name)
-    if found is None and any(n.startswith(name + ".") for n in BUILTINS.functions.names()):
+    # A namespace some plugin fills, or one a known plugin would: its missing names then
+    # say which distribution provides them (pl.extra.cuda.<name>).
+    if found is None and any(n.startswith(name + ".") for n in (*BUILTINS.functions.names(), *PROVIDED_BY)):
         return BuiltinNamespace(name)
     return found
 

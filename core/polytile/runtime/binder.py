@@ -353,6 +353,12 @@ def describe_argument(kernel: str, name: str, value: Any, specialize: bool = Tru
 
     kind = kind_of(value)
     if kind is None:
+        owner = _unloaded_plugin_of(type(value))
+        if owner is not None:
+            raise _launch_error(
+                f"kernel '{kernel}': argument '{name}' is a {type(value).__module__}.{type(value).__qualname__}, which "
+                f"{owner.info.describe()} passes to kernels, but that plugin is {owner.reason or owner.status} "
+                "(see `polytile info`)")
         raise _launch_error(
             f"kernel '{kernel}': argument '{name}' is {type(value).__name__} {_short_repr(value)}; kernels take NumPy arrays "
             "(or torch tensors, objects with __cuda_array_interface__, __array_interface__ or DLPack), Python "
@@ -363,6 +369,16 @@ def describe_argument(kernel: str, name: str, value: Any, specialize: bool = Tru
         as_writable_array(kernel, name, value, _launch_error)  # raises what is wrong with it
     piece = kind.probe(value) if specialize else kind.plain(value)
     return kind.describe(piece, error)
+
+
+def _unloaded_plugin_of(value_type: type) -> Any:
+    """The disabled or failed plugin that ``value_type`` comes from, or None."""
+    module = getattr(value_type, "__module__", "") or ""
+    if module in ("builtins", "__main__") or module.startswith("polytile."):
+        return None
+    from ..plugins.manager import get_plugin_manager
+
+    return get_plugin_manager().unloaded_plugin_of(module)
 
 
 def _short_repr(value: Any, limit: int = 80) -> str:

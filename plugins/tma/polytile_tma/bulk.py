@@ -234,14 +234,14 @@ class FenceBarrierInitOp(Operation):
 
 
 #: What a bulk reduction (``cp.reduce.async.bulk.tensor``) combines, by kind: the element
-#: types the copy engine takes for it (PTX ISA).  Float min and max are left out: the
-#: descriptor ops combine integers there on every target.  And, or and xor leave out i64:
+#: types the copy engine takes for it (PTX ISA), min and max of f16 and bf16 among them
+#: (as Triton 3.6 gives them to descriptors).  And, or and xor leave out i64:
 #: the ISA lists .b64, but on an H100 (2026-11-27) they fault with an illegal instruction
 #: through a map of signed 64-bit elements (u64 maps work), so i64 keeps the atomics.
 BULK_REDUCTIONS = {
     "add": frozenset({"i32", "u32", "u64", "f32", "f16", "bf16"}),
-    "min": frozenset({"i32", "u32", "i64", "u64"}),
-    "max": frozenset({"i32", "u32", "i64", "u64"}),
+    "min": frozenset({"i32", "u32", "i64", "u64", "f16", "bf16"}),
+    "max": frozenset({"i32", "u32", "i64", "u64", "f16", "bf16"}),
     "and": frozenset({"i32", "u32", "u64"}),
     "or": frozenset({"i32", "u32", "u64"}),
     "xor": frozenset({"i32", "u32", "u64"}),

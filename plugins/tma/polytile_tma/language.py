@@ -165,9 +165,10 @@ class tensor_descriptor(tensor):
         element = self.handle.type.element
         if kind in ops.INTEGER_ONLY_KINDS and not isinstance(element, t.IntType):
             raise semantic_error(f"{what} combines integers; this descriptor holds {sem.type_name(element)}")
-        if kind in ("min", "max") and not isinstance(element, t.IntType):
-            raise semantic_error(f"{what} through a descriptor combines integers (every target lowers it to integer "
-                                 f"atomics); this descriptor holds {sem.type_name(element)}")
+        if kind in ("min", "max") and not isinstance(element, t.IntType) and str(element) not in ops.MINMAX_FLOATS:
+            raise semantic_error(f"{what} through a descriptor combines integers, float16 and bfloat16 (Triton's "
+                                 f"rule: what the copy engine combines); this descriptor holds "
+                                 f"{sem.type_name(element)}")
         value = self._block_value(value, self.handle.type.block.shape, what)
         sem.emit(ops.ReduceOp, self.handle, self._offsets(offsets, f"{what}'s offsets"), value.handle, kind=kind)
 

@@ -264,12 +264,8 @@ class _Lowering:
         pointers, mask = self._block(op, b)
         if kind == "add" and isinstance(element, t.FloatType):
             kind = "fadd"
-        elif kind in ("min", "max"):
-            if isinstance(element, t.FloatType):
-                raise _error(op, f"atomic_{kind} through a descriptor of {element} is not supported on this "
-                                 "target: it combines integers")
-            if not element.signed:  # type: ignore[attr-defined]
-                kind = "u" + kind
+        elif kind in ("min", "max") and isinstance(element, t.IntType) and not element.signed:
+            kind = "u" + kind  # float min and max (f16, bf16) are the core's float atomics
         # A reduction through a descriptor returns nothing and orders nothing (TMA's
         # reductions are relaxed): the old values are dropped.
         b.create(tile.AtomicRMWOp, pointers, op.value, mask=mask, kind=kind, sem="relaxed")

@@ -27,6 +27,9 @@ TensorMap = TypeConstraint("a TMA tensor map (!tma.map)", lambda x: isinstance(x
 REDUCE_KINDS = ("add", "min", "max", "and", "or", "xor")
 #: Kinds defined on integers only.
 INTEGER_ONLY_KINDS = ("and", "or", "xor")
+#: The float elements min and max combine through a descriptor, as in Triton 3.6 (the
+#: copy engine's bulk reductions take them; elsewhere they are 16-bit atomics).
+MINMAX_FLOATS = ("f16", "bf16")
 
 
 def _check_offsets(op: Operation, desc: TensorDescType, offsets: list, what: str = "offsets") -> None:
@@ -158,6 +161,9 @@ class ReduceOp(Operation):
             raise op_error(self, f"unknown kind '{self.kind}'; use one of {', '.join(REDUCE_KINDS)}")
         if self.kind in INTEGER_ONLY_KINDS and not isinstance(desc.element, t.IntType):
             raise op_error(self, f"'{self.kind}' combines integers, not {desc.element}")
+        if self.kind in ("min", "max") and not isinstance(desc.element, t.IntType) and \
+                str(desc.element) not in MINMAX_FLOATS:
+            raise op_error(self, f"'{self.kind}' combines integers, f16 and bf16, not {desc.element}")
 
 
 def _check_rows(op: Operation, desc: TensorDescType, rows: t.Type) -> tuple:

@@ -200,7 +200,7 @@ func.func @k(%x: ptr<{element}>, %m: i32, %n: i32, %s: i64, %i: i32, %v: tile<64
 
 
 @pytest.mark.parametrize("kind, element", [("add", "f32"), ("add", "bf16"), ("add", "u64"), ("min", "i32"),
-                                           ("max", "i64"), ("xor", "u32")])
+                                           ("max", "i64"), ("xor", "u32"), ("min", "f16"), ("max", "bf16")])
 def test_a_reduction_the_copy_engine_takes_is_a_bulk_reduction_through_the_map(kind, element):
     lowered = apply_passes(REDUCE.format(kind=kind, element=element), LowerTensorDescriptors(device_maps=True))
     assert f'tma.bulk_store %0, %i, %i, %v {{reduce = "{kind}"}}' in lowered
@@ -227,11 +227,16 @@ def test_the_verifier_refuses_a_bulk_reduction_the_copy_engine_does_not_take():
 
 
 @jit
-def accumulate_blocks(x_ptr, y_ptr, M, N, BM: pl.constexpr, BN: pl.constexpr):
+def accumulate_blocks(x_ptr, y_ptr, M, N, BM: pl.constexpr, BN: pl.constexpr, KIND: pl.constexpr = "add"):
     src = pl.make_tensor_descriptor(x_ptr, [M, N], [N, 1], [BM, BN])
     dst = pl.make_tensor_descriptor(y_ptr, [M, N], [N, 1], [BM, BN])
     pm, pn = pl.program_id(0) * BM, pl.program_id(1) * BN
-    dst.atomic_add([pm, pn], src.load([pm, pn]))
+    if KIND == "add":
+        dst.atomic_add([pm, pn], src.load([pm, pn]))
+    elif KIND == "min":
+        dst.atomic_min([pm, pn], src.load([pm, pn]))
+    else:
+        dst.atomic_max([pm, pn], src.load([pm, pn]))
 
 
 def test_hopper_ptx_of_a_descriptor_atomic_add_is_a_bulk_reduction():
@@ -244,6 +249,21 @@ def test_hopper_ptx_of_a_descriptor_atomic_add_is_a_bulk_reduction():
     assert ptx.index("cp.async.bulk.commit_group", reduce) < ptx.index("cp.async.bulk.wait_group", reduce)
     assert "atom.global" not in ptx and "red.global" not in ptx
     assembles(ptx, "sm_90a", artifacts["kernel_name"])
+
+
+@pytest.mark.parametrize("kind", ["min", "max"])
+@pytest.mark.parametrize("target", ["nvidia:sm_90a", "nvidia:sm_80"])
+def test_min_and_max_of_halves_are_bulk_reductions_on_hopper_and_16_bit_atomics_before(kind, target):
+    x = np.zeros((256, 256), np.float16)
+    module = accumulate_blocks.lower_for(target, x, x, 256, 256, BM=64, BN=64, KIND=kind)
+    artifacts = compile_module(module, target, num_warps=4).context.artifacts
+    ptx = artifacts["ptx"]
+    if target.endswith("90a"):
+        assert f"cp.reduce.async.bulk.tensor.2d.global.shared::cta.{kind}.tile.bulk_group" in ptx
+        assert "atom.global" not in ptx
+    else:  # no 16-bit float min/max instruction: a compare-and-swap loop
+        assert "atom.global.relaxed.gpu.cas.b16" in ptx and "cp.reduce" not in ptx
+    assembles(ptx, target.split(":")[1], artifacts["kernel_name"])
 
 
 @jit

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from polytile.errors import CompilationError, VerificationError
@@ -98,8 +100,12 @@ def test_reductions_become_unordered_atomics_of_the_element_kind(element, kind, 
     assert f'{{kind = "{lowered}", sem = "relaxed"}}' in out and "tma." not in out
 
 
-def test_a_float_min_through_a_descriptor_is_an_error_naming_it():
-    with pytest.raises(CompilationError, match="atomic_min through a descriptor of f32 is not supported"):
+def test_min_and_max_of_halves_through_a_descriptor_are_float_atomics_and_of_f32_an_error():
+    # Triton 3.6's rule: min and max through a descriptor take integers, f16 and bf16.
+    for element in ("f16", "bf16"):
+        lowered = _lowered(two_d('tma.reduce %d, %i, %j, %v {kind = "max"}', element))
+        assert re.search(r'tile\.atomic_rmw %\w+, %v mask\(%\w+\) \{kind = "max", sem = "relaxed"\}', lowered), lowered
+    with pytest.raises(VerificationError, match="'tma.reduce' op 'min' combines integers, f16 and bf16, not f32"):
         _lowered(two_d('tma.reduce %d, %i, %j, %v {kind = "min"}', "f32"))
 
 
