@@ -195,9 +195,9 @@ except Exception as error:
     result = _run_without_tma(tmp_path, code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("LaunchError kernel 'kernel': argument 'd' is a polytile_tma.host.TensorDescriptor, "
-                                    "which plugin 'tma' (distribution 'polytile-tma'"), result.stdout
-    assert "passes to kernels, but that plugin is disabled by the setting 'disabled_plugins' (entry 'tma')" \
-        in result.stdout, result.stdout
+                                    "from the package of plugin 'tma' (distribution 'polytile-tma'"), result.stdout
+    assert "which would pass it to kernels, but that plugin is disabled by the setting 'disabled_plugins' (entry " \
+        "'tma')" in result.stdout, result.stdout
 
 
 @pytest.mark.parametrize("name", ["make_tensor_descriptor", "extra.cuda.experimental_device_tensormap_create2d"])

@@ -43,7 +43,8 @@ DATA_LAYOUT = "e-p3:32:32-p4:32:32-p5:32:32-p6:32:32-p7:32:32-i64:64-i128:128-v1
 #: PTX ISA version emitted for every architecture: 8.0 covers sm_80 to sm_90a (CUDA 12.0+).
 PTX_FEATURES = "+ptx80"
 #: Inline PTX that needs a newer ISA, and that ISA: (text in the LLVM IR, features).  Only
-#: the kernels that use it ask an assembler for more than CUDA 12.0's.
+#: the kernels that use it ask an assembler for more than CUDA 12.0's; a kernel that uses
+#: several gets the newest they ask for.
 NEWER_PTX = (
     # Tensor maps built on the device (PTX ISA 8.3 has them; ptxas reads the byte strides
     # of tensormap.replace right from ISA 8.6 on, so ask for the fp8 ISA below).
@@ -484,9 +485,10 @@ class LibdeviceMissingError(PolytileError):
 
 
 def ptx_features(llvm_ir: str) -> str:
-    """The PTX ISA the module needs: :data:`PTX_FEATURES`, or newer where its inline PTX
-    says so (:data:`NEWER_PTX`)."""
-    return next((features for text, features in NEWER_PTX if text in llvm_ir), PTX_FEATURES)
+    """The PTX ISA the module needs: :data:`PTX_FEATURES`, or the newest any of its inline
+    PTX asks for (:data:`NEWER_PTX`)."""
+    needed = [features for text, features in NEWER_PTX if text in llvm_ir]
+    return max(needed, key=lambda features: int(features[len("+ptx"):]), default=PTX_FEATURES)
 
 
 def _link_libdevice(module: Any, kernel: str, needed: list[str]) -> None:

@@ -625,17 +625,6 @@ class PluginManager:
                 return record.error
         return None
 
-    def unloaded_plugin_of(self, module: str) -> PluginRecord | None:
-        """The disabled or failed plugin whose package holds ``module`` (a type's
-        ``__module__``), or ``None``: what an argument of such a type needed."""
-        self._ensure_loaded()
-        package = module.split(".", 1)[0]
-        for record in self._records:
-            if record.status != LOADED and record.group != "builtin" and \
-                    record.value.split(":", 1)[0].split(".", 1)[0] == package:
-                return record
-        return None
-
     def _record_problem(self, owner: PluginInfo, message: str) -> None:
         log.warning("%s: %s", owner.describe(), message)
         for record in self._records:

@@ -356,9 +356,9 @@ def describe_argument(kernel: str, name: str, value: Any, specialize: bool = Tru
         owner = _unloaded_plugin_of(type(value))
         if owner is not None:
             raise _launch_error(
-                f"kernel '{kernel}': argument '{name}' is a {type(value).__module__}.{type(value).__qualname__}, which "
-                f"{owner.info.describe()} passes to kernels, but that plugin is {owner.reason or owner.status} "
-                "(see `polytile info`)")
+                f"kernel '{kernel}': argument '{name}' is a {type(value).__module__}.{type(value).__qualname__}, from "
+                f"the package of {owner.info.describe()}, which would pass it to kernels, but that plugin is "
+                f"{owner.reason or owner.status} (see `polytile info`)")
         raise _launch_error(
             f"kernel '{kernel}': argument '{name}' is {type(value).__name__} {_short_repr(value)}; kernels take NumPy arrays "
             "(or torch tensors, objects with __cuda_array_interface__, __array_interface__ or DLPack), Python "
@@ -372,13 +372,20 @@ def describe_argument(kernel: str, name: str, value: Any, specialize: bool = Tru
 
 
 def _unloaded_plugin_of(value_type: type) -> Any:
-    """The disabled or failed plugin that ``value_type`` comes from, or None."""
+    """The disabled or failed plugin whose package ``value_type`` comes from (its entry
+    point's top-level package), or None: what an argument of that type needed."""
     module = getattr(value_type, "__module__", "") or ""
     if module in ("builtins", "__main__") or module.startswith("polytile."):
         return None
     from ..plugins.manager import get_plugin_manager
+    from ..plugins.records import LOADED
 
-    return get_plugin_manager().unloaded_plugin_of(module)
+    package = module.split(".", 1)[0]
+    for record in get_plugin_manager().plugins():
+        if record.status != LOADED and record.group != "builtin" and \
+                record.value.split(":", 1)[0].split(".", 1)[0] == package:
+            return record
+    return None
 
 
 def _short_repr(value: Any, limit: int = 80) -> str:

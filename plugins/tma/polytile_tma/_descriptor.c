@@ -33,7 +33,7 @@ enum { MAX_RANK = 5, ALIGNMENT = 16 };
 #define MAX_MAPS 4096
 
 /* From configure(): Python's side of every decision this file does not make. */
-static PyObject *slow_init;          /* slow_init(desc): the full checks (raise what is wrong) */
+static PyObject *slow_init;          /* slow_init(desc, from_tensor): the full checks (raise what is wrong) */
 static PyObject *slow_from_tensor;   /* slow_from_tensor(cls, tensor, block_shape, padding) */
 static PyObject *slow_key_and_parts; /* slow_key_and_parts(desc) -> (key, parts) */
 static PyObject *torch_types;        /* set: the torch tensor types seen (with an address) */
@@ -386,7 +386,8 @@ static int settle(Descriptor *d, int fresh) {
         PyErr_SetString(PyExc_RuntimeError, "polytile_tma._descriptor is not configured (import polytile_tma.host)");
         return -1;
     }
-    PyObject *result = PyObject_CallOneArg(slow_init, (PyObject *)d);
+    /* from_tensor's descriptor (fresh) leaves the base's address to the launch there too. */
+    PyObject *result = PyObject_CallFunctionObjArgs(slow_init, (PyObject *)d, fresh ? Py_True : Py_False, NULL);
     if (result == NULL) return -1;
     Py_DECREF(result);
     return 0;

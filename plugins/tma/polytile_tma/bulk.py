@@ -420,7 +420,10 @@ class AcquireMapOp(Operation):
 
     name = "tma.acquire_map"
     address = Operand(ScalarPointer)
-    # No memory trait: a fence orders accesses, so it is never deleted or moved.
+    # A fence: taken as writing memory, so that nothing moves across it (pipeline-loops
+    # leaves a loop that acquires alone rather than issue its copies ahead of it); the
+    # mutation analysis is told it writes nothing (.workspace).
+    traits = (WritesMemory,)
 
 
 BULK_OPS = (BulkLoadOp, CopyToRingOp, ArriveExpectBytesOp, FenceBarrierInitOp, BulkStoreOp, StoreFromSharedOp,

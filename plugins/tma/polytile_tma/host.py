@@ -337,21 +337,25 @@ def _entries(n: int) -> str:
 # -- construction: the C core where it is built, else the same in Python -------------------
 
 
-#: Set while ``from_tensor`` builds a descriptor in Python, in that thread: the base's
-#: address is then left to the launch, as the C core leaves it (see ``from_tensor``).
+#: Set while ``from_tensor`` builds a descriptor through ``cls(...)`` (a subclass's
+#: ``__init__`` runs), in that thread: the base's address is then left to the launch, as
+#: the C core leaves it (see ``from_tensor``).  Descriptors such an ``__init__`` builds
+#: meanwhile are checked at their launch too.
 _FROM_TENSOR = threading.local()
 
 
-def _slow_init(desc: Any) -> None:
+def _slow_init(desc: Any, from_tensor: bool = False) -> None:
     """The checks of a new descriptor that the C core leaves to Python (it handles torch
-    tensors of known dtypes with plain int fields that keep every rule)."""
+    tensors of known dtypes with plain int fields that keep every rule); ``from_tensor``:
+    one ``from_tensor`` made, whose base's address the launch checks."""
     try:
         base = _describe_base(desc.base)
     except TypeError as error:
         raise TypeError(f"TensorDescriptor: {error}") from None
     if _plainly_valid(desc, base):
         return
-    problems = desc.problems(address=not getattr(_FROM_TENSOR, "active", False))
+    from_tensor = from_tensor or getattr(_FROM_TENSOR, "active", False)
+    problems = desc.problems(address=not from_tensor)
     if problems:
         raise ValueError("TensorDescriptor: " + "; ".join(problems))
 

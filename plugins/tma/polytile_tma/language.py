@@ -163,9 +163,9 @@ class tensor_descriptor(tensor):
     def _reduce(self, kind: str, offsets: Any, value: Any) -> None:
         what = f"desc.atomic_{kind}"
         element = self.handle.type.element
-        if kind in ops.INTEGER_ONLY_KINDS and not isinstance(element, t.IntType):
+        if kind in ops.INTEGER_ONLY_KINDS and not ops.reduce_takes(kind, element):
             raise semantic_error(f"{what} combines integers; this descriptor holds {sem.type_name(element)}")
-        if kind in ("min", "max") and not isinstance(element, t.IntType) and str(element) not in ops.MINMAX_FLOATS:
+        if not ops.reduce_takes(kind, element):
             raise semantic_error(f"{what} through a descriptor combines integers, float16 and bfloat16 (Triton's "
                                  f"rule: what the copy engine combines); this descriptor holds "
                                  f"{sem.type_name(element)}")

@@ -53,6 +53,14 @@ def _error(op: Any, message: str) -> CompilationError:
     return CompilationError(f"lower-tensor-descriptors: {message}", location)
 
 
+def _constant_int(value: Any) -> int | None:
+    """The value of an ``arith.constant`` integer, or None."""
+    op = value.defining_op
+    if op is not None and op.name == "arith.constant" and isinstance(op.attributes.get("value"), int):
+        return op.attributes["value"]
+    return None
+
+
 def _is_descriptor(value: Any) -> bool:
     return isinstance(value.type, TensorDescType)
 
@@ -341,12 +349,27 @@ class _Lowering:
         info = self._axis_info.info
 
         size = element.width // 8
+        row_rule = f"a row (global_size[1] elements of {element}) must be a multiple of 16 bytes"
+        columns, rows = _constant_int(op.columns), _constant_int(op.rows)
+        for value, index in ((rows, 0), (columns, 1)):
+            if value is not None and value <= 0:
+                raise _error(op, f"experimental_device_tensormap_create2d: global_size[{index}] = {value}; a tensor "
+                                 "map's dimensions are positive")
+        if columns is not None and columns * size % 16:
+            raise _error(op, f"experimental_device_tensormap_create2d makes a CUDA tensor map on this target: "
+                             f"{row_rule}, and global_size[1] = {columns}")
+        for dimension, index in ((op.rows, 0), (op.columns, 1)):
+            if _constant_int(dimension) is None:
+                zero = b.create(arith.ConstantOp, value=0, result_types=[t.i32]).result
+                holds = b.create(arith.CmpIOp, dimension, zero, predicate="sgt", result_types=[t.i1]).result
+                b.create(tile_debug.AssertOp, holds, message="experimental_device_tensormap_create2d makes a CUDA "
+                         f"tensor map on this target: global_size[{index}] must be positive", always=True,
+                         location=op.location)
         rules = ((op.desc_ptr, 1, 128, "desc_ptr must be 128-byte aligned (a CUDA tensor map's alignment)"),
                  (op.address, 1, 16, "global_address must be 16-byte aligned"),
-                 (op.columns, size, 16, f"a row (global_size[1] elements of {element}) must be a multiple of 16 "
-                                        "bytes"))
+                 (op.columns, size, 16, row_rule))
         for subject, scale, divisor, rule in rules:
-            if info(subject).divisibility[0] * scale % divisor == 0:
+            if info(subject).divisibility[0] * scale % divisor == 0 or (subject is op.columns and columns is not None):
                 continue
             if subject is op.columns:  # the row's bytes
                 value = b.create(arith.ExtSIOp, subject, result_types=[t.i64]).result

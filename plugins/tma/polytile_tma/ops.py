@@ -10,6 +10,8 @@ instead lower the ops to bulk copies.
 
 from __future__ import annotations
 
+from typing import Any
+
 from polytile.ir import types as t
 from polytile.ir.constraints import Tile, TypeConstraint
 from polytile.ir.opdef import Attr, Operand, Pure, ReadsMemory, Result, WritesMemory, define_op, op_error
@@ -30,6 +32,16 @@ INTEGER_ONLY_KINDS = ("and", "or", "xor")
 #: The float elements min and max combine through a descriptor, as in Triton 3.6 (the
 #: copy engine's bulk reductions take them; elsewhere they are 16-bit atomics).
 MINMAX_FLOATS = ("f16", "bf16")
+
+
+def reduce_takes(kind: str, element: Any) -> bool:
+    """Whether a reduction of ``kind`` through a descriptor combines ``element`` values:
+    and, or and xor integers; min and max integers and :data:`MINMAX_FLOATS`; add all."""
+    if isinstance(element, t.IntType):
+        return True
+    if kind in INTEGER_ONLY_KINDS:
+        return False
+    return kind not in ("min", "max") or str(element) in MINMAX_FLOATS
 
 
 def _check_offsets(op: Operation, desc: TensorDescType, offsets: list, what: str = "offsets") -> None:
@@ -159,11 +171,9 @@ class ReduceOp(Operation):
         _block_value(self, desc, self.value.type, desc.block.shape)
         if self.kind not in REDUCE_KINDS:
             raise op_error(self, f"unknown kind '{self.kind}'; use one of {', '.join(REDUCE_KINDS)}")
-        if self.kind in INTEGER_ONLY_KINDS and not isinstance(desc.element, t.IntType):
-            raise op_error(self, f"'{self.kind}' combines integers, not {desc.element}")
-        if self.kind in ("min", "max") and not isinstance(desc.element, t.IntType) and \
-                str(desc.element) not in MINMAX_FLOATS:
-            raise op_error(self, f"'{self.kind}' combines integers, f16 and bf16, not {desc.element}")
+        if not reduce_takes(self.kind, desc.element):
+            takes = "integers" if self.kind in INTEGER_ONLY_KINDS else "integers, f16 and bf16"
+            raise op_error(self, f"'{self.kind}' combines {takes}, not {desc.element}")
 
 
 def _check_rows(op: Operation, desc: TensorDescType, rows: t.Type) -> tuple:

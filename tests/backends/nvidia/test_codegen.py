@@ -39,6 +39,16 @@ def f32(n=8192, offset=0):
     return np.zeros(n + offset, np.float32)[offset:]
 
 
+def test_the_ptx_isa_is_the_newest_any_inline_ptx_asks_for():
+    from polytile_nvidia.codegen import PTX_FEATURES, ptx_features
+
+    assert ptx_features("add.f32") == PTX_FEATURES
+    assert ptx_features("fence.proxy.tensormap::generic.acquire.gpu") == "+ptx83"
+    # Whatever order the table lists them in.
+    assert ptx_features("fence.proxy.tensormap ... mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32") == "+ptx84"
+    assert ptx_features("tensormap.replace ... .e4m3.e4m3.f32 ... fence.proxy.tensormap") == "+ptx87"
+
+
 def test_target_data():
     target = nvidia_gpu_target("sm_90a")
     assert (target.warp_size, target.kernel_calling_convention, target.global_address_space) == (32, "ptx_kernel", 1)

@@ -36,9 +36,9 @@ def test_a_matmul_through_maps_in_a_workspace_matches_torch(hopper, shape):
     a = torch.randn(m, k, device="cuda", dtype=torch.float16)
     b = torch.randn(n, k, device="cuda", dtype=torch.float16)
     c = torch.full((m + 8, n), 7.0, device="cuda", dtype=torch.float16)  # rows past M must stay
-    workspace = torch.zeros(3 * 128, dtype=torch.int8, device="cuda")
-    workspace_matmul[(_cdiv(m, 128), _cdiv(n, 128))](a, b, c, workspace, m, n, k, BM=128, BN=128, BK=64,
-                                                      num_stages=3)
+    grid = (_cdiv(m, 128), _cdiv(n, 128))
+    workspace = torch.zeros(grid[0] * grid[1] * 3 * 128, dtype=torch.int8, device="cuda")  # 3 maps per program
+    workspace_matmul[grid](a, b, c, workspace, m, n, k, BM=128, BN=128, BK=64, num_stages=3)
     torch.cuda.synchronize()
     torch.testing.assert_close(c[:m].float(), a.float() @ b.float().T, atol=0.1, rtol=0.02)
     assert bool((c[m:] == 7.0).all())

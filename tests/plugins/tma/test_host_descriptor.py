@@ -332,6 +332,15 @@ def test_torch_tensor_alignment_is_checked_by_the_constructor_and_by_the_launch_
         with pytest.raises(LaunchError, match=r"argument 'a_desc' \(a TensorDescriptor\): base is not 16-byte "
                                               r"aligned \(address 0x1008\)"):
             desc.check_for_launch("matmul", "a_desc")
+    # A tensor type the C core knows with a dtype it has not seen: the C core hands the
+    # checks to Python, which leaves the address to the launch as well.
+    type(unaligned).dtype = TorchDtypeLike("bfloat16")
+    desc = TensorDescriptor.from_tensor(unaligned, [4, 64])
+    with pytest.raises(LaunchError, match=r"base is not 16-byte aligned \(address 0x1008\)"):
+        desc.check_for_launch("matmul", "a_desc")
+    # copy.copy, pickle and dataclasses.replace build through the constructor: it checks.
+    with pytest.raises(ValueError, match=r"base is not 16-byte aligned"):
+        dataclasses.replace(desc)
     assert TensorDescriptor.from_tensor(_torch_like("Tensor", 0x1000), [4, 64]).address == 0x1000
 
 

@@ -12,7 +12,7 @@ import pytest
 import polytile.language as pl
 from polytile.analysis.mutation import mutation_report
 from polytile.compiler import compile_module
-from polytile.errors import VerificationError
+from polytile.errors import CompilationError, VerificationError
 from polytile.gpu.global_scratch import BYTES_KEY
 from polytile.ir import parse_module, verify
 from polytile.runtime import jit
@@ -78,20 +78,26 @@ def _hopper_kernel(element="f16", base=16, ws=16, n=8, block=(64, 64)):
 def test_on_hopper_the_create_writes_a_tensor_map_and_accesses_copy_through_it():
     expected = """
     func.func @k(%a: ptr<f16>, %ws: ptr<i8>, %m: i32, %n: i32, %i: i32) attributes {kernel = true, pt.divisibility = [16, 16, 1, 8, 1]} {
-      %0 = arith.ptrtoint %ws : i64
-      %1 = arith.constant {value = 127} : i64
-      %2 = arith.andi %0, %1 : i64
-      %3 = arith.constant {value = 0} : i64
-      %4 = arith.cmpi %2, %3 {predicate = "eq"} : i1
-      tile.assert %4 {always = true, message = "experimental_device_tensormap_create2d makes a CUDA tensor map on this target: desc_ptr must be 128-byte aligned (a CUDA tensor map's alignment)"}
-      %5 = arith.extsi %n : i64
-      %6 = arith.constant {value = 1} : i64
-      tma.write_map %ws, %a shape(%m, %n) strides(%5, %6) {block = [64, 64]}
+      %0 = arith.constant {value = 0} : i32
+      %1 = arith.cmpi %m, %0 {predicate = "sgt"} : i1
+      tile.assert %1 {always = true, message = "experimental_device_tensormap_create2d makes a CUDA tensor map on this target: global_size[0] must be positive"}
+      %2 = arith.constant {value = 0} : i32
+      %3 = arith.cmpi %n, %2 {predicate = "sgt"} : i1
+      tile.assert %3 {always = true, message = "experimental_device_tensormap_create2d makes a CUDA tensor map on this target: global_size[1] must be positive"}
+      %4 = arith.ptrtoint %ws : i64
+      %5 = arith.constant {value = 127} : i64
+      %6 = arith.andi %4, %5 : i64
+      %7 = arith.constant {value = 0} : i64
+      %8 = arith.cmpi %6, %7 {predicate = "eq"} : i1
+      tile.assert %8 {always = true, message = "experimental_device_tensormap_create2d makes a CUDA tensor map on this target: desc_ptr must be 128-byte aligned (a CUDA tensor map's alignment)"}
+      %9 = arith.extsi %n : i64
+      %10 = arith.constant {value = 1} : i64
+      tma.write_map %ws, %a shape(%m, %n) strides(%9, %10) {block = [64, 64]}
       tma.acquire_map %ws
-      %7 = tma.map_at %ws : !tma.map<>
-      %8 = tma.bulk_load %7, %i, %i : tile<64x64xf16>
-      %9 = tma.map_at %ws : !tma.map<>
-      tma.bulk_store %9, %i, %i, %8
+      %11 = tma.map_at %ws : !tma.map<>
+      %12 = tma.bulk_load %11, %i, %i : tile<64x64xf16>
+      %13 = tma.map_at %ws : !tma.map<>
+      tma.bulk_store %13, %i, %i, %12
       func.return
     }
     """
@@ -109,7 +115,27 @@ def test_the_launch_checks_only_the_map_rules_the_specialization_does_not_prove(
     lowered = apply_passes(_hopper_kernel(**case), LowerTensorDescriptors(device_maps=True))
     checked = re.findall(r'tile\.assert %\d+ \{always = true, message = "[^:]*: ([^"]*)"\}', lowered)
     desc_rule = "desc_ptr must be 128-byte aligned (a CUDA tensor map's alignment)"
-    assert checked == ([] if case.get("ws", 16) % 128 == 0 else [desc_rule]) + rules
+    positive = ["global_size[0] must be positive", "global_size[1] must be positive"]
+    assert checked == positive + ([] if case.get("ws", 16) % 128 == 0 else [desc_rule]) + rules
+
+
+@pytest.mark.parametrize("rows, columns, message", [
+    (64, 100, r"a row \(global_size\[1\] elements of f16\) must be a multiple of 16 bytes, and global_size\[1\] = 100"),
+    (0, 64, r"global_size\[0\] = 0; a tensor map's dimensions are positive"),
+])
+def test_a_constant_size_that_breaks_a_map_rule_is_an_error_of_the_compile(rows, columns, message):
+    text = dedent(f"""
+    func.func @k(%a: ptr<f16>, %ws: ptr<i8>) attributes {{kernel = true, pt.divisibility = [16, 128]}} {{
+      %m = arith.constant {{value = {rows}}} : i32
+      %n = arith.constant {{value = {columns}}} : i32
+      tma.workspace_create %ws, %a, %m, %n {{block_shape = [64, 64]}}
+      func.return
+    }}
+    """)
+    with pytest.raises(CompilationError, match=message):
+        apply_passes(text, LowerTensorDescriptors(device_maps=True))
+    # The same sizes in the record (other targets) are the masked accesses' business.
+    assert "tile.store" in apply_passes(text, LowerTensorDescriptors())
 
 
 def test_a_block_a_bulk_copy_cannot_move_keeps_the_record_on_hopper_too():
@@ -147,23 +173,25 @@ def test_the_map_ops_print_parse_and_verify():
 @jit
 def workspace_matmul(a_ptr, b_ptr, c_ptr, workspace, M, N, K, BM: pl.constexpr, BN: pl.constexpr,
                      BK: pl.constexpr):
-    # Triton's first device-TMA matmul: three maps in one workspace, B given as (N, K).
-    pl.extra.cuda.experimental_device_tensormap_create2d(desc_ptr=workspace, global_address=a_ptr,
+    # Triton's first device-TMA matmul: three maps, B given as (N, K), in each program's
+    # own 384 bytes of the workspace (no program rewrites a map another one reads).
+    pid_m, pid_n = pl.program_id(0), pl.program_id(1)
+    maps = workspace + (pid_m * pl.num_programs(1) + pid_n) * 384
+    pl.extra.cuda.experimental_device_tensormap_create2d(desc_ptr=maps, global_address=a_ptr,
                                                          load_size=[BM, BK], global_size=[M, K],
                                                          element_ty=a_ptr.dtype.element_ty)
-    pl.extra.cuda.experimental_device_tensormap_create2d(desc_ptr=workspace + 128, global_address=b_ptr,
+    pl.extra.cuda.experimental_device_tensormap_create2d(desc_ptr=maps + 128, global_address=b_ptr,
                                                          load_size=[BN, BK], global_size=[N, K],
                                                          element_ty=b_ptr.dtype.element_ty)
-    pl.extra.cuda.experimental_device_tensormap_create2d(desc_ptr=workspace + 256, global_address=c_ptr,
+    pl.extra.cuda.experimental_device_tensormap_create2d(desc_ptr=maps + 256, global_address=c_ptr,
                                                          load_size=[BM, BN], global_size=[M, N],
                                                          element_ty=c_ptr.dtype.element_ty)
-    pid_m, pid_n = pl.program_id(0), pl.program_id(1)
     acc = pl.zeros((BM, BN), dtype=pl.float32)
     for k in range(0, K, BK):
-        a = pl._experimental_descriptor_load(workspace, [pid_m * BM, k], [BM, BK], pl.float16)
-        b = pl._experimental_descriptor_load(workspace + 128, [pid_n * BN, k], [BN, BK], pl.float16)
+        a = pl._experimental_descriptor_load(maps, [pid_m * BM, k], [BM, BK], pl.float16)
+        b = pl._experimental_descriptor_load(maps + 128, [pid_n * BN, k], [BN, BK], pl.float16)
         acc = pl.dot(a, b.T, acc)
-    pl._experimental_descriptor_store(workspace + 256, acc.to(pl.float16), [pid_m * BM, pid_n * BN])
+    pl._experimental_descriptor_store(maps + 256, acc.to(pl.float16), [pid_m * BM, pid_n * BN])
 
 
 def _workspace_ptx(target, n=256, debug=False):
@@ -232,3 +260,38 @@ def test_amd_compiles_the_workspace_form_to_the_record():
                                         BK=32)
     artifacts = compile_module(module, "amd:gfx942", num_warps=4).context.artifacts
     assert artifacts["hsaco"][:4] == b"\x7fELF"
+
+
+def test_a_kernel_that_needs_two_newer_isas_gets_the_newer():
+    # The acquire asks for ISA 8.3, an fp8 mma.sync into f32 for 8.4: the kernel gets 8.4.
+    from tests.gpu.test_lowering_dot_kernels import FP8_KERNEL
+
+    text = FP8_KERNEL.format(t="f8e4m3", acc="f32")
+    text = text.replace("%c: ptr<f32>) attributes {kernel = true, pt.divisibility = [16, 16, 16]}",
+                        "%c: ptr<f32>, %ws: ptr<i8>) attributes {kernel = true, pt.divisibility = [16, 16, 16, 16]}")
+    text = text.replace("  %ra = tile.arange", "  tma.workspace_acquire %ws\n  %ra = tile.arange", 1)
+    assert "tma.workspace_acquire" in text
+    artifacts = compile_module(parse_module(text), "nvidia:sm_90a", num_warps=4).context.artifacts
+    ptx = artifacts["ptx"]
+    assert ".version 8.4" in ptx and "e4m3.e4m3.f32" in ptx and "fence.proxy.tensormap" in ptx
+    assembles(ptx, "sm_90a", artifacts["kernel_name"])
+
+
+@jit
+def reader_acquiring_in_its_loop(c_ptr, workspace, K, BM: pl.constexpr, BN: pl.constexpr, BK: pl.constexpr):
+    acc = pl.zeros((BM, BN), dtype=pl.float32)
+    for k in range(0, K, BK):
+        pl.extra.cuda.experimental_tensormap_fenceproxy_acquire(workspace)
+        a = pl._experimental_descriptor_load(workspace, [0, k], [BM, BK], pl.float16)
+        b = pl._experimental_descriptor_load(workspace + 128, [0, k], [BN, BK], pl.float16)
+        acc = pl.dot(a, b.T, acc)
+    pl.store(c_ptr + pl.arange(0, BM)[:, None] * BN + pl.arange(0, BN)[None, :], acc)
+
+
+def test_no_copy_through_a_map_is_issued_ahead_of_the_acquire_before_it():
+    # The acquire is a fence: pipeline-loops must not start the next iterations' copies
+    # (through maps another kernel may have just written) before it.
+    module = reader_acquiring_in_its_loop.lower_for("nvidia:sm_90a", np.zeros((128, 128), np.float32),
+                                                    np.zeros(256, np.int8), 256, BM=128, BN=128, BK=64)
+    ptx = compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=3).context.artifacts["ptx"]
+    assert ptx.index("fence.proxy.tensormap::generic.acquire.gpu") < ptx.index("cp.async.bulk.tensor")

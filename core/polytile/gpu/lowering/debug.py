@@ -138,10 +138,11 @@ def _assert(op: Any, operands: list, ctx: LoweringContext) -> list:
     holds = bits[0]
     for bit in bits[1:]:
         holds = b.and_(holds, bit)
-    if not ctx.target.debug:
+    if not ctx.target.debug or (op.always and ctx.target.assert_fail is None):
         # A check a lowering asks for in every build stops the kernel with the target's
-        # trap: the message needs the runtime's assertion call, and on Hopper any call
-        # makes ptxas serialize the kernel's wgmma, so only debug=True prints it.
+        # trap: the message needs the runtime's assertion call (where the target has one),
+        # and on Hopper any call makes ptxas serialize the kernel's wgmma, so only
+        # debug=True prints it.
         trap = b.module.declare_intrinsic("llvm.trap", fnty=ir.FunctionType(ir.VoidType(), []))
         with b.if_then(b.not_(holds), likely=False):
             b.call(trap, [])
