@@ -200,21 +200,64 @@ except Exception as error:
         "'tma')" in result.stdout, result.stdout
 
 
-@pytest.mark.parametrize("name", ["make_tensor_descriptor", "extra.cuda.experimental_device_tensormap_create2d"])
-def test_a_name_of_a_plugin_not_installed_says_how_to_install_it(monkeypatch, name):
-    from importlib import metadata
+UNINSTALLED = """
+import sys
 
-    real = metadata.distribution
+# polytile-tma uninstalled: polytile's scan of the installed distributions does not see
+# it, and its package cannot be imported.
+from polytile.plugins import distributions
+everything = distributions.distributions
+distributions.distributions = lambda: [d for d in everything() if d.key != "polytile-tma"]
+sys.modules["polytile_tma"] = None
 
-    def without_tma(distribution):
-        if distribution == "polytile-tma":
-            raise metadata.PackageNotFoundError(distribution)
-        return real(distribution)
+import numpy as np
+import polytile.language as pl
+from polytile.runtime import jit
 
-    monkeypatch.setattr(metadata, "distribution", without_tma)
-    assert extensions.missing_name_message(name).endswith(
-        f"pl.{name} comes with the plugin distribution 'polytile-tma', which is not installed "
-        "(pip install polytile-tma)")
+@jit
+def plain(x):
+    pl.store(x + pl.arange(0, 8), pl.load(x + pl.arange(0, 8)) + 1)
+
+x = np.zeros(8, np.float32)
+plain[(1,)](x, target="interp")
+print("plain", x.sum())
+
+@jit
+def with_descriptor(x, n):
+    pl.make_tensor_descriptor(x, [n], [1], [8])
+
+@jit
+def with_workspace(x, n):
+    pl.extra.cuda.experimental_device_tensormap_create2d(x, x, [8, 8], [n, n], x.dtype.element_ty)
+
+for kernel in (with_descriptor, with_workspace):
+    try:
+        kernel[(1,)](x, 8, target="interp")
+    except Exception as error:
+        print(type(error).__name__, error)
+try:
+    import polytile.tools.tensor_descriptor
+except ModuleNotFoundError as error:
+    print("ModuleNotFoundError", error)
+"""
+
+
+def test_uninstalled_other_kernels_run_and_descriptors_say_to_install_the_plugin(tmp_path):
+    # Not merely disabled: a fresh process that does not see polytile-tma installed.
+    script = tmp_path / "uninstalled.py"
+    script.write_text(UNINSTALLED)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "plain 8.0", result.stdout
+    install = "which is not installed (pip install polytile-tma)"
+    assert lines[1].startswith("CompilationError") and "pl.make_tensor_descriptor comes with the plugin " \
+        f"distribution 'polytile-tma', {install}" in lines[1], result.stdout
+    assert "'pl.extra.cuda' has no attribute 'experimental_device_tensormap_create2d'" in result.stdout
+    assert f"pl.extra.cuda.experimental_device_tensormap_create2d comes with the plugin distribution 'polytile-tma', " \
+        f"{install}" in result.stdout
+    assert "ModuleNotFoundError No module named 'polytile.tools.tensor_descriptor': no installed distribution " \
+        "provides it (it comes with 'polytile-tma': pip install polytile-tma)" in result.stdout
 
 
 def test_with_the_plugin_disabled_other_kernels_still_run(tmp_path):

@@ -142,11 +142,9 @@ def missing_name_message(name: str) -> str:
     message = f"module 'polytile.language' has no attribute '{name}'"
     distribution = PROVIDED_BY.get(name)
     if distribution is not None:
-        from importlib import metadata
+        from ..plugins import distributions  # the scan plugin discovery reads (importlib.metadata's rules)
 
-        try:
-            metadata.distribution(distribution)
-        except metadata.PackageNotFoundError:
+        if distributions.version(distribution) is None:
             return message + f": pl.{name} comes with the plugin distribution '{distribution}', which is not " \
                              f"installed (pip install {distribution})"
         message += f": pl.{name} comes with the plugin distribution '{distribution}', which is installed but " \

@@ -29,9 +29,9 @@ PROVIDED_BY = {"tensor_descriptor": "polytile-tma"}
 
 def provider(name: str) -> str | None:
     """The module an installed distribution provides ``polytile.tools.<name>`` with, or None."""
-    from importlib.metadata import entry_points
+    from ..plugins import distributions  # the scan plugin discovery reads (importlib.metadata's rules)
 
-    for entry_point in entry_points(group=GROUP):
+    for entry_point in distributions.entry_points(GROUP):
         if entry_point.name == name:
             return entry_point.value.split(":", 1)[0].strip()
     return None

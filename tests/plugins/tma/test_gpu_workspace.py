@@ -73,7 +73,8 @@ CHILD = textwrap.dedent('''
     from tests.plugins.tma.test_gpu_workspace import make_maps
 
     m, n, offset, debug = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "debug"
-    src = torch.zeros(m * n + 64, device="cuda", dtype=torch.float16)
+    shift = int(sys.argv[5])  # elements the array starts past an aligned address
+    src = torch.zeros(m * n + 64, device="cuda", dtype=torch.float16)[shift:]
     workspace = torch.zeros(512, dtype=torch.int8, device="cuda")
     with config.override(cache=False):
         make_maps[(1,)](src, src, workspace[offset:], m, n, BLOCK=64, debug=debug)
@@ -86,22 +87,23 @@ CHILD = textwrap.dedent('''
 ''')
 
 
-def _child(tmp_path, m, n, offset, mode):
+def _child(tmp_path, m, n, offset, mode, shift=0):
     script = tmp_path / "workspace_child.py"
     script.write_text(CHILD)
     root = str(Path(__file__).resolve().parents[3])  # the checkout: the child imports this module's kernel
-    return subprocess.run([sys.executable, str(script), str(m), str(n), str(offset), mode], capture_output=True,
-                          text=True, timeout=240, cwd=root, env={**os.environ, "PYTHONPATH": root})
+    return subprocess.run([sys.executable, str(script), str(m), str(n), str(offset), mode, str(shift)],
+                          capture_output=True, text=True, timeout=240, cwd=root, env={**os.environ, "PYTHONPATH": root})
 
 
-@pytest.mark.parametrize("m, n, offset, rule", [
-    (64, 100, 0, "a row (global_size[1] elements of f16) must be a multiple of 16 bytes"),
-    (64, 64, 16, "desc_ptr must be 128-byte aligned"),
+@pytest.mark.parametrize("m, n, offset, shift, rule", [
+    (64, 100, 0, 0, "a row (global_size[1] elements of f16) must be a multiple of 16 bytes"),
+    (64, 64, 16, 0, "desc_ptr must be 128-byte aligned"),
+    (64, 64, 0, 4, "global_address must be 16-byte aligned"),  # 8 bytes past an aligned address
 ])
-def test_a_broken_map_rule_stops_the_kernel_and_debug_says_which(hopper, tmp_path, m, n, offset, rule):
-    plain = _child(tmp_path, m, n, offset, "plain")
+def test_a_broken_map_rule_stops_the_kernel_and_debug_says_which(hopper, tmp_path, m, n, offset, shift, rule):
+    plain = _child(tmp_path, m, n, offset, "plain", shift)
     assert plain.returncode == 3 and "SYNC-ERROR" in plain.stdout, plain.stdout + plain.stderr
-    debug = _child(tmp_path, m, n, offset, "debug")
+    debug = _child(tmp_path, m, n, offset, "debug", shift)
     output = debug.stdout + debug.stderr
     assert debug.returncode == 3 and rule in output, output
 
