@@ -362,7 +362,6 @@ class CreateMapOp(Operation):
         _verify_map(self)
 
 
-
 def _verify_map(op: Any) -> None:
     rank = len(op.block)
     if len(op.shape) != rank or len(op.strides) != rank:
@@ -421,8 +420,8 @@ class AcquireMapOp(Operation):
     name = "tma.acquire_map"
     address = Operand(ScalarPointer)
     # A fence: taken as writing memory, so that nothing moves across it (pipeline-loops
-    # leaves a loop that acquires alone rather than issue its copies ahead of it); the
-    # mutation analysis is told it writes nothing (.workspace).
+    # leaves a loop that acquires alone rather than issue its copies ahead of it).  The
+    # mutation analysis never sees it: it reads the IR before lower-tensor-descriptors.
     traits = (WritesMemory,)
 
 

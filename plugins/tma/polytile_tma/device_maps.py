@@ -25,8 +25,9 @@ one the copies need.
 The workspace form (:mod:`.workspace`) builds its maps the same way with
 ``tma.write_map``, which copies the map to the address the kernel gives instead of the
 global scratch; ``tma.map_at`` reads a map from such an address, and ``tma.acquire_map``
-is the acquire alone, for maps other programs or kernels wrote.  The box and swizzle are those of :func:`.bulk.box_plan`, as for a
-host descriptor, so the block lands in the layout the kernel reads.
+is the acquire alone, for maps other programs or kernels wrote.  The box and swizzle are
+those of :func:`.bulk.box_plan`, as for a host descriptor, so the block lands in the
+layout the kernel reads.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ _SWIZZLE_MODES = {0: 0, 32: 1, 64: 2, 128: 3}
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
 register_global_scratch(CreateMapOp)(lambda op, target: (TENSOR_MAP_BYTES, MAP_ALIGNMENT))
 # Shared memory for the copy being edited: 128 bytes at a 128-byte boundary inside.
-register_scratch(CreateMapOp, WriteMapOp, sync="end")(lambda op, target, num_warps: TENSOR_MAP_BYTES + MAP_ALIGNMENT - 16)
+register_scratch(CreateMapOp, WriteMapOp, sync="end")(
+    lambda op, target, num_warps: TENSOR_MAP_BYTES + MAP_ALIGNMENT - 16)
 
 
 def map_is_provable(base_info: Any, stride_infos: list, element_bits: int) -> bool:
@@ -155,8 +157,6 @@ def _write_map(op: Any, ctx: LoweringContext, global_address: Any) -> None:
     _asm(b, _when("$1", "fence.proxy.tensormap::generic.acquire.gpu [$0], 128;"), [global_address, warp0], "l,r")
     _asm(b, _when("$1", "prefetch.tensormap [$0];"), [global_address, thread0], "l,r")
     ctx.target.barrier(b)
-
-
 
 
 __all__ = ["MAP_ALIGNMENT", "map_is_provable"]

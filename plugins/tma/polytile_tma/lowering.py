@@ -33,6 +33,7 @@ from polytile.errors import CompilationError, SourceLocation
 from polytile.ir import types as t
 from polytile.ir.builder import Builder
 from polytile.passes import Pass, PassContext, PreservedAnalyses
+from polytile.passes.rewrite import constant_value
 from polytile.passes.lower_block_pointers import block_positions, element_addresses
 
 from . import ops
@@ -51,14 +52,6 @@ class _Parts:
 def _error(op: Any, message: str) -> CompilationError:
     location = op.location if isinstance(op.location, SourceLocation) else None
     return CompilationError(f"lower-tensor-descriptors: {message}", location)
-
-
-def _constant_int(value: Any) -> int | None:
-    """The value of an ``arith.constant`` integer, or None."""
-    op = value.defining_op
-    if op is not None and op.name == "arith.constant" and isinstance(op.attributes.get("value"), int):
-        return op.attributes["value"]
-    return None
 
 
 def _is_descriptor(value: Any) -> bool:
@@ -350,7 +343,7 @@ class _Lowering:
 
         size = element.width // 8
         row_rule = f"a row (global_size[1] elements of {element}) must be a multiple of 16 bytes"
-        columns, rows = _constant_int(op.columns), _constant_int(op.rows)
+        columns, rows = constant_value(op.columns), constant_value(op.rows)
         for value, index in ((rows, 0), (columns, 1)):
             if value is not None and value <= 0:
                 raise _error(op, f"experimental_device_tensormap_create2d: global_size[{index}] = {value}; a tensor "
@@ -359,7 +352,7 @@ class _Lowering:
             raise _error(op, f"experimental_device_tensormap_create2d makes a CUDA tensor map on this target: "
                              f"{row_rule}, and global_size[1] = {columns}")
         for dimension, index in ((op.rows, 0), (op.columns, 1)):
-            if _constant_int(dimension) is None:
+            if constant_value(dimension) is None:
                 zero = b.create(arith.ConstantOp, value=0, result_types=[t.i32]).result
                 holds = b.create(arith.CmpIOp, dimension, zero, predicate="sgt", result_types=[t.i1]).result
                 b.create(tile_debug.AssertOp, holds, message="experimental_device_tensormap_create2d makes a CUDA "

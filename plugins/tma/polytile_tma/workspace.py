@@ -142,15 +142,6 @@ register_mutation_effects(WorkspaceCreateOp)(lambda op: [Writes(op.desc_ptr), Re
 register_mutation_effects(WorkspaceStoreOp)(lambda op: [WritesRecorded(op.desc_ptr)])
 
 
-def _acquire_writes_nothing() -> None:
-    from .bulk import AcquireMapOp  # the acquire a lowered workspace_acquire becomes: a fence
-
-    register_mutation_effects(AcquireMapOp)(lambda op: [])
-
-
-_acquire_writes_nothing()
-
-
 # --------------------------------------------------------------------------------------
 # The language
 
