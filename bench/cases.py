@@ -301,7 +301,7 @@ def _make_matmul_nk(device: Device, size: Size, dtype: str) -> Problem:
     return Problem({"a": a, "b": b, "c": c}, {"M": m, "N": n, "K": k}, outputs=("c",), rows=m, row_arrays=("a", "c"))
 
 
-def _launch_matmul_descriptor(lib: Any, p: Problem) -> None:
+def _launch_matmul_descriptor(lib: Any, p: Problem, warp_specialize: bool = False) -> None:
     # Triton's tutorial 09 configuration for its descriptor kernel on Hopper.  The
     # descriptors are made at every launch, as the tutorial makes them (host descriptors).
     if p.M >= 1024:
@@ -313,7 +313,12 @@ def _launch_matmul_descriptor(lib: Any, p: Problem) -> None:
     c = lib.TensorDescriptor.from_tensor(p.c, [bm, bn])
     grid = (cdiv(p.M, bm) * cdiv(p.N, bn),)
     lib.matmul_descriptor_kernel[grid](a, b, c, p.M, p.N, p.K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group,
-                                       num_warps=warps, num_stages=stages)
+                                       WS=warp_specialize, num_warps=warps, num_stages=stages)
+
+
+def _launch_matmul_descriptor_ws(lib: Any, p: Problem) -> None:
+    # The tutorial's warp_specialize=True variant of the same kernel and configuration.
+    _launch_matmul_descriptor(lib, p, warp_specialize=True)
 
 
 def _launch_matmul_device_descriptor(lib: Any, p: Problem) -> None:
@@ -465,6 +470,13 @@ CASES: dict[str, Case] = {case.name: case for case in (
          {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),),
           "full": ((4096, 4096, 4096), (8192, 8192, 8192))},
          _make_matmul_nk, _launch_matmul_descriptor, _matmul_nk_reference, _matmul_flops,
+         tolerance={"f16": (1e-2, 1e-2), "bf16": (2e-2, 1e-2)}),
+    Case("matmul_descriptor_ws", "matmul", "the same descriptor matmul with pl.range(..., warp_specialize=True): "
+         "a producer warp group issues the copies (polytile-warpspec; Triton's own warp specialization)",
+         ("f16", "bf16"),
+         {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),),
+          "full": ((4096, 4096, 4096), (8192, 8192, 8192))},
+         _make_matmul_nk, _launch_matmul_descriptor_ws, _matmul_nk_reference, _matmul_flops,
          tolerance={"f16": (1e-2, 1e-2), "bf16": (2e-2, 1e-2)}),
     Case("matmul_device_descriptor", "matmul", "the same matmul with descriptors made in the kernel "
          "(make_tensor_descriptor; tensor maps built on the device in set_allocator's scratch)", ("f16", "bf16"),

@@ -109,7 +109,8 @@ def row_max_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK_SIZE: pl.constexpr):
 
 @pt.jit
 def matmul_descriptor_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr,
-                             BLOCK_K: pl.constexpr, GROUP_M: pl.constexpr):
+                             BLOCK_K: pl.constexpr, GROUP_M: pl.constexpr,
+                             WS: pl.constexpr = False):
     # Triton's tutorial 09 (persistent matmul), its host-descriptor kernel matmul_kernel_tma:
     # B is an (N, K) array, loaded as N x K blocks and used transposed.
     pid = pl.program_id(axis=0)
@@ -125,7 +126,8 @@ def matmul_descriptor_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: pl.conste
     offs_am = pid_m * BLOCK_M
     offs_bn = pid_n * BLOCK_N
     accumulator = pl.zeros((BLOCK_M, BLOCK_N), dtype=pl.float32)
-    for k in range(k_tiles):
+    # WS: the tutorial's warp-specialised variant (tl.range(..., warp_specialize=True)).
+    for k in pl.range(k_tiles, warp_specialize=WS):
         offs_k = k * BLOCK_K
         a = a_desc.load([offs_am, offs_k])
         b = b_desc.load([offs_bn, offs_k])

@@ -218,7 +218,8 @@ matmul_kernel_autotuned = triton.autotune(configs=[triton.Config(meta, num_warps
 
 @triton.jit
 def matmul_descriptor_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                             BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+                             BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                             WS: tl.constexpr = False):
     # Triton's tutorial 09 (persistent matmul), its host-descriptor kernel matmul_kernel_tma:
     # B is an (N, K) array, loaded as N x K blocks and used transposed.
     pid = tl.program_id(axis=0)
@@ -234,7 +235,8 @@ def matmul_descriptor_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.conste
     offs_am = pid_m * BLOCK_M
     offs_bn = pid_n * BLOCK_N
     accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(k_tiles):
+    # WS: the tutorial's warp-specialised variant (tl.range(..., warp_specialize=True)).
+    for k in tl.range(k_tiles, warp_specialize=WS):
         offs_k = k * BLOCK_K
         a = a_desc.load([offs_am, offs_k])
         b = b_desc.load([offs_bn, offs_k])

@@ -1,6 +1,8 @@
 """``pl.range(..., warp_specialize=True)`` without polytile-warpspec (polytile.warp_specialize):
 the loop runs unspecialised on every target with the same results, the compile metadata
-says so per loop, and one note per process names the plugin."""
+says so per loop, and one note per process names the plugin.  The plugin is disabled
+here (it is installed in the test environment); a child process that does not see it
+installed at all checks the words for that (the last test)."""
 
 from __future__ import annotations
 
@@ -38,6 +40,19 @@ def _loop_line() -> str:
     return f"{__file__}:{line}"
 
 
+#: What the metadata says while the plugin is disabled (as every test here has it).
+DISABLED_WHY = "polytile-warpspec is disabled (disabled by the setting 'disabled_plugins' (entry 'polytile-warpspec'))"
+
+
+@pytest.fixture(autouse=True)
+def without_the_plugin():
+    from polytile import config
+
+    disabled = [name for name in config.get("disabled_plugins") if name != "polytile-warpspec"]
+    with config.override(disabled_plugins=[*disabled, "polytile-warpspec"]):
+        yield
+
+
 @pytest.fixture
 def fresh_note():
     ws._forget_note()
@@ -55,7 +70,7 @@ def test_every_target_reports_the_loop_unspecialised_naming_the_plugin(target):
     module = summed.lower(x, np.zeros(32, np.float32), 100, BLOCK=32, SPECIALIZE=True)
     metadata = compile_module(module, target).metadata
     assert metadata[ws.WARP_SPECIALIZE] == [{"loop": metadata[ws.WARP_SPECIALIZE][0]["loop"], "specialised": False,
-                                             "why": "polytile-warpspec is not installed", "plugin_missing": True}]
+                                             "why": DISABLED_WHY, "plugin_missing": True}]
     assert metadata[ws.WARP_SPECIALIZE][0]["loop"].startswith(_loop_line())
     # Without the hint (or with warp_specialize=False), nothing is said.
     module = summed.lower(x, np.zeros(32, np.float32), 100, BLOCK=32, SPECIALIZE=False)
@@ -74,7 +89,7 @@ def test_the_loop_runs_unspecialised_with_one_note_per_process(fresh_note):
     np.testing.assert_array_equal(out, expected)
     message = str(notes[0].message)
     assert "kernel 'summed'" in message and _loop_line() in message
-    assert "polytile-warpspec is not installed" in message and "the plugin polytile-warpspec" in message
+    assert "polytile-warpspec is disabled" in message and "the plugin polytile-warpspec" in message
     with warnings.catch_warnings():
         warnings.simplefilter("error", ws.WarpSpecializationNote)
         summed[(1,)](x, out, 99, BLOCK=32, SPECIALIZE=True)  # another specialization: no second note
@@ -115,10 +130,24 @@ def test_a_plugin_report_is_left_as_it_is():
     assert artifacts[ws.WARP_SPECIALIZE] is report
 
 
+#: ``polytile compile`` in a process that does not see polytile-warpspec installed.
+UNINSTALLED_COMPILE = """
+import runpy
+import sys
+
+from polytile.plugins import distributions
+everything = distributions.distributions
+distributions.distributions = lambda: [d for d in everything() if d.key != "polytile-warpspec"]
+sys.modules["polytile_warpspec"] = None
+sys.argv = ["polytile", *sys.argv[1:]]
+runpy.run_module("polytile", run_name="__main__")
+"""
+
+
 def test_polytile_compile_says_it_per_loop(tmp_path):
     pytest.importorskip("polytile_nvidia")
     result = subprocess.run(
-        [sys.executable, "-m", "polytile", "compile", f"{__file__}:summed", "-t", "nvidia:sm_90a",
+        [sys.executable, "-c", UNINSTALLED_COMPILE, "compile", f"{__file__}:summed", "-t", "nvidia:sm_90a",
          "-s", "*fp32:16,*fp32:16,i32", "-c", "BLOCK=128", "-c", "SPECIALIZE=True", "-o", str(tmp_path)],
         capture_output=True, text=True, check=True)
     assert (f"warp_specialize loop at {_loop_line()}" in result.stderr

@@ -136,7 +136,8 @@ class NvidiaBackend(Backend):
                               "(the assemble stage did not run; check the pipeline)")
         metadata = compiled.metadata
         return Launcher(cubin, metadata.get("kernel_name", kernel_name), [(p.name, p.type) for p in params],
-                        num_warps=int(metadata.get("num_warps", options.num_warps)),
+                        # A kernel with worker warps (warp specialization) launches more.
+                        num_warps=int(metadata.get("launch_warps", metadata.get("num_warps", options.num_warps))),
                         shared=int(metadata.get("shared_bytes", 0)))
 
     def gpu_target(self, target: Target, options: BackendOptions | None = None) -> Any:

@@ -79,6 +79,18 @@ def barrier(builder: ir.IRBuilder) -> None:
     builder.asm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "~{memory}", [], side_effect=True)
 
 
+def named_barrier(builder: ir.IRBuilder, index: int, threads: int) -> None:
+    builder.asm(ir.FunctionType(ir.VoidType(), []), f"bar.sync {index}, {threads};", "~{memory}", [],
+                side_effect=True)
+
+
+def set_max_registers(builder: ir.IRBuilder, count: int, increase: bool) -> None:
+    # sm_90a: every warp of the warp group executes it (.sync.aligned).
+    direction = "inc" if increase else "dec"
+    builder.asm(ir.FunctionType(ir.VoidType(), []), f"setmaxnreg.{direction}.sync.aligned.u32 {count};", "", [],
+                side_effect=True)
+
+
 def _shuffle(builder: ir.IRBuilder, mode: str, value: Any, lane: Any, clamp: int) -> Any:
     """``shfl.sync.<mode>`` of any value up to 64 bits wide (wider ones move in 32-bit halves)."""
     width = value.type.width if isinstance(value.type, ir.IntType) else \
@@ -473,6 +485,9 @@ def nvidia_gpu_target(arch: str, enable_wgmma: bool = True) -> GpuTarget:
         max_shared_bytes=ARCHITECTURES[arch].shared_memory_per_block_optin, float8_convert=_float8_convert_hook(arch),
         atomic_rmw=_atomic_rmw_hook(arch), atomic_cas=atomic_cas, printf=printf, assert_fail=assert_fail,
         memory_access=memory_access, matrix_options={} if enable_wgmma else {"wgmma": False},
+        named_barrier=named_barrier, registers_per_program=ARCHITECTURES[arch].registers_per_sm,
+        # setmaxnreg is in the arch-specific feature set, as wgmma is.
+        set_max_registers=set_max_registers if ARCHITECTURES[arch].has_wgmma else None,
     )
 
 
@@ -591,12 +606,14 @@ class PtxToCubin(Pass):
         if ptx is None:
             raise PolytileError("ptx-to-cubin needs the PTX that emit-ptx makes; put it after emit-ptx")
         kernel = context.artifacts.get("kernel_name", "kernel")
-        user_cap = getattr(context.options, "maxnreg", None)
+        # The lowering may have fixed the registers (warp groups that move them with
+        # setmaxnreg start from a known count; it derives it from maxnreg when given).
+        user_cap = context.artifacts.get("register_cap", getattr(context.options, "maxnreg", None))
         if user_cap is not None:
             # ptxas ignores -maxrregcount for a kernel with .maxntid: the cap goes in the PTX.
             ptx = context.artifacts[PTX] = with_register_cap(ptx, user_cap)
         assembled = assemble_ptx(ptx, context.target.arch, kernel_name=kernel, options=context.options)
-        budget = self._register_budget(ptx, assembled.cubin, context.options)
+        budget = None if user_cap is not None else self._register_budget(ptx, assembled.cubin, context.options)
         if budget is not None:
             ptx = context.artifacts[PTX] = with_register_cap(ptx, budget)
             assembled = assemble_ptx(ptx, context.target.arch, kernel_name=kernel, options=context.options)

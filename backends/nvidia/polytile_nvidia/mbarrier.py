@@ -32,6 +32,10 @@ def init_ptx(count: int) -> str:
 
 WAIT_PTX = ("{ .reg .pred done; wait_phase: mbarrier.try_wait.parity.shared.b64 done, [$0], $1; "
             "@!done bra.uni wait_phase; }")
+# A warp's lanes have done their work when its first lane arrives (the arrival follows
+# a warp-wide instruction: wgmma.wait_group, a shuffle): release orders it before.
+ARRIVE_PTX = ("{ .reg .pred p; .reg .b64 state; setp.ne.b32 p, $1, 0; "
+              "@p mbarrier.arrive.release.cta.shared::cta.b64 state, [$0]; }")
 INVAL_PTX = "{ .reg .pred p; setp.ne.b32 p, $1, 0; @p mbarrier.inval.shared.b64 [$0]; }"
 
 
@@ -56,7 +60,10 @@ class NvidiaBarriers:
     def invalidate(self, builder: ir.IRBuilder, address: Any, predicate: Any) -> None:
         _void_asm(builder, INVAL_PTX, [address, builder.zext(predicate, _I32)], ["r", "r"])
 
+    def arrive(self, builder: ir.IRBuilder, address: Any, predicate: Any) -> None:
+        _void_asm(builder, ARRIVE_PTX, [address, builder.zext(predicate, _I32)], ["r", "r"])
+
 
 NVIDIA_BARRIERS = NvidiaBarriers()
 
-__all__ = ["INVAL_PTX", "NVIDIA_BARRIERS", "NvidiaBarriers", "WAIT_PTX", "init_ptx"]
+__all__ = ["ARRIVE_PTX", "INVAL_PTX", "NVIDIA_BARRIERS", "NvidiaBarriers", "WAIT_PTX", "init_ptx"]

@@ -338,6 +338,28 @@ class AsyncCopyArriveOp(Operation):
     traits = (IssuesIntoRing,)
 
 
+@define_op
+class MBarrierArriveOp(Operation):
+    """Each warp arrives once on barrier ``index`` of ``barriers`` where ``valid`` holds
+    (NVIDIA ``mbarrier.arrive`` by the warp's first lane, after the warp's earlier work):
+    a barrier that N warps release expects N arrivals per phase.  What the warp wrote
+    before is visible to a thread whose wait that phase completes."""
+
+    name = "gpu.mbarrier_arrive"
+    barriers = Operand(Barriers)
+    index = Operand(IntScalar)
+    valid = Operand(TypeConstraint("an i1 scalar", lambda x: x == t.i1))
+
+
+class RunsInWarpGroups(Trait):
+    """The op's regions run at the same time, each in its own group of the program's warps
+    (a warp-specialization plugin's op).  ``insert-barriers`` synchronizes everything
+    pending before such an op that any region touches (all warps are there), walks each
+    region on its own, and ``allocate-shared`` keeps what a region allocates for the
+    whole op: the regions' accesses are ordered by the mbarriers the op's maker puts in
+    them, not by program order."""
+
+
 # --------------------------------------------------------------------------------------
 # Asynchronous dots (async-dots)
 
@@ -389,7 +411,8 @@ class FenceAsyncSharedOp(Operation):
 # registers itself with its analysis: only its test printer writes it.)
 GPU_DIALECT = Dialect("gpu", ops=(ConvertLayoutOp, LocalAllocOp, LocalStoreOp, LocalLoadOp, BarrierOp, AsyncCopyOp,
                                   AsyncCommitGroupOp, AsyncWaitOp, LocalLoadSlotOp, MBarrierInitOp, MBarrierWaitOp,
-                                  MBarrierInvalOp, AsyncCopyArriveOp, DotWaitOp, FenceAsyncSharedOp),
+                                  MBarrierInvalOp, AsyncCopyArriveOp, DotWaitOp, FenceAsyncSharedOp,
+                                  MBarrierArriveOp),
                       types=(BufferType,),
                       doc="Layouts of distributed tiles, shared-memory buffers, and the conversions between them.")
 
@@ -398,5 +421,5 @@ if GPU_DIALECT.name not in IR_REGISTRY.dialects:  # imported on first need (see 
 
 __all__ = ["ASYNC_DOT_ATTR", "IN_PLACE_ATTR", "AsyncCommitGroupOp", "AsyncCopyArriveOp", "AsyncCopyOp", "AsyncWaitOp",
            "BarrierOp", "BufferType", "ConvertLayoutOp", "DotWaitOp", "FenceAsyncSharedOp", "GPU_DIALECT", "IssuesIntoRing", "LocalAllocOp",
-           "LocalLoadOp", "LocalLoadSlotOp", "LocalStoreOp", "MBarrierInitOp", "MBarrierInvalOp", "MBarrierWaitOp",
-           "WritesThroughAsyncProxy"]
+           "LocalLoadOp", "LocalLoadSlotOp", "LocalStoreOp", "MBarrierArriveOp", "MBarrierInitOp", "MBarrierInvalOp",
+           "MBarrierWaitOp", "RunsInWarpGroups", "WritesThroughAsyncProxy"]

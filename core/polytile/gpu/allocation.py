@@ -250,7 +250,7 @@ def buffer_alignment(size: int) -> int:
 
 def collect_pieces(function: Any, target: Any, num_warps: int, callee_bytes: dict[str, int]) -> list[Piece]:
     """Every piece of shared memory ``function`` needs, with its lifetime."""
-    from ..dialects.gpu import LocalAllocOp
+    from ..dialects.gpu import LocalAllocOp, RunsInWarpGroups
 
     numbering = _Numbering(function)
     pieces = []
@@ -258,9 +258,14 @@ def collect_pieces(function: Any, target: Any, num_warps: int, callee_bytes: dic
         if op is function:
             continue
         number = numbering.index[op]
+        # Regions that run at once (RunsInWarpGroups): what one of them uses lives as long
+        # as the whole op, so that no other region's piece shares its bytes.
+        group = next((a for a in op.ancestors() if a.has_trait(RunsInWarpGroups)), None)
+        start = numbering.index[group] if group is not None else number
+        floor = numbering.last[group] if group is not None else number
         if isinstance(op, LocalAllocOp):
             size = _align(buffer_bytes(op.result.type))
-            pieces.append(Piece(op, BUFFER_OFFSET_ATTR, size, number, _buffer_end(op, numbering, function),
+            pieces.append(Piece(op, BUFFER_OFFSET_ATTR, size, start, max(floor, _buffer_end(op, numbering, function)),
                                 alignment=buffer_alignment(size)))
             continue
         if isinstance(op, func.CallOp):
@@ -268,7 +273,7 @@ def collect_pieces(function: Any, target: Any, num_warps: int, callee_bytes: dic
         else:
             size = scratch_bytes(op, target, num_warps)
         if size:
-            pieces.append(Piece(op, SCRATCH_OFFSET_ATTR, _align(size), number, numbering.last[op]))
+            pieces.append(Piece(op, SCRATCH_OFFSET_ATTR, _align(size), start, max(floor, numbering.last[op])))
     return pieces
 
 

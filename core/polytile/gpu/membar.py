@@ -25,6 +25,9 @@ after a write, on overlapping bytes.  A barrier clears the pending set.
   barrier buffer is written by
   ``gpu.mbarrier_init`` and ``gpu.mbarrier_inval`` and read by arrivals and waits.
 - ``scf.if``: both branches start from the same pending set; after it, the union.
+- An op with the ``RunsInWarpGroups`` trait (its regions run at once in different
+  warps, ordered by mbarriers): a barrier before it where anything pending conflicts
+  with an access inside; each region walked from nothing; after it, the union.
   ``scf.for`` / ``scf.while``: the body starts from the union of what comes in and what
   the previous iteration left, iterated to a fixed point, so a barrier at the top of a
   body is placed only when the previous iteration left a conflicting access.  What comes
@@ -44,7 +47,8 @@ from typing import Any, Callable, ClassVar, Iterable
 
 from ..dialects import func, scf, tile_debug
 from ..dialects.gpu import (AsyncCopyArriveOp, AsyncCopyOp, AsyncWaitOp, BarrierOp, DotWaitOp, IssuesIntoRing, LocalAllocOp,
-                            LocalLoadOp, LocalLoadSlotOp, LocalStoreOp, MBarrierInitOp, MBarrierInvalOp, MBarrierWaitOp)
+                            LocalLoadOp, LocalLoadSlotOp, LocalStoreOp, MBarrierArriveOp, MBarrierInitOp, MBarrierInvalOp,
+                            MBarrierWaitOp, RunsInWarpGroups)
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 from ..plugins.tables import OwnedTable
 from .allocation import BUFFER_OFFSET_ATTR, SCRATCH_OFFSET_ATTR, buffer_bytes, scratch_bytes, scratch_sync
@@ -98,7 +102,7 @@ register_buffer_access(DotWaitOp)(lambda op: [(buffer, READ) for buffer in op.bu
 # A barrier's init and inval write it (one thread; every other uses it after a barrier);
 # arrivals and waits only read it here: the hardware orders them among themselves.
 register_buffer_access(MBarrierInitOp, MBarrierInvalOp)(lambda op: [(op.barriers, WRITE)])
-register_buffer_access(MBarrierWaitOp, AsyncCopyArriveOp)(lambda op: [(op.barriers, READ)])
+register_buffer_access(MBarrierWaitOp, MBarrierArriveOp, AsyncCopyArriveOp)(lambda op: [(op.barriers, READ)])
 
 
 def _copies_into_ring(op: Any) -> bool:
@@ -195,6 +199,9 @@ class _Walker:
                 pending = then_end | else_end
                 synchronized |= then_sync and else_sync
                 continue
+            if op.has_trait(RunsInWarpGroups):
+                pending, synchronized = self._warp_groups(op, pending, insert, synchronized)
+                continue
             if isinstance(op, (scf.ForOp, scf.WhileOp)) and pending and self._conflicts_inside(op, pending):
                 # What is pending from before the loop would need a barrier in its body,
                 # run every iteration: one before the loop does, once.
@@ -222,10 +229,25 @@ class _Walker:
             pending = pending | frozenset(effect.leaves)
         return pending, synchronized
 
+    def _warp_groups(self, op: Any, pending: frozenset, insert: bool, synchronized: bool) -> tuple[frozenset, bool]:
+        """An op whose regions run at once in different warps: what is pending and touched
+        inside is synchronized before it (every warp is there); each region is walked on
+        its own from nothing (its barriers are its warps' alone); after it, the union."""
+        if pending and self._conflicts_inside(op, pending):
+            if insert:
+                _insert_barrier(op)
+            pending, synchronized = frozenset(), True
+        after = pending
+        for region in op.regions:
+            for block in region.blocks:
+                end, _ = self.block(block, frozenset(), insert)
+                after = after | end
+        return after, synchronized
+
     def _conflicts_inside(self, loop: Any, pending: frozenset) -> bool:
         """Whether an access of an op anywhere in ``loop`` conflicts with ``pending``."""
         for op in loop.walk():
-            if op is loop or isinstance(op, (scf.IfOp, scf.ForOp, scf.WhileOp)):
+            if op is loop or isinstance(op, (scf.IfOp, scf.ForOp, scf.WhileOp)) or op.has_trait(RunsInWarpGroups):
                 continue
             effect = self.effect(op)
             if effect is not None and any(a.conflicts(p) for a in effect.checked for p in pending):

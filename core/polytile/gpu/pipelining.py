@@ -170,9 +170,15 @@ class _Plan:
 _WRITES_MEMORY = (tile.StoreOp, tile.AtomicRMWOp, tile.AtomicCASOp, func.CallOp)
 
 
+def writes_memory(op: Any) -> bool:
+    """Whether ``op`` or an op in its regions may write global memory (a store, an
+    atomic, a call, a plugin's op with the WritesMemory trait)."""
+    return any(isinstance(inner, _WRITES_MEMORY) or inner.has_trait(WritesMemory) for inner in op.walk())
+
+
 def _plan(loop: Any, loads: list) -> _Plan | None:
     body = loop.body.block
-    if any(isinstance(op, _WRITES_MEMORY) or op.has_trait(WritesMemory) for op in loop.walk()):
+    if writes_memory(loop):
         return None
     iv, carried_args = loop.induction_variable, list(loop.region_iter_args)
     yielded = body.last_op.operands
@@ -471,4 +477,4 @@ def _add_carried(loop: Any, inits: list) -> Any:
 
 
 __all__ = ["MIN_COPY_BYTES", "NUM_STAGES_HINT", "PipelineLoops", "read_slot_instead", "ring_slot_layout", "ring_type",
-           "transposed_operand", "transposed_slot_layout"]
+           "transposed_operand", "transposed_slot_layout", "writes_memory"]

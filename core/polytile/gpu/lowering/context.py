@@ -78,6 +78,11 @@ class LoweringContext:
         #: and the hidden parameter with the launch's base address (None without).
         self.global_scratch_plan: Any = None
         self.global_scratch_base: Any = None
+        #: Warps the launch starts (``num_warps`` plus the kernel's worker warps).
+        self.launch_warps = num_warps
+        #: Registers per thread the kernel's code assumes, where a lowering fixed them
+        #: (warp groups moving registers); None: the assembler chooses.
+        self.register_cap: int | None = None
 
     # -- values -----------------------------------------------------------------------
     def get(self, value: Any) -> Any:

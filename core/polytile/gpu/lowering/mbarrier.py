@@ -1,12 +1,13 @@
 """Barriers in shared memory (mbarriers): the lowering of ``gpu.mbarrier_init``,
-``gpu.mbarrier_wait``, ``gpu.mbarrier_inval`` and ``gpu.async_copy_arrive``.
+``gpu.mbarrier_wait``, ``gpu.mbarrier_arrive``, ``gpu.mbarrier_inval`` and
+``gpu.async_copy_arrive``.
 
 A backend supplies the instructions with a :class:`BarrierUnit` registered under its
 ``GpuTarget.backend_name`` (NVIDIA: ``mbarrier.*`` on sm_90 and later, see
 ``polytile_nvidia.mbarrier``).  ``pipeline-loops`` completes its rings on barriers only
 where :func:`barrier_unit` finds one for the target.  Barrier ``i`` of a buffer of them
 is the 8 bytes at ``8 * i``.  Initializing and invalidating are one thread's work
-(thread 0); arriving and waiting are every thread's.
+(thread 0); waiting is every thread's, ``gpu.mbarrier_arrive`` each warp's first lane's.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Protocol
 
 from llvmlite import ir
 
-from ...dialects.gpu import AsyncCopyArriveOp, MBarrierInitOp, MBarrierInvalOp, MBarrierWaitOp
+from ...dialects.gpu import AsyncCopyArriveOp, MBarrierArriveOp, MBarrierInitOp, MBarrierInvalOp, MBarrierWaitOp
 from ...plugins.tables import OwnedTable
 from .context import LoweringContext, register_lowering
 from .shared import buffer_pointer
@@ -39,6 +40,10 @@ class BarrierUnit(Protocol):
 
     def invalidate(self, builder: ir.IRBuilder, address: Any, predicate: Any) -> None:
         """End the barrier's life where ``predicate`` holds."""
+
+    def arrive(self, builder: ir.IRBuilder, address: Any, predicate: Any) -> None:
+        """Arrive once (release: this thread's earlier writes are seen by the waiters whose
+        phase it completes) where the i1 ``predicate`` holds."""
 
 
 #: ``GpuTarget.backend_name`` -> its barrier unit (owned: a plugin's leaves with it).
@@ -91,6 +96,14 @@ def _init(op: Any, operands: list, ctx: LoweringContext) -> list:
 @register_lowering(MBarrierWaitOp)
 def _wait(op: Any, operands: list, ctx: LoweringContext) -> list:
     _unit(ctx, op).wait(ctx.builder, barrier_address(ctx, op, op.barriers, operands[1]), operands[2])
+    return []
+
+
+@register_lowering(MBarrierArriveOp)
+def _arrive(op: Any, operands: list, ctx: LoweringContext) -> list:
+    b = ctx.builder
+    first_lane = b.icmp_unsigned("==", ctx.lane_id, ctx.i32(0))
+    _unit(ctx, op).arrive(b, barrier_address(ctx, op, op.barriers, operands[1]), b.and_(first_lane, operands[2]))
     return []
 
 

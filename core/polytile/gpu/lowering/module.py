@@ -20,7 +20,7 @@ from ..allocation import SHARED_BYTES_ATTR
 from ..global_scratch import PARAMETER_NAME as GLOBAL_SCRATCH_PARAMETER
 from ..global_scratch import GlobalScratchPlan, plan_global_scratch
 from .context import LOWERINGS, LoweringContext, op_error
-from .target import NUM_WARPS_ATTR, GpuTarget, gpu_target_of, num_warps_of, warp_index
+from .target import NUM_WARPS_ATTR, WORKER_WARPS_ATTR, GpuTarget, gpu_target_of, num_warps_of, warp_index
 from .types import UnsupportedType, llvm_type
 
 #: Artifact keys the GPU stages leave in ``PassContext.artifacts``.
@@ -28,6 +28,12 @@ LLVM_MODULE = "llvm_module"
 LLVM_IR = "llvm_ir"
 KERNEL_NAME = "kernel_name"
 NUM_WARPS = "num_warps"
+#: Artifact: the warps a launch starts (``num_warps`` plus the kernel's worker warps).
+LAUNCH_WARPS = "launch_warps"
+#: Artifact: the registers per thread the kernel's code is built for, where its lowering
+#: fixed them (warp groups that move registers with ``set_max_registers``); the
+#: backend's assembler caps the kernel there.  Absent: the assembler chooses.
+REGISTER_CAP = "register_cap"
 #: Bytes of dynamic shared memory the kernel needs (from the memory stage; 0 without it).
 SHARED_BYTES = "shared_bytes"
 
@@ -43,9 +49,11 @@ def lower_op(op: Any, ctx: LoweringContext) -> None:
 
 
 def lower_module(module: Any, target: GpuTarget, analyses: Any = None, num_warps: int = 4,
-                 global_scratch: dict[str, GlobalScratchPlan] | None = None) -> ir.Module:
+                 global_scratch: dict[str, GlobalScratchPlan] | None = None,
+                 launch: dict[str, dict] | None = None) -> ir.Module:
     """The LLVM module of every kernel in ``module`` (whose tiles have layouts).
-    ``global_scratch``: filled with each kernel's global scratch plan, by name."""
+    ``global_scratch``: filled with each kernel's global scratch plan, by name;
+    ``launch``: with what its launch needs (:data:`LAUNCH_WARPS`, :data:`REGISTER_CAP`)."""
     llvm_module = ir.Module(name="polytile")
     llvm_module.triple = target.triple
     llvm_module.data_layout = target.data_layout
@@ -53,15 +61,20 @@ def lower_module(module: Any, target: GpuTarget, analyses: Any = None, num_warps
     for function in [op for op in module.walk() if op.name == "func.func"]:
         if not function.attributes.get("kernel"):
             continue  # a noinline callee: its calls fail to lower, naming the call
-        plan = _lower_kernel(function, llvm_module, target, axis_info,
-                             function.attributes.get(NUM_WARPS_ATTR, num_warps))
+        plan, ctx = _lower_kernel(function, llvm_module, target, axis_info,
+                                  function.attributes.get(NUM_WARPS_ATTR, num_warps))
         if global_scratch is not None:
             global_scratch[function.attributes["sym_name"]] = plan
+        if launch is not None:
+            facts = {LAUNCH_WARPS: ctx.launch_warps}
+            if ctx.register_cap is not None:
+                facts[REGISTER_CAP] = ctx.register_cap
+            launch[function.attributes["sym_name"]] = facts
     return llvm_module
 
 
 def _lower_kernel(function: Any, llvm_module: ir.Module, target: GpuTarget, axis_info: Any,
-                  num_warps: int) -> GlobalScratchPlan:
+                  num_warps: int) -> tuple[GlobalScratchPlan, LoweringContext]:
     name = function.attributes["sym_name"]
     parameters = []
     by_value: dict[int, tuple[int, int]] = {}
@@ -87,7 +100,8 @@ def _lower_kernel(function: Any, llvm_module: ir.Module, target: GpuTarget, axis
         parameters.append(llvm_type(t.PointerType(t.i8)))
     fn = ir.Function(llvm_module, ir.FunctionType(ir.VoidType(), parameters), name)
     fn.calling_convention = target.kernel_calling_convention
-    target.annotate_kernel(fn, num_warps * target.warp_size)
+    launch_warps = num_warps + int(function.attributes.get(WORKER_WARPS_ATTR, 0))
+    target.annotate_kernel(fn, launch_warps * target.warp_size)
     for index, (_, alignment) in by_value.items():
         # The bytes themselves are the parameter: a byval pointer, read in place.
         fn.args[index].add_attribute("byval")
@@ -95,6 +109,7 @@ def _lower_kernel(function: Any, llvm_module: ir.Module, target: GpuTarget, axis
         target.by_value_parameter(fn, index)
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
     ctx = LoweringContext(llvm_module, fn, builder, target, name, num_warps, axis_info)
+    ctx.launch_warps = launch_warps
     for arg, param in zip(function.arguments, fn.args):
         param.name = arg.name_hint or ""
         ctx.set(arg, param)
@@ -110,7 +125,7 @@ def _lower_kernel(function: Any, llvm_module: ir.Module, target: GpuTarget, axis
         lower_op(op, ctx)
     if not builder.block.is_terminated:
         builder.ret_void()
-    return scratch
+    return scratch, ctx
 
 
 @dataclass
@@ -123,7 +138,8 @@ class LowerToLLVM(Pass):
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
         target = gpu_target_of(context)
         scratch: dict[str, GlobalScratchPlan] = {}
-        llvm_module = lower_module(module, target, context.analyses, num_warps_of(context), scratch)
+        launch: dict[str, dict] = {}
+        llvm_module = lower_module(module, target, context.analyses, num_warps_of(context), scratch, launch)
         text = str(llvm_module)
         _verify(text)
         kernels = [f.name for f in llvm_module.functions if not f.is_declaration]
@@ -136,6 +152,9 @@ class LowerToLLVM(Pass):
             context.artifacts[SHARED_BYTES] = int(kernel.attributes.get(SHARED_BYTES_ATTR, 0))
             context.artifacts.update(scratch[kernels[0]].metadata())
         context.artifacts[NUM_WARPS] = num_warps_of(context)
+        if kernels:  # the launch's warps only where they differ from num_warps
+            context.artifacts.update({key: value for key, value in launch[kernels[0]].items()
+                                      if key != LAUNCH_WARPS or value != context.artifacts[NUM_WARPS]})
         return PreservedAnalyses.all()
 
 

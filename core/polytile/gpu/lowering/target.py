@@ -24,6 +24,10 @@ from ..linear_layout import log2
 
 #: Function attributes assign-layouts sets and the lowering reads: the program's shape.
 NUM_WARPS_ATTR = "gpu.num_warps"
+#: Function attribute: warps a kernel launches beyond its ``num_warps`` (0 when absent), for
+#: the work a plugin's op gives them (warp specialization's producer warps).  The launch's
+#: block is ``num_warps + worker_warps`` warps; the kernel's own layouts use ``num_warps``.
+WORKER_WARPS_ATTR = "gpu.worker_warps"
 WARP_SIZE_ATTR = "gpu.warp_size"
 
 #: ``emit(ctx, operands, llvm_type) -> value`` for one element.
@@ -119,6 +123,19 @@ class GpuTarget:
     #: qualifiers (:class:`polytile.gpu.lowering.memory.Qualifiers`).  None: LLVM
     #: loads and stores, with the cache hints left out and volatile refused.
     memory_access: Callable[..., Any] | None = None
+    #: ``named_barrier(builder, index, threads)``: synchronize ``threads`` threads (whole
+    #: warps) of the program on hardware barrier ``index`` (NVIDIA ``bar.sync index,
+    #: threads``), the barrier of one group of warps where a kernel's warps do different
+    #: work (a warp-specialization plugin's op).  None: only the whole program's barrier.
+    named_barrier: Callable[[Any, int, int], None] | None = None
+    #: ``set_max_registers(builder, count, increase)``: make ``count`` the registers of
+    #: each thread of the executing warp group (all of its warps execute it), growing them
+    #: (``increase``) from the program's pool or giving them back to it (NVIDIA sm_90a
+    #: ``setmaxnreg.inc`` / ``.dec``).  None: the target cannot move registers.
+    set_max_registers: Callable[[Any, int, bool], None] | None = None
+    #: Registers one program may hold in all, across its threads (NVIDIA: the 65536 of a
+    #: multiprocessor's file); None: unknown.
+    registers_per_program: int | None = None
     #: Backend options its matrix unit reads (AMD: ``{"nonkdim": 16}``), passed to
     #: ``MatrixUnit.select`` as keywords; empty: none are passed.
     matrix_options: Mapping[str, Any] = field(default_factory=dict)

@@ -1,0 +1,81 @@
+"""The LLVM lowering of ``ws.warp_specialize`` (every GPU backend whose target has named
+barriers and ``set_max_registers``: NVIDIA sm_90a).
+
+The kernel launches ``num_warps + producer_warps`` warps.  At the op, the warps past the
+kernel's ``num_warps`` take the producer branch: they give registers back, all but the
+first of them end, and the first runs the producer region as a program of one warp (its
+thread and warp indices counted from its first thread; its barriers its own) and ends.
+The kernel's warps take more registers and run the consumer region and the rest of the
+kernel, whose barriers now synchronize only them (``bar.sync 1, num_warps * 32``):
+the producer's warps never arrive at the whole program's barrier again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from polytile.gpu.lowering.context import LoweringContext, register_lowering
+
+from .ops import WarpSpecializeOp
+
+#: Hardware barriers: 0 is the whole program's; the consumers' and the producer's own.
+CONSUMER_BARRIER, PRODUCER_BARRIER = 1, 2
+
+
+@register_lowering(WarpSpecializeOp)
+def _warp_specialize(op: Any, operands: list, ctx: LoweringContext) -> list:
+    target = ctx.target
+    if target.named_barrier is None or target.set_max_registers is None:
+        raise ctx.unsupported(op, f"'{op.name}' (warp groups with barriers and registers of their own on "
+                                  f"{target.arch})")
+    b = ctx.builder
+    consumers = ctx.num_warps
+    is_producer = b.icmp_unsigned(">=", ctx.warp_id, ctx.i32(consumers))
+    producer_block = b.append_basic_block("ws.producer")
+    consumer_block = b.append_basic_block("ws.consumer")
+    b.cbranch(is_producer, producer_block, consumer_block)
+    ctx.register_cap = op.kernel_registers
+
+    # The producer: registers back (every warp of the group), then its first warp alone.
+    b.position_at_end(producer_block)
+    target.set_max_registers(b, op.producer_registers, False)
+    producer_warp = b.sub(ctx.warp_id, ctx.i32(consumers))
+    work_block = b.append_basic_block("ws.producer.work")
+    done_block = b.append_basic_block("ws.producer.done")
+    b.cbranch(b.icmp_unsigned("==", producer_warp, ctx.i32(0)), work_block, done_block)
+    b.position_at_end(done_block)
+    b.ret_void()
+    b.position_at_end(work_block)
+    saved = (ctx.thread_id, ctx.warp_id, ctx.num_warps, ctx.target)
+    ctx.thread_id = b.sub(ctx.thread_id, ctx.i32(consumers * ctx.warp_size))
+    ctx.warp_id = producer_warp
+    ctx.num_warps = 1
+    ctx.target = dataclasses.replace(target, barrier=lambda builder: target.named_barrier(
+        builder, PRODUCER_BARRIER, ctx.warp_size))
+    _lower_body(op.producer.block, ctx)
+    b.ret_void()
+    ctx.thread_id, ctx.warp_id, ctx.num_warps, ctx.target = saved
+
+    # The consumers, and everything after the op: their barriers are theirs alone.
+    b.position_at_end(consumer_block)
+    target.set_max_registers(b, op.consumer_registers, True)
+    threads = consumers * ctx.warp_size
+    ctx.target = dataclasses.replace(target, barrier=lambda builder: target.named_barrier(
+        builder, CONSUMER_BARRIER, threads))
+    return [ctx.get(v) for v in _lower_body(op.consumer.block, ctx).operands]
+
+
+def _lower_body(block: Any, ctx: LoweringContext) -> Any:
+    """Lower the ops of ``block`` before its ``ws.yield``; return the yield."""
+    from polytile.gpu.lowering.module import lower_op
+
+    terminator = block.last_op
+    for inner in block:
+        if inner is terminator:
+            break
+        lower_op(inner, ctx)
+    return terminator
+
+
+__all__ = ["CONSUMER_BARRIER", "PRODUCER_BARRIER"]

@@ -1,0 +1,335 @@
+"""``warp-specialize``: split a pipelined loop into a producer warp group and the consumers.
+
+``pipeline-loops`` (and ``async-dots``) leave a loop with ``pl.range(...,
+warp_specialize=True)`` in this shape, on a target with mbarriers::
+
+    ring = gpu.local_alloc; full = gpu.local_alloc; gpu.mbarrier_init full
+    <fills of iterations 0 .. S-2>                      (the prologue)
+    scf.for %k ... (%acc, %read_slot, %write_slot, %phase) {
+      gpu.mbarrier_wait full, %read_slot, %phase        (this iteration's slot is in)
+      ... reads of slot %read_slot, the dots, gpu.dot_wait ...
+      <fill of iteration k + S-1 into slot %write_slot>  (the slot the last iteration read)
+      ...
+    }
+    gpu.mbarrier_wait full, ...                          (the fills past the last iteration)
+    gpu.mbarrier_inval full
+
+where a *fill* is the ops with the ``IssuesIntoRing`` trait and the arithmetic they need.
+This pass rewrites it into a ``ws.warp_specialize`` op (the kernel's ``gpu.worker_warps``
+more warps run its producer region):
+
+- the **producer** runs the same iteration space and issues every fill itself, fill
+  ``i`` into slot ``i % S`` after waiting on ``empty[i % S]`` for the consumers to have
+  released the slot's previous tile (a fresh barrier counts as released: the wait is for
+  the phase of the other parity);
+- the **consumers** (the kernel's own warps) run the loop without its fills; where the
+  fill was, each warp arrives on ``empty[%write_slot]`` (the slot the previous
+  iteration's dots read, which the wait before it retired), from the second iteration
+  on; the prologue fills and the drain's waits go (the producer issues exactly the fills
+  the loop reads), and what follows the loop is the consumers' alone.
+
+Only fills of scalars are moved (one thread issues them: polytile-tma's bulk tensor
+copies), and only from a loop at the kernel's top level.  Everything else the pass
+leaves alone, saying why in the compile metadata (``warp_specialize``: one entry per
+hinted loop, see :mod:`.report`).  Every choice depends on the IR alone (program order),
+so the same kernel gives the same code in every process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from polytile.dialects import arith, scf
+from polytile.dialects.gpu import (IssuesIntoRing, LocalAllocOp, MBarrierArriveOp, MBarrierInitOp, MBarrierInvalOp,
+                                   MBarrierWaitOp)
+from polytile.errors import ConfigError
+from polytile.ir import types as t
+from polytile.ir.builder import Builder
+from polytile.ir.opdef import Pure
+from polytile.passes.pass_base import Pass, PassContext, PreservedAnalyses
+from polytile.passes.rewrite import constant_value
+from polytile.warp_specialize import HINT
+
+from .registers import RegisterPlan, plan_registers
+from .report import record_outcome
+
+#: Warps of the producer: one warp group (setmaxnreg moves a whole warp group's registers).
+PRODUCER_WARPS = 4
+
+
+@dataclass
+class WarpSpecializeLoops(Pass):
+    """Split each kernel's first pipelined loop with the ``warp_specialize`` hint into a
+    producer warp group and the consumer warps (see the module docstring)."""
+
+    name: ClassVar[str] = "warp-specialize"
+    summary: ClassVar[str] = "warp specialization: a producer warp group issues a loop's ring copies"
+
+    #: Registers per thread the producer keeps; 0: the setting ``warpspec_producer_registers``.
+    producer_registers: int = field(default=0, metadata={"doc": "registers per producer thread (0: the setting)"})
+    #: Registers per thread the consumers get; 0: the setting ``warpspec_consumer_registers``
+    #: (0 there too: as many as the register file leaves).
+    consumer_registers: int = field(default=0, metadata={"doc": "registers per consumer thread (0: the setting, "
+                                                                "then what the register file leaves)"})
+
+    def __post_init__(self) -> None:
+        for name in ("producer_registers", "consumer_registers"):
+            value = getattr(self, name)
+            if value and (not 24 <= value <= 256 or value % 8):
+                raise ConfigError(f"warp-specialize: {name} = {value}; registers per thread of a warp group are a "
+                                  "multiple of 8 from 24 to 256 (0: the setting)")
+
+    def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
+        from polytile.gpu.lowering.target import gpu_target_of, num_warps_of
+
+        from .report import unsupported_reason
+
+        target = gpu_target_of(context)
+        num_warps = num_warps_of(context)
+        missing = unsupported_reason(target)
+        changed = False
+        for function in [op for op in module.walk() if op.name == "func.func" and op.attributes.get("kernel")]:
+            split = False
+            for loop in [op for op in function.walk() if isinstance(op, scf.ForOp) and op.attributes.get(HINT)]:
+                if missing is not None:
+                    why = missing
+                elif split:
+                    why = "another loop of this kernel is split already: one loop per kernel is specialised"
+                else:
+                    plan = plan_registers(target, num_warps, PRODUCER_WARPS, self.producer_registers,
+                                          self.consumer_registers, getattr(context.options, "maxnreg", None))
+                    why = plan if isinstance(plan, str) else split_loop(function, loop, num_warps, plan)
+                record_outcome(context.artifacts, loop, why)
+                if why is None:
+                    split = changed = True
+                    context.count("warp-specialize.loops")
+        return PreservedAnalyses.none() if changed else PreservedAnalyses.all()
+
+
+# --------------------------------------------------------------------------------------
+# What the loop must look like
+
+
+@dataclass
+class _Loop:
+    """A loop this pass can split, and the pieces it moves."""
+
+    loop: Any
+    full: Any                 # the ring's full barriers
+    fills: list               # the body's ops with IssuesIntoRing, in order
+    slice: list               # the body's ops the fills need, in order
+    write_slot: Any           # the carried slot the fills write
+
+
+def _examine(function: Any, loop: Any) -> "_Loop | str":
+    """The pieces of ``loop``, or why it cannot be split (the IR is unchanged)."""
+    if loop.parent_op is not function:
+        return "the loop is inside another loop or a branch; only a loop at the kernel's top level is split"
+    body = loop.body.block
+    wait = body.first_op
+    fills = [op for op in body if op.has_trait(IssuesIntoRing)]
+    if not isinstance(wait, MBarrierWaitOp) or not fills:
+        return ("the loop was not pipelined into rings completed by mbarriers (num_stages < 2, or none of its loads "
+                "feeds a dot through a copy the pipeline can make)")
+    full = wait.barriers
+    for op in fills:
+        if any(isinstance(v.type, t.TileType) for v in op.operands):
+            return ("its loads are per-thread cp.async copies of pointer tiles; the producer issues bulk copies "
+                    "(polytile-tma's tensor descriptors: desc.load) only, for now")
+        if getattr(op, "barriers", full) is not full:
+            return "its copies complete on barriers of another ring"
+    carried = list(loop.region_iter_args)
+    needed, slice_ops, used = _slice(body, fills)
+    if any(not op.has_trait(Pure) for op in slice_ops):
+        names = sorted({op.name for op in slice_ops if not op.has_trait(Pure)})
+        return f"the copies' addresses need {', '.join(names)}, which the producer cannot run on its own"
+    slots = [v for v in carried if v in used]
+    if len(slots) != 1:
+        return ("the copies' addresses depend on values the loop carries (besides its index); the producer computes "
+                "them from the index alone")
+    write_slot = slots[0]
+    stages = full.type.shape[0]
+    init = loop.init_args[carried.index(write_slot)]
+    if constant_value(init) != stages - 1:
+        return "the loop's ring is not filled the number of slots minus one iterations ahead"
+    return _Loop(loop, full, fills, slice_ops, write_slot)
+
+
+def _slice(body: Any, fills: list) -> tuple[set, list, set]:
+    """The values the fills need from the body: (ops' results, the ops in body order,
+    the block arguments read)."""
+    needed_ops: set = set()
+    arguments: set = set()
+    stack = [v for op in fills for v in op.operands]
+    while stack:
+        value = stack.pop()
+        owner = value.defining_op
+        if owner is None:
+            if getattr(value, "owner_block", None) is body or value in body.arguments:
+                arguments.add(value)
+            continue
+        if owner.parent is not body or owner in needed_ops or owner in fills:
+            continue
+        needed_ops.add(owner)
+        stack.extend(owner.operands)
+    ordered = [op for op in body if op in needed_ops]
+    return needed_ops, ordered, arguments
+
+
+# --------------------------------------------------------------------------------------
+# The rewrite
+
+
+def split_loop(function: Any, loop: Any, num_warps: int, registers: RegisterPlan) -> str | None:
+    """Split ``loop`` (see the module docstring); None when done, else why not (then the
+    IR is unchanged)."""
+    from polytile.gpu.lowering.target import WORKER_WARPS_ATTR
+
+    from .ops import WarpSpecializeOp, YieldOp
+
+    found = _examine(function, loop)
+    if isinstance(found, str):
+        return found
+    block = loop.parent
+    prefix = _prefix(block, loop)
+    moved = _moved_to_consumers(prefix, found)
+    if isinstance(moved, str):
+        return moved
+    full = found.full
+    init = next((op for op in prefix if isinstance(op, MBarrierInitOp) and op.barriers is full), None)
+    if not isinstance(full.defining_op, LocalAllocOp) or init is None:
+        return "the ring's barriers are not made next to the loop"
+
+    # The empty barriers: every consumer warp releases a slot once per use.
+    at = Builder.after(init, init.location)
+    empty = at.insert(full.defining_op.clone()).result
+    at.create(MBarrierInitOp, empty, count=num_warps)
+
+    ws = WarpSpecializeOp.create([r.type for r in loop.results], producer_warps=registers.producer_warps,
+                                 producer_registers=registers.producer, consumer_registers=registers.consumer,
+                                 kernel_registers=registers.kernel, location=loop.location)
+    block.insert_before(ws, loop)
+    for old, new in zip(loop.results, ws.results):
+        old.replace_all_uses_with(new)
+
+    _build_producer(ws.producer.block, found, empty, loop.location)
+    Builder.at_end(ws.producer.block, loop.location).create(YieldOp)
+
+    consumer = ws.consumer.block
+    for op in moved:
+        op.detach()
+        consumer.append(op)
+    _release_instead_of_fills(found, empty)
+    loop.detach()
+    consumer.append(loop)
+    Builder.at_end(consumer, loop.location).create(YieldOp, list(loop.results))
+
+    # The producer issues every fill the loop reads and no other: the prologue's fills
+    # and the drain's waits for the fills past the end go.
+    for op in reversed(prefix):
+        if op.has_trait(IssuesIntoRing) and getattr(op, "barriers", None) is full:
+            op.erase()
+    after = ws.next_op
+    inval = None
+    while after is not None:
+        following = after.next_op
+        if isinstance(after, MBarrierWaitOp) and after.barriers is full:
+            after.erase()
+        elif isinstance(after, MBarrierInvalOp) and after.barriers is full:
+            inval = after
+        after = following
+    ending = Builder.after(inval, inval.location) if inval is not None else Builder.after(ws, loop.location)
+    ending.create(MBarrierInvalOp, empty)
+    function.set_attr(WORKER_WARPS_ATTR, registers.producer_warps)
+    return None
+
+
+def _prefix(block: Any, loop: Any) -> list:
+    ops = []
+    for op in block:
+        if op is loop:
+            break
+        ops.append(op)
+    return ops
+
+
+def _touches_tiles(op: Any) -> bool:
+    return any(isinstance(v.type, t.TileType) for inner in op.walk() for v in (*inner.operands, *inner.results))
+
+
+def _moved_to_consumers(prefix: list, found: _Loop) -> "list | str":
+    """The ops before the loop that work on tiles (made for the consumers' warps, which
+    the producer's are not): they move into the consumer region.  The producer needs
+    none of them, and none may write memory (the producer's copies would overtake it)."""
+    from polytile.gpu.pipelining import writes_memory
+
+    producer_needs: set = set()
+    stack = [v for op in (*found.fills, *found.slice) for v in op.operands]
+    while stack:
+        value = stack.pop()
+        owner = value.defining_op
+        if owner is None or owner in producer_needs or owner.parent is not found.loop.parent:
+            continue
+        producer_needs.add(owner)
+        stack.extend(owner.operands)
+    moved = []
+    for op in prefix:
+        if not _touches_tiles(op) or op.has_trait(IssuesIntoRing):
+            continue
+        if op in producer_needs:
+            return f"the copies' addresses come from tiles ('{op.name}'); the producer computes them from scalars"
+        if writes_memory(op):
+            return (f"the kernel writes memory before the loop ('{op.name}'); the producer's copies could overtake "
+                    "that write")
+        moved.append(op)
+    return moved
+
+
+def _build_producer(block: Any, found: _Loop, empty: Any, location: Any) -> None:
+    """The producer's loop: for each iteration of ``found.loop``, wait until its slot is
+    free, then issue its fill (the body's fill, as issued S - 1 iterations earlier)."""
+    loop = found.loop
+    b = Builder.at_end(block, location)
+    i32 = t.i32
+    zero = arith.materialize_constant(b, 0, i32).result
+    one = arith.materialize_constant(b, 1, i32).result
+    stages = arith.materialize_constant(b, found.full.type.shape[0], i32).result
+    iv_type = loop.induction_variable.type
+    ahead_count = arith.materialize_constant(b, found.full.type.shape[0] - 1, iv_type).result
+    ahead = b.create(arith.BINARY_OPS["muli"], loop.step, ahead_count).result
+    producer = b.insert(scf.ForOp.create(loop.lower, loop.upper, loop.step, [zero, zero], location=location,
+                                         iv_name="fill"))
+    i = producer.induction_variable
+    slot, phase = producer.region_iter_args
+    inner = Builder.at_end(producer.body.block, location)
+    free_phase = inner.create(arith.BINARY_OPS["xori"], phase, one).result
+    inner.create(MBarrierWaitOp, empty, slot, free_phase)
+    # The body issues iteration k + (S - 1)'s fill: iteration i's is the body's at i - (S - 1).
+    k = inner.create(arith.BINARY_OPS["subi"], i, ahead).result
+    mapping = {loop.induction_variable: k, found.write_slot: slot}
+    fills = set(found.fills)
+    for op in loop.body.block:
+        if op in fills or op in found.slice:
+            inner.insert(op.clone(mapping))
+    bumped = inner.create(arith.BINARY_OPS["addi"], slot, one).result
+    wraps = inner.create(arith.CmpIOp, bumped, stages, predicate="eq").result
+    next_slot = inner.create(arith.SelectOp, wraps, zero, bumped).result
+    flipped = inner.create(arith.BINARY_OPS["xori"], phase, one).result
+    next_phase = inner.create(arith.SelectOp, wraps, flipped, phase).result
+    inner.create(scf.YieldOp, [next_slot, next_phase])
+
+
+def _release_instead_of_fills(found: _Loop, empty: Any) -> None:
+    """Where the body issued its fill, each consumer warp releases the slot instead (from
+    the second iteration: the first has released nothing yet)."""
+    loop = found.loop
+    first = found.fills[0]
+    at = Builder.before(first, first.location)
+    later = at.create(arith.CmpIOp, loop.induction_variable, loop.lower, predicate="ne").result
+    at.create(MBarrierArriveOp, empty, found.write_slot, later)
+    for op in reversed(found.fills):
+        op.erase()
+
+
+__all__ = ["PRODUCER_WARPS", "WarpSpecializeLoops", "split_loop"]

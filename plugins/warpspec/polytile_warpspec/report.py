@@ -1,0 +1,90 @@
+"""What the compile metadata says about each ``pl.range(..., warp_specialize=True)`` loop.
+
+``warp_specialize`` (a compile artifact, so a metadata key): one entry per hinted loop in
+source order, ``{"loop": "file:line:col", "specialised": bool}`` plus ``"why"`` when it
+was not.  ``note-warp-specialize`` makes the entries early in every pipeline (the
+interpreter's too), saying why a target cannot split loops; ``warp-specialize`` fills in
+what it did with each loop it meets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from polytile.passes.pass_base import Pass, PassContext, PreservedAnalyses
+from polytile.warp_specialize import HINT, WARP_SPECIALIZE
+
+#: What an entry says until ``warp-specialize`` reaches its loop.
+NOT_REACHED = "the loop was unrolled or removed before warp specialization"
+
+
+def unsupported_reason(target: Any) -> str | None:
+    """Why ``target`` (a ``GpuTarget``, or None for a target without one) cannot run
+    specialised warps, or None."""
+    from polytile.gpu.lowering.mbarrier import barrier_unit
+
+    if target is None:
+        return "the target runs no warps of its own (warp specialization is for NVIDIA sm_90a)"
+    missing = [what for what, present in (("barriers of a group of warps", target.named_barrier is not None),
+                                          ("setmaxnreg", target.set_max_registers is not None),
+                                          ("mbarriers", barrier_unit(target) is not None)) if not present]
+    if missing:
+        return (f"{target.backend_name} {target.arch} has no {', no '.join(missing)}; warp specialization needs them "
+                "(NVIDIA sm_90a)")
+    return None
+
+
+def _location(loop: Any) -> str:
+    return str(loop.location) if loop.location is not None else "?"
+
+
+def record_outcome(artifacts: dict, loop: Any, why: str | None) -> None:
+    """Say what became of ``loop``: the first entry for its location still waiting is it."""
+    entries = artifacts.setdefault(WARP_SPECIALIZE, [])
+    where = _location(loop)
+    outcome = {"loop": where, "specialised": why is None, **({"why": why} if why is not None else {})}
+    for index, entry in enumerate(entries):
+        if entry.get("loop") == where and entry.get("why") == NOT_REACHED:
+            entries[index] = outcome
+            return
+    entries.append(outcome)
+
+
+@dataclass
+class NoteWarpSpecialize(Pass):
+    """Record an entry for every loop with the ``warp_specialize`` hint (see the module
+    docstring); the IR is unchanged."""
+
+    name: ClassVar[str] = "note-warp-specialize"
+    summary: ClassVar[str] = "record the loops that ask for warp specialization (compile metadata)"
+
+    def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
+        loops = [op for op in module.walk() if op.name == "scf.for" and op.attributes.get(HINT)]
+        if loops:
+            why = NOT_REACHED if _gpu_capable(context) else _target_reason(context)
+            context.artifacts[WARP_SPECIALIZE] = [{"loop": _location(op), "specialised": False, "why": why}
+                                                  for op in loops]
+        return PreservedAnalyses.all()
+
+
+def _gpu_target(context: Any) -> Any:
+    try:
+        from polytile.gpu.lowering.target import gpu_target_of
+
+        return gpu_target_of(context)
+    except Exception:  # noqa: BLE001 - a target without the GPU lowering (the interpreter)
+        return None
+
+
+def _gpu_capable(context: Any) -> bool:
+    return unsupported_reason(_gpu_target(context)) is None
+
+
+def _target_reason(context: Any) -> str:
+    target = getattr(context, "target", None)
+    why = unsupported_reason(_gpu_target(context))
+    return f"{why}" if target is None else f"{why} (target {target})"
+
+
+__all__ = ["NOT_REACHED", "NoteWarpSpecialize", "record_outcome", "unsupported_reason"]

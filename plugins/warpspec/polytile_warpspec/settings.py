@@ -1,0 +1,23 @@
+"""The settings of polytile-warpspec (declared through ``polytile_register_settings``)."""
+
+from polytile.config import INT, InvalidValue, Setting
+
+
+def _registers(value: int) -> None:
+    if value and (not 24 <= value <= 256 or value % 8):
+        raise InvalidValue(f"{value} is not allowed; a warp group's registers per thread are a multiple of 8 from 24 "
+                           "to 256 (0: the default)")
+
+
+SETTINGS = (
+    Setting(
+        "warpspec_producer_registers", INT, 40, ("POLYTILE_WARPSPEC_PRODUCER_REGISTERS",), validator=_registers,
+        doc="Registers per thread the producer warp group of a warp-specialized loop keeps (setmaxnreg.dec); it "
+        "only issues copies, so it gives the rest to the consumers. A multiple of 8 from 24 to 256.",
+    ),
+    Setting(
+        "warpspec_consumer_registers", INT, 0, ("POLYTILE_WARPSPEC_CONSUMER_REGISTERS",), validator=_registers,
+        doc="Registers per thread the consumer warps of a warp-specialized loop take (setmaxnreg.inc); 0: as many as "
+        "the register file leaves beside the producer's, at most 240. A multiple of 8 from 24 to 256.",
+    ),
+)

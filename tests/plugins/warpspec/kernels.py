@@ -1,0 +1,66 @@
+"""Kernels the warp-specialization tests compile and run: Triton's tutorial-09 descriptor
+matmul with ``pl.range(..., warp_specialize=WS)``, with host descriptors and with
+descriptors made in the kernel, and the pointer version (cp.async copies)."""
+
+from __future__ import annotations
+
+import polytile.language as pl
+from polytile.runtime import jit
+
+
+@jit
+def matmul_descriptors(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr,
+                       BLOCK_K: pl.constexpr, GROUP_M: pl.constexpr, WS: pl.constexpr):
+    pid = pl.program_id(axis=0)
+    num_pid_m = pl.cdiv(M, BLOCK_M)
+    num_pid_n = pl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (pid % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    offs_am = pid_m * BLOCK_M
+    offs_bn = pid_n * BLOCK_N
+    accumulator = pl.zeros((BLOCK_M, BLOCK_N), dtype=pl.float32)
+    for k in pl.range(pl.cdiv(K, BLOCK_K), warp_specialize=WS):
+        offs_k = k * BLOCK_K
+        a = a_desc.load([offs_am, offs_k])
+        b = b_desc.load([offs_bn, offs_k])
+        accumulator = pl.dot(a, b.T, accumulator)
+    c_desc.store([offs_am, offs_bn], accumulator.to(c_desc.dtype))
+
+
+@jit
+def matmul_device_descriptors(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr,
+                              BLOCK_K: pl.constexpr, WS: pl.constexpr):
+    a_desc = pl.make_tensor_descriptor(a_ptr, [M, K], [K, 1], [BLOCK_M, BLOCK_K])
+    b_desc = pl.make_tensor_descriptor(b_ptr, [N, K], [K, 1], [BLOCK_N, BLOCK_K])
+    c_desc = pl.make_tensor_descriptor(c_ptr, [M, N], [N, 1], [BLOCK_M, BLOCK_N])
+    offs_am = pl.program_id(axis=0) * BLOCK_M
+    offs_bn = pl.program_id(axis=1) * BLOCK_N
+    accumulator = pl.zeros((BLOCK_M, BLOCK_N), dtype=pl.float32)
+    for k in pl.range(pl.cdiv(K, BLOCK_K), warp_specialize=WS):
+        a = a_desc.load([offs_am, k * BLOCK_K])
+        b = b_desc.load([offs_bn, k * BLOCK_K])
+        accumulator = pl.dot(a, b.T, accumulator)
+    c_desc.store([offs_am, offs_bn], accumulator.to(c_desc.dtype))
+
+
+@jit
+def matmul_pointers(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, BLOCK_M: pl.constexpr,
+                    BLOCK_N: pl.constexpr, BLOCK_K: pl.constexpr, WS: pl.constexpr):
+    offs_m = pl.program_id(axis=0) * BLOCK_M + pl.arange(0, BLOCK_M)
+    offs_n = pl.program_id(axis=1) * BLOCK_N + pl.arange(0, BLOCK_N)
+    offs_k = pl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :]
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :]
+    accumulator = pl.zeros((BLOCK_M, BLOCK_N), dtype=pl.float32)
+    for k in pl.range(0, pl.cdiv(K, BLOCK_K), warp_specialize=WS):
+        a = pl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < K - k * BLOCK_K), other=0.0)
+        b = pl.load(b_ptrs, mask=(offs_k[:, None] < K - k * BLOCK_K) & (offs_n[None, :] < N), other=0.0)
+        accumulator = pl.dot(a, b, accumulator)
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K * stride_bk
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :]
+    pl.store(c_ptrs, accumulator.to(pl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
