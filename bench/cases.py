@@ -381,6 +381,20 @@ def _launch_attention(causal: bool) -> Callable[[Any, Problem], None]:
     return launch
 
 
+def _launch_attention_descriptor(causal: bool, warp_specialize: bool = False) -> Callable[[Any, Problem], None]:
+    def launch(lib: Any, p: Problem) -> None:
+        # The same blocks as attention's; descriptors made in the kernel (set_allocator).
+        big = p.seq_len >= 1024
+        block_m, warps = (128, 8 if p.head_dim >= 128 else 4) if big else (64, 4)
+        lib.set_allocator(_scratch_allocator)
+        grid = (cdiv(p.seq_len, block_m), p.heads)
+        lib.attention_descriptor_kernel[grid](p.q, p.k, p.v, p.out, 1.0 / float(np.sqrt(p.head_dim)), p.seq_len,
+                                              p.heads * p.seq_len, HEAD_DIM=p.head_dim, BLOCK_M=block_m, BLOCK_N=64,
+                                              CAUSAL=causal, WS=warp_specialize, num_warps=warps,
+                                              num_stages=3 if big else 2)
+    return launch
+
+
 def _attention_reference(causal: bool) -> Callable[[dict[str, np.ndarray], dict[str, Any]], dict[str, np.ndarray]]:
     def reference(host: dict[str, np.ndarray], scalars: dict[str, Any]) -> dict[str, np.ndarray]:
         seq_len, head_dim = scalars["seq_len"], scalars["head_dim"]
@@ -410,6 +424,10 @@ def _attention_flops(causal: bool) -> Callable[[Size, int], float]:
 
 _ATTENTION_SIZES = {"tiny": ((1, 2, 96, 64),), "small": ((4, 32, 1024, 64),),
                     "full": ((4, 32, 4096, 64), (4, 32, 4096, 128))}
+
+# seq_len a multiple of the query block (128 from 1024 on, else 64).
+_ATTENTION_DESCRIPTOR_SIZES = {"tiny": ((1, 2, 128, 64),), "small": ((4, 32, 1024, 128),),
+                               "full": ((4, 32, 4096, 64), (4, 32, 4096, 128))}
 
 _ROWS_FULL = ((4096, 1024), (16384, 4096), (32768, 16384))
 
@@ -501,6 +519,20 @@ CASES: dict[str, Case] = {case.name: case for case in (
     Case("attention_causal", "matmul", "the same, causal", ("f16",),
          _ATTENTION_SIZES, _make_attention, _launch_attention(True), _attention_reference(True),
          _attention_flops(True)),
+    Case("attention_descriptor", "matmul", "the same attention through descriptors made in the kernel (Triton's "
+         "tutorial 06 on Hopper: bulk copies)", ("f16",),
+         _ATTENTION_DESCRIPTOR_SIZES, _make_attention, _launch_attention_descriptor(False),
+         _attention_reference(False), _attention_flops(False)),
+    Case("attention_descriptor_causal", "matmul", "the same, causal", ("f16",),
+         _ATTENTION_DESCRIPTOR_SIZES, _make_attention, _launch_attention_descriptor(True),
+         _attention_reference(True), _attention_flops(True)),
+    Case("attention_descriptor_ws", "matmul", "the descriptor attention with pl.range(..., warp_specialize=True) "
+         "(polytile-warpspec; Triton's own warp specialization)", ("f16",),
+         _ATTENTION_DESCRIPTOR_SIZES, _make_attention, _launch_attention_descriptor(False, True),
+         _attention_reference(False), _attention_flops(False)),
+    Case("attention_descriptor_causal_ws", "matmul", "the same, causal", ("f16",),
+         _ATTENTION_DESCRIPTOR_SIZES, _make_attention, _launch_attention_descriptor(True, True),
+         _attention_reference(True), _attention_flops(True)),
 )}
 
 

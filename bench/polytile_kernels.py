@@ -182,3 +182,42 @@ def _matmul_kernel_autotuned():
 
 #: Kernels made from an example's kernel, when first asked for.
 DERIVED = {"matmul_kernel_autotuned": _matmul_kernel_autotuned}
+
+
+@pt.jit
+def attention_descriptor_kernel(q_ptr, k_ptr, v_ptr, out_ptr, scale, seq_len, rows, HEAD_DIM: pl.constexpr,
+                                BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr, CAUSAL: pl.constexpr,
+                                WS: pl.constexpr = False):
+    # The same attention through descriptors made in the kernel (Triton's tutorial 06 on
+    # Hopper): q, k, v and out are (batch * heads * seq_len, HEAD_DIM) rows; seq_len a
+    # multiple of BLOCK_M (a query block stays in its head); keys past seq_len are masked.
+    q_desc = pl.make_tensor_descriptor(q_ptr, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
+    k_desc = pl.make_tensor_descriptor(k_ptr, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
+    v_desc = pl.make_tensor_descriptor(v_ptr, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
+    o_desc = pl.make_tensor_descriptor(out_ptr, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
+    block = pl.program_id(0)
+    base = pl.program_id(1) * seq_len
+    offs_m = block * BLOCK_M + pl.arange(0, BLOCK_M)
+    offs_n = pl.arange(0, BLOCK_N)
+    q = q_desc.load([base + block * BLOCK_M, 0])
+    m_i = pl.full((BLOCK_M,), float("-inf"), pl.float32)
+    l_i = pl.zeros((BLOCK_M,), dtype=pl.float32)
+    acc = pl.zeros((BLOCK_M, HEAD_DIM), dtype=pl.float32)
+    qk_scale = scale * 1.4426950408889634
+    end = pl.minimum((block + 1) * BLOCK_M, seq_len) if CAUSAL else seq_len
+    for start in pl.range(0, end, BLOCK_N, warp_specialize=WS):
+        k = k_desc.load([base + start, 0])
+        qk = pl.dot(q, k.T)
+        cols = start + offs_n
+        keep = cols[None, :] < seq_len
+        if CAUSAL:
+            keep = keep & (offs_m[:, None] >= cols[None, :])
+        qk = pl.where(keep, qk * qk_scale, float("-inf"))
+        m_new = pl.maximum(m_i, pl.max(qk, axis=1))
+        p = pl.exp2(qk - m_new[:, None])
+        alpha = pl.exp2(m_i - m_new)
+        l_i = l_i * alpha + pl.sum(p, axis=1)
+        v = v_desc.load([base + start, 0])
+        acc = pl.dot(p.to(pl.float16), v, acc * alpha[:, None])
+        m_i = m_new
+    o_desc.store([base + block * BLOCK_M, 0], (acc / l_i[:, None]).to(pl.float16))

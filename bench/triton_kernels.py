@@ -184,6 +184,45 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, scale, seq_len,
 
 
 @triton.jit
+def attention_descriptor_kernel(q_ptr, k_ptr, v_ptr, out_ptr, scale, seq_len, rows, HEAD_DIM: tl.constexpr,
+                                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                                WS: tl.constexpr = False):
+    # The same attention through descriptors made in the kernel (Triton's tutorial 06 on
+    # Hopper): q, k, v and out are (batch * heads * seq_len, HEAD_DIM) rows; seq_len a
+    # multiple of BLOCK_M (a query block stays in its head); keys past seq_len are masked.
+    q_desc = tl.make_tensor_descriptor(q_ptr, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
+    k_desc = tl.make_tensor_descriptor(k_ptr, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
+    v_desc = tl.make_tensor_descriptor(v_ptr, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
+    o_desc = tl.make_tensor_descriptor(out_ptr, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
+    block = tl.program_id(0)
+    base = tl.program_id(1) * seq_len
+    offs_m = block * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    q = q_desc.load([base + block * BLOCK_M, 0])
+    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
+    qk_scale = scale * 1.4426950408889634
+    end = tl.minimum((block + 1) * BLOCK_M, seq_len) if CAUSAL else seq_len
+    for start in tl.range(0, end, BLOCK_N, warp_specialize=WS):
+        k = k_desc.load([base + start, 0])
+        qk = tl.dot(q, k.T)
+        cols = start + offs_n
+        keep = cols[None, :] < seq_len
+        if CAUSAL:
+            keep = keep & (offs_m[:, None] >= cols[None, :])
+        qk = tl.where(keep, qk * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
+        p = tl.exp2(qk - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = v_desc.load([base + start, 0])
+        acc = tl.dot(p.to(tl.float16), v, acc * alpha[:, None])
+        m_i = m_new
+    o_desc.store([base + block * BLOCK_M, 0], (acc / l_i[:, None]).to(tl.float16))
+
+
+@triton.jit
 def persistent_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                              stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,

@@ -53,6 +53,8 @@ ROUNDTRIP = {
         "gpu.async_copy %p, %0, %slot",
         "gpu.async_copy_arrive %1, %slot",
         "gpu.mbarrier_wait %1, %slot, %phase",
+        "%2 = arith.constant {value = true} : i1",
+        "gpu.mbarrier_arrive %1, %slot, %2",
         "gpu.mbarrier_inval %1",
         "gpu.fence_async_shared",
         "func.return",

@@ -204,14 +204,24 @@ def split_loop(function: Any, loop: Any, num_warps: int, registers: RegisterPlan
     # The empty barriers: every consumer warp releases a slot once per use.
     at = Builder.after(init, init.location)
     empty = at.insert(full.defining_op.clone()).result
+    empty.name_hint = "empty"
     at.create(MBarrierInitOp, empty, count=num_warps)
 
-    ws = WarpSpecializeOp.create([r.type for r in loop.results], producer_warps=registers.producer_warps,
+    # What the consumers hand on: the loop's results, and what the moved ops make that the
+    # code after the loop reads (a tile staged in shared memory before it, say).
+    consumers_own = [*moved, loop]
+
+    def outside(user: Any) -> bool:
+        return not any(user is op or op.is_ancestor_of(user) for op in consumers_own)
+
+    escaping = [r for op in moved for r in op.results if any(outside(use.owner) for use in r.uses)]
+    handed_on = [*loop.results, *escaping]
+    ws = WarpSpecializeOp.create([r.type for r in handed_on], producer_warps=registers.producer_warps,
                                  producer_registers=registers.producer, consumer_registers=registers.consumer,
                                  kernel_registers=registers.kernel, location=loop.location)
     block.insert_before(ws, loop)
-    for old, new in zip(loop.results, ws.results):
-        old.replace_all_uses_with(new)
+    for old, new in zip(handed_on, ws.results):
+        old.replace_uses_if(new, lambda use: outside(use.owner) and use.owner is not ws)
 
     _build_producer(ws.producer.block, found, empty, loop.location)
     Builder.at_end(ws.producer.block, loop.location).create(YieldOp)
@@ -223,7 +233,7 @@ def split_loop(function: Any, loop: Any, num_warps: int, registers: RegisterPlan
     _release_instead_of_fills(found, empty)
     loop.detach()
     consumer.append(loop)
-    Builder.at_end(consumer, loop.location).create(YieldOp, list(loop.results))
+    Builder.at_end(consumer, loop.location).create(YieldOp, handed_on)
 
     # The producer issues every fill the loop reads and no other: the prologue's fills
     # and the drain's waits for the fills past the end go.
@@ -302,6 +312,7 @@ def _build_producer(block: Any, found: _Loop, empty: Any, location: Any) -> None
                                          iv_name="fill"))
     i = producer.induction_variable
     slot, phase = producer.region_iter_args
+    slot.name_hint, phase.name_hint = "slot", "phase"
     inner = Builder.at_end(producer.body.block, location)
     free_phase = inner.create(arith.BINARY_OPS["xori"], phase, one).result
     inner.create(MBarrierWaitOp, empty, slot, free_phase)

@@ -1,0 +1,40 @@
+"""Warp-specialised flash attention (descriptors made in the kernel) on a Hopper GPU against
+torch, causal and not, head dims 64 and 128, one and two consumer warp groups."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the GPU attention tests hold their arrays in torch tensors")
+
+import polytile  # noqa: E402
+
+from tests.backends.nvidia.fake_cuda import nvidia_gpu  # noqa: E402, F401  (a fixture)
+from tests.plugins.tma.test_gpu_bulk import hopper  # noqa: E402, F401  (a fixture)
+
+from .kernels import attention_descriptors  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape, block_m, warps", [((1, 2, 256, 64), 64, 4), ((2, 2, 384, 128), 128, 8),
+                                                   ((1, 1, 1024, 128), 128, 8), ((1, 3, 200, 64), 64, 4)])
+def test_specialised_attention_matches_torch(hopper, causal, shape, block_m, warps):
+    batch, heads, seq_len, head_dim = shape
+    if seq_len % block_m:
+        seq_len = (seq_len // block_m + 1) * block_m  # a query block stays in its head
+    polytile.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+    torch.manual_seed(3)
+    q, k, v = (torch.randn(batch, heads, seq_len, head_dim, device="cuda", dtype=torch.float16) for _ in range(3))
+    rows = batch * heads * seq_len
+    out = torch.empty(rows, head_dim, device="cuda", dtype=torch.float16)
+    grid = (seq_len // block_m, batch * heads)
+    attention_descriptors[grid](q.reshape(rows, head_dim), k.reshape(rows, head_dim), v.reshape(rows, head_dim), out,
+                                1.0 / math.sqrt(head_dim), rows, seq_len, HEAD_DIM=head_dim, BLOCK_M=block_m,
+                                BLOCK_N=64, CAUSAL=causal, WS=True, num_warps=warps, num_stages=3)
+    torch.cuda.synchronize()
+    expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    torch.testing.assert_close(out.reshape(batch, heads, seq_len, head_dim).float(), expected, atol=2e-2, rtol=2e-2)
