@@ -89,6 +89,7 @@ class WarpSpecializeLoops(Pass):
         num_warps = num_warps_of(context)
         missing = unsupported_reason(target)
         changed = False
+        seen: dict = {}
         for function in [op for op in module.walk() if op.name == "func.func" and op.attributes.get("kernel")]:
             split = False
             for loop in [op for op in function.walk() if isinstance(op, scf.ForOp) and op.attributes.get(HINT)]:
@@ -100,7 +101,7 @@ class WarpSpecializeLoops(Pass):
                     plan = plan_registers(target, num_warps, PRODUCER_WARPS, self.producer_registers,
                                           self.consumer_registers, getattr(context.options, "maxnreg", None))
                     why = plan if isinstance(plan, str) else split_loop(function, loop, num_warps, plan)
-                record_outcome(context.artifacts, loop, why)
+                record_outcome(context.artifacts, loop, why, seen)
                 if why is None:
                     split = changed = True
                     context.count("warp-specialize.loops")

@@ -19,13 +19,13 @@ from polytile.warp_specialize import HINT, WARP_SPECIALIZE
 NOT_REACHED = "the loop was unrolled or removed before warp specialization"
 
 
-def unsupported_reason(target: Any) -> str | None:
-    """Why ``target`` (a ``GpuTarget``, or None for a target without one) cannot run
-    specialised warps, or None."""
+def unsupported_reason(target: Any, name: Any = None) -> str | None:
+    """Why ``target`` (a ``GpuTarget``, or None for a target without one, ``name``)
+    cannot run specialised warps, or None."""
     from polytile.gpu.lowering.mbarrier import barrier_unit
 
     if target is None:
-        return "the target runs no warps of its own (warp specialization is for NVIDIA sm_90a)"
+        return f"the target {name or '?'} runs no warps of its own (warp specialization is for NVIDIA sm_90a)"
     missing = [what for what, present in (("barriers of a group of warps", target.named_barrier is not None),
                                           ("setmaxnreg", target.set_max_registers is not None),
                                           ("mbarriers", barrier_unit(target) is not None)) if not present]
@@ -39,16 +39,18 @@ def _location(loop: Any) -> str:
     return str(loop.location) if loop.location is not None else "?"
 
 
-def record_outcome(artifacts: dict, loop: Any, why: str | None) -> None:
-    """Say what became of ``loop``: the first entry for its location still waiting is it."""
+def record_outcome(artifacts: dict, loop: Any, why: str | None, seen: dict) -> None:
+    """Say what became of ``loop``: it replaces the entry of its location that ``seen``
+    (this pass's count of loops met at each location) says is its own, or is appended."""
     entries = artifacts.setdefault(WARP_SPECIALIZE, [])
     where = _location(loop)
     outcome = {"loop": where, "specialised": why is None, **({"why": why} if why is not None else {})}
-    for index, entry in enumerate(entries):
-        if entry.get("loop") == where and entry.get("why") == NOT_REACHED:
-            entries[index] = outcome
-            return
-    entries.append(outcome)
+    nth = seen[where] = seen.get(where, -1) + 1
+    same = [index for index, entry in enumerate(entries) if entry.get("loop") == where]
+    if nth < len(same):
+        entries[same[nth]] = outcome
+    else:
+        entries.append(outcome)
 
 
 @dataclass
@@ -62,7 +64,7 @@ class NoteWarpSpecialize(Pass):
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
         loops = [op for op in module.walk() if op.name == "scf.for" and op.attributes.get(HINT)]
         if loops:
-            why = NOT_REACHED if _gpu_capable(context) else _target_reason(context)
+            why = unsupported_reason(_gpu_target(context), getattr(context, "target", None)) or NOT_REACHED
             context.artifacts[WARP_SPECIALIZE] = [{"loop": _location(op), "specialised": False, "why": why}
                                                   for op in loops]
         return PreservedAnalyses.all()
@@ -75,16 +77,6 @@ def _gpu_target(context: Any) -> Any:
         return gpu_target_of(context)
     except Exception:  # noqa: BLE001 - a target without the GPU lowering (the interpreter)
         return None
-
-
-def _gpu_capable(context: Any) -> bool:
-    return unsupported_reason(_gpu_target(context)) is None
-
-
-def _target_reason(context: Any) -> str:
-    target = getattr(context, "target", None)
-    why = unsupported_reason(_gpu_target(context))
-    return f"{why}" if target is None else f"{why} (target {target})"
 
 
 __all__ = ["NOT_REACHED", "NoteWarpSpecialize", "record_outcome", "unsupported_reason"]

@@ -1,0 +1,150 @@
+"""Warp-specialised kernels compiled for sm_90a without a GPU: the PTX (worker warps,
+setmaxnreg, the consumers' own barrier, empty-slot arrivals), ptxas assembling it, the
+compile metadata for every target, and the same PTX in every process."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from polytile.compiler import compile_module
+
+pytest.importorskip("polytile_nvidia")
+pytest.importorskip("polytile_tma")
+pytest.importorskip("polytile_warpspec")
+
+from tests.gpu.ptx_assembly import assembles  # noqa: E402
+
+from .kernels import attention_descriptors, matmul_device_descriptors, matmul_pointers  # noqa: E402
+
+F16 = np.zeros((256, 256), np.float16)
+
+
+def _matmul(target="nvidia:sm_90a", num_warps=4, num_stages=3, ws=True, block=(128, 128, 64)):
+    module = matmul_device_descriptors.lower(F16, F16, F16, 256, 256, 256, BLOCK_M=block[0], BLOCK_N=block[1],
+                                             BLOCK_K=block[2], WS=ws)
+    return compile_module(module, target, num_warps=num_warps, num_stages=num_stages)
+
+
+def _attention(num_warps=8, causal=False):
+    q = np.zeros((512, 128), np.float16)
+    module = attention_descriptors.lower(q, q, q, q, 0.1, 512, 256, HEAD_DIM=128, BLOCK_M=128, BLOCK_N=64,
+                                         CAUSAL=causal, WS=True)
+    return compile_module(module, "nvidia:sm_90a", num_warps=num_warps, num_stages=3)
+
+
+def _outcome(result):
+    return [{k: v for k, v in entry.items() if k != "loop"} for entry in result.metadata["warp_specialize"]]
+
+
+@pytest.mark.parametrize("num_warps, threads, registers, consumer", [(4, 256, 240, 240), (8, 384, 168, 232)])
+def test_the_ptx_has_a_producer_group_and_consumer_warps_with_their_registers(num_warps, threads, registers,
+                                                                               consumer):
+    result = _matmul(num_warps=num_warps, block=(128, 256 if num_warps == 8 else 128, 64))
+    ptx = result.artifacts["ptx"]
+    assert _outcome(result) == [{"specialised": True}]
+    assert f".maxntid {threads}\n" in ptx and f".maxnreg {registers}\n" in ptx
+    assert ptx.count("setmaxnreg.dec.sync.aligned.u32 40;") == 1
+    assert ptx.count(f"setmaxnreg.inc.sync.aligned.u32 {consumer};") == 1
+    # The consumers synchronize among themselves only (barrier 1); the whole program's
+    # barrier comes only before the split.
+    after_split = ptx[ptx.index("setmaxnreg.inc"):]
+    assert f"bar.sync 1, {num_warps * 32};" in after_split and "bar.sync 0;" not in after_split
+    assert "mbarrier.arrive.release.cta.shared::cta.b64" in ptx  # a consumer warp releases a slot
+    # The producer issues the loads; the consumers none (they store C through its map).
+    loads = re.compile(r"cp\.async\.bulk\.tensor\.\dd\.shared::cluster\.global")
+    assert loads.search(ptx[ptx.index("setmaxnreg.dec"):ptx.index("setmaxnreg.inc")])
+    assert not loads.search(after_split)
+    assert result.metadata["launch_warps"] == num_warps + 4 and result.metadata["register_cap"] == registers
+    assert result.metadata["num_warps"] == num_warps
+    assembles(ptx, "sm_90a", "matmul_device_descriptors")
+
+
+def test_attention_is_split_and_assembles():
+    result = _attention()
+    assert _outcome(result) == [{"specialised": True}]
+    assembles(result.artifacts["ptx"], "sm_90a", "attention_descriptors")
+
+
+def test_without_the_hint_nothing_changes():
+    result = _matmul(ws=False)
+    assert "warp_specialize" not in result.metadata and "launch_warps" not in result.metadata
+    assert "setmaxnreg" not in result.artifacts["ptx"]
+
+
+@pytest.mark.parametrize("target, why", [
+    ("nvidia:sm_80", "NVIDIA sm_80 has no setmaxnreg, no mbarriers; warp specialization needs them (NVIDIA sm_90a)"),
+    ("nvidia:sm_90", "NVIDIA sm_90 has no setmaxnreg; warp specialization needs them (NVIDIA sm_90a)"),
+    ("interp", "the target interp runs no warps of its own (warp specialization is for NVIDIA sm_90a)"),
+])
+def test_targets_without_the_hardware_run_the_loop_unspecialised_and_say_why(target, why):
+    result = _matmul(target=target)
+    outcome = _outcome(result)
+    assert len(outcome) == 1 and not outcome[0]["specialised"] and outcome[0]["why"].startswith(why), outcome
+    if target.startswith("nvidia"):
+        assert "setmaxnreg" not in result.artifacts["ptx"]
+
+
+def test_amd_runs_the_loop_unspecialised_and_says_why():
+    pytest.importorskip("polytile_amd")
+    outcome = _outcome(_matmul(target="amd:gfx942"))
+    assert not outcome[0]["specialised"] and "gfx942 has no" in outcome[0]["why"], outcome
+
+
+def test_a_loop_that_is_not_pipelined_says_so():
+    outcome = _outcome(_matmul(num_stages=1))
+    assert not outcome[0]["specialised"] and "not pipelined" in outcome[0]["why"]
+
+
+def test_cp_async_loads_are_not_split_yet_and_say_so():
+    module = matmul_pointers.lower(F16, F16, F16, 256, 256, 256, 256, 256, 256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64,
+                                   WS=True)
+    outcome = _outcome(compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=3))
+    assert not outcome[0]["specialised"] and "cp.async copies of pointer tiles" in outcome[0]["why"], outcome
+
+
+# -- determinism (Triton PR #7828: its channel order changed between runs) ---------------
+
+DIGEST = """
+import hashlib, sys
+import numpy as np
+sys.path.insert(0, {root!r})
+from polytile.compiler import compile_module
+from tests.plugins.warpspec.kernels import attention_descriptors, matmul_device_descriptors
+f16 = np.zeros((256, 256), np.float16)
+q = np.zeros((512, 128), np.float16)
+kernels = [
+    (matmul_device_descriptors.lower(f16, f16, f16, 256, 256, 256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, WS=True), 4),
+    (attention_descriptors.lower(q, q, q, q, 0.1, 512, 256, HEAD_DIM=128, BLOCK_M=128, BLOCK_N=64, CAUSAL=True,
+                                 WS=True), 8),
+]
+for module, warps in kernels:
+    result = compile_module(module, "nvidia:sm_90a", num_warps=warps, num_stages=3)
+    assert result.metadata["warp_specialize"][0]["specialised"], result.metadata["warp_specialize"]
+    print(hashlib.sha256(result.artifacts["ptx"].encode()).hexdigest())
+"""
+
+
+def test_the_same_kernels_give_the_same_ptx_in_twenty_processes(tmp_path):
+    import os
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[3])
+    script = DIGEST.format(root=root)
+
+    def digests(seed: int) -> str:
+        env = {**os.environ, "PYTHONHASHSEED": str(seed), "POLYTILE_CACHE": "0"}
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        outputs = list(pool.map(digests, [1 + 7919 * i for i in range(20)]))
+    assert len(outputs[0].split()) == 2
+    assert len(set(outputs)) == 1, "the PTX differs between processes:\n" + "\n".join(sorted(set(outputs)))
