@@ -79,9 +79,14 @@ def barrier(builder: ir.IRBuilder) -> None:
     builder.asm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "~{memory}", [], side_effect=True)
 
 
-def named_barrier(builder: ir.IRBuilder, index: int, threads: int) -> None:
-    builder.asm(ir.FunctionType(ir.VoidType(), []), f"bar.sync {index}, {threads};", "~{memory}", [],
-                side_effect=True)
+def named_barrier(builder: ir.IRBuilder, index: Any, threads: int, arrive: bool = False) -> None:
+    instruction = "bar.arrive" if arrive else "bar.sync"
+    if isinstance(index, int):
+        builder.asm(ir.FunctionType(ir.VoidType(), []), f"{instruction} {index}, {threads};", "~{memory}", [],
+                    side_effect=True)
+    else:
+        builder.asm(ir.FunctionType(ir.VoidType(), [_I32]), f"{instruction} $0, {threads};", "r,~{memory}", [index],
+                    side_effect=True)
 
 
 def set_max_registers(builder: ir.IRBuilder, count: int, increase: bool) -> None:

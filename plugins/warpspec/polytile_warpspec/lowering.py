@@ -17,10 +17,13 @@ from typing import Any
 
 from polytile.gpu.lowering.context import LoweringContext, register_lowering
 
-from .ops import WarpSpecializeOp
+from .ops import TurnOp, WarpSpecializeOp
 
-#: Hardware barriers: 0 is the whole program's; the consumers' and the producer's own.
-CONSUMER_BARRIER, PRODUCER_BARRIER = 1, 2
+#: Hardware barriers: 0 is the whole program's; the consumers' and the producer's own;
+#: from TURN_BARRIERS on, one per consumer warp group for their turns (ws.turn).
+CONSUMER_BARRIER, PRODUCER_BARRIER, TURN_BARRIERS = 1, 2, 3
+#: Warps of a warp group.
+WARP_GROUP = 4
 
 
 @register_lowering(WarpSpecializeOp)
@@ -66,6 +69,31 @@ def _warp_specialize(op: Any, operands: list, ctx: LoweringContext) -> list:
     return [ctx.get(v) for v in _lower_body(op.consumer.block, ctx).operands]
 
 
+@register_lowering(TurnOp)
+def _turn(op: Any, operands: list, ctx: LoweringContext) -> list:
+    """Group g waits on barrier TURN_BARRIERS + g for the previous group's arrival and
+    passes to the next group's barrier; each barrier counts two groups' threads."""
+    b = ctx.builder
+    groups = ctx.num_warps // WARP_GROUP
+    if groups < 2 or ctx.target.named_barrier is None:
+        raise ctx.error(op, f"'{op.name}' needs two or more consumer warp groups with barriers of their own")
+    threads = 2 * WARP_GROUP * ctx.warp_size
+    group = b.udiv(ctx.warp_id, ctx.i32(WARP_GROUP))
+    barrier = ctx.target.named_barrier
+    if op.step == "wait":
+        barrier(b, b.add(group, ctx.i32(TURN_BARRIERS)), threads)
+    elif op.step == "pass":
+        following = b.urem(b.add(group, ctx.i32(1)), ctx.i32(groups))
+        barrier(b, b.add(following, ctx.i32(TURN_BARRIERS)), threads, arrive=True)
+    else:
+        # start: the last group arrives on the first group's barrier; end: the first
+        # group waits there for the last group's final pass.
+        mine = b.icmp_unsigned("==", group, ctx.i32(groups - 1 if op.step == "start" else 0))
+        with b.if_then(mine):
+            barrier(b, TURN_BARRIERS, threads, arrive=op.step == "start")
+    return []
+
+
 def _lower_body(block: Any, ctx: LoweringContext) -> Any:
     """Lower the ops of ``block`` before its ``ws.yield``; return the yield."""
     from polytile.gpu.lowering.module import lower_op
@@ -78,4 +106,4 @@ def _lower_body(block: Any, ctx: LoweringContext) -> Any:
     return terminator
 
 
-__all__ = ["CONSUMER_BARRIER", "PRODUCER_BARRIER"]
+__all__ = ["CONSUMER_BARRIER", "PRODUCER_BARRIER", "TURN_BARRIERS"]

@@ -71,6 +71,27 @@ class YieldOp(Operation):
     traits = (Terminator, HasParent("ws.warp_specialize"))
 
 
-WS_OPS = (WarpSpecializeOp, YieldOp)
+@define_op
+class TurnOp(Operation):
+    """Ping-pong between the consumer warp groups: they take turns issuing their dots, so
+    that one group's dots run on the tensor cores while the others do the rest of their
+    iteration (FlashAttention-3's scheduling).  ``step``: ``"wait"`` (this group's turn:
+    the previous group has passed it), ``"pass"`` (to the next group), ``"start"`` (before
+    the loop: the last group gives the first group its first turn), ``"end"`` (after it:
+    the first group takes the last group's final pass, so that every arrival is waited
+    for).  Only in the consumer region of ``ws.warp_specialize``, with two or more
+    consumer warp groups."""
 
-__all__ = ["WS_OPS", "WarpSpecializeOp", "YieldOp"]
+    name = "ws.turn"
+    step = Attr(str)
+
+    def verify_op(self) -> None:
+        if self.step not in TURN_STEPS:
+            raise op_error(self, f"step is one of {', '.join(TURN_STEPS)}, got {self.step!r}")
+
+
+TURN_STEPS = ("wait", "pass", "start", "end")
+
+WS_OPS = (WarpSpecializeOp, YieldOp, TurnOp)
+
+__all__ = ["TURN_STEPS", "TurnOp", "WS_OPS", "WarpSpecializeOp", "YieldOp"]

@@ -56,6 +56,8 @@ from .report import record_outcome
 
 #: Warps of the producer: one warp group (setmaxnreg moves a whole warp group's registers).
 PRODUCER_WARPS = 4
+#: Warps of a warp group (the consumers' are counted in them for ping-pong).
+WARP_GROUP = 4
 
 
 @dataclass
@@ -72,6 +74,10 @@ class WarpSpecializeLoops(Pass):
     #: (0 there too: as many as the register file leaves).
     consumer_registers: int = field(default=0, metadata={"doc": "registers per consumer thread (0: the setting, "
                                                                 "then what the register file leaves)"})
+    #: Whether two or more consumer warp groups take turns issuing their dots (ping-pong)
+    #: in a loop with work between its dots (attention's softmax); see :func:`_take_turns`.
+    pingpong: bool = field(default=True, metadata={"doc": "consumer warp groups take turns issuing dots where the "
+                                                          "loop has work between them"})
     #: Whether the consumers keep a dot that reads A from registers in flight into the
     #: next iteration (see :func:`_release_instead_of_fills`).
     registers_a_in_flight: bool = field(default=False, metadata={"doc": "keep dots with A in registers in flight "
@@ -105,7 +111,7 @@ class WarpSpecializeLoops(Pass):
                     plan = plan_registers(target, num_warps, PRODUCER_WARPS, self.producer_registers,
                                           self.consumer_registers, getattr(context.options, "maxnreg", None))
                     why = plan if isinstance(plan, str) else split_loop(function, loop, num_warps, plan,
-                                                                        self.registers_a_in_flight)
+                                                                        self.registers_a_in_flight, self.pingpong)
                 record_outcome(context.artifacts, loop, why, seen)
                 if why is None:
                     split = changed = True
@@ -188,7 +194,7 @@ def _slice(body: Any, fills: list) -> tuple[set, list, set]:
 
 
 def split_loop(function: Any, loop: Any, num_warps: int, registers: RegisterPlan,
-               registers_a_in_flight: bool = False) -> str | None:
+               registers_a_in_flight: bool = False, pingpong: bool = True) -> str | None:
     """Split ``loop`` (see the module docstring); None when done, else why not (then the
     IR is unchanged)."""
     from polytile.gpu.lowering.target import WORKER_WARPS_ATTR
@@ -240,6 +246,8 @@ def split_loop(function: Any, loop: Any, num_warps: int, registers: RegisterPlan
     _release_instead_of_fills(found, empty, registers_a_in_flight)
     loop.detach()
     consumer.append(loop)
+    if pingpong and num_warps // WARP_GROUP >= 2:
+        _take_turns(loop)
     Builder.at_end(consumer, loop.location).create(YieldOp, handed_on)
 
     # The producer issues every fill the loop reads and no other: the prologue's fills
@@ -381,6 +389,39 @@ def _release_instead_of_fills(found: _Loop, empty: Any, registers_a_in_flight: b
         at.create(MBarrierArriveOp, empty, found.write_slot, later)
     for op in reversed(found.fills):
         op.erase()
+
+
+def _take_turns(loop: Any) -> None:
+    """Where the body has work between its dots (two dots or more, and an op with an
+    effect between them: attention's softmax waits for the first), the consumer warp
+    groups take turns issuing each run of dots (``ws.turn``): one group's dots run on
+    the tensor cores while the others compute, instead of all issuing at once and then
+    all computing (FlashAttention-3's ping-pong)."""
+    from polytile.dialects import tile
+    from polytile.dialects.gpu import ASYNC_DOT_ATTR
+
+    from .ops import TurnOp
+
+    body = loop.body.block
+    ops = list(body)
+    dots = [i for i, op in enumerate(ops) if isinstance(op, tile.DotOp) and op.attributes.get(ASYNC_DOT_ATTR)]
+    if len(dots) < 2:
+        return
+    runs: list = [[dots[0]]]
+    for i in dots[1:]:
+        between = ops[runs[-1][-1] + 1:i]
+        if all(op.has_trait(Pure) or op.name.startswith("gpu.local_load") for op in between):
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    if len(runs) < 2:
+        return
+    for run in runs:
+        first, last = ops[run[0]], ops[run[-1]]
+        Builder.before(first, first.location).create(TurnOp, step="wait")
+        Builder.after(last, last.location).create(TurnOp, step="pass")
+    Builder.before(loop, loop.location).create(TurnOp, step="start")
+    Builder.after(loop, loop.location).create(TurnOp, step="end")
 
 
 def _dot_buffers(dot: Any) -> list:

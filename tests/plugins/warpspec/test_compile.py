@@ -77,7 +77,14 @@ def test_attention_is_split_and_assembles():
     body = text[text.index("scf.for"):text.index("ws.yield")]
     lines = [line.strip() for line in body.splitlines()]
     pv = max(i for i, line in enumerate(lines) if " = tile.dot " in line)
-    assert "gpu.dot_wait" in lines[pv + 1] and "{pending = 0}" in lines[pv + 1]
+    assert "gpu.dot_wait" in lines[pv + 2] and "{pending = 0}" in lines[pv + 2]
+    # The two consumer warp groups take turns issuing each dot (ping-pong).
+    qk = min(i for i, line in enumerate(lines) if " = tile.dot " in line)
+    for dot in (qk, pv):
+        assert lines[dot - 1] == 'ws.turn {step = "wait"}' and lines[dot + 1] == 'ws.turn {step = "pass"}'
+    assert 'ws.turn {step = "start"}' in text and 'ws.turn {step = "end"}' in text
+    ptx = result.artifacts["ptx"]
+    assert "bar.arrive 3, 256;" in ptx and "bar.sync 3, 256;" in ptx and re.search(r"bar\.sync %r\d+, 256;", ptx)
     end = next(i for i, line in enumerate(lines) if line.startswith("scf.yield"))
     assert re.match(r"gpu\.mbarrier_arrive %empty, %read_slot, %\w+$", lines[end - 1]), lines[end - 3:end + 1]
     assert "C7514" not in str(result.metadata.get("resources"))  # no serialized wgmma

@@ -123,11 +123,13 @@ class GpuTarget:
     #: qualifiers (:class:`polytile.gpu.lowering.memory.Qualifiers`).  None: LLVM
     #: loads and stores, with the cache hints left out and volatile refused.
     memory_access: Callable[..., Any] | None = None
-    #: ``named_barrier(builder, index, threads)``: synchronize ``threads`` threads (whole
-    #: warps) of the program on hardware barrier ``index`` (NVIDIA ``bar.sync index,
-    #: threads``), the barrier of one group of warps where a kernel's warps do different
-    #: work (a warp-specialization plugin's op).  None: only the whole program's barrier.
-    named_barrier: Callable[[Any, int, int], None] | None = None
+    #: ``named_barrier(builder, index, threads, arrive=False)``: synchronize ``threads``
+    #: threads (whole warps) of the program on hardware barrier ``index`` (an int or an i32
+    #: value; NVIDIA ``bar.sync index, threads``), the barrier of one group of warps where a
+    #: kernel's warps do different work (a warp-specialization plugin's op); ``arrive``:
+    #: count this thread's arrival and go on without waiting (``bar.arrive``).  None: only
+    #: the whole program's barrier.
+    named_barrier: Callable[..., None] | None = None
     #: ``set_max_registers(builder, count, increase)``: make ``count`` the registers of
     #: each thread of the executing warp group (all of its warps execute it), growing them
     #: (``increase``) from the program's pool or giving them back to it (NVIDIA sm_90a
