@@ -58,7 +58,7 @@ def polytile_cache_key(target, options):
     # The sources name the rewrite (an edited checkout must not reuse kernels), the
     # settings the registers it asks for.
     return (f"polytile-warpspec={_source_hash()};producer={config.get('warpspec_producer_registers')};"
-            f"consumer={config.get('warpspec_consumer_registers')}")
+            f"consumer={config.get('warpspec_consumer_registers')};pingpong={config.get('warpspec_pingpong')}")
 
 
 _SOURCE_HASH: list = []

@@ -1,6 +1,6 @@
 """The settings of polytile-warpspec (declared through ``polytile_register_settings``)."""
 
-from polytile.config import INT, InvalidValue, Setting
+from polytile.config import BOOL, INT, InvalidValue, Setting
 
 
 def _registers(value: int) -> None:
@@ -10,6 +10,12 @@ def _registers(value: int) -> None:
 
 
 SETTINGS = (
+    Setting(
+        "warpspec_pingpong", BOOL, False, ("POLYTILE_WARPSPEC_PINGPONG",),
+        doc="Whether two or more consumer warp groups of a warp-specialized loop take turns issuing their dots where "
+        "the loop has work between them (FlashAttention-3's ping-pong). Off by default: on an H100 it did not speed "
+        "up attention (docs/warpspec.md).",
+    ),
     Setting(
         "warpspec_producer_registers", INT, 40, ("POLYTILE_WARPSPEC_PRODUCER_REGISTERS",), validator=_registers,
         doc="Registers per thread the producer warp group of a warp-specialized loop keeps (setmaxnreg.dec); it "

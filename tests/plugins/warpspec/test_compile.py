@@ -32,11 +32,14 @@ def _matmul(target="nvidia:sm_90a", num_warps=4, num_stages=3, ws=True, block=(1
     return compile_module(module, target, num_warps=num_warps, num_stages=num_stages)
 
 
-def _attention(num_warps=8, causal=False):
+def _attention(num_warps=8, causal=False, pingpong=False):
+    from polytile import config
+
     q = np.zeros((512, 128), np.float16)
     module = attention_descriptors.lower(q, q, q, q, 0.1, 512, 256, HEAD_DIM=128, BLOCK_M=128, BLOCK_N=64,
                                          CAUSAL=causal, WS=True)
-    return compile_module(module, "nvidia:sm_90a", num_warps=num_warps, num_stages=3)
+    with config.override(warpspec_pingpong=pingpong):
+        return compile_module(module, "nvidia:sm_90a", num_warps=num_warps, num_stages=3)
 
 
 def _outcome(result):
@@ -77,14 +80,8 @@ def test_attention_is_split_and_assembles():
     body = text[text.index("scf.for"):text.index("ws.yield")]
     lines = [line.strip() for line in body.splitlines()]
     pv = max(i for i, line in enumerate(lines) if " = tile.dot " in line)
-    assert "gpu.dot_wait" in lines[pv + 2] and "{pending = 0}" in lines[pv + 2]
-    # The two consumer warp groups take turns issuing each dot (ping-pong).
-    qk = min(i for i, line in enumerate(lines) if " = tile.dot " in line)
-    for dot in (qk, pv):
-        assert lines[dot - 1] == 'ws.turn {step = "wait"}' and lines[dot + 1] == 'ws.turn {step = "pass"}'
-    assert 'ws.turn {step = "start"}' in text and 'ws.turn {step = "end"}' in text
-    ptx = result.artifacts["ptx"]
-    assert "bar.arrive 3, 256;" in ptx and "bar.sync 3, 256;" in ptx and re.search(r"bar\.sync %r\d+, 256;", ptx)
+    assert "gpu.dot_wait" in lines[pv + 1] and "{pending = 0}" in lines[pv + 1]
+    assert "ws.turn" not in text  # no ping-pong unless asked for
     end = next(i for i, line in enumerate(lines) if line.startswith("scf.yield"))
     assert re.match(r"gpu\.mbarrier_arrive %empty, %read_slot, %\w+$", lines[end - 1]), lines[end - 3:end + 1]
     assert "C7514" not in str(result.metadata.get("resources"))  # no serialized wgmma
@@ -167,6 +164,22 @@ def test_the_same_kernels_give_the_same_ptx_in_twenty_processes(tmp_path):
         outputs = list(pool.map(digests, [1 + 7919 * i for i in range(20)]))
     assert len(outputs[0].split()) == 2
     assert len(set(outputs)) == 1, "the PTX differs between processes:\n" + "\n".join(sorted(set(outputs)))
+
+
+def test_with_pingpong_the_consumer_groups_take_turns_issuing_each_dot():
+    from polytile.ir import print_ir
+
+    result = _attention(pingpong=True)
+    text = print_ir(result.module)
+    lines = [line.strip() for line in text[text.index("scf.for"):text.index("ws.yield")].splitlines()]
+    dots = [i for i, line in enumerate(lines) if " = tile.dot " in line]
+    assert len(dots) == 2
+    for dot in dots:
+        assert lines[dot - 1] == 'ws.turn {step = "wait"}' and lines[dot + 1] == 'ws.turn {step = "pass"}'
+    assert 'ws.turn {step = "start"}' in text and 'ws.turn {step = "end"}' in text
+    ptx = result.artifacts["ptx"]
+    assert "bar.arrive 3, 256;" in ptx and "bar.sync 3, 256;" in ptx and re.search(r"bar\.sync %r\d+, 256;", ptx)
+    assembles(ptx, "sm_90a", "attention_descriptors")
 
 
 def test_the_proxy_fence_after_a_moved_store_moves_with_it():
