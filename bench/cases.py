@@ -238,6 +238,18 @@ def _launch_matmul(lib: Any, p: Problem) -> None:
                             BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, num_warps=warps, num_stages=stages)
 
 
+def _launch_matmul_four_warps(warp_specialize: bool) -> Callable[[Any, Problem], None]:
+    def launch(lib: Any, p: Problem) -> None:
+        # One consumer warp group, 128 x 128 x 64 blocks, four stages (the configuration
+        # the pointer matmul's cp.async copies can be warp-specialised in).
+        bm, bn, bk, group, warps, stages = (128, 128, 64, 8, 4, 4) if p.M >= 1024 else (64, 64, 32, 2, 4, 2)
+        grid = (cdiv(p.M, bm) * cdiv(p.N, bn),)
+        lib.matmul_kernel[grid](p.a, p.b, p.c, p.M, p.N, p.K, p.stride_am, 1, p.stride_bk, 1, p.stride_cm, 1,
+                                BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, WS=warp_specialize,
+                                num_warps=warps, num_stages=stages)
+    return launch
+
+
 def _make_persistent_matmul(device: Device, size: Size, dtype: str) -> Problem:
     problem = _make_matmul(device, size, dtype)
     problem.scalars["programs"] = device.programs()
@@ -477,6 +489,17 @@ CASES: dict[str, Case] = {case.name: case for case in (
                     "full": ((4096, 4096, 4096), (8192, 8192, 8192))},
          _make_matmul, _launch_matmul_autotuned, _matmul_reference, _matmul_flops,
          tolerance={"f16": (1e-2, 1e-2)}, note=_chosen_config),
+    Case("matmul_4w", "matmul", "the pointer matmul with 128 x 128 x 64 blocks, 4 warps, 4 stages", ("f16",),
+         {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),),
+          "full": ((4096, 4096, 4096), (8192, 8192, 8192))},
+         _make_matmul, _launch_matmul_four_warps(False), _matmul_reference, _matmul_flops,
+         tolerance={"f16": (1e-2, 1e-2)}),
+    Case("matmul_4w_ws", "matmul", "the same with pl.range(..., warp_specialize=True): a producer warp group "
+         "issues the cp.async copies (polytile-warpspec; Triton's own warp specialization)", ("f16",),
+         {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),),
+          "full": ((4096, 4096, 4096), (8192, 8192, 8192))},
+         _make_matmul, _launch_matmul_four_warps(True), _matmul_reference, _matmul_flops,
+         tolerance={"f16": (1e-2, 1e-2)}),
     Case("matmul_persistent", "matmul", "the same matmul as a persistent kernel: one program per SM walks the "
          "tiles (pl.range(..., flatten=True))", ("f16",),
          {"tiny": ((96, 64, 80),), "small": ((4096, 4096, 4096),),

@@ -14,7 +14,8 @@ from _device import device, host  # NumPy on the interpreter, torch tensors on a
 @pt.jit
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                  BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr, BLOCK_K: pl.constexpr, GROUP_M: pl.constexpr = 8):
+                  BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr, BLOCK_K: pl.constexpr, GROUP_M: pl.constexpr = 8,
+                  WS: pl.constexpr = False):
     # Programs walk the output in groups of GROUP_M block rows, so that the blocks of A
     # and B a group reads stay in L2 (Triton's matmul tutorial).
     pid = pl.program_id(axis=0)
@@ -34,7 +35,8 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
     b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
     acc = pl.zeros((BLOCK_M, BLOCK_N), dtype=pl.float32)
-    for k in range(pl.cdiv(K, BLOCK_K)):
+    # WS: warp_specialize=True splits the loop into a producer and the consumers.
+    for k in pl.range(pl.cdiv(K, BLOCK_K), warp_specialize=WS):
         a = pl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
         b = pl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
         acc = pl.dot(a, b, acc)

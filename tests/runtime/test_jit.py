@@ -180,3 +180,22 @@ def test_changing_the_disabled_plugins_drops_the_kernels_compiled_in_this_proces
 def test_a_misspelled_keyword_is_named_before_the_parameter_it_leaves_missing():
     with pytest.raises(LaunchError, match=r"unexpected keyword argument 'BLOK'.*did you mean 'BLOCK'"):
         fill_kernel[(1,)](np.zeros(8, np.float32), 1.0, 8, BLOK=8)
+
+
+def test_compile_fills_in_the_defaults_of_constexpr_parameters():
+    # As a launch does: kernel.compile(...) without SCALE compiles it with SCALE = 3.
+    import polytile.language as pl
+    from polytile.ir import types as t
+    from polytile.runtime import jit
+
+    @jit
+    def scaled(x_ptr, BLOCK: pl.constexpr, SCALE: pl.constexpr = 3):
+        offs = pl.arange(0, BLOCK)
+        pl.store(x_ptr + offs, pl.load(x_ptr + offs) * SCALE)
+
+    from polytile.ir import print_ir
+
+    types = {"x_ptr": t.PointerType(t.f32)}
+    left_out = scaled.compile(types, {"BLOCK": 8}, target="interp")
+    given = scaled.compile(types, {"BLOCK": 8, "SCALE": 3}, target="interp")
+    assert print_ir(left_out.module) == print_ir(given.module) and "value = 3" in print_ir(given.module)

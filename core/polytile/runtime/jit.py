@@ -545,8 +545,14 @@ class JITFunction:
 
     def compile(self, arg_types: dict, constexprs: dict, target: Any = None, options: dict | None = None,
                 hints: tuple | None = None, key: tuple | None = None) -> CompiledKernel:
-        """Compile one specialization (or read it from the on-disk cache)."""
+        """Compile one specialization (or read it from the on-disk cache); a constexpr
+        parameter with a default that ``constexprs`` leaves out takes its default, as in a
+        launch."""
         options = dict(options or {})
+        defaults = {name: parameter.default for name, parameter in self.signature.parameters.items()
+                    if name in self.constexpr_names() and name not in constexprs
+                    and parameter.default is not inspect.Parameter.empty}
+        constexprs = {**defaults, **constexprs} if defaults else constexprs
         resolved, backend, parsed = _resolve(self.__name__, target, _backend_options(options))
         hints = hints if hints is not None else ("",) * len(arg_types)
         return self._compile(arg_types, constexprs, resolved, backend, parsed, options, hints, key)

@@ -3,8 +3,10 @@ barriers and ``set_max_registers``: NVIDIA sm_90a).
 
 The kernel launches ``num_warps + producer_warps`` warps.  At the op, the warps past the
 kernel's ``num_warps`` take the producer branch: they give registers back, all but the
-first of them end, and the first runs the producer region as a program of one warp (its
-thread and warp indices counted from its first thread; its barriers its own) and ends.
+first ``producer_working_warps`` of them end, and those run the producer region as a
+program of that many warps (their thread and warp indices counted from their first
+thread, so that tiles laid out for that many warps lower as in any kernel; their
+barriers their own) and end.
 The kernel's warps take more registers and run the consumer region and the rest of the
 kernel, whose barriers now synchronize only them (``bar.sync 1, num_warps * 32``):
 the producer's warps never arrive at the whole program's barrier again.
@@ -40,22 +42,23 @@ def _warp_specialize(op: Any, operands: list, ctx: LoweringContext) -> list:
     b.cbranch(is_producer, producer_block, consumer_block)
     ctx.register_cap = op.kernel_registers
 
-    # The producer: registers back (every warp of the group), then its first warp alone.
+    # The producer: registers back (every warp of the group), then its working warps alone.
     b.position_at_end(producer_block)
     target.set_max_registers(b, op.producer_registers, False)
     producer_warp = b.sub(ctx.warp_id, ctx.i32(consumers))
+    working = op.producer_working_warps
     work_block = b.append_basic_block("ws.producer.work")
     done_block = b.append_basic_block("ws.producer.done")
-    b.cbranch(b.icmp_unsigned("==", producer_warp, ctx.i32(0)), work_block, done_block)
+    b.cbranch(b.icmp_unsigned("<", producer_warp, ctx.i32(working)), work_block, done_block)
     b.position_at_end(done_block)
     b.ret_void()
     b.position_at_end(work_block)
     saved = (ctx.thread_id, ctx.warp_id, ctx.num_warps, ctx.target)
     ctx.thread_id = b.sub(ctx.thread_id, ctx.i32(consumers * ctx.warp_size))
     ctx.warp_id = producer_warp
-    ctx.num_warps = 1
+    ctx.num_warps = working
     ctx.target = dataclasses.replace(target, barrier=lambda builder: target.named_barrier(
-        builder, PRODUCER_BARRIER, ctx.warp_size))
+        builder, PRODUCER_BARRIER, working * ctx.warp_size))
     _lower_body(op.producer.block, ctx)
     b.ret_void()
     ctx.thread_id, ctx.warp_id, ctx.num_warps, ctx.target = saved

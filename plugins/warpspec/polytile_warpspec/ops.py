@@ -29,6 +29,9 @@ class WarpSpecializeOp(Operation):
     consumer = RegionDef(terminators=("ws.yield",))
     producer = RegionDef(terminators=("ws.yield",))
     producer_warps = Attr(int)
+    #: How many of the producer's warps run its region (1: one thread issues bulk copies;
+    #: all of them for per-thread copies laid out for that many warps); the rest end.
+    producer_working_warps = Attr(int, default=1)
     producer_registers = Attr(int)
     consumer_registers = Attr(int)
     kernel_registers = Attr(int)
@@ -36,15 +39,20 @@ class WarpSpecializeOp(Operation):
 
     @classmethod
     def create(cls, result_types=(), *, producer_warps: int, producer_registers: int, consumer_registers: int,
-               kernel_registers: int, location: Any = None) -> "WarpSpecializeOp":
+               kernel_registers: int, producer_working_warps: int = 1, location: Any = None) -> "WarpSpecializeOp":
         regions = [Region([Block()]), Region([Block()])]
         attributes = {"producer_warps": producer_warps, "producer_registers": producer_registers,
                       "consumer_registers": consumer_registers, "kernel_registers": kernel_registers}
+        if producer_working_warps != 1:
+            attributes["producer_working_warps"] = producer_working_warps
         return cls([], list(result_types), attributes, regions, location)
 
     def verify_op(self) -> None:
         if self.producer_warps < 1:
             raise op_error(self, f"producer_warps must be positive, got {self.producer_warps}")
+        if not 1 <= self.producer_working_warps <= self.producer_warps:
+            raise op_error(self, f"producer_working_warps = {self.producer_working_warps}: from 1 to producer_warps "
+                                 f"({self.producer_warps})")
         if not self.producer_registers <= self.kernel_registers <= self.consumer_registers:
             raise op_error(self, f"registers: the producer's ({self.producer_registers}) <= the kernel's "
                                  f"({self.kernel_registers}) <= the consumers' ({self.consumer_registers}) must hold: "

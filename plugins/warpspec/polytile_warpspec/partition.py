@@ -139,9 +139,16 @@ class _Loop:
     fills: list               # the body's ops with IssuesIntoRing, in order
     slice: list               # the body's ops the fills need, in order
     write_slot: Any           # the carried slot the fills write
+    #: The fills copy per thread (cp.async of pointer tiles) rather than in bulk.
+    per_thread: bool = False
+    #: Carried values the fills' addresses advance (per-thread copies: ``a_ptrs``).
+    carried: list = field(default_factory=list)
+    #: Tile ops before the loop that the producer needs (per-thread copies: the pointers
+    #: and masks it starts from); it makes its own copies of them.
+    producer_copies: list = field(default_factory=list)
 
 
-def _examine(function: Any, loop: Any) -> "_Loop | str":
+def _examine(function: Any, loop: Any, num_warps: int) -> "_Loop | str":
     """The pieces of ``loop``, or why it cannot be split (the IR is unchanged)."""
     if loop.parent_op is not function:
         return "the loop is inside another loop or a branch; only a loop at the kernel's top level is split"
@@ -152,48 +159,55 @@ def _examine(function: Any, loop: Any) -> "_Loop | str":
         return ("the loop was not pipelined into rings completed by mbarriers (num_stages < 2, or none of its loads "
                 "feeds a dot through a copy the pipeline can make)")
     full = wait.barriers
+    per_thread = any(isinstance(v.type, t.TileType) for op in fills for v in op.operands)
+    if per_thread and num_warps != PRODUCER_WARPS:
+        return (f"its loads are per-thread cp.async copies of pointer tiles laid out for {num_warps} warps; the "
+                f"producer warp group ({PRODUCER_WARPS} warps) copies them with the same layouts only where "
+                f"num_warps = {PRODUCER_WARPS}")
     for op in fills:
-        if any(isinstance(v.type, t.TileType) for v in op.operands):
-            return ("its loads are per-thread cp.async copies of pointer tiles; the producer issues bulk copies "
-                    "(polytile-tma's tensor descriptors: desc.load) only, for now")
         if getattr(op, "barriers", full) is not full:
             return "its copies complete on barriers of another ring"
     carried = list(loop.region_iter_args)
-    needed, slice_ops, used = _slice(body, fills)
+    slice_ops, used = _slice(body, fills, carried)
     if any(not op.has_trait(Pure) for op in slice_ops):
         names = sorted({op.name for op in slice_ops if not op.has_trait(Pure)})
         return f"the copies' addresses need {', '.join(names)}, which the producer cannot run on its own"
-    slots = [v for v in carried if v in used]
+    slots = [v for v in carried if v in used and not isinstance(v.type, t.TileType)]
     if len(slots) != 1:
-        return ("the copies' addresses depend on values the loop carries (besides its index); the producer computes "
+        return ("the copies' addresses depend on scalars the loop carries (besides its index); the producer computes "
                 "them from the index alone")
     write_slot = slots[0]
+    advanced = [v for v in carried if v in used and v is not write_slot]
+    if advanced and not per_thread:
+        return "the copies' addresses depend on values the loop carries"
     stages = full.type.shape[0]
     init = loop.init_args[carried.index(write_slot)]
     if constant_value(init) != stages - 1:
         return "the loop's ring is not filled the number of slots minus one iterations ahead"
-    return _Loop(loop, full, fills, slice_ops, write_slot)
+    return _Loop(loop, full, fills, slice_ops, write_slot, per_thread, advanced)
 
 
-def _slice(body: Any, fills: list) -> tuple[set, list, set]:
-    """The values the fills need from the body: (ops' results, the ops in body order,
-    the block arguments read)."""
+def _slice(body: Any, fills: list, carried: list) -> tuple[list, set]:
+    """The body's ops the fills need (in body order), with the update of every carried
+    value they read (its next value, yielded); and the block arguments read."""
     needed_ops: set = set()
     arguments: set = set()
+    yielded = body.last_op.operands
     stack = [v for op in fills for v in op.operands]
     while stack:
         value = stack.pop()
         owner = value.defining_op
         if owner is None:
-            if getattr(value, "owner_block", None) is body or value in body.arguments:
+            if value in body.arguments and value not in arguments:
                 arguments.add(value)
+                if value in carried and isinstance(value.type, t.TileType):
+                    stack.append(yielded[carried.index(value)])  # a_ptrs: its next value too
             continue
         if owner.parent is not body or owner in needed_ops or owner in fills:
             continue
         needed_ops.add(owner)
         stack.extend(owner.operands)
-    ordered = [op for op in body if op in needed_ops]
-    return needed_ops, ordered, arguments
+    return [op for op in body if op in needed_ops], arguments
 
 
 # --------------------------------------------------------------------------------------
@@ -206,9 +220,10 @@ def split_loop(function: Any, loop: Any, num_warps: int, registers: RegisterPlan
     IR is unchanged)."""
     from polytile.gpu.lowering.target import WORKER_WARPS_ATTR
 
+    from .channels import build_producer, drop_unused_carried, release_instead_of_fills, take_turns
     from .ops import WarpSpecializeOp, YieldOp
 
-    found = _examine(function, loop)
+    found = _examine(function, loop, num_warps)
     if isinstance(found, str):
         return found
     block = loop.parent
@@ -235,33 +250,35 @@ def split_loop(function: Any, loop: Any, num_warps: int, registers: RegisterPlan
         return not any(user is op or op.is_ancestor_of(user) for op in consumers_own)
 
     escaping = [r for op in moved for r in op.results if any(outside(use.owner) for use in r.uses)]
-    handed_on = [*loop.results, *escaping]
-    ws = WarpSpecializeOp.create([r.type for r in handed_on], producer_warps=registers.producer_warps,
-                                 producer_registers=registers.producer, consumer_registers=registers.consumer,
-                                 kernel_registers=registers.kernel, location=loop.location)
+    working = registers.producer_warps if found.per_thread else 1
+    ws = WarpSpecializeOp.create([], producer_warps=registers.producer_warps, producer_registers=registers.producer,
+                                 consumer_registers=registers.consumer, kernel_registers=registers.kernel,
+                                 producer_working_warps=working, location=loop.location)
     block.insert_before(ws, loop)
-    for old, new in zip(handed_on, ws.results):
-        old.replace_uses_if(new, lambda use: outside(use.owner) and use.owner is not ws)
-
-    _build_producer(ws.producer.block, found, empty, loop.location)
+    build_producer(ws.producer.block, found, empty, loop.location)
     Builder.at_end(ws.producer.block, loop.location).create(YieldOp)
 
     consumer = ws.consumer.block
     for op in moved:
         op.detach()
         consumer.append(op)
-    _release_instead_of_fills(found, empty, registers_a_in_flight)
+    release_instead_of_fills(found, empty, registers_a_in_flight)
     loop.detach()
     consumer.append(loop)
+    loop = drop_unused_carried(loop, found.carried)
     if pingpong and num_warps // WARP_GROUP >= 2:
-        _take_turns(loop)
+        take_turns(loop)
+    handed_on = [*loop.results, *escaping]
     Builder.at_end(consumer, loop.location).create(YieldOp, handed_on)
+    ws = _with_results(ws, handed_on)
 
-    # The producer issues every fill the loop reads and no other: the prologue's fills
-    # and the drain's waits for the fills past the end go.
-    for op in reversed(prefix):
-        if op.has_trait(IssuesIntoRing) and getattr(op, "barriers", None) is full:
-            op.erase()
+    # The producer issues every fill the loop reads past the prologue's (the bulk copies':
+    # the prologue's too) and no other: those prologue fills and the drain's waits for the
+    # fills past the end go.
+    if not found.per_thread:
+        for op in reversed(prefix):
+            if op.has_trait(IssuesIntoRing) and getattr(op, "barriers", None) is full:
+                op.erase()
     after = ws.next_op
     inval = None
     while after is not None:
@@ -275,6 +292,21 @@ def split_loop(function: Any, loop: Any, num_warps: int, registers: RegisterPlan
     ending.create(MBarrierInvalOp, empty)
     function.set_attr(WORKER_WARPS_ATTR, registers.producer_warps)
     return None
+
+
+def _with_results(ws: Any, handed_on: list) -> Any:
+    """``ws`` rebuilt with a result per value of ``handed_on`` (what its consumer region
+    yields), which replace those values after it."""
+    new = type(ws)([], [v.type for v in handed_on], dict(ws.attributes), [], ws.location)
+    new.regions = ws.regions
+    for region in ws.regions:
+        region.parent = new
+    ws.regions = ()
+    ws.parent.insert_before(new, ws)
+    ws.erase()
+    for old, fresh in zip(handed_on, new.results):
+        old.replace_uses_if(fresh, lambda use: not new.is_ancestor_of(use.owner))
+    return new
 
 
 def _prefix(block: Any, loop: Any) -> list:
@@ -293,11 +325,15 @@ def _touches_tiles(op: Any) -> bool:
 def _ring_setup(prefix: list, init: Any, full: Any) -> set:
     """The ops that set the ring up for its copies: from the initialization of its
     barriers to its first fill (the copy engine's fence of the initialization among
-    them).  Both groups rely on them: they stay before the split."""
+    them), tile ops aside.  Both groups rely on them: they stay before the split."""
     start = prefix.index(init)
-    end = next((i for i in range(start, len(prefix)) if prefix[i].has_trait(IssuesIntoRing)
-                and getattr(prefix[i], "barriers", None) is full), len(prefix))
-    return set(prefix[start:end])
+    end = next((i for i in range(start, len(prefix)) if prefix[i].has_trait(IssuesIntoRing)), len(prefix))
+    return {op for op in prefix[start:end] if not _touches_tiles(op)}
+
+
+def _fills_ring(op: Any, found: _Loop) -> bool:
+    rings = {getattr(fill, "ring", None) for fill in found.fills} - {None}
+    return getattr(op, "barriers", None) is found.full or getattr(op, "ring", None) in rings
 
 
 def _moved_to_consumers(prefix: list, found: _Loop, ring_setup: set) -> "list | str":
@@ -309,7 +345,9 @@ def _moved_to_consumers(prefix: list, found: _Loop, ring_setup: set) -> "list | 
     from polytile.gpu.pipelining import writes_memory
 
     producer_needs: set = set()
+    carried = list(found.loop.region_iter_args)
     stack = [v for op in (*found.fills, *found.slice) for v in op.operands]
+    stack += [found.loop.init_args[carried.index(arg)] for arg in found.carried]
     while stack:
         value = stack.pop()
         owner = value.defining_op
@@ -318,156 +356,29 @@ def _moved_to_consumers(prefix: list, found: _Loop, ring_setup: set) -> "list | 
         producer_needs.add(owner)
         stack.extend(owner.operands)
     moved: list = []
+    copies: list = []
     effects = False
     for op in prefix:
-        if op.has_trait(IssuesIntoRing) or op in ring_setup:
+        if op in ring_setup:
             continue
-        if not _touches_tiles(op) and not (effects and not op.has_trait(Pure) and op not in producer_needs):
+        if op.has_trait(IssuesIntoRing):
+            # The prologue's per-thread fills stay with the consumers that made their
+            # pointers (the bulk copies' are the producer's; other rings' stay here).
+            if not (found.per_thread and _fills_ring(op, found)):
+                continue
+        elif not _touches_tiles(op) and not (effects and not op.has_trait(Pure) and op not in producer_needs):
             continue
         if op in producer_needs:
-            return f"the copies' addresses come from tiles ('{op.name}'); the producer computes them from scalars"
+            if not found.per_thread or not op.has_trait(Pure):
+                return f"the copies' addresses come from tiles ('{op.name}'); the producer computes them from scalars"
+            copies.append(op)  # the producer's warps make their own (their layout's part)
         if writes_memory(op):
             return (f"the kernel writes memory before the loop ('{op.name}'); the producer's copies could overtake "
                     "that write")
         moved.append(op)
         effects = effects or not op.has_trait(Pure)
+    found.producer_copies = copies
     return moved
-
-
-def _build_producer(block: Any, found: _Loop, empty: Any, location: Any) -> None:
-    """The producer's loop: for each iteration of ``found.loop``, wait until its slot is
-    free, then issue its fill (the body's fill, as issued S - 1 iterations earlier)."""
-    loop = found.loop
-    b = Builder.at_end(block, location)
-    i32 = t.i32
-    zero = arith.materialize_constant(b, 0, i32).result
-    one = arith.materialize_constant(b, 1, i32).result
-    stages = arith.materialize_constant(b, found.full.type.shape[0], i32).result
-    iv_type = loop.induction_variable.type
-    ahead_count = arith.materialize_constant(b, found.full.type.shape[0] - 1, iv_type).result
-    ahead = b.create(arith.BINARY_OPS["muli"], loop.step, ahead_count).result
-    producer = b.insert(scf.ForOp.create(loop.lower, loop.upper, loop.step, [zero, zero], location=location,
-                                         iv_name="fill"))
-    i = producer.induction_variable
-    slot, phase = producer.region_iter_args
-    slot.name_hint, phase.name_hint = "slot", "phase"
-    inner = Builder.at_end(producer.body.block, location)
-    free_phase = inner.create(arith.BINARY_OPS["xori"], phase, one).result
-    inner.create(MBarrierWaitOp, empty, slot, free_phase)
-    # The body issues iteration k + (S - 1)'s fill: iteration i's is the body's at i - (S - 1).
-    k = inner.create(arith.BINARY_OPS["subi"], i, ahead).result
-    mapping = {loop.induction_variable: k, found.write_slot: slot}
-    fills = set(found.fills)
-    for op in loop.body.block:
-        if op in fills or op in found.slice:
-            inner.insert(op.clone(mapping))
-    bumped = inner.create(arith.BINARY_OPS["addi"], slot, one).result
-    wraps = inner.create(arith.CmpIOp, bumped, stages, predicate="eq").result
-    next_slot = inner.create(arith.SelectOp, wraps, zero, bumped).result
-    flipped = inner.create(arith.BINARY_OPS["xori"], phase, one).result
-    next_phase = inner.create(arith.SelectOp, wraps, flipped, phase).result
-    inner.create(scf.YieldOp, [next_slot, next_phase])
-
-
-def _release_instead_of_fills(found: _Loop, empty: Any, registers_a_in_flight: bool) -> None:
-    """Release each slot to the producer where the consumers are done with it.
-
-    Dots that read A from registers (attention's ``p @ v``) are retired in their own
-    iteration unless ``registers_a_in_flight``: left in flight across the back edge, ptxas
-    may give their A registers to the next iteration's dot and then serialize every
-    wgmma of the kernel (C7514); measured on an H100, the in-iteration wait is faster in
-    the specialised loop.  Where then nothing is in flight at the end of an iteration,
-    each warp releases the iteration's own slot there, one iteration earlier; otherwise
-    it releases the previous iteration's slot where the body issued its fill (the wait
-    before it retired that iteration's dots), from the second iteration on."""
-    loop = found.loop
-    body = loop.body.block
-    if not registers_a_in_flight:
-        _retire_register_dots(body)
-    wait = body.first_op
-    if _nothing_in_flight_at_end(body):
-        at = Builder.before(body.last_op, loop.location)
-        always = arith.materialize_constant(at, True, t.i1).result
-        at.create(MBarrierArriveOp, empty, wait.index, always)
-    else:
-        first = found.fills[0]
-        at = Builder.before(first, first.location)
-        later = at.create(arith.CmpIOp, loop.induction_variable, loop.lower, predicate="ne").result
-        at.create(MBarrierArriveOp, empty, found.write_slot, later)
-    for op in reversed(found.fills):
-        op.erase()
-
-
-def _take_turns(loop: Any) -> None:
-    """Where the body has work between its dots (two dots or more, and an op with an
-    effect between them: attention's softmax waits for the first), the consumer warp
-    groups take turns issuing each run of dots (``ws.turn``): one group's dots run on
-    the tensor cores while the others compute, instead of all issuing at once and then
-    all computing (FlashAttention-3's ping-pong)."""
-    from polytile.dialects import tile
-    from polytile.dialects.gpu import ASYNC_DOT_ATTR
-
-    from .ops import TurnOp
-
-    body = loop.body.block
-    ops = list(body)
-    dots = [i for i, op in enumerate(ops) if isinstance(op, tile.DotOp) and op.attributes.get(ASYNC_DOT_ATTR)]
-    if len(dots) < 2:
-        return
-    runs: list = [[dots[0]]]
-    for i in dots[1:]:
-        between = ops[runs[-1][-1] + 1:i]
-        if all(op.has_trait(Pure) or op.name.startswith("gpu.local_load") for op in between):
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    if len(runs) < 2:
-        return
-    for run in runs:
-        first, last = ops[run[0]], ops[run[-1]]
-        Builder.before(first, first.location).create(TurnOp, step="wait")
-        Builder.after(last, last.location).create(TurnOp, step="pass")
-    Builder.before(loop, loop.location).create(TurnOp, step="start")
-    Builder.after(loop, loop.location).create(TurnOp, step="end")
-
-
-def _dot_buffers(dot: Any) -> list:
-    """The shared buffers ``dot`` reads in place (ring slots, stored operands)."""
-    from polytile.dialects.gpu import LocalLoadOp, LocalLoadSlotOp
-
-    buffers = []
-    for operand in (dot.a, dot.b):
-        read = operand.defining_op
-        buffer = read.ring if isinstance(read, LocalLoadSlotOp) else \
-            read.buffer if isinstance(read, LocalLoadOp) else None
-        if buffer is not None and buffer not in buffers:
-            buffers.append(buffer)
-    return buffers
-
-
-def _retire_register_dots(body: Any) -> None:
-    """A wait right after each asynchronous dot of ``body`` that reads A from registers."""
-    from polytile.dialects import tile
-    from polytile.dialects.gpu import ASYNC_DOT_ATTR, DotWaitOp
-    from polytile.gpu.layouts import DotOperandLayout
-
-    for dot in [op for op in body if isinstance(op, tile.DotOp) and op.attributes.get(ASYNC_DOT_ATTR)
-                and isinstance(getattr(op.a.type, "layout", None), DotOperandLayout)]:
-        retire = Builder.after(dot, dot.location).create(DotWaitOp, [dot.result], _dot_buffers(dot), pending=0,
-                                                         result_types=[dot.result.type])
-        dot.result.replace_uses_if(retire.results[0], lambda use: use.owner is not retire)
-
-
-def _nothing_in_flight_at_end(body: Any) -> bool:
-    """Whether every asynchronous dot of ``body`` is retired by a later wait for all."""
-    from polytile.dialects import tile
-    from polytile.dialects.gpu import ASYNC_DOT_ATTR, DotWaitOp
-
-    ops = list(body)
-    issued = [i for i, op in enumerate(ops) if isinstance(op, tile.DotOp) and op.attributes.get(ASYNC_DOT_ATTR)]
-    if not issued:
-        return True
-    return any(isinstance(op, DotWaitOp) and op.pending == 0 for op in ops[issued[-1] + 1:])
 
 
 __all__ = ["PRODUCER_WARPS", "WarpSpecializeLoops", "split_loop"]

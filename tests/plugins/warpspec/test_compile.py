@@ -118,11 +118,36 @@ def test_a_loop_that_is_not_pipelined_says_so():
     assert not outcome[0]["specialised"] and "not pipelined" in outcome[0]["why"]
 
 
-def test_cp_async_loads_are_not_split_yet_and_say_so():
+def _pointer_matmul(num_warps):
     module = matmul_pointers.lower(F16, F16, F16, 256, 256, 256, 256, 256, 256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64,
                                    WS=True)
-    outcome = _outcome(compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=3))
-    assert not outcome[0]["specialised"] and "cp.async copies of pointer tiles" in outcome[0]["why"], outcome
+    return compile_module(module, "nvidia:sm_90a", num_warps=num_warps, num_stages=3)
+
+
+def test_cp_async_loads_are_copied_by_the_whole_producer_group():
+    from polytile.ir import print_ir
+
+    result = _pointer_matmul(4)
+    assert _outcome(result) == [{"specialised": True}]
+    text = print_ir(result.module)
+    consumer, producer = text[text.index("ws.warp_specialize"):].split("\n  } {\n", 1)
+    # The consumers issue the prologue's copies (their pointers are theirs) and carry no
+    # pointers through the loop; the producer's four warps copy the rest, advancing their
+    # own pointers, and arrive per thread (128 arrivals, as the consumers' prologue).
+    assert consumer.count("gpu.async_copy ") == 4 and "gpu.async_copy_arrive" in consumer
+    loop = consumer[consumer.index("scf.for"):]
+    assert "ptr<f16>" not in loop.splitlines()[0] and "tile.addptr" not in loop
+    assert producer.count("gpu.async_copy ") == 2 and "tile.addptr" in producer
+    assert "producer_working_warps = 4" in text and re.search(r"gpu\.mbarrier_init %\w+ \{count = 128\}", text)
+    ptx = result.artifacts["ptx"]
+    assert "cp.async.mbarrier.arrive.noinc" in ptx[ptx.index("setmaxnreg.dec"):ptx.index("setmaxnreg.inc")]
+    assembles(ptx, "sm_90a", "matmul_pointers")
+
+
+def test_cp_async_loads_laid_out_for_other_than_four_warps_are_not_split_and_say_so():
+    outcome = _outcome(_pointer_matmul(8))
+    assert not outcome[0]["specialised"] and "cp.async copies of pointer tiles laid out for 8 warps" in \
+        outcome[0]["why"], outcome
 
 
 # -- determinism (Triton PR #7828: its channel order changed between runs) ---------------

@@ -12,7 +12,7 @@ from polytile.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 from tests.backends.nvidia.fake_cuda import nvidia_gpu  # noqa: E402, F401  (a fixture)
 from tests.plugins.tma.test_gpu_bulk import hopper  # noqa: E402, F401  (a fixture)
 
-from .kernels import matmul_descriptors, matmul_device_descriptors  # noqa: E402
+from .kernels import matmul_descriptors, matmul_device_descriptors, matmul_pointers  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -77,3 +77,19 @@ def test_many_launches_in_a_row_agree(hopper):
                                   num_warps=4, num_stages=4)
         torch.cuda.synchronize()
         torch.testing.assert_close(c.float(), expected, atol=0.15, rtol=0.02)
+
+
+@pytest.mark.parametrize("shape", [(256, 256, 512), (200, 136, 104), (64, 96, 16), (384, 256, 1000)])
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_specialised_pointer_matmul_matches_torch(hopper, shape, stages):
+    # cp.async copies: the producer group's four warps copy with the consumers' layouts.
+    m, n, k = shape
+    torch.manual_seed(4)
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    c = torch.full((m, n), 7.0, device="cuda", dtype=torch.float16)
+    grid = (_cdiv(m, 128), _cdiv(n, 128))
+    matmul_pointers[grid](a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0), BLOCK_M=128, BLOCK_N=128,
+                          BLOCK_K=64, WS=True, num_warps=4, num_stages=stages)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=0.15, rtol=0.02)
