@@ -157,11 +157,13 @@ import hashlib, sys
 import numpy as np
 sys.path.insert(0, {root!r})
 from polytile.compiler import compile_module
-from tests.plugins.warpspec.kernels import attention_descriptors, matmul_device_descriptors
+from tests.plugins.warpspec.kernels import attention_descriptors, matmul_device_descriptors, matmul_pointers
 f16 = np.zeros((256, 256), np.float16)
 q = np.zeros((512, 128), np.float16)
 kernels = [
     (matmul_device_descriptors.lower(f16, f16, f16, 256, 256, 256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, WS=True), 4),
+    (matmul_pointers.lower(f16, f16, f16, 256, 256, 256, 256, 256, 256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64,
+                           WS=True), 4),
     (attention_descriptors.lower(q, q, q, q, 0.1, 512, 256, HEAD_DIM=128, BLOCK_M=128, BLOCK_N=64, CAUSAL=True,
                                  WS=True), 8),
 ]
@@ -187,7 +189,7 @@ def test_the_same_kernels_give_the_same_ptx_in_twenty_processes(tmp_path):
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         outputs = list(pool.map(digests, [1 + 7919 * i for i in range(20)]))
-    assert len(outputs[0].split()) == 2
+    assert len(outputs[0].split()) == 3
     assert len(set(outputs)) == 1, "the PTX differs between processes:\n" + "\n".join(sorted(set(outputs)))
 
 
