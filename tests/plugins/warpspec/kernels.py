@@ -70,23 +70,25 @@ def matmul_pointers(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_c
 def attention_descriptors(q_ptr, k_ptr, v_ptr, out_ptr, scale, rows, seq_len, HEAD_DIM: pl.constexpr,
                           BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr, CAUSAL: pl.constexpr, WS: pl.constexpr):
     # Flash attention forward (Triton's tutorial 06 on Hopper): q, k, v and out are
-    # (batch * heads * seq_len, HEAD_DIM) rows, read through descriptors made here.
-    q_desc = pl.make_tensor_descriptor(q_ptr, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
-    k_desc = pl.make_tensor_descriptor(k_ptr, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
-    v_desc = pl.make_tensor_descriptor(v_ptr, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
-    o_desc = pl.make_tensor_descriptor(out_ptr, [rows, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
+    # (batch * heads * seq_len, HEAD_DIM) rows; each program reads its head through
+    # descriptors of that head's rows made here, so that blocks past seq_len are partial
+    # (zeros read, rows past the end not written).
+    head = pl.program_id(1) * seq_len * HEAD_DIM
+    q_desc = pl.make_tensor_descriptor(q_ptr + head, [seq_len, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
+    k_desc = pl.make_tensor_descriptor(k_ptr + head, [seq_len, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
+    v_desc = pl.make_tensor_descriptor(v_ptr + head, [seq_len, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
+    o_desc = pl.make_tensor_descriptor(out_ptr + head, [seq_len, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
     block = pl.program_id(0)
-    base = pl.program_id(1) * seq_len
     offs_m = block * BLOCK_M + pl.arange(0, BLOCK_M)
     offs_n = pl.arange(0, BLOCK_N)
-    q = q_desc.load([base + block * BLOCK_M, 0])
+    q = q_desc.load([block * BLOCK_M, 0])
     m_i = pl.full((BLOCK_M,), float("-inf"), pl.float32)
     l_i = pl.zeros((BLOCK_M,), dtype=pl.float32)
     acc = pl.zeros((BLOCK_M, HEAD_DIM), dtype=pl.float32)
     qk_scale = scale * 1.4426950408889634
     end = pl.minimum((block + 1) * BLOCK_M, seq_len) if CAUSAL else seq_len
     for start in pl.range(0, end, BLOCK_N, warp_specialize=WS):
-        k = k_desc.load([base + start, 0])
+        k = k_desc.load([start, 0])
         qk = pl.dot(q, k.T)
         cols = start + offs_n
         keep = cols[None, :] < seq_len
@@ -97,7 +99,7 @@ def attention_descriptors(q_ptr, k_ptr, v_ptr, out_ptr, scale, rows, seq_len, HE
         p = pl.exp2(qk - m_new[:, None])
         alpha = pl.exp2(m_i - m_new)
         l_i = l_i * alpha + pl.sum(p, axis=1)
-        v = v_desc.load([base + start, 0])
+        v = v_desc.load([start, 0])
         acc = pl.dot(p.to(pl.float16), v, acc * alpha[:, None])
         m_i = m_new
-    o_desc.store([base + block * BLOCK_M, 0], (acc / l_i[:, None]).to(pl.float16))
+    o_desc.store([block * BLOCK_M, 0], (acc / l_i[:, None]).to(pl.float16))

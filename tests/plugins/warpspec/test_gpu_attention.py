@@ -21,20 +21,40 @@ pytestmark = pytest.mark.gpu
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape, block_m, warps", [((1, 2, 256, 64), 64, 4), ((2, 2, 384, 128), 128, 8),
-                                                   ((1, 1, 1024, 128), 128, 8), ((1, 3, 200, 64), 64, 4)])
+                                                   ((1, 1, 1024, 128), 128, 8), ((1, 3, 200, 64), 64, 4),
+                                                   ((2, 1, 300, 128), 128, 8)])
 def test_specialised_attention_matches_torch(hopper, causal, shape, block_m, warps):
-    batch, heads, seq_len, head_dim = shape
-    if seq_len % block_m:
-        seq_len = (seq_len // block_m + 1) * block_m  # a query block stays in its head
+    batch, heads, seq_len, head_dim = shape  # seq_len 200: the last query and key blocks partial
     polytile.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
     torch.manual_seed(3)
     q, k, v = (torch.randn(batch, heads, seq_len, head_dim, device="cuda", dtype=torch.float16) for _ in range(3))
     rows = batch * heads * seq_len
     out = torch.empty(rows, head_dim, device="cuda", dtype=torch.float16)
-    grid = (seq_len // block_m, batch * heads)
+    grid = ((seq_len + block_m - 1) // block_m, batch * heads)
     attention_descriptors[grid](q.reshape(rows, head_dim), k.reshape(rows, head_dim), v.reshape(rows, head_dim), out,
                                 1.0 / math.sqrt(head_dim), rows, seq_len, HEAD_DIM=head_dim, BLOCK_M=block_m,
                                 BLOCK_N=64, CAUSAL=causal, WS=True, num_warps=warps, num_stages=3)
+    torch.cuda.synchronize()
+    expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    torch.testing.assert_close(out.reshape(batch, heads, seq_len, head_dim).float(), expected, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_pingpong_attention_matches_torch(hopper, causal):
+    # Two consumer warp groups taking turns (the setting warpspec_pingpong): same results.
+    from polytile import config
+
+    batch, heads, seq_len, head_dim = 1, 2, 300, 128
+    polytile.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+    torch.manual_seed(5)
+    q, k, v = (torch.randn(batch, heads, seq_len, head_dim, device="cuda", dtype=torch.float16) for _ in range(3))
+    rows = batch * heads * seq_len
+    out = torch.empty(rows, head_dim, device="cuda", dtype=torch.float16)
+    with config.override(warpspec_pingpong=True):
+        attention_descriptors[((seq_len + 127) // 128, batch * heads)](
+            q.reshape(rows, head_dim), k.reshape(rows, head_dim), v.reshape(rows, head_dim), out,
+            1.0 / math.sqrt(head_dim), rows, seq_len, HEAD_DIM=head_dim, BLOCK_M=128, BLOCK_N=64, CAUSAL=causal,
+            WS=True, num_warps=8, num_stages=3)
     torch.cuda.synchronize()
     expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     torch.testing.assert_close(out.reshape(batch, heads, seq_len, head_dim).float(), expected, atol=2e-2, rtol=2e-2)
