@@ -32,9 +32,9 @@ def init_ptx(count: int) -> str:
 
 WAIT_PTX = ("{ .reg .pred done; wait_phase: mbarrier.try_wait.parity.shared.b64 done, [$0], $1; "
             "@!done bra.uni wait_phase; }")
-# A warp's lanes have done their work when its first lane arrives (the arrival follows
-# a warp-wide instruction: wgmma.wait_group, a shuffle): release orders it before.
-ARRIVE_PTX = ("{ .reg .pred p; .reg .b64 state; setp.ne.b32 p, $1, 0; "
+# One arrival per warp, by its first lane: bar.warp.sync orders every lane's earlier work
+# (its reads of the slot) before it, and the release before the waiter's acquire.
+ARRIVE_PTX = ("{ .reg .pred p; .reg .b64 state; setp.ne.b32 p, $1, 0; bar.warp.sync -1; "
               "@p mbarrier.arrive.release.cta.shared::cta.b64 state, [$0]; }")
 INVAL_PTX = "{ .reg .pred p; setp.ne.b32 p, $1, 0; @p mbarrier.inval.shared.b64 [$0]; }"
 

@@ -16,11 +16,11 @@ built as the CUDA programming guide and Triton build one:
    dimensions, byte strides, element strides, element type, interleave, swizzle, fill);
 3. warp 0 copies it to global memory with ``tensormap.cp_fenceproxy ... release.gpu``
    (the copy and the release of the generic proxy's writes to the tensor-map proxy);
-4. warp 0 acquires it (``fence.proxy.tensormap::generic.acquire.gpu``) and thread 0
-   prefetches it (``prefetch.tensormap``); a barrier ends the op.
+4. after a barrier, every thread acquires it (``fence.proxy.tensormap::generic.acquire.gpu``)
+   and thread 0 prefetches it (``prefetch.tensormap``).
 
-Only thread 0 issues the bulk copies (:mod:`.hopper`), so the acquire by its warp is the
-one the copies need.
+Thread 0 issues the bulk copies (:mod:`.hopper`), or in a warp-specialised kernel a
+producer warp: each thread acquiring the map itself is what makes either see it.
 
 The workspace form (:mod:`.workspace`) builds its maps the same way with
 ``tma.write_map``, which copies the map to the address the kernel gives instead of the
@@ -95,11 +95,11 @@ def _map_at(op: Any, operands: list, ctx: LoweringContext) -> list:
 
 @register_lowering(AcquireMapOp)
 def _acquire_map(op: Any, operands: list, ctx: LoweringContext) -> list:
-    # Thread 0 issues every bulk copy (.hopper): its warp's acquire is the one they need.
+    # Every thread acquires: whichever thread issues a copy through the map (thread 0, or
+    # a warp-specialised kernel's producer) has its own acquire.
     b = ctx.builder
-    warp0 = b.zext(b.icmp_unsigned("==", ctx.warp_id, ctx.i32(0)), _I32)
     address = b.ptrtoint(ctx.get(op.address), _I64)
-    _asm(b, _when("$1", "fence.proxy.tensormap::generic.acquire.gpu [$0], 128;"), [address, warp0], "l,r")
+    _asm(b, "fence.proxy.tensormap::generic.acquire.gpu [$0], 128;", [address], "l")
     return []
 
 
@@ -154,9 +154,11 @@ def _write_map(op: Any, ctx: LoweringContext, global_address: Any) -> None:
     # 3. to global memory, released to the tensor-map proxy; 4. acquired, prefetched.
     _asm(b, _when("$2", "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned "
                         "[$0], [$1], 128;"), [global_address, shared, warp0], "l,r,r")
-    _asm(b, _when("$1", "fence.proxy.tensormap::generic.acquire.gpu [$0], 128;"), [global_address, warp0], "l,r")
-    _asm(b, _when("$1", "prefetch.tensormap [$0];"), [global_address, thread0], "l,r")
     ctx.target.barrier(b)
+    # Every thread acquires it after the barrier: whichever thread issues a copy through it
+    # (a warp-specialised kernel's producer is not in warp 0) has its own acquire.
+    _asm(b, "fence.proxy.tensormap::generic.acquire.gpu [$0], 128;", [global_address], "l")
+    _asm(b, _when("$1", "prefetch.tensormap [$0];"), [global_address, thread0], "l,r")
 
 
 __all__ = ["MAP_ALIGNMENT", "map_is_provable"]

@@ -68,7 +68,8 @@ def build_producer(block: Any, found: Any, empty: Any, location: Any) -> None:
     next_slot = inner.create(arith.SelectOp, wraps, zero, bumped).result
     flipped = inner.create(arith.BINARY_OPS["xori"], phase, one).result
     next_phase = inner.create(arith.SelectOp, wraps, flipped, phase).result
-    advanced = [mapping[loop.body.block.last_op.operands[index]] for index in carried_index]
+    yielded = loop.body.block.last_op.operands
+    advanced = [mapping.get(yielded[index], yielded[index]) for index in carried_index]
     inner.create(scf.YieldOp, [next_slot, next_phase, *advanced])
 
 
@@ -177,10 +178,16 @@ def take_turns(loop: Any) -> None:
     dots = [i for i, op in enumerate(ops) if isinstance(op, tile.DotOp) and op.attributes.get(ASYNC_DOT_ATTR)]
     if len(dots) < 2:
         return
+    # A turn must not hold a barrier of all the consumers (the other groups wait for their
+    # turn): only dots that read their operands in place or from registers (no scratch
+    # for their operands) take turns, and only slot reads and scalar arithmetic join runs.
+    if any(not _in_place(ops[i]) for i in dots):
+        return
     runs: list = [[dots[0]]]
     for i in dots[1:]:
         between = ops[runs[-1][-1] + 1:i]
-        if all(op.has_trait(Pure) or op.name.startswith("gpu.local_load") for op in between):
+        if all(op.name.startswith("gpu.local_load") or (op.has_trait(Pure) and not _touches_tiles(op))
+               for op in between):
             runs[-1].append(i)
         else:
             runs.append([i])
@@ -192,6 +199,23 @@ def take_turns(loop: Any) -> None:
         Builder.after(last, last.location).create(TurnOp, step="pass")
     Builder.before(loop, loop.location).create(TurnOp, step="start")
     Builder.after(loop, loop.location).create(TurnOp, step="end")
+
+
+def _in_place(dot: Any) -> bool:
+    """Whether ``dot`` reads each operand in place from shared memory (a ring slot, a
+    stored operand) or, for A, from registers in a dot operand layout."""
+    from polytile.dialects.gpu import LocalLoadOp, LocalLoadSlotOp
+    from polytile.gpu.layouts import DotOperandLayout
+
+    def read_in_place(operand: Any) -> bool:
+        return isinstance(operand.defining_op, (LocalLoadSlotOp, LocalLoadOp))
+
+    a_in_registers = isinstance(getattr(dot.a.type, "layout", None), DotOperandLayout)
+    return (a_in_registers or read_in_place(dot.a)) and read_in_place(dot.b)
+
+
+def _touches_tiles(op: Any) -> bool:
+    return any(isinstance(v.type, t.TileType) for v in (*op.operands, *op.results))
 
 
 def _dot_buffers(dot: Any) -> list:

@@ -18,8 +18,9 @@ class WarpSpecializeOp(Operation):
     with ``consumer_registers`` registers per thread; what it yields are the op's results,
     and the rest of the kernel after the op is theirs alone.  ``producer``: run by
     ``producer_warps`` more warps (the kernel's ``gpu.worker_warps``), with
-    ``producer_registers`` registers per thread; it works on scalars only (it issues the
-    copies of a ring, one thread of it), yields nothing, and its warps end with it.
+    ``producer_registers`` registers per thread; the first ``producer_working_warps`` of
+    them run it (one issues bulk copies; per-thread copies take all, with tiles laid out
+    for that many warps), it yields nothing, and its warps end with it.
     ``kernel_registers``: the registers per thread the kernel starts with, which both
     groups move from (the producer gives back, the consumers take).  The regions share
     memory only through what the op's maker synchronizes with mbarriers."""

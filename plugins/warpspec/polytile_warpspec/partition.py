@@ -28,8 +28,10 @@ more warps run its producer region):
   on; the prologue fills and the drain's waits go (the producer issues exactly the fills
   the loop reads), and what follows the loop is the consumers' alone.
 
-Only fills of scalars are moved (one thread issues them: polytile-tma's bulk tensor
-copies), and only from a loop at the kernel's top level.  Everything else the pass
+Bulk copies (polytile-tma's) are issued by one producer thread, the prologue's too;
+per-thread ``cp.async`` copies by the four producer warps with the consumers' layouts
+(``num_warps = 4``), the prologue's staying with the consumers.  Only a loop at the
+kernel's top level is split.  Everything else the pass
 leaves alone, saying why in the compile metadata (``warp_specialize``: one entry per
 hinted loop, see :mod:`.report`).  Every choice depends on the IR alone (program order),
 so the same kernel gives the same code in every process.
@@ -41,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from polytile.dialects import arith, scf
-from polytile.dialects.gpu import (IssuesIntoRing, LocalAllocOp, MBarrierArriveOp, MBarrierInitOp, MBarrierInvalOp,
+from polytile.dialects.gpu import (IssuesIntoRing, LocalAllocOp, MBarrierInitOp, MBarrierInvalOp,
                                    MBarrierWaitOp)
 from polytile.errors import ConfigError
 from polytile.ir import types as t
@@ -152,6 +154,9 @@ def _examine(function: Any, loop: Any, num_warps: int) -> "_Loop | str":
     """The pieces of ``loop``, or why it cannot be split (the IR is unchanged)."""
     if loop.parent_op is not function:
         return "the loop is inside another loop or a branch; only a loop at the kernel's top level is split"
+    if num_warps % WARP_GROUP:
+        return (f"num_warps = {num_warps}: the consumers are whole warp groups of {WARP_GROUP} warps (setmaxnreg "
+                "moves a whole warp group's registers)")
     body = loop.body.block
     wait = body.first_op
     fills = [op for op in body if op.has_trait(IssuesIntoRing)]
@@ -288,6 +293,8 @@ def split_loop(function: Any, loop: Any, num_warps: int, registers: RegisterPlan
         elif isinstance(after, MBarrierInvalOp) and after.barriers is full:
             inval = after
         after = following
+    if found.per_thread:
+        _wait_for_unread_prologue(ws, found, loop)
     ending = Builder.after(inval, inval.location) if inval is not None else Builder.after(ws, loop.location)
     ending.create(MBarrierInvalOp, empty)
     function.set_attr(WORKER_WARPS_ATTR, registers.producer_warps)
@@ -307,6 +314,26 @@ def _with_results(ws: Any, handed_on: list) -> Any:
     for old, fresh in zip(handed_on, new.results):
         old.replace_uses_if(fresh, lambda use: not new.is_ancestor_of(use.owner))
     return new
+
+
+def _wait_for_unread_prologue(ws: Any, found: _Loop, loop: Any) -> None:
+    """Per-thread copies: the consumers' prologue filled slots 0 .. S-2 for iterations
+    0 .. S-2; where the loop runs fewer, the fills of the iterations it does not run
+    (predicated off: zeros, and an arrival) are never waited for in it.  After the split,
+    each such slot's first phase is waited for, so that no copy is still writing when the
+    ring's bytes are reused or its barriers invalidated (``loop``: the consumers' loop)."""
+    b = Builder.after(ws, loop.location)
+    zero = arith.materialize_constant(b, 0, t.i32).result
+    for slot in range(found.full.type.shape[0] - 1):
+        count = arith.materialize_constant(b, slot, loop.induction_variable.type).result
+        start = b.create(arith.BINARY_OPS["addi"], loop.lower,
+                         b.create(arith.BINARY_OPS["muli"], loop.step, count).result).result
+        unread = b.create(arith.CmpIOp, start, loop.upper, predicate="sge").result
+        branch = b.insert(scf.IfOp.create(unread))
+        inside = Builder.at_end(branch.then_region.block, loop.location)
+        inside.create(MBarrierWaitOp, found.full, arith.materialize_constant(inside, slot, t.i32).result, zero)
+        inside.create(scf.YieldOp, [])
+        Builder.at_end(branch.else_region.block, loop.location).create(scf.YieldOp, [])
 
 
 def _prefix(block: Any, loop: Any) -> list:
@@ -348,6 +375,7 @@ def _moved_to_consumers(prefix: list, found: _Loop, ring_setup: set) -> "list | 
     carried = list(found.loop.region_iter_args)
     stack = [v for op in (*found.fills, *found.slice) for v in op.operands]
     stack += [found.loop.init_args[carried.index(arg)] for arg in found.carried]
+    stack += [found.loop.lower, found.loop.upper, found.loop.step]
     while stack:
         value = stack.pop()
         owner = value.defining_op
@@ -361,12 +389,12 @@ def _moved_to_consumers(prefix: list, found: _Loop, ring_setup: set) -> "list | 
     for op in prefix:
         if op in ring_setup:
             continue
-        if op.has_trait(IssuesIntoRing):
-            # The prologue's per-thread fills stay with the consumers that made their
-            # pointers (the bulk copies' are the producer's; other rings' stay here).
-            if not (found.per_thread and _fills_ring(op, found)):
-                continue
-        elif not _touches_tiles(op) and not (effects and not op.has_trait(Pure) and op not in producer_needs):
+        this_ring = op.has_trait(IssuesIntoRing) and _fills_ring(op, found)
+        if this_ring and not found.per_thread:
+            continue  # the bulk copies' prologue: the producer issues it (erased here)
+        # This ring's per-thread prologue stays with the consumers that made its pointers.
+        if not this_ring and not _touches_tiles(op) and not (effects and not op.has_trait(Pure)
+                                                            and op not in producer_needs):
             continue
         if op in producer_needs:
             if not found.per_thread or not op.has_trait(Pure):
@@ -377,6 +405,15 @@ def _moved_to_consumers(prefix: list, found: _Loop, ring_setup: set) -> "list | 
                     "that write")
         moved.append(op)
         effects = effects or not op.has_trait(Pure)
+    # What stays before the split runs in every warp, before the groups part: it may not
+    # need what moved.
+    gone = set(moved) | {op for op in prefix if op.has_trait(IssuesIntoRing) and _fills_ring(op, found)
+                         and not found.per_thread}
+    made = {r for op in moved for inner in op.walk() for r in inner.results}
+    for op in prefix:
+        if op not in gone and any(v in made for inner in op.walk() for v in inner.operands):
+            return (f"'{op.name}' before the loop needs a value the consumer warps make there (from tiles laid out "
+                    "for them); the producer's warps cannot make it")
     found.producer_copies = copies
     return moved
 

@@ -5,7 +5,9 @@ assembler is told so: ``.maxnreg``); the producer gives back down to ``producer`
 (``setmaxnreg.dec``) and the consumers take up to ``consumer`` (``setmaxnreg.inc``) from
 what it gave.  So ``producer <= kernel <= consumer``, every count a multiple of 8 from
 24 to 256, and the consumers' and producer's registers together fit the program's share
-of the register file.  Defaults as CUTLASS's Hopper kernels: the producer keeps 40.
+of the register file, and the consumers grow by no more than the producer gives back
+(``setmaxnreg.inc`` waits for registers in the program's pool).  Defaults as CUTLASS's
+Hopper kernels: the producer keeps 40.
 """
 
 from __future__ import annotations
@@ -47,20 +49,29 @@ def plan_registers(target: Any, consumer_warps: int, producer_warps: int, produc
     if threads > 1024:
         return (f"{consumer_warps} warps and a producer warp group of {producer_warps} make {threads} threads, more "
                 "than the 1024 a program holds")
+    asked = consumer
     kernel = min(_down8(min(total // threads, 255)), HIGHEST)
     if maxnreg is not None:
         kernel = min(kernel, _down8(maxnreg))
-    room = _down8((total - producer_warps * warp * producer) // (consumer_warps * warp))
-    consumer = consumer or min(room, CONSUMER_CEILING)
-    if consumer > room:
-        return (f"the consumers' {consumer} registers per thread and the producer's {producer} do not fit the "
-                f"{total} registers of a program with {consumer_warps} consumer warps")
-    kernel = min(kernel, consumer)
+    if kernel < LOWEST:
+        return f"{threads} threads leave {kernel} registers per thread, fewer than a warp group needs"
     if producer > kernel:
         return (f"the producer keeps {producer} registers per thread, more than the {kernel} each thread of "
                 f"{threads} starts with")
-    if kernel < LOWEST:
-        return f"{threads} threads leave {kernel} registers per thread, fewer than a warp group needs"
+    # setmaxnreg.inc waits until the program's pool holds the registers asked for, and
+    # only what the producer gives back is in it: the consumers may grow by that much.
+    pool = producer_warps * (kernel - producer)
+    room = min(_down8(kernel + pool // consumer_warps), HIGHEST)
+    consumer = consumer or min(room, CONSUMER_CEILING)
+    if consumer > room:
+        return (f"the consumers' {consumer} registers per thread do not fit: the {producer_warps} producer warps give "
+                f"back {kernel - producer} each from {kernel}, which lets {consumer_warps} consumer warps grow to "
+                f"{room}")
+    if consumer < kernel:
+        if asked:
+            return (f"the consumers' {asked} registers per thread are fewer than the {kernel} each thread starts "
+                    "with; setmaxnreg.inc only grows them")
+        kernel = consumer
     return RegisterPlan(producer_warps, producer, consumer, kernel)
 
 

@@ -103,3 +103,30 @@ def attention_descriptors(q_ptr, k_ptr, v_ptr, out_ptr, scale, rows, seq_len, HE
         acc = pl.dot(p.to(pl.float16), v, acc * alpha[:, None])
         m_i = m_new
     o_desc.store([block * BLOCK_M, 0], (acc / l_i[:, None]).to(pl.float16))
+
+
+@jit
+def matmul_from_a_loaded_start(a_ptr, b_ptr, c_ptr, starts_ptr, M, N, K, BLOCK: pl.constexpr):
+    # The loop's first iteration comes from memory through a tile: the consumers' warps
+    # make it, so the producer could not: not split.
+    a_desc = pl.make_tensor_descriptor(a_ptr, [M, K], [K, 1], [BLOCK, 64])
+    b_desc = pl.make_tensor_descriptor(b_ptr, [N, K], [K, 1], [BLOCK, 64])
+    first = pl.sum(pl.load(starts_ptr + pl.arange(0, 16)))
+    accumulator = pl.zeros((BLOCK, BLOCK), dtype=pl.float32)
+    for k in pl.range(first, pl.cdiv(K, 64), warp_specialize=True):
+        accumulator = pl.dot(a_desc.load([0, k * 64]), b_desc.load([0, k * 64]).T, accumulator)
+    pl.store(c_ptr + pl.arange(0, BLOCK)[:, None] * N + pl.arange(0, BLOCK)[None, :], accumulator.to(pl.float16))
+
+
+@jit
+def matmul_after_a_store(a_ptr, b_ptr, c_ptr, flags_ptr, M, N, K, BLOCK: pl.constexpr, TILE_STORE: pl.constexpr):
+    a_desc = pl.make_tensor_descriptor(a_ptr, [M, K], [K, 1], [BLOCK, 64])
+    b_desc = pl.make_tensor_descriptor(b_ptr, [N, K], [K, 1], [BLOCK, 64])
+    if TILE_STORE:
+        pl.store(flags_ptr + pl.arange(0, 16), pl.zeros((16,), pl.int32))  # the consumers' warps store it
+    else:
+        pl.store(flags_ptr + pl.program_id(0), 1)  # every warp stores it, before the split
+    accumulator = pl.zeros((BLOCK, BLOCK), dtype=pl.float32)
+    for k in pl.range(pl.cdiv(K, 64), warp_specialize=True):
+        accumulator = pl.dot(a_desc.load([0, k * 64]), b_desc.load([0, k * 64]).T, accumulator)
+    pl.store(c_ptr + pl.arange(0, BLOCK)[:, None] * N + pl.arange(0, BLOCK)[None, :], accumulator.to(pl.float16))

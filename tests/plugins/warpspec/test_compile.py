@@ -226,3 +226,72 @@ def test_the_proxy_fence_after_a_moved_store_moves_with_it():
     store = next(i for i, line in enumerate(lines) if "gpu.local_alloc source(" in line)
     fences = [i for i, line in enumerate(lines) if line == "gpu.fence_async_shared"]
     assert split < store < fences[0] and fences[0] == store + 1, "\n".join(lines[split - 3:store + 4])
+
+
+# -- what the review of the split found (2026-11-28) ------------------------------------
+
+
+def test_consumer_warps_that_are_not_whole_warp_groups_are_not_split():
+    outcome = _outcome(_matmul(num_warps=2, block=(64, 64, 64)))
+    assert not outcome[0]["specialised"] and "whole warp groups" in outcome[0]["why"], outcome
+
+
+@pytest.mark.parametrize("consumer_warps, maxnreg", [(4, None), (8, None), (8, 160), (4, 128), (12, None)])
+def test_the_consumers_never_ask_for_more_than_the_producer_gives_back(consumer_warps, maxnreg):
+    # setmaxnreg.inc waits until the pool holds the registers: more would hang.
+    from types import SimpleNamespace
+
+    from polytile_warpspec.registers import RegisterPlan, plan_registers
+
+    plan = plan_registers(SimpleNamespace(warp_size=32, registers_per_program=65536), consumer_warps, 4, 0, 0,
+                          maxnreg)
+    assert isinstance(plan, RegisterPlan), plan
+    assert consumer_warps * (plan.consumer - plan.kernel) <= 4 * (plan.kernel - plan.producer)
+    assert (consumer_warps + 4) * 32 * plan.kernel <= 65536 and (maxnreg is None or plan.kernel <= maxnreg)
+
+
+def test_asking_the_consumers_for_too_many_registers_is_a_reason_not_a_hang():
+    from polytile import config
+
+    with config.override(warpspec_consumer_registers=256):
+        result = _matmul(num_warps=8, block=(128, 256, 64))
+    outcome = _outcome(result)
+    assert not outcome[0]["specialised"] and "registers per thread do not fit" in outcome[0]["why"], outcome
+
+
+def test_cp_async_prologue_fills_the_loop_does_not_read_are_waited_for():
+    # With fewer iterations than stages - 1, the consumers' prologue fills of the missing
+    # iterations still land (zeros): they are waited for before the ring's bytes are reused.
+    from polytile.ir import print_ir
+
+    text = print_ir(_pointer_matmul(4).module)
+    after = text[text.rindex("ws.yield"):]
+    assert after.count("scf.if") == 2 and after.count("gpu.mbarrier_wait") == 2  # slots 0 and 1 (3 stages)
+    assert after.index("gpu.mbarrier_wait") < after.index("gpu.mbarrier_inval")
+
+
+def test_maps_made_in_the_kernel_are_acquired_by_every_thread():
+    # The producer's thread (not in warp 0) issues the copies through them.
+    ptx = _matmul().artifacts["ptx"]
+    acquires = re.findall(r"[^\n]*fence\.proxy\.tensormap::generic\.acquire[^\n]*", ptx)
+    assert acquires and not any("@" in line for line in acquires), acquires
+
+
+def test_a_loop_bound_made_from_tiles_is_a_reason_not_a_crash():
+    from .kernels import matmul_from_a_loaded_start
+
+    starts = np.zeros(16, np.int32)
+    module = matmul_from_a_loaded_start.lower(F16, F16, F16, starts, 256, 256, 256, BLOCK=128)
+    outcome = _outcome(compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=3))
+    assert not outcome[0]["specialised"] and "the producer" in outcome[0]["why"], outcome
+
+
+@pytest.mark.parametrize("tile_store, specialised", [(True, False), (False, True)])
+def test_only_writes_the_consumers_make_before_the_loop_stop_the_split(tile_store, specialised):
+    from .kernels import matmul_after_a_store
+
+    flags = np.zeros(16, np.int32)
+    module = matmul_after_a_store.lower(F16, F16, F16, flags, 256, 256, 256, BLOCK=128, TILE_STORE=tile_store)
+    outcome = _outcome(compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=3))
+    assert outcome[0]["specialised"] == specialised, outcome
+    assert specialised or "writes memory before the loop" in outcome[0]["why"]
