@@ -73,7 +73,7 @@ class AsyncDots(Pass):
             # iteration fills that buffer again.
             candidates = [op for op in loop.body.block if isinstance(op, tile.DotOp)
                           and _overlaps(op, select_instruction(op, target, num_warps))
-                          and not any(_made_in(r, loop.body.block) for r in _rings(op))]
+                          and not any(_made_in(r, loop.body.block) for r in dot_buffers(op))]
             plan = _plan(loop, candidates)
             if plan is not None:
                 _make_async(loop, plan, self.pending)
@@ -188,7 +188,7 @@ def _from_retired(value: Any, retired: set, body: Any) -> bool:
     return False
 
 
-def _rings(dot: Any) -> list:
+def dot_buffers(dot: Any) -> list:
     """The buffers the dot reads in place: ring slots, and buffers hoist-dot-operands stored."""
     rings = []
     for operand in (dot.a, dot.b):
@@ -217,7 +217,7 @@ def _make_async(loop: Any, plan: _Plan, pending: int) -> None:
     rings: list = []
     for dot in plan.dots:
         dot.set_attr(ASYNC_DOT_ATTR, True)
-        rings += [r for r in _rings(dot) if r not in rings]
+        rings += [r for r in dot_buffers(dot) if r not in rings]
     first = plan.dots[0]
 
     # After the first dot: the previous iteration's dots are retired (only this one may
@@ -241,7 +241,7 @@ def _make_async(loop: Any, plan: _Plan, pending: int) -> None:
     for dot in plan.read:
         reader = min((_top(use.owner, body) for use in dot.result.uses), key=order.__getitem__)
         behind = sum(1 for d in plan.dots if order[dot] < order[d] < order[reader])
-        retire = Builder.before(reader, reader.location).create(DotWaitOp, [dot.result], _rings(dot),
+        retire = Builder.before(reader, reader.location).create(DotWaitOp, [dot.result], dot_buffers(dot),
                                                                 pending=behind, result_types=[dot.result.type])
         for use in list(dot.result.uses):
             if use.owner is not retire:
@@ -277,4 +277,4 @@ def _make_async(loop: Any, plan: _Plan, pending: int) -> None:
                 use.owner.set_operand(use.index, waited)
 
 
-__all__ = ["AsyncDots"]
+__all__ = ["AsyncDots", "dot_buffers"]

@@ -218,29 +218,16 @@ def _touches_tiles(op: Any) -> bool:
     return any(isinstance(v.type, t.TileType) for v in (*op.operands, *op.results))
 
 
-def _dot_buffers(dot: Any) -> list:
-    """The shared buffers ``dot`` reads in place (ring slots, stored operands)."""
-    from polytile.dialects.gpu import LocalLoadOp, LocalLoadSlotOp
-
-    buffers = []
-    for operand in (dot.a, dot.b):
-        read = operand.defining_op
-        buffer = read.ring if isinstance(read, LocalLoadSlotOp) else \
-            read.buffer if isinstance(read, LocalLoadOp) else None
-        if buffer is not None and buffer not in buffers:
-            buffers.append(buffer)
-    return buffers
-
-
 def _retire_register_dots(body: Any) -> None:
     """A wait right after each asynchronous dot of ``body`` that reads A from registers."""
     from polytile.dialects import tile
     from polytile.dialects.gpu import ASYNC_DOT_ATTR, DotWaitOp
+    from polytile.gpu.async_dots import dot_buffers
     from polytile.gpu.layouts import DotOperandLayout
 
     for dot in [op for op in body if isinstance(op, tile.DotOp) and op.attributes.get(ASYNC_DOT_ATTR)
                 and isinstance(getattr(op.a.type, "layout", None), DotOperandLayout)]:
-        retire = Builder.after(dot, dot.location).create(DotWaitOp, [dot.result], _dot_buffers(dot), pending=0,
+        retire = Builder.after(dot, dot.location).create(DotWaitOp, [dot.result], dot_buffers(dot), pending=0,
                                                          result_types=[dot.result.type])
         dot.result.replace_uses_if(retire.results[0], lambda use: use.owner is not retire)
 
