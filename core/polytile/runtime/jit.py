@@ -549,8 +549,9 @@ class JITFunction:
         parameter with a default that ``constexprs`` leaves out takes its default, as in a
         launch."""
         options = dict(options or {})
+        constexpr_names = self.constexpr_names()
         defaults = {name: parameter.default for name, parameter in self.signature.parameters.items()
-                    if name in self.constexpr_names() and name not in constexprs
+                    if name in constexpr_names and name not in constexprs
                     and parameter.default is not inspect.Parameter.empty}
         constexprs = {**defaults, **constexprs} if defaults else constexprs
         resolved, backend, parsed = _resolve(self.__name__, target, _backend_options(options))

@@ -15,6 +15,11 @@ from polytile.ir.builder import Builder
 from polytile.ir.opdef import Pure
 
 
+def touches_tiles(op: Any) -> bool:
+    """Whether ``op`` or an op in its regions reads or makes a tile."""
+    return any(isinstance(v.type, t.TileType) for inner in op.walk() for v in (*inner.operands, *inner.results))
+
+
 def build_producer(block: Any, found: Any, empty: Any, location: Any) -> None:
     """The producer's loop, at the end of ``block``: it issues the fills of ``found.loop``
     in order, each once its slot is free (the wait on ``empty`` for the phase of the other
@@ -133,11 +138,11 @@ def _only_feeding(arg: Any, yielded: Any, body: Any) -> list | None:
     return chain
 
 
-def release_instead_of_fills(found: Any, empty: Any, registers_a_in_flight: bool) -> None:
+def release_instead_of_fills(found: Any, empty: Any) -> None:
     """Release each slot to the producer where the consumers are done with it.
 
     Dots that read A from registers (attention's ``p @ v``) are retired in their own
-    iteration unless ``registers_a_in_flight``: left in flight across the back edge, ptxas
+    iteration: left in flight across the back edge, ptxas
     may give their A registers to the next iteration's dot and then serialize every
     wgmma of the kernel (C7514); measured on an H100, the in-iteration wait is faster in
     the specialised loop.  Where then nothing is in flight at the end of an iteration,
@@ -146,8 +151,7 @@ def release_instead_of_fills(found: Any, empty: Any, registers_a_in_flight: bool
     before it retired that iteration's dots), from the second iteration on."""
     loop = found.loop
     body = loop.body.block
-    if not registers_a_in_flight:
-        _retire_register_dots(body)
+    _retire_register_dots(body)
     wait = body.first_op
     if _nothing_in_flight_at_end(body):
         at = Builder.before(body.last_op, loop.location)
@@ -186,7 +190,7 @@ def take_turns(loop: Any) -> None:
     runs: list = [[dots[0]]]
     for i in dots[1:]:
         between = ops[runs[-1][-1] + 1:i]
-        if all(op.name.startswith("gpu.local_load") or (op.has_trait(Pure) and not _touches_tiles(op))
+        if all(op.name.startswith("gpu.local_load") or (op.has_trait(Pure) and not touches_tiles(op))
                for op in between):
             runs[-1].append(i)
         else:
@@ -212,10 +216,6 @@ def _in_place(dot: Any) -> bool:
 
     a_in_registers = isinstance(getattr(dot.a.type, "layout", None), DotOperandLayout)
     return (a_in_registers or read_in_place(dot.a)) and read_in_place(dot.b)
-
-
-def _touches_tiles(op: Any) -> bool:
-    return any(isinstance(v.type, t.TileType) for v in (*op.operands, *op.results))
 
 
 def _retire_register_dots(body: Any) -> None:
@@ -244,4 +244,4 @@ def _nothing_in_flight_at_end(body: Any) -> bool:
     return any(isinstance(op, DotWaitOp) and op.pending == 0 for op in ops[issued[-1] + 1:])
 
 
-__all__ = ["build_producer", "drop_unused_carried", "release_instead_of_fills", "take_turns"]
+__all__ = ["build_producer", "drop_unused_carried", "release_instead_of_fills", "take_turns", "touches_tiles"]

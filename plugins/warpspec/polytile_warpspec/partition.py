@@ -51,8 +51,9 @@ from polytile.ir.builder import Builder
 from polytile.ir.opdef import Pure
 from polytile.passes.pass_base import Pass, PassContext, PreservedAnalyses
 from polytile.passes.rewrite import constant_value
-from polytile.warp_specialize import HINT
+from polytile.warp_specialize import hinted_loops
 
+from .channels import touches_tiles
 from .registers import RegisterPlan, plan_registers
 from .report import record_outcome
 
@@ -77,7 +78,7 @@ class WarpSpecializeLoops(Pass):
     consumer_registers: int = field(default=0, metadata={"doc": "registers per consumer thread (0: the setting, "
                                                                 "then what the register file leaves)"})
     #: Whether two or more consumer warp groups take turns issuing their dots (ping-pong)
-    #: in a loop with work between its dots (attention's softmax); see :func:`_take_turns`.
+    #: in a loop with work between its dots (attention's softmax); see :func:`.channels.take_turns`.
     #: Off by default: on an H100 (2026-11-28) attention with d = 128 measured 444 TFLOP/s
     #: with it against 449 without (causal 364 against 376): each group's dots wait for
     #: its own softmax, so taking turns only lines the groups up.
@@ -85,10 +86,6 @@ class WarpSpecializeLoops(Pass):
     pingpong: Literal["setting", "on", "off"] = field(default="setting", metadata={
         "doc": "on | off: consumer warp groups take turns issuing dots where the loop has work between them; "
                "setting: the setting warpspec_pingpong"})
-    #: Whether the consumers keep a dot that reads A from registers in flight into the
-    #: next iteration (see :func:`_release_instead_of_fills`).
-    registers_a_in_flight: bool = field(default=False, metadata={"doc": "keep dots with A in registers in flight "
-                                                                         "across iterations"})
 
     def __post_init__(self) -> None:
         for name in ("producer_registers", "consumer_registers"):
@@ -111,7 +108,7 @@ class WarpSpecializeLoops(Pass):
         seen: dict = {}
         for function in [op for op in module.walk() if op.name == "func.func" and op.attributes.get("kernel")]:
             split = False
-            for loop in [op for op in function.walk() if isinstance(op, scf.ForOp) and op.attributes.get(HINT)]:
+            for loop in hinted_loops(function):
                 if missing is not None:
                     why = missing
                 elif split:
@@ -119,8 +116,7 @@ class WarpSpecializeLoops(Pass):
                 else:
                     plan = plan_registers(target, num_warps, PRODUCER_WARPS, self.producer_registers,
                                           self.consumer_registers, getattr(context.options, "maxnreg", None))
-                    why = plan if isinstance(plan, str) else split_loop(function, loop, num_warps, plan,
-                                                                        self.registers_a_in_flight, pingpong)
+                    why = plan if isinstance(plan, str) else split_loop(function, loop, num_warps, plan, pingpong)
                 record_outcome(context.artifacts, loop, why, seen)
                 if why is None:
                     split = changed = True
@@ -220,7 +216,7 @@ def _slice(body: Any, fills: list, carried: list) -> tuple[list, set]:
 
 
 def split_loop(function: Any, loop: Any, num_warps: int, registers: RegisterPlan,
-               registers_a_in_flight: bool = False, pingpong: bool = True) -> str | None:
+               pingpong: bool = False) -> str | None:
     """Split ``loop`` (see the module docstring); None when done, else why not (then the
     IR is unchanged)."""
     from polytile.gpu.lowering.target import WORKER_WARPS_ATTR
@@ -267,7 +263,7 @@ def split_loop(function: Any, loop: Any, num_warps: int, registers: RegisterPlan
     for op in moved:
         op.detach()
         consumer.append(op)
-    release_instead_of_fills(found, empty, registers_a_in_flight)
+    release_instead_of_fills(found, empty)
     loop.detach()
     consumer.append(loop)
     loop = drop_unused_carried(loop, found.carried)
@@ -345,17 +341,13 @@ def _prefix(block: Any, loop: Any) -> list:
     return ops
 
 
-def _touches_tiles(op: Any) -> bool:
-    return any(isinstance(v.type, t.TileType) for inner in op.walk() for v in (*inner.operands, *inner.results))
-
-
 def _ring_setup(prefix: list, init: Any, full: Any) -> set:
     """The ops that set the ring up for its copies: from the initialization of its
     barriers to its first fill (the copy engine's fence of the initialization among
     them), tile ops aside.  Both groups rely on them: they stay before the split."""
     start = prefix.index(init)
     end = next((i for i in range(start, len(prefix)) if prefix[i].has_trait(IssuesIntoRing)), len(prefix))
-    return {op for op in prefix[start:end] if not _touches_tiles(op)}
+    return {op for op in prefix[start:end] if not touches_tiles(op)}
 
 
 def _fills_ring(op: Any, found: _Loop) -> bool:
@@ -393,7 +385,7 @@ def _moved_to_consumers(prefix: list, found: _Loop, ring_setup: set) -> "list | 
         if this_ring and not found.per_thread:
             continue  # the bulk copies' prologue: the producer issues it (erased here)
         # This ring's per-thread prologue stays with the consumers that made its pointers.
-        if not this_ring and not _touches_tiles(op) and not (effects and not op.has_trait(Pure)
+        if not this_ring and not touches_tiles(op) and not (effects and not op.has_trait(Pure)
                                                             and op not in producer_needs):
             continue
         if op in producer_needs:

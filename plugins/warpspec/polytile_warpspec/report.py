@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from polytile.passes.pass_base import Pass, PassContext, PreservedAnalyses
-from polytile.warp_specialize import HINT, WARP_SPECIALIZE
+from polytile.warp_specialize import WARP_SPECIALIZE, hinted_loops
 
 #: What an entry says until ``warp-specialize`` reaches its loop.
 NOT_REACHED = "the loop was unrolled or removed before warp specialization"
@@ -62,7 +62,7 @@ class NoteWarpSpecialize(Pass):
     summary: ClassVar[str] = "record the loops that ask for warp specialization (compile metadata)"
 
     def run(self, module: Any, context: PassContext) -> PreservedAnalyses:
-        loops = [op for op in module.walk() if op.name == "scf.for" and op.attributes.get(HINT)]
+        loops = hinted_loops(module)
         if loops:
             why = unsupported_reason(_gpu_target(context), getattr(context, "target", None)) or NOT_REACHED
             context.artifacts[WARP_SPECIALIZE] = [{"loop": _location(op), "specialised": False, "why": why}
@@ -71,11 +71,14 @@ class NoteWarpSpecialize(Pass):
 
 
 def _gpu_target(context: Any) -> Any:
-    try:
-        from polytile.gpu.lowering.target import gpu_target_of
+    """The context's ``GpuTarget``, or None for a target without the GPU lowering (the
+    interpreter)."""
+    from polytile.errors import ConfigError
+    from polytile.gpu.lowering.target import gpu_target_of
 
+    try:
         return gpu_target_of(context)
-    except Exception:  # noqa: BLE001 - a target without the GPU lowering (the interpreter)
+    except ConfigError:
         return None
 
 

@@ -19,6 +19,12 @@ from .kernels import attention_descriptors  # noqa: E402
 pytestmark = pytest.mark.gpu
 
 
+def _assert_split(compiled):
+    """The launch ran the loop warp-specialised (not merely right, unspecialised)."""
+    entries = compiled.metadata["warp_specialize"]
+    assert [entry["specialised"] for entry in entries] == [True], entries
+
+
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape, block_m, warps", [((1, 2, 256, 64), 64, 4), ((2, 2, 384, 128), 128, 8),
                                                    ((1, 1, 1024, 128), 128, 8), ((1, 3, 200, 64), 64, 4),
@@ -31,10 +37,12 @@ def test_specialised_attention_matches_torch(hopper, causal, shape, block_m, war
     rows = batch * heads * seq_len
     out = torch.empty(rows, head_dim, device="cuda", dtype=torch.float16)
     grid = ((seq_len + block_m - 1) // block_m, batch * heads)
-    attention_descriptors[grid](q.reshape(rows, head_dim), k.reshape(rows, head_dim), v.reshape(rows, head_dim), out,
-                                1.0 / math.sqrt(head_dim), rows, seq_len, HEAD_DIM=head_dim, BLOCK_M=block_m,
-                                BLOCK_N=64, CAUSAL=causal, WS=True, num_warps=warps, num_stages=3)
+    compiled = attention_descriptors[grid](q.reshape(rows, head_dim), k.reshape(rows, head_dim),
+                                           v.reshape(rows, head_dim), out, 1.0 / math.sqrt(head_dim), rows, seq_len,
+                                           HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=64, CAUSAL=causal, WS=True,
+                                           num_warps=warps, num_stages=3)
     torch.cuda.synchronize()
+    _assert_split(compiled)
     expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     torch.testing.assert_close(out.reshape(batch, heads, seq_len, head_dim).float(), expected, atol=2e-2, rtol=2e-2)
 
@@ -53,10 +61,11 @@ def test_pingpong_attention_matches_torch(hopper, causal):
     rows = batch * heads * seq_len
     out = torch.empty(rows, head_dim, device="cuda", dtype=torch.float16)
     with config.override(warpspec_pingpong=True):
-        attention_descriptors[((seq_len + 127) // 128, batch * heads)](
+        compiled = attention_descriptors[((seq_len + 127) // 128, batch * heads)](
             q.reshape(rows, head_dim), k.reshape(rows, head_dim), v.reshape(rows, head_dim), out,
             1.0 / math.sqrt(head_dim), rows, seq_len, HEAD_DIM=head_dim, BLOCK_M=128, BLOCK_N=64, CAUSAL=causal,
             WS=True, num_warps=8, num_stages=3)
     torch.cuda.synchronize()
+    _assert_split(compiled)
     expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     torch.testing.assert_close(out.reshape(batch, heads, seq_len, head_dim).float(), expected, atol=2e-2, rtol=2e-2)

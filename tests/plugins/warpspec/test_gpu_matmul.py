@@ -17,6 +17,12 @@ from .kernels import matmul_descriptors, matmul_device_descriptors, matmul_point
 pytestmark = pytest.mark.gpu
 
 
+def _assert_split(compiled):
+    """The launch ran the loop warp-specialised (not merely right, unspecialised)."""
+    entries = compiled.metadata["warp_specialize"]
+    assert [entry["specialised"] for entry in entries] == [True], entries
+
+
 def _cdiv(a, b):
     return (a + b - 1) // b
 
@@ -39,9 +45,10 @@ def test_specialised_matmul_matches_torch(hopper, shape, config, dtype):
     grid = (_cdiv(m, bm) * _cdiv(n, bn),)
     descriptors = (TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bn, bk]),
                    TensorDescriptor.from_tensor(c, [bm, bn]))
-    matmul_descriptors[grid](*descriptors, m, n, k, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, WS=True,
+    compiled = matmul_descriptors[grid](*descriptors, m, n, k, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, WS=True,
                              num_warps=warps, num_stages=stages)
     torch.cuda.synchronize()
+    _assert_split(compiled)
     torch.testing.assert_close(c.float(), a.float() @ b.float().T, atol=0.15, rtol=0.02)
 
 
@@ -56,9 +63,10 @@ def test_specialised_matmul_with_device_descriptors_matches_torch(hopper, shape)
     b = torch.randn(n, k, device="cuda", dtype=torch.float16)
     c = torch.zeros((m, n), device="cuda", dtype=torch.float16)
     grid = (_cdiv(m, 128), _cdiv(n, 128))
-    matmul_device_descriptors[grid](a, b, c, m, n, k, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, WS=True, num_warps=4,
-                                    num_stages=3)
+    compiled = matmul_device_descriptors[grid](a, b, c, m, n, k, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, WS=True,
+                                               num_warps=4, num_stages=3)
     torch.cuda.synchronize()
+    _assert_split(compiled)
     torch.testing.assert_close(c.float(), a.float() @ b.float().T, atol=0.15, rtol=0.02)
 
 
@@ -73,9 +81,10 @@ def test_many_launches_in_a_row_agree(hopper):
         c = torch.empty((m, n), device="cuda", dtype=torch.float16)
         descriptors = (TensorDescriptor.from_tensor(a, [128, 64]), TensorDescriptor.from_tensor(b, [128, 64]),
                        TensorDescriptor.from_tensor(c, [128, 128]))
-        matmul_descriptors[(64,)](*descriptors, m, n, k, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, WS=True,
-                                  num_warps=4, num_stages=4)
+        compiled = matmul_descriptors[(64,)](*descriptors, m, n, k, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8,
+                                             WS=True, num_warps=4, num_stages=4)
         torch.cuda.synchronize()
+        _assert_split(compiled)
         torch.testing.assert_close(c.float(), expected, atol=0.15, rtol=0.02)
 
 
@@ -89,7 +98,8 @@ def test_specialised_pointer_matmul_matches_torch(hopper, shape, stages):
     b = torch.randn(k, n, device="cuda", dtype=torch.float16)
     c = torch.full((m, n), 7.0, device="cuda", dtype=torch.float16)
     grid = (_cdiv(m, 128), _cdiv(n, 128))
-    matmul_pointers[grid](a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0), BLOCK_M=128, BLOCK_N=128,
-                          BLOCK_K=64, WS=True, num_warps=4, num_stages=stages)
+    compiled = matmul_pointers[grid](a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0), BLOCK_M=128,
+                                     BLOCK_N=128, BLOCK_K=64, WS=True, num_warps=4, num_stages=stages)
     torch.cuda.synchronize()
+    _assert_split(compiled)
     torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=0.15, rtol=0.02)
