@@ -88,7 +88,9 @@ def test_many_launches_in_a_row_agree(hopper):
         torch.testing.assert_close(c.float(), expected, atol=0.15, rtol=0.02)
 
 
-@pytest.mark.parametrize("shape", [(256, 256, 512), (200, 136, 104), (64, 96, 16), (384, 256, 1000)])
+# Partial tiles with rows of a multiple of 16 elements: cp.async pipelines only copies of
+# 4 bytes or more, which narrower strides do not prove (the loop then is not split).
+@pytest.mark.parametrize("shape", [(256, 256, 512), (200, 144, 112), (64, 96, 16), (384, 256, 1008)])
 @pytest.mark.parametrize("stages", [2, 3, 4])
 def test_specialised_pointer_matmul_matches_torch(hopper, shape, stages):
     # cp.async copies: the producer group's four warps copy with the consumers' layouts.
