@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from polytile import config
-from polytile.config import SETTINGS, Config, Setting, TargetChoice, UnknownSettingError
+from polytile.config import INT, SETTINGS, Config, Setting, TargetChoice, UnknownSettingError
 from polytile.errors import ConfigError, TargetError, UnknownNameError
 from polytile.target import Target
 
@@ -664,6 +664,7 @@ def settings_reference() -> str:
     groups: dict[str, list] = {}
     for info in config.describe():
         groups.setdefault(info.owner, []).append(info)
+    recompiling = {s.name for s in config.settings() if s.recompiles}
     lines = ["## Settings", "", SETTINGS_INTRO, ""]
     for owner, infos in groups.items():
         lines += [f"### Settings of `{owner}`" + (" (the core)" if owner == "polytile" else ""), "",
@@ -676,7 +677,8 @@ def settings_reference() -> str:
         lines.append("")
         for info in infos:
             lines += [f"#### `{info.name}`", "", info.doc, "",
-                      f"*{info.type}; default {info.default}; environment: {info.env}.*", ""]
+                      f"*{info.type}; default {info.default}; environment: {info.env}"
+                      f"{'; recompiles' if info.name in recompiling else ''}.*", ""]
     return "\n".join(lines)
 
 
@@ -685,7 +687,10 @@ SETTINGS_INTRO = (
     "`polytile_register_settings` (see [plugins.md](plugins.md#declaring-settings)). A backend's settings exist\n"
     "while it is installed and enabled: with the backend disabled (`disabled_plugins`), `polytile config`\n"
     "leaves them out and `polytile.config.get()` of one says which backend it belongs to and why that one is\n"
-    "not loaded. `polytile config` lists every setting, grouped by owner, with its value and its source."
+    "not loaded. `polytile config` lists every setting, grouped by owner, with its value and its source.\n"
+    "The compiled code depends on the settings marked *recompiles* (toolchains, register budgets): changing one\n"
+    "through `polytile.config` drops the kernels compiled in the running process, so the next launch compiles\n"
+    "the code for the new value (or reads it from the on-disk cache, which keys these settings)."
 )
 
 
@@ -759,6 +764,33 @@ def test_watchers_hear_of_every_programmatic_change():
     assert heard == [["a"], ["b"], ["a"], [], ["c"], [], []]
     with pytest.raises(UnknownSettingError, match="unknown setting 'disabled' passed to polytile.config.watch"):
         cfg.watch("disabled", lambda: None)
+
+
+def test_recompile_watchers_hear_of_changes_to_settings_the_compiled_code_depends_on():
+    table = {**SETTINGS, "budget": Setting("budget", INT, 40, ("POLYTILE_TEST_BUDGET",), doc="d", recompiles=True)}
+    cfg = Config(table)
+    heard = []
+    cfg.watch_recompiling(lambda: heard.append(cfg.get("budget")))
+    cfg.set(budget=48)
+    cfg.set(dump_ir=True)  # the compiled code does not depend on it: not announced
+    with cfg.override(budget=56, dump_ir=False):  # announced once for the two
+        pass
+    cfg.reset("dump_ir")
+    cfg.reset("budget")
+    cfg.reload()  # the environment may have changed anything
+    assert heard == [48, 56, 48, 40, 40]
+
+
+def test_the_backends_and_plugins_declare_their_toolchain_and_register_settings_recompiling():
+    from polytile.plugins.manager import get_plugin_manager
+
+    get_plugin_manager()
+    declared = {s.name: s.recompiles for s in config.settings()}
+    expected = {"cuda_home", "libdevice_path", "ptxas_path", "nvidia_assembler", "rocm_path", "amd_lld",
+                "amd_device_libs", "warpspec_pingpong", "warpspec_producer_registers", "warpspec_consumer_registers"}
+    present = expected & set(declared)
+    assert all(declared[name] for name in present)
+    assert not any(declared[name] for name in ("dump_ir", "cache_dir", "interpreter_mode", "target"))
 
 
 def test_the_suite_runs_without_the_developers_environment():

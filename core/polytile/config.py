@@ -49,7 +49,7 @@ __all__ = [
     "BOOL", "Choice", "Config", "INT", "InvalidValue", "PATH", "STR", "STR_LIST", "Setting", "SettingInfo",
     "SETTINGS", "TARGET", "TargetChoice", "UnknownSettingError", "check_environment", "describe", "get", "notes",
     "override", "owner_of", "problems", "project_file", "reload", "reset", "resolve_target", "set", "settings",
-    "source_of", "watch",
+    "source_of", "watch", "watch_recompiling",
 ]
 
 
@@ -264,6 +264,7 @@ class Config:
         self._env_keys: dict[str, tuple[Setting, tuple[tuple[str, Any], ...]]] = {}
         self._fallback_keys: dict[str, tuple[Setting, tuple[tuple[str, Any], ...]]] = {}
         self._watchers: dict[str, list[Callable[[], None]]] = {}
+        self._recompile_watchers: list[Callable[[], None]] = []
 
     # -- reading ---------------------------------------------------------------------
 
@@ -374,7 +375,7 @@ class Config:
         """
         self._env_cache.clear()
         self._project_cache.clear()
-        self._notify(tuple(self._watchers))
+        self._notify(tuple(self._watchers), everything=True)
 
     def watch(self, name: str, callback: Callable[[], None]) -> None:
         """Call ``callback()`` after :meth:`set`, :meth:`reset`, :meth:`override` or
@@ -386,10 +387,26 @@ class Config:
         self._setting(name, where="passed to polytile.config.watch()")
         self._watchers.setdefault(name, []).append(callback)
 
-    def _notify(self, names: Iterable[str]) -> None:
+    def watch_recompiling(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once after :meth:`set`, :meth:`reset`, :meth:`override` or
+        :meth:`reload` may have changed a setting declared ``recompiles`` (the compiled
+        code depends on it), whoever declares it."""
+        self._recompile_watchers.append(callback)
+
+    def _notify(self, names: Iterable[str], everything: bool = False) -> None:
+        names = tuple(names)
         for name in names:
             for callback in list(self._watchers.get(name, ())):
                 callback()
+        if self._recompile_watchers and (everything or any(self._recompiles(name) for name in names)):
+            for callback in list(self._recompile_watchers):
+                callback()
+
+    def _recompiles(self, name: str) -> bool:
+        try:
+            return self._setting(name).recompiles
+        except UnknownSettingError:  # a plugin's setting, set before its plugin was disabled
+            return False
 
     def problems(self) -> list[str]:
         """Every invalid value in the environment and the project file, one message each.
@@ -789,6 +806,7 @@ project_file = _config.project_file
 reload = _config.reload
 resolve_target = _config.resolve_target
 watch = _config.watch
+watch_recompiling = _config.watch_recompiling
 problems = _config.problems
 notes = _config.notes
 owner_of = _config.owner_of

@@ -198,7 +198,10 @@ class Setting(NamedTuple):
     project file, first set one wins.  ``default_factory`` computes
     a default that depends on the environment (``cache_dir``); ``default_text`` is how the
     docs show such a default.  ``validator`` raises ``_Invalid`` for a converted value
-    that the type alone does not rule out.
+    that the type alone does not rule out.  ``recompiles``: the compiled code depends on
+    the value (a toolchain path, a register budget), so changing it through
+    ``polytile.config`` drops the kernels compiled in this process (the on-disk cache
+    must key it too: a plugin's ``polytile_cache_key``, a backend's ``versions``).
     """
 
     name: str
@@ -211,6 +214,7 @@ class Setting(NamedTuple):
     default_factory: Callable[[], Any] | None = None
     default_text: str | None = None
     fallback_env: tuple[str, ...] = ()
+    recompiles: bool = False
 
     @property
     def type_description(self) -> str:

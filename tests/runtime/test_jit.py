@@ -177,6 +177,25 @@ def test_changing_the_disabled_plugins_drops_the_kernels_compiled_in_this_proces
     assert out[0] == 3.0
 
 
+def test_changing_a_setting_the_compiled_code_depends_on_drops_the_kernels_compiled_in_this_process():
+    # A kernel compiled under one assembler or register budget is not reused under
+    # another (the on-disk cache keys such settings; the in-memory caches are dropped).
+    pytest.importorskip("polytile_nvidia")
+    from polytile import config
+
+    out = np.zeros(8, np.float32)
+    fill_kernel[(1,)](out, 1.0, 8, BLOCK=8)
+    with config.override(dump_ir=False):  # the compiled code does not depend on it
+        assert fill_kernel.cache and fill_kernel._hot
+    with config.override(nvidia_assembler="ptxas"):  # declared recompiles=True by polytile-nvidia
+        assert not fill_kernel.cache and not fill_kernel._hot
+        fill_kernel[(1,)](out, 3.0, 8, BLOCK=8)
+        assert fill_kernel.cache
+    assert not fill_kernel.cache  # back to the old value: dropped again
+    fill_kernel[(1,)](out, 4.0, 8, BLOCK=8)
+    assert out[0] == 4.0
+
+
 def test_a_misspelled_keyword_is_named_before_the_parameter_it_leaves_missing():
     with pytest.raises(LaunchError, match=r"unexpected keyword argument 'BLOK'.*did you mean 'BLOCK'"):
         fill_kernel[(1,)](np.zeros(8, np.float32), 1.0, 8, BLOK=8)

@@ -8,22 +8,26 @@ from polytile.config import PATH, Choice, Setting
 SETTINGS = (
     Setting(
         "cuda_home", PATH, None, ("POLYTILE_CUDA_HOME",), optional=True, fallback_env=("CUDA_HOME", "CUDA_PATH"),
+        recompiles=True,
         doc="Root of the CUDA toolkit, where ptxas (bin/) and libdevice (nvvm/libdevice/) are looked for. When "
         "unset, the NVIDIA backend looks in the nvidia-cuda-nvcc wheel and on PATH. CUDA_HOME and CUDA_PATH are read "
         "only after the project file, so a project's cuda_home wins over a machine-wide toolkit.",
     ),
     Setting(
         "libdevice_path", PATH, None, ("POLYTILE_LIBDEVICE",), optional=True,
+        recompiles=True,
         doc="The libdevice bitcode file (libdevice.10.bc) to link math functions from, when the one under cuda_home "
         "is not the one wanted.",
     ),
     Setting(
         "ptxas_path", PATH, None, ("POLYTILE_PTXAS",), optional=True,
+        recompiles=True,
         doc="The ptxas executable used when nvidia_assembler is 'ptxas' (or 'auto' without nvJitLink). When unset, it "
         "is looked for under cuda_home, in the nvidia-cuda-nvcc wheel, on PATH, then under /usr/local/cuda*.",
     ),
     Setting(
         "nvidia_assembler", Choice("auto", "nvjitlink", "ptxas"), "auto", ("POLYTILE_NVIDIA_ASSEMBLER",),
+        recompiles=True,
         doc="How PTX becomes a cubin: 'auto' links in process with nvJitLink when libnvJitLink loads, else runs "
         "ptxas; 'nvjitlink' requires nvJitLink (an error when it cannot load); 'ptxas' runs the ptxas executable "
         "(see ptxas_path).",

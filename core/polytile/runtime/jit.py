@@ -186,8 +186,18 @@ def _plugin_setting_changed() -> None:
     _target_setting_changed()
 
 
+def _compiled_code_changed() -> None:
+    # A setting the compiled code depends on (a toolchain path, a register budget): the
+    # kernels compiled in this process under the old value are dropped; the on-disk cache
+    # keys the value, so switching back reads them from there.
+    for fn in list(_LIVE):
+        fn.cache.clear()
+    _target_setting_changed()
+
+
 _config.watch("target", _target_setting_changed)
 _config.watch("disabled_plugins", _plugin_setting_changed)
+_config.watch_recompiling(_compiled_code_changed)
 
 
 class JITFunction:
