@@ -400,3 +400,21 @@ def test_a_dot_needs_no_second_fence_unless_a_wait_or_call_comes_between():
     # A wait between the two (its copies are completed after Q @ K's fence): a fence again.
     pv.parent.insert_before(wait.clone(), pv)
     assert not wgmma._fenced_since_last_wait(pv)
+
+
+@pytest.mark.parametrize("target", ["nvidia:sm_90a", "nvidia:sm_80"])
+def test_a_rings_copies_address_one_register_plus_constants(target):
+    # Each thread's copies into a slot differ by the same constants in every thread
+    # (the swizzle phase comes from thread bits only): one register per ring and
+    # iteration, the rest folded into the copies' addresses ([r + 2048]), as Triton's.
+    # Built as slot + (offset + constant), LLVM hoisted each offset + constant out of the
+    # loop and added the slot per copy: eight more registers and adds per ring.
+    ptx, name = compile_ptx((128, 128, 64), 4, num_stages=4, target=target)
+    last = ptx.rindex("cp.async.cg.shared.global")  # the prologue's copies come first
+    label = re.findall(r"^(\$L__BB\d+_\d+):", ptx[:last], re.MULTILINE)[-1]
+    loop = ptx[ptx.index(label + ":"):last + 200]
+    adds = {m.group(1): m.group(2) for m in re.finditer(r"add\.s32\s+(%r\d+), (%r\d+), -?\d+;", loop)}
+    copies = re.findall(r"cp\.async\.cg\.shared\.global \[(%r\d+)\]", loop)
+    bases = {adds.get(register, register) for register in copies}
+    assert len(copies) == 16 and len(bases) == 2, (copies, bases)
+    assembles(ptx, target.split(":")[1], name)

@@ -25,8 +25,8 @@ from ..linear_layout import log2
 from .context import LoweringContext, linear_layout_of, register_lowering
 from .indexing import duplicate_register_mask
 from .memory import thread_owner, vector_width as global_vector_width
-from .shared import (LLVMAddOps, access_plan, buffer_pointer, contiguous_run, load_registers, register_offsets,
-                     storage_type, vector_width)
+from .shared import (LLVMAddOps, access_plan, buffer_pointer, constant_offset_deltas, contiguous_run, load_registers,
+                     register_offsets, storage_type, vector_width)
 from .types import element_bits
 
 
@@ -126,12 +126,29 @@ def _async_copy(op: Any, operands: list, ctx: LoweringContext) -> list:
     duplicates = duplicate_register_mask(layout)
     owner = thread_owner(ctx, layout)
     starts = [s for s in range(0, layout.num_registers, width) if not s & duplicates]
-    offsets = register_offsets(LLVMAddOps(b), layout, shared, starts, ctx.lane_id, ctx.warp_id, None, shape)
-    for start, offset in zip(starts, offsets):
-        byte_offset = b.shl(offset, ctx.i32(log2(bits // 8))) if bits > 8 else offset
+    for start, address in zip(starts, _slot_addresses(ctx, layout, shared, shape, bits, base, starts)):
         fill = b.not_(mask[start]) if mask is not None else None
-        unit.copy(b, b.add(base, byte_offset), ptrs[start], size, fill, owner)
+        unit.copy(b, address, ptrs[start], size, fill, owner)
     return []
+
+
+def _slot_addresses(ctx: LoweringContext, layout: Any, shared: SwizzledSharedLayout, shape: tuple, bits: int,
+                    base: Any, starts: list) -> list:
+    """The i32 shared address each of a thread's copies (``starts``) writes, in the slot at
+    ``base``.  Where the copies' offsets differ by the same constants in every thread, the
+    first address is ``base + offset`` and the others it plus a constant, in that order:
+    built as ``base + (offset + constant)``, LLVM hoists each ``offset + constant`` out of
+    the loop and the loop adds the slot's base to each (a register and an add per copy);
+    this way the assembler folds the constants into the copies (``[r + 2048]``)."""
+    b = ctx.builder
+    shift = log2(bits // 8) if bits > 8 else 0
+    deltas = constant_offset_deltas(layout, shared, tuple(starts), shape) if len(starts) > 1 else None
+    if deltas is None:
+        offsets = register_offsets(LLVMAddOps(b), layout, shared, starts, ctx.lane_id, ctx.warp_id, None, shape)
+        return [b.add(base, b.shl(offset, ctx.i32(shift)) if shift else offset) for offset in offsets]
+    first, = register_offsets(LLVMAddOps(b), layout, shared, starts[:1], ctx.lane_id, ctx.warp_id, None, shape)
+    address = b.add(base, b.shl(first, ctx.i32(shift)) if shift else first)
+    return [address if d == 0 else b.add(address, ctx.i32(d << shift)) for d in deltas]
 
 
 @register_lowering(AsyncCommitGroupOp)
