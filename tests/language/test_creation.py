@@ -2,6 +2,8 @@
 zeros_like, full_like, cast / .to (with bitcast), cdiv, hints, static_range, range,
 static_assert and static_print, against NumPy."""
 
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -184,6 +186,52 @@ def test_static_range_and_range(target, n):
     out = np.zeros(5, np.int32)
     loops_kernel[(1,)](out, n, STEP=4, target=target)
     assert out.tolist() == [sum(range(1, 10, 4))] + [sum(range(0, n, 3))] * 4
+
+
+@jit
+def unrolled_kernel(x_ptr, out_ptr, n, scale, UNROLL: pl.constexpr, NO_LICM: pl.constexpr):
+    # Triton's loop options: the results do not change (docs/language.md says what they do).
+    offs = pl.arange(0, 16)
+    acc = pl.zeros((16,), pl.float32)
+    for i in pl.range(n, loop_unroll_factor=UNROLL, disable_licm=NO_LICM):
+        acc += pl.load(x_ptr + i * 16 + offs) * (scale * 2.0)  # scale * 2.0: loop-invariant
+    pl.store(out_ptr + offs, acc)
+
+
+@pytest.mark.parametrize("unroll, no_licm", [(None, False), (0, False), (1, True), (4, False), (3, True)])
+@pytest.mark.parametrize("n", [0, 1, 7, 13])
+def test_range_loop_options_keep_the_results(target, unroll, no_licm, n):
+    x = np.arange(16 * 13, dtype=np.float32).reshape(13, 16) / 7
+    out = np.zeros(16, np.float32)
+    unrolled_kernel[(1,)](x, out, n, 1.5, UNROLL=unroll, NO_LICM=no_licm, target=target)
+    np.testing.assert_allclose(out, (x[:n] * 3.0).sum(axis=0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("options, message", [
+    ("loop_unroll_factor=-1", r"pl.range\(loop_unroll_factor=-1\): use an integer of at least 0"),
+    ("loop_unroll_factor=2.5", r"pl.range\(loop_unroll_factor=2.5\): use an integer of at least 0"),
+    ("num_stages=True", r"pl.range\(num_stages=True\): use an integer of at least 0"),
+    ("loop_unroll_factor=n", r"pl.range\(loop_unroll_factor=...\) must be a compile-time constant"),
+])
+def test_range_loop_options_are_checked(options, message, tmp_path):
+    import importlib.util
+
+    source = textwrap.dedent(f"""
+        import polytile.language as pl
+        from polytile.runtime import jit
+
+        @jit
+        def bad(out_ptr, n):
+            for i in pl.range(n, {options}):
+                pl.store(out_ptr + i, 1.0)
+    """)
+    path = tmp_path / "bad_range.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("bad_range", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(CompilationError, match=message):
+        module.bad[(1,)](np.zeros(4, np.float32), 4, target="interp")
 
 
 @jit

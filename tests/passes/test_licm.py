@@ -47,6 +47,45 @@ def test_invariant_op_moves_before_the_loop():
     """)
 
 
+def test_a_loop_with_disable_licm_keeps_its_invariant_ops():
+    # pl.range(..., disable_licm=True), Triton's loop option; the loop around it still hoists.
+    check("""
+        func.func @k(%n: i32, %m: i32) attributes {kernel = true} {
+          %c0 = arith.constant {value = 0} : i32
+          %c1 = arith.constant {value = 1} : i32
+          scf.for %c0, %n, %c1 {
+          ^bb0(%j: i32):
+            %outer = arith.addi %n, %m : i32
+            %r = scf.for %c0, %n, %c1, %c0 {pt.disable_licm = true} : i32 {
+            ^bb0(%i: i32, %acc: i32):
+              %inv = arith.muli %n, %m : i32
+              %next = arith.addi %acc, %inv : i32
+              scf.yield %next
+            }
+            scf.yield
+          }
+          func.return
+        }
+    """, """
+        func.func @k(%n: i32, %m: i32) attributes {kernel = true} {
+          %c0 = arith.constant {value = 0} : i32
+          %c1 = arith.constant {value = 1} : i32
+          %outer = arith.addi %n, %m : i32
+          scf.for %c0, %n, %c1 {
+          ^bb0(%j: i32):
+            %r = scf.for %c0, %n, %c1, %c0 {pt.disable_licm = true} : i32 {
+            ^bb0(%i: i32, %acc: i32):
+              %inv = arith.muli %n, %m : i32
+              %next = arith.addi %acc, %inv : i32
+              scf.yield %next
+            }
+            scf.yield
+          }
+          func.return
+        }
+    """)
+
+
 def test_chain_of_invariants_moves_in_order():
     check("""
         func.func @k(%p: ptr<f32>, %n: i32) attributes {kernel = true} {

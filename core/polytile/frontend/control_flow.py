@@ -162,6 +162,7 @@ class ControlFlowGen:
                     made = callee(*call_args, **call_kwargs)
                     kind, args = ("static" if callee is std.static_range else "dynamic"), made.args
                     hints = getattr(made, "hints", {})
+                    self.check_loop_hints(iterable, hints)
         if kind is None:
             values = lc.unwrap(self.visit(iterable))
             if _is_tensor(values) or not isinstance(values, (tuple, list, _py.range)):
@@ -175,6 +176,19 @@ class ControlFlowGen:
                 raise self.error(iterable, "pl.static_range needs compile-time integer bounds")
             return self.unrolled(node, list(_py.range(*bounds)))
         self.dynamic_for(node, start, stop, step, hints)
+
+    def check_loop_hints(self, node: ast.AST, hints: dict) -> None:
+        """The loop options of ``pl.range`` are compile-time values: counts are integers
+        of at least 0 (``num_stages``, ``loop_unroll_factor``), the rest true or false."""
+        for key, value in hints.items():
+            value = lc.unwrap(value)
+            if value is None:
+                continue
+            if _is_tensor(value):
+                raise self.error(node, f"pl.range({key}=...) must be a compile-time constant, got a run-time value")
+            if key in ("num_stages", "loop_unroll_factor"):
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise self.error(node, f"pl.range({key}={value!r}): use an integer of at least 0")
 
     def unrolled(self, node: ast.For, values: list) -> None:
         self.loop_depth += 1

@@ -12,6 +12,8 @@ move: a store in the loop may change what they would read.  Ops that may trap (i
 division and remainder) move only when that cannot add a trap: a divisor known to be
 safe, or a loop region known to run at least once.
 
+A loop of ``pl.range(..., disable_licm=True)`` keeps its ops (Triton's option).
+
 Which ops are loops, and which of their regions repeat, is a table keyed by op class
 (:data:`LOOP_BODIES`); ``scf.for`` and ``scf.while`` are registered below, and a plugin
 makes its own loop op take part with :func:`register_loop`.
@@ -108,6 +110,10 @@ def _while_bodies(loop: Operation) -> list[LoopRegion]:
     return [LoopRegion(loop.regions[0], runs_at_least_once=True), LoopRegion(loop.regions[1])]
 
 
+#: The ``scf.for`` attribute of ``pl.range(..., disable_licm=True)`` (Triton's loop option):
+#: nothing is hoisted out of that loop, here nor by LLVM (``llvm.licm.disable``).
+DISABLE_LICM_HINT = "pt.disable_licm"
+
 register_loop(ForOp, _for_bodies)
 register_loop(WhileOp, _while_bodies)
 
@@ -140,6 +146,8 @@ class LoopInvariantCodeMotion(Pass):
     def _is_loop(self, op: Operation) -> bool:
         if not self.hoist_from_while and isinstance(op, WhileOp):
             return False
+        if op.attributes.get(DISABLE_LICM_HINT):
+            return False  # pl.range(..., disable_licm=True): the user keeps its ops in the loop
         return loop_bodies_of(op) is not None
 
 

@@ -2,14 +2,54 @@
 
 Every thread runs the same loop trip and takes the same branch: conditions of
 ``scf.if`` / ``scf.while`` and loop bounds are scalars, the same in every thread.
+
+The loop options of ``pl.range`` that LLVM carries out become the back edge's
+``llvm.loop`` metadata (Triton's): ``loop_unroll_factor=n`` unrolls n times
+(``llvm.loop.unroll.count``; 1: ``llvm.loop.unroll.disable``), ``disable_licm=True``
+keeps LLVM's LICM out of the loop (``llvm.licm.disable``; the tile stage's ``licm`` skips
+it too).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from llvmlite import ir
+
 from ...dialects import func, scf
+from ...passes.licm import DISABLE_LICM_HINT
 from .context import LoweringContext, register_lowering
+
+#: The ``scf.for`` attribute of ``pl.range(..., loop_unroll_factor=n)``.
+UNROLL_HINT = "pt.loop_unroll_factor"
+
+
+class _LoopID(ir.values.MDValue):
+    """A loop's ``llvm.loop`` node: its first operand is itself (LangRef), so it hashes
+    and compares by identity (the node's own would recurse), one per loop."""
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+def loop_metadata(module: ir.Module, op: Any) -> ir.values.MDValue | None:
+    """The ``llvm.loop`` node of ``op``'s loop options, or None where it has none."""
+    options = []
+    factor = op.attributes.get(UNROLL_HINT)
+    if factor is not None and factor >= 2:
+        options.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.count"),
+                                            ir.Constant(ir.IntType(32), int(factor))]))
+    elif factor == 1:
+        options.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]))
+    if op.attributes.get(DISABLE_LICM_HINT):
+        options.append(module.add_metadata([ir.MetaDataString(module, "llvm.licm.disable")]))
+    if not options:
+        return None
+    loop_id = _LoopID(module, [], name=str(len(module.metadata)))
+    loop_id.operands = (loop_id, *options)
+    return loop_id
 
 
 def lower_block(block: Any, ctx: LoweringContext) -> Any:
@@ -74,7 +114,10 @@ def _for(op: Any, operands: list, ctx: LoweringContext) -> list:
     for phi, value in zip(_flatten(carried), _flatten([ctx.get(v) for v in yielded.operands])):
         phi.add_incoming(value, latch)
     iv.add_incoming(b.add(iv, step), latch)
-    b.branch(header)
+    back = b.branch(header)
+    metadata = loop_metadata(b.module, op)
+    if metadata is not None:
+        back.set_metadata("llvm.loop", metadata)
     b.position_at_end(exit_)
     return carried
 
