@@ -61,13 +61,14 @@ def fresh_note():
 
 
 @pytest.mark.parametrize("target", ["interp", "nvidia:sm_80", "nvidia:sm_90a", "amd:gfx942"])
-def test_every_target_reports_the_loop_unspecialised_naming_the_plugin(target):
+@pytest.mark.parametrize("specialize", [True, pl.WarpSpecialize(producer_registers=24, pingpong=True)])
+def test_every_target_reports_the_loop_unspecialised_naming_the_plugin(target, specialize):
     if target.startswith("nvidia"):
         pytest.importorskip("polytile_nvidia")
     if target.startswith("amd"):
         pytest.importorskip("polytile_amd")
     x = np.zeros(100, np.float32)
-    module = summed.lower(x, np.zeros(32, np.float32), 100, BLOCK=32, SPECIALIZE=True)
+    module = summed.lower(x, np.zeros(32, np.float32), 100, BLOCK=32, SPECIALIZE=specialize)
     metadata = compile_module(module, target).metadata
     assert metadata[ws.WARP_SPECIALIZE] == [{"loop": metadata[ws.WARP_SPECIALIZE][0]["loop"], "specialised": False,
                                              "why": DISABLED_WHY, "plugin_missing": True}]

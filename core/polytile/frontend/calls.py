@@ -14,6 +14,7 @@ from ..ir.builder import InsertionPoint
 from ..ir import types as t
 from ..ir.types import FunctionType
 from ..language import core as lc, semantic as sem, standard as std
+from ..language.loop_options import WarpSpecialize
 from ..language.debug import device_print
 from .expressions import _PY_BUILTINS
 from .source import FunctionSource
@@ -30,7 +31,7 @@ def _one_of(fn: Any, functions: Any) -> bool:
 
 
 # Callables that make compile-time values (a range, a constexpr).
-_COMPILE_TIME_VALUES = (std.range, std.static_range, lc.constexpr)
+_COMPILE_TIME_VALUES = (std.range, std.static_range, lc.constexpr, WarpSpecialize)
 
 # Builtins that act on the compiler, not on the kernel: held back during dry runs.
 _COMPILE_TIME_EFFECTS = (std.static_print, std.static_assert)

@@ -17,6 +17,7 @@ from ..ir import types as t
 from ..ir.operation import Block, Region
 from ..ir.builder import InsertionPoint
 from ..language import core as lc, semantic as sem, standard as std
+from ..language.loop_options import WarpSpecialize
 from .source import assigned_names
 from .values import (
     _MISSING,
@@ -161,8 +162,7 @@ class ControlFlowGen:
                 else:
                     made = callee(*call_args, **call_kwargs)
                     kind, args = ("static" if callee is std.static_range else "dynamic"), made.args
-                    hints = getattr(made, "hints", {})
-                    self.check_loop_hints(iterable, hints)
+                    hints = self.check_loop_hints(iterable, getattr(made, "hints", {}))
         if kind is None:
             values = lc.unwrap(self.visit(iterable))
             if _is_tensor(values) or not isinstance(values, (tuple, list, _py.range)):
@@ -177,9 +177,12 @@ class ControlFlowGen:
             return self.unrolled(node, list(_py.range(*bounds)))
         self.dynamic_for(node, start, stop, step, hints)
 
-    def check_loop_hints(self, node: ast.AST, hints: dict) -> None:
-        """The loop options of ``pl.range`` are compile-time values: counts are integers
-        of at least 0 (``num_stages``, ``loop_unroll_factor``), the rest true or false."""
+    def check_loop_hints(self, node: ast.AST, hints: dict) -> dict:
+        """The loop options of ``pl.range``, checked, as the loop's attributes (without
+        ``pt.``): counts are compile-time integers of at least 0 (``num_stages``,
+        ``loop_unroll_factor``); ``warp_specialize`` is true, false or a
+        ``pl.WarpSpecialize`` (whose options become attributes of their own)."""
+        checked = {}
         for key, value in hints.items():
             value = lc.unwrap(value)
             if value is None:
@@ -189,6 +192,11 @@ class ControlFlowGen:
             if key in ("num_stages", "loop_unroll_factor"):
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                     raise self.error(node, f"pl.range({key}={value!r}): use an integer of at least 0")
+            if isinstance(value, WarpSpecialize):
+                checked.update({name[len("pt."):]: option for name, option in value.attributes().items()})
+                value = True
+            checked[key] = value
+        return checked
 
     def unrolled(self, node: ast.For, values: list) -> None:
         self.loop_depth += 1

@@ -114,10 +114,18 @@ class WarpSpecializeLoops(Pass):
                 elif split:
                     why = "another loop of this kernel is split already: one loop per kernel is specialised"
                 else:
-                    plan = plan_registers(target, num_warps, PRODUCER_WARPS, self.producer_registers,
-                                          self.consumer_registers, getattr(context.options, "maxnreg", None))
-                    why = plan if isinstance(plan, str) else split_loop(function, loop, num_warps, plan, pingpong)
-                record_outcome(context.artifacts, loop, why, seen)
+                    # The loop's own options (pl.WarpSpecialize) win over this pass's, which
+                    # win over the settings.
+                    options = loop_options(loop)
+                    plan = plan_registers(target, num_warps, PRODUCER_WARPS,
+                                          options.get("producer_registers") or self.producer_registers,
+                                          options.get("consumer_registers") or self.consumer_registers,
+                                          getattr(context.options, "maxnreg", None))
+                    why = plan if isinstance(plan, str) else split_loop(function, loop, num_warps, plan,
+                                                                        options.get("pingpong", pingpong))
+                record_outcome(context.artifacts, loop, why, seen,
+                               {"producer_registers": plan.producer, "consumer_registers": plan.consumer}
+                               if why is None else None)
                 if why is None:
                     split = changed = True
                     context.count("warp-specialize.loops")
@@ -144,6 +152,15 @@ class _Loop:
     #: Tile ops before the loop that the producer needs (per-thread copies: the pointers
     #: and masks it starts from); it makes its own copies of them.
     producer_copies: list = field(default_factory=list)
+
+
+def loop_options(loop: Any) -> dict[str, Any]:
+    """The options ``pl.WarpSpecialize`` gave ``loop`` (``producer_registers``,
+    ``consumer_registers``, ``pingpong``), by name; those not given are absent."""
+    from polytile.language.loop_options import OPTION_PREFIX
+
+    return {name[len(OPTION_PREFIX):]: value for name, value in loop.attributes.items()
+            if name.startswith(OPTION_PREFIX)}
 
 
 def _examine(function: Any, loop: Any, num_warps: int) -> "_Loop | str":

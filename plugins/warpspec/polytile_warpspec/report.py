@@ -2,7 +2,8 @@
 
 ``warp_specialize`` (a compile artifact, so a metadata key): one entry per hinted loop in
 source order, ``{"loop": "file:line:col", "specialised": bool}`` plus ``"why"`` when it
-was not.  ``note-warp-specialize`` makes the entries early in every pipeline (the
+was not, and the registers per thread of each side (``"producer_registers"``,
+``"consumer_registers"``) when it was.  ``note-warp-specialize`` makes the entries early in every pipeline (the
 interpreter's too), saying why a target cannot split loops; ``warp-specialize`` fills in
 what it did with each loop it meets.
 """
@@ -39,12 +40,14 @@ def _location(loop: Any) -> str:
     return str(loop.location) if loop.location is not None else "?"
 
 
-def record_outcome(artifacts: dict, loop: Any, why: str | None, seen: dict) -> None:
+def record_outcome(artifacts: dict, loop: Any, why: str | None, seen: dict, details: dict | None = None) -> None:
     """Say what became of ``loop``: it replaces the entry of its location that ``seen``
-    (this pass's count of loops met at each location) says is its own, or is appended."""
+    (this pass's count of loops met at each location) says is its own, or is appended.
+    ``details``: more to say of a split loop (the registers each warp group got)."""
     entries = artifacts.setdefault(WARP_SPECIALIZE, [])
     where = _location(loop)
-    outcome = {"loop": where, "specialised": why is None, **({"why": why} if why is not None else {})}
+    outcome = {"loop": where, "specialised": why is None, **({"why": why} if why is not None else {}),
+               **(details or {})}
     nth = seen[where] = seen.get(where, -1) + 1
     same = [index for index, entry in enumerate(entries) if entry.get("loop") == where]
     if nth < len(same):

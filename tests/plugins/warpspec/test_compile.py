@@ -32,12 +32,12 @@ def _matmul(target="nvidia:sm_90a", num_warps=4, num_stages=3, ws=True, block=(1
     return compile_module(module, target, num_warps=num_warps, num_stages=num_stages)
 
 
-def _attention(num_warps=8, causal=False, pingpong=False):
+def _attention(num_warps=8, causal=False, pingpong=False, ws=True):
     from polytile import config
 
     q = np.zeros((512, 128), np.float16)
     module = attention_descriptors.lower(q, q, q, q, 0.1, 512, 256, HEAD_DIM=128, BLOCK_M=128, BLOCK_N=64,
-                                         CAUSAL=causal, WS=True)
+                                         CAUSAL=causal, WS=ws)
     with config.override(warpspec_pingpong=pingpong):
         return compile_module(module, "nvidia:sm_90a", num_warps=num_warps, num_stages=3)
 
@@ -51,7 +51,7 @@ def test_the_ptx_has_a_producer_group_and_consumer_warps_with_their_registers(nu
                                                                                consumer):
     result = _matmul(num_warps=num_warps, block=(128, 256 if num_warps == 8 else 128, 64))
     ptx = result.artifacts["ptx"]
-    assert _outcome(result) == [{"specialised": True}]
+    assert _outcome(result) == [{"specialised": True, "producer_registers": 40, "consumer_registers": consumer}]
     assert f".maxntid {threads}\n" in ptx and f".maxnreg {registers}\n" in ptx
     assert ptx.count("setmaxnreg.dec.sync.aligned.u32 40;") == 1
     assert ptx.count(f"setmaxnreg.inc.sync.aligned.u32 {consumer};") == 1
@@ -73,7 +73,7 @@ def test_attention_is_split_and_assembles():
     from polytile.ir import print_ir
 
     result = _attention()
-    assert _outcome(result) == [{"specialised": True}]
+    assert _outcome(result) == [{"specialised": True, "producer_registers": 40, "consumer_registers": 232}]
     # p @ v (A in registers) is retired in its own iteration; then nothing is in flight
     # at the end of one, and each warp releases the iteration's own slot there.
     text = print_ir(result.module)
@@ -128,7 +128,7 @@ def test_cp_async_loads_are_copied_by_the_whole_producer_group():
     from polytile.ir import print_ir
 
     result = _pointer_matmul(4)
-    assert _outcome(result) == [{"specialised": True}]
+    assert _outcome(result) == [{"specialised": True, "producer_registers": 40, "consumer_registers": 240}]
     text = print_ir(result.module)
     consumer, producer = text[text.index("ws.warp_specialize"):].split("\n  } {\n", 1)
     # The consumers issue the prologue's copies (their pointers are theirs) and carry no
@@ -220,7 +220,7 @@ def test_the_proxy_fence_after_a_moved_store_moves_with_it():
     module = attention_descriptors.lower(q, q, q, q, 0.1, 512, 256, HEAD_DIM=64, BLOCK_M=64, BLOCK_N=64,
                                          CAUSAL=True, WS=True)
     result = compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=3)
-    assert _outcome(result) == [{"specialised": True}]
+    assert _outcome(result) == [{"specialised": True, "producer_registers": 40, "consumer_registers": 240}]
     lines = [line.strip() for line in print_ir(result.module).splitlines()]
     split = next(i for i, line in enumerate(lines) if "ws.warp_specialize" in line)
     store = next(i for i, line in enumerate(lines) if "gpu.local_alloc source(" in line)
@@ -295,3 +295,61 @@ def test_only_writes_the_consumers_make_before_the_loop_stop_the_split(tile_stor
     outcome = _outcome(compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=3))
     assert outcome[0]["specialised"] == specialised, outcome
     assert specialised or "writes memory before the loop" in outcome[0]["why"]
+
+
+# --------------------------------------------------------------------------------------
+# Per-loop options: pl.WarpSpecialize wins over the settings
+
+
+def test_a_loops_own_register_split_wins_over_the_settings():
+    import polytile.language as pl
+    from polytile import config
+
+    with config.override(warpspec_producer_registers=56):
+        result = _matmul(num_warps=8, block=(128, 256, 64),
+                         ws=pl.WarpSpecialize(producer_registers=24, consumer_registers=224))
+    ptx = result.artifacts["ptx"]
+    assert _outcome(result) == [{"specialised": True, "producer_registers": 24, "consumer_registers": 224}]
+    assert ptx.count("setmaxnreg.dec.sync.aligned.u32 24;") == 1
+    assert ptx.count("setmaxnreg.inc.sync.aligned.u32 224;") == 1
+    assembles(ptx, "sm_90a", "matmul_device_descriptors")
+    # Only what the loop gives is its own: the rest comes from the settings.
+    with config.override(warpspec_producer_registers=56):
+        result = _matmul(num_warps=8, block=(128, 256, 64), ws=pl.WarpSpecialize(consumer_registers=224))
+    assert _outcome(result) == [{"specialised": True, "producer_registers": 56, "consumer_registers": 224}]
+
+
+def test_a_loops_register_split_that_cannot_fit_leaves_it_unspecialised_and_says_why():
+    import polytile.language as pl
+
+    result = _matmul(num_warps=8, block=(128, 256, 64), ws=pl.WarpSpecialize(consumer_registers=256))
+    [entry] = _outcome(result)
+    assert entry["specialised"] is False and "the consumers' 256 registers per thread do not fit" in entry["why"]
+    assert "setmaxnreg" not in result.artifacts["ptx"]
+
+
+def test_a_loops_pingpong_wins_over_the_setting():
+    import polytile.language as pl
+    from polytile.ir import print_ir
+
+    on = _attention(pingpong=False, ws=pl.WarpSpecialize(pingpong=True))
+    assert 'ws.turn {step = "wait"}' in print_ir(on.module)
+    off = _attention(pingpong=True, ws=pl.WarpSpecialize(pingpong=False))
+    assert "ws.turn" not in print_ir(off.module)
+    assert _outcome(off)[0]["specialised"] is True
+
+
+@pytest.mark.parametrize("value, message", [
+    (dict(producer_registers=20), "a multiple of 8 from 24 to 256"),
+    (dict(consumer_registers=250), "a multiple of 8 from 24 to 256"),
+    (dict(producer_registers=1.5), "use a compile-time integer"),
+    (dict(pingpong="yes"), "use True, False or None"),
+])
+def test_warp_specialize_options_are_checked(value, message):
+    import polytile.language as pl
+    from polytile.language.loop_options import LoopOptionError
+
+    with pytest.raises(LoopOptionError, match=message):
+        pl.WarpSpecialize(**value)
+    with pytest.raises(ValueError):  # a ValueError to host code
+        pl.WarpSpecialize(**value)

@@ -169,4 +169,18 @@ def test_a_pipelined_loop_of_bulk_copies_splits_into_producer_and_consumers():
     out, artifacts = run(PIPELINED, WarpSpecializeLoops(), DeadCodeElimination())
     assert out == dedent(SPLIT)
     assert [{k: v for k, v in e.items() if k != "loop"} for e in artifacts["warp_specialize"]] == \
-        [{"specialised": True}]
+        [{"specialised": True, "producer_registers": 40, "consumer_registers": 240}]
+
+
+def test_a_loops_own_registers_win_over_the_pass_options_and_the_settings():
+    # pl.WarpSpecialize(producer_registers=24, consumer_registers=248) on the loop.
+    options = "{pt.warp_specialize = 1, pt.warp_specialize.consumer_registers = 248, " \
+              "pt.warp_specialize.producer_registers = 24}"
+    before = PIPELINED.replace("{pt.warp_specialize = 1}", options)
+    expected = SPLIT.replace("{pt.warp_specialize = 1}", options).replace(
+        "{consumer_registers = 240, kernel_registers = 240, producer_registers = 40, producer_warps = 4}",
+        "{consumer_registers = 248, kernel_registers = 248, producer_registers = 24, producer_warps = 4}")
+    out, artifacts = run(before, WarpSpecializeLoops(producer_registers=56), DeadCodeElimination())
+    assert out == dedent(expected)
+    assert [{k: v for k, v in e.items() if k != "loop"} for e in artifacts["warp_specialize"]] == \
+        [{"specialised": True, "producer_registers": 24, "consumer_registers": 248}]
