@@ -36,9 +36,6 @@ WAIT_PTX = ("{ .reg .pred done; wait_phase: mbarrier.try_wait.parity.shared.b64 
 # (its reads of the slot) before it, and the release before the waiter's acquire.
 ARRIVE_PTX = ("{ .reg .pred p; .reg .b64 state; setp.ne.b32 p, $1, 0; bar.warp.sync -1; "
               "@p mbarrier.arrive.release.cta.shared::cta.b64 state, [$0]; }")
-# The same, arriving $2 times at once (the count operand: sm_90).
-ARRIVE_COUNT_PTX = ("{ .reg .pred p; .reg .b64 state; setp.ne.b32 p, $1, 0; bar.warp.sync -1; "
-                    "@p mbarrier.arrive.release.cta.shared::cta.b64 state, [$0], $2; }")
 INVAL_PTX = "{ .reg .pred p; setp.ne.b32 p, $1, 0; @p mbarrier.inval.shared.b64 [$0]; }"
 
 
@@ -63,14 +60,10 @@ class NvidiaBarriers:
     def invalidate(self, builder: ir.IRBuilder, address: Any, predicate: Any) -> None:
         _void_asm(builder, INVAL_PTX, [address, builder.zext(predicate, _I32)], ["r", "r"])
 
-    def arrive(self, builder: ir.IRBuilder, address: Any, predicate: Any, count: int = 1) -> None:
-        if count == 1:
-            _void_asm(builder, ARRIVE_PTX, [address, builder.zext(predicate, _I32)], ["r", "r"])
-        else:
-            _void_asm(builder, ARRIVE_COUNT_PTX, [address, builder.zext(predicate, _I32), ir.Constant(_I32, count)],
-                      ["r", "r", "r"])
+    def arrive(self, builder: ir.IRBuilder, address: Any, predicate: Any) -> None:
+        _void_asm(builder, ARRIVE_PTX, [address, builder.zext(predicate, _I32)], ["r", "r"])
 
 
 NVIDIA_BARRIERS = NvidiaBarriers()
 
-__all__ = ["ARRIVE_COUNT_PTX", "ARRIVE_PTX", "INVAL_PTX", "NVIDIA_BARRIERS", "NvidiaBarriers", "WAIT_PTX", "init_ptx"]
+__all__ = ["ARRIVE_PTX", "INVAL_PTX", "NVIDIA_BARRIERS", "NvidiaBarriers", "WAIT_PTX", "init_ptx"]

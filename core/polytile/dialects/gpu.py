@@ -340,21 +340,15 @@ class AsyncCopyArriveOp(Operation):
 
 @define_op
 class MBarrierArriveOp(Operation):
-    """Each warp arrives ``count`` times (default once) on barrier ``index`` of
-    ``barriers`` where ``valid`` holds (NVIDIA ``mbarrier.arrive`` by the warp's first
-    lane, after the warp's earlier work): a barrier that N warps release expects N
-    arrivals per phase.  What the warp wrote before is visible to a thread whose wait that
-    phase completes."""
+    """Each warp arrives once on barrier ``index`` of ``barriers`` where ``valid`` holds
+    (NVIDIA ``mbarrier.arrive`` by the warp's first lane, after the warp's earlier work):
+    a barrier that N warps release expects N arrivals per phase.  What the warp wrote
+    before is visible to a thread whose wait that phase completes."""
 
     name = "gpu.mbarrier_arrive"
     barriers = Operand(Barriers)
     index = Operand(IntScalar)
     valid = Operand(TypeConstraint("an i1 scalar", lambda x: x == t.i1))
-    count = Attr(int, default=1)
-
-    def verify_op(self) -> None:
-        if not 0 < self.count < 1 << 20:
-            raise op_error(self, f"a warp arrives between 1 and 2^20 - 1 times at once, got {self.count}")
 
 
 class RunsInWarpGroups(Trait):

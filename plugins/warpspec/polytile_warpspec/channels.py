@@ -9,14 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from polytile.dialects import arith, scf
-from polytile.dialects.gpu import AsyncCopyArriveOp, MBarrierArriveOp, MBarrierWaitOp
+from polytile.dialects.gpu import MBarrierArriveOp, MBarrierWaitOp
 from polytile.ir import types as t
 from polytile.ir.builder import Builder
 from polytile.ir.opdef import Pure
-
-
-#: Threads of a warp on the one target with warp specialization (NVIDIA).
-_WARP_SIZE = 32
 
 
 def touches_tiles(op: Any) -> bool:
@@ -24,8 +20,7 @@ def touches_tiles(op: Any) -> bool:
     return any(isinstance(v.type, t.TileType) for inner in op.walk() for v in (*inner.operands, *inner.results))
 
 
-def build_producer(block: Any, found: Any, empty: Any, location: Any, consumer_warps: int,
-                   producer_warps: int) -> None:
+def build_producer(block: Any, found: Any, empty: Any, location: Any) -> None:
     """The producer's loop, at the end of ``block``: it issues the fills of ``found.loop``
     in order, each once its slot is free (the wait on ``empty`` for the phase of the other
     parity: a fresh barrier counts as released).
@@ -35,11 +30,7 @@ def build_producer(block: Any, found: Any, empty: Any, location: Any, consumer_w
     copies (``found.per_thread``, cp.async): the prologue's fills stay with the consumers
     (their pointers are made there); the producer issues the body's fills of the
     iterations that have one ahead, into slots from ``S - 1``, carrying the values the
-    fills' addresses advance (``a_ptrs += BLOCK_K``) from where the loop starts them.
-    With more consumer warps than producer warps, the producer lays its tiles out for its
-    own warps (:mod:`.warps`), and each of its warps arrives on a slot's full barrier for
-    the consumer warps it stands for (the barrier counts the consumers' threads: their
-    prologue fills it too): its copies' arrival, and the rest at once."""
+    fills' addresses advance (``a_ptrs += BLOCK_K``) from where the loop starts them."""
     loop = found.loop
     stages = found.full.type.shape[0]
     b = Builder.at_end(block, location)
@@ -74,16 +65,9 @@ def build_producer(block: Any, found: Any, empty: Any, location: Any, consumer_w
         k = inner.create(arith.BINARY_OPS["subi"], i, ahead).result
     mapping = {**made, loop.induction_variable: k, found.write_slot: slot, **dict(zip(found.carried, carried))}
     wanted = set(found.fills) | set(found.slice)
-    extra = 0
-    if found.per_thread and consumer_warps > producer_warps:
-        # Arrivals by each producer warp's first lane, besides its threads' own.
-        extra = (consumer_warps - producer_warps) * _WARP_SIZE // producer_warps
     for op in loop.body.block:
         if op in wanted:
-            clone = inner.insert(op.clone(mapping))
-            if extra and isinstance(clone, AsyncCopyArriveOp):
-                true = arith.materialize_constant(inner, True, t.i1).result
-                inner.create(MBarrierArriveOp, clone.barriers, clone.index, true, count=extra)
+            inner.insert(op.clone(mapping))
     bumped = inner.create(arith.BINARY_OPS["addi"], slot, one).result
     wraps = inner.create(arith.CmpIOp, bumped, count, predicate="eq").result
     next_slot = inner.create(arith.SelectOp, wraps, zero, bumped).result
@@ -92,10 +76,6 @@ def build_producer(block: Any, found: Any, empty: Any, location: Any, consumer_w
     yielded = loop.body.block.last_op.operands
     advanced = [mapping.get(yielded[index], yielded[index]) for index in carried_index]
     inner.create(scf.YieldOp, [next_slot, next_phase, *advanced])
-    if found.per_thread and consumer_warps != producer_warps:
-        from .warps import lay_out_for
-
-        lay_out_for(block, producer_warps)
 
 
 def drop_unused_carried(loop: Any, values: list) -> Any:

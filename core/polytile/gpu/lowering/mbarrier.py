@@ -41,9 +41,9 @@ class BarrierUnit(Protocol):
     def invalidate(self, builder: ir.IRBuilder, address: Any, predicate: Any) -> None:
         """End the barrier's life where ``predicate`` holds."""
 
-    def arrive(self, builder: ir.IRBuilder, address: Any, predicate: Any, count: int = 1) -> None:
-        """Arrive ``count`` times at once (release: this thread's earlier writes are seen by
-        the waiters whose phase it completes) where the i1 ``predicate`` holds."""
+    def arrive(self, builder: ir.IRBuilder, address: Any, predicate: Any) -> None:
+        """Arrive once (release: this thread's earlier writes are seen by the waiters whose
+        phase it completes) where the i1 ``predicate`` holds."""
 
 
 #: ``GpuTarget.backend_name`` -> its barrier unit (owned: a plugin's leaves with it).
@@ -103,11 +103,7 @@ def _wait(op: Any, operands: list, ctx: LoweringContext) -> list:
 def _arrive(op: Any, operands: list, ctx: LoweringContext) -> list:
     b = ctx.builder
     first_lane = b.icmp_unsigned("==", ctx.lane_id, ctx.i32(0))
-    address = barrier_address(ctx, op, op.barriers, operands[1])
-    if op.count == 1:
-        _unit(ctx, op).arrive(b, address, b.and_(first_lane, operands[2]))
-    else:
-        _unit(ctx, op).arrive(b, address, b.and_(first_lane, operands[2]), op.count)
+    _unit(ctx, op).arrive(b, barrier_address(ctx, op, op.barriers, operands[1]), b.and_(first_lane, operands[2]))
     return []
 
 
