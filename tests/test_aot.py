@@ -98,6 +98,17 @@ def test_constexpr_values(text, value):
     assert parsed == value and type(parsed) is type(value)
 
 
+def test_warp_specialize_options_on_the_command_line():
+    assert parse_constexpr_value("pl.WarpSpecialize(producer_registers=24, pingpong=True)") == \
+        pl.WarpSpecialize(producer_registers=24, pingpong=True)
+    with pytest.raises(AotError, match=r"registers per thread of a warp group are a multiple of 8"):
+        parse_constexpr_value("pl.WarpSpecialize(producer_registers=20)")
+    with pytest.raises(AotError, match=r"unexpected keyword argument 'registers'"):
+        parse_constexpr_value("pl.WarpSpecialize(registers=24)")
+    with pytest.raises(AotError, match=r"write pl.WarpSpecialize\(name=literal, ...\)"):
+        parse_constexpr_value("pl.WarpSpecialize(24)")
+
+
 def test_constexpr_assignments_and_their_errors():
     assert parse_assignments(["BLOCK=128", "ACT=relu", "EPS=1e-6"], "--constexpr") == {
         "BLOCK": 128, "ACT": "relu", "EPS": 1e-6}

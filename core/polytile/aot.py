@@ -136,11 +136,14 @@ def _parse_entry(item: Any, position: int, names: Mapping[str, t.Type]) -> Signa
 
 def parse_constexpr_value(text: str) -> Any:
     """A constexpr value written on a command line: ``True``/``False``, ``None``, an
-    integer (``1024``, ``0x400``), a float (``1e-5``), a dtype (``pl.float16``), a quoted
-    string, or else the text itself as a string."""
+    integer (``1024``, ``0x400``), a float (``1e-5``), a dtype (``pl.float16``), loop
+    options (``pl.WarpSpecialize(producer_registers=24)``, literal keyword values), a
+    quoted string, or else the text itself as a string."""
     from .language import core as lc
 
     word = text.strip()
+    if word.startswith("pl.WarpSpecialize("):
+        return _warp_specialize(word)
     if word in ("True", "true"):
         return True
     if word in ("False", "false"):
@@ -162,6 +165,26 @@ def parse_constexpr_value(text: str) -> Any:
     if len(word) >= 2 and word[0] == word[-1] and word[0] in "'\"":
         return word[1:-1]
     return text
+
+
+def _warp_specialize(word: str) -> Any:
+    """``pl.WarpSpecialize(k=v, ...)`` written on a command line, its values literals."""
+    import ast
+
+    from .language.loop_options import LoopOptionError, WarpSpecialize
+
+    try:
+        call = ast.parse(word, mode="eval").body
+        if not isinstance(call, ast.Call) or call.args:
+            raise ValueError("only keyword arguments")
+        options = {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}
+    except (SyntaxError, ValueError) as exc:
+        raise AotError(f"{word!r}: write pl.WarpSpecialize(name=literal, ...), such as "
+                       f"pl.WarpSpecialize(producer_registers=24) ({exc})") from None
+    try:
+        return WarpSpecialize(**options)
+    except (TypeError, LoopOptionError) as exc:
+        raise AotError(f"{word!r}: {exc}") from None
 
 
 def parse_assignments(items: Sequence[str], what: str) -> dict[str, Any]:

@@ -347,21 +347,24 @@ class Config:
         device, else the interpreter).  Use :meth:`reset` to consult them again.
         """
         checked = self._check_programmatic(values)
+        before = self._recompiling_values(checked)
         self._set.update(checked)
-        self._notify(checked)
+        self._notify(checked, before)
 
     def reset(self, *names: str) -> None:
         """Forget values given to :meth:`set`; with no names, forget all of them."""
         if not names:
             names = tuple(self._set)
+            before = self._recompiling_values(names)
             self._set.clear()
-            self._notify(names)
+            self._notify(names, before)
             return
         for name in names:
             self._setting(name, where="passed to polytile.config.reset()")
+        before = self._recompiling_values(names)
         for name in names:
             self._set.pop(name, None)
-        self._notify(names)
+        self._notify(names, before)
 
     def override(self, **values: Any) -> "_Override":
         """A ``with`` block in which ``values`` are set; on exit the previous state returns."""
@@ -388,17 +391,29 @@ class Config:
         self._watchers.setdefault(name, []).append(callback)
 
     def watch_recompiling(self, callback: Callable[[], None]) -> None:
-        """Call ``callback()`` once after :meth:`set`, :meth:`reset`, :meth:`override` or
-        :meth:`reload` may have changed a setting declared ``recompiles`` (the compiled
-        code depends on it), whoever declares it."""
+        """Call ``callback()`` once after :meth:`set`, :meth:`reset` or :meth:`override`
+        changed the value of a setting declared ``recompiles`` (the compiled code depends
+        on it), whoever declares it, and after every :meth:`reload` (the environment may
+        have changed anything)."""
         self._recompile_watchers.append(callback)
 
-    def _notify(self, names: Iterable[str], everything: bool = False) -> None:
+    def _recompiling_values(self, names: Iterable[str]) -> dict[str, Any]:
+        """The current values of those of ``names`` declared ``recompiles``."""
+        values = {}
+        for name in names:
+            if self._recompile_watchers and self._recompiles(name):
+                try:
+                    values[name] = self.get(name)
+                except ConfigError:  # an invalid value in the environment: it counts as changed
+                    values[name] = _NOT_FOUND
+        return values
+
+    def _notify(self, names: Iterable[str], before: dict[str, Any] | None = None, everything: bool = False) -> None:
         names = tuple(names)
         for name in names:
             for callback in list(self._watchers.get(name, ())):
                 callback()
-        if self._recompile_watchers and (everything or any(self._recompiles(name) for name in names)):
+        if everything or (before and self._recompiling_values(before) != before):
             for callback in list(self._recompile_watchers):
                 callback()
 
@@ -741,17 +756,19 @@ class _Override:
     def __enter__(self) -> None:
         state = self._config._set
         self._saved = {name: state.get(name, _NOT_FOUND) for name in self._values}
+        before = self._config._recompiling_values(self._values)
         state.update(self._values)
-        self._config._notify(self._values)
+        self._config._notify(self._values, before)
 
     def __exit__(self, *exc: object) -> None:
         state = self._config._set
+        before = self._config._recompiling_values(self._saved)
         for name, previous in self._saved.items():
             if previous is _NOT_FOUND:
                 state.pop(name, None)
             else:
                 state[name] = previous
-        self._config._notify(self._saved)
+        self._config._notify(self._saved, before)
 
 
 def _describe(table: Iterable[Setting]) -> list[SettingInfo]:

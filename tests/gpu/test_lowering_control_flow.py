@@ -47,7 +47,8 @@ def _loop_ids(llvm_ir: str) -> dict[str, list[str]]:
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("unroll, no_licm, expected", [
     (4, False, ["llvm.loop.unroll.count"]),
-    (1, True, ["llvm.loop.unroll.disable", "llvm.licm.disable"]),
+    (1, True, ["llvm.licm.disable"]),  # below 2: nothing, as Triton
+    (1, False, None),
     (None, True, ["llvm.licm.disable"]),
     (None, False, None),
     (0, False, None),
@@ -64,10 +65,16 @@ def test_loop_options_become_llvm_loop_metadata(target, unroll, no_licm, expecte
 
 
 def test_the_unroll_factor_sets_how_many_loads_one_trip_of_the_ptx_loop_makes():
-    # n is a run-time value: LLVM unrolls 4 times (and keeps a remainder loop), or not at all.
+    # n is a run-time value: LLVM unrolls 4 or 2 times (and keeps a remainder loop).
     loads = {}
-    for unroll in (4, 1):
+    for unroll in (4, 2):
         artifacts = _compile("nvidia:sm_80", unroll, False)
         loads[unroll] = artifacts["ptx"].count("ld.global")
         assembles(artifacts["ptx"], "sm_80", artifacts["kernel_name"])
-    assert loads[1] == 1 and loads[4] >= 4
+    assert loads[4] >= 4 and loads[2] >= 2 and loads[4] > loads[2]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_loop_ids_are_distinct_nodes_one_per_loop(target):
+    artifacts = _compile(target, 4, True)
+    assert re.search(r"^!\d+ = distinct !\{ (!\d+), ", artifacts["llvm_ir"], re.MULTILINE)

@@ -212,6 +212,10 @@ def test_range_loop_options_keep_the_results(target, unroll, no_licm, n):
     ("loop_unroll_factor=2.5", r"pl.range\(loop_unroll_factor=2.5\): use an integer of at least 0"),
     ("num_stages=True", r"pl.range\(num_stages=True\): use an integer of at least 0"),
     ("loop_unroll_factor=n", r"pl.range\(loop_unroll_factor=...\) must be a compile-time constant"),
+    ("warp_specialize='yes'", r"pl.range\(warp_specialize='yes'\): use True, False or a pl.WarpSpecialize"),
+    ("flatten=2", r"pl.range\(flatten=2\): use True or False"),
+    ("disable_licm=pl.WarpSpecialize()", r"pl.range\(disable_licm=WarpSpecialize\(.*\)\): use True or False"),
+    ("disable_licm=n > 2", r"pl.range\(disable_licm=...\) must be a compile-time constant"),
 ])
 def test_range_loop_options_are_checked(options, message, tmp_path):
     import importlib.util

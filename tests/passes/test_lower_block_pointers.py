@@ -165,3 +165,23 @@ def test_a_block_pointer_through_an_if_is_an_error():
     """
     with pytest.raises(CompilationError, match="a block pointer passed through 'scf.if' is not supported"):
         apply_passes(text, LowerBlockPointers())
+
+
+def test_a_loop_carrying_block_pointers_keeps_its_range_options():
+    # Rebuilt with offsets carried instead, the loop keeps pl.range's options (num_stages,
+    # loop_unroll_factor, disable_licm, warp_specialize): they were lost once.
+    out = apply_passes("""
+        func.func @k(%x: ptr<f32>, %n: i32) attributes {kernel = true} {
+          %c0 = arith.constant {value = 0} : i32
+          %c1 = arith.constant {value = 1} : i32
+          %p = tile.make_block_ptr %x shape(%n) strides(%c1) offsets(%c0) {block_shape = [4], order = [0]} : block_ptr<4xf32>
+          %q = scf.for %c0, %n, %c1, %p {pt.disable_licm = true, pt.loop_unroll_factor = 4, pt.num_stages = 3} : block_ptr<4xf32> {
+          ^bb0(%i: i32, %ptr: block_ptr<4xf32>):
+            %next = tile.advance %ptr, %c1 : block_ptr<4xf32>
+            scf.yield %next
+          }
+          func.return
+        }
+    """, LowerBlockPointers())
+    assert "{pt.disable_licm = true, pt.loop_unroll_factor = 4, pt.num_stages = 3}" in out, out
+    assert "block_ptr" not in out

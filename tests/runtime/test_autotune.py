@@ -42,6 +42,12 @@ def test_accumulating_kernel_is_restored_between_trials_without_being_told():
     small = np.ones(10, np.float32)
     accumulate[lambda meta: (cdiv(meta["n"], meta["BLOCK"]),)](x[:10].copy(), small, 10)
     assert len(accumulate.cache) == 2 and accumulate.configs_timings
+    # A setting the compiled code depends on changes: the choices timed on the old code go.
+    pytest.importorskip("polytile_nvidia")
+    from polytile import config
+
+    with config.override(nvidia_assembler="ptxas"):
+        assert accumulate.cache == {}
 
 
 def test_reset_to_zero_zeroes_before_each_trial():

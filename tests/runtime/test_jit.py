@@ -218,3 +218,40 @@ def test_compile_fills_in_the_defaults_of_constexpr_parameters():
     left_out = scaled.compile(types, {"BLOCK": 8}, target="interp")
     given = scaled.compile(types, {"BLOCK": 8, "SCALE": 3}, target="interp")
     assert print_ir(left_out.module) == print_ir(given.module) and "value = 3" in print_ir(given.module)
+
+
+def test_a_kernel_compiled_while_a_setting_it_depends_on_changed_is_compiled_again_and_not_kept(monkeypatch):
+    # Another thread's config.set during the compile: the kernel made under the old value
+    # is neither kept in memory nor stored on disk; the launch compiles again under the new.
+    pytest.importorskip("polytile_nvidia")
+    from polytile import config
+
+    @jit
+    def racing(out_ptr, BLOCK: pl.constexpr):
+        pl.store(out_ptr + pl.arange(0, BLOCK), 1.0)
+
+    original = type(racing)._build
+    stored = []
+    changes = iter(["ptxas"])
+
+    def build(self, *args, **kwargs):
+        compiled, entry = original(self, *args, **kwargs)
+        value = next(changes, None)
+        if value is not None:
+            config.set(nvidia_assembler=value)  # as another thread would, mid-compile
+        return compiled, entry
+
+    from polytile.runtime.cache import KernelCache
+
+    store = KernelCache.store
+    monkeypatch.setattr(KernelCache, "store", lambda cache, entry: (stored.append(entry), store(cache, entry))[1])
+    monkeypatch.setattr(type(racing), "_build", build)
+    try:
+        out = np.zeros(8, np.float32)
+        racing[(1,)](out, BLOCK=8)
+        assert (out == 1.0).all() and racing.compile_count == 2
+        assert len(stored) == 1 and len(racing.cache) == 1  # the first compile's entry is not stored
+        racing[(1,)](out, BLOCK=8)  # the kernel of the new value, kept
+        assert racing.compile_count == 2 and racing._hot
+    finally:
+        config.reset("nvidia_assembler")

@@ -107,8 +107,10 @@ class NvidiaBackend(Backend):
         from .toolchain import toolchain_versions
 
         # The assembler that will run (nvJitLink or ptxas) and its version: a cubin made
-        # by one must not be served for the other.
-        return {**installed_versions("llvmlite", "cuda-bindings"), **toolchain_versions()}
+        # by one must not be served for the other.  The libdevice that math links from:
+        # the settings that choose it (libdevice_path, cuda_home) change the code.
+        return {**installed_versions("llvmlite", "cuda-bindings"), **toolchain_versions(),
+                "libdevice": _libdevice_identity()}
 
     def launch_path(self) -> str:
         """How kernels are launched in this process and why, for ``polytile info``: the
@@ -215,3 +217,18 @@ def _enumerate(driver: Any) -> list[Device]:
             + ", ".join(ARCHITECTURES)
         )
     return devices
+
+
+def _libdevice_identity() -> str:
+    """The libdevice file math would link: its path, size and modification time, or why
+    there is none (a kernel without math functions compiles anyway)."""
+    from polytile.errors import PolytileError
+
+    from .libdevice import find_libdevice
+
+    try:
+        path = find_libdevice()
+        info = path.stat()
+    except (PolytileError, OSError) as exc:  # not found, a setting naming nothing, unreadable: keyed so
+        return f"none ({type(exc).__name__})"
+    return f"{path} {info.st_size} {info.st_mtime_ns}"

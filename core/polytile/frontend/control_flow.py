@@ -190,8 +190,20 @@ class ControlFlowGen:
             if _is_tensor(value):
                 raise self.error(node, f"pl.range({key}=...) must be a compile-time constant, got a run-time value")
             if key in ("num_stages", "loop_unroll_factor"):
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                count = _count(value)
+                if count is None or count < 0:
                     raise self.error(node, f"pl.range({key}={value!r}): use an integer of at least 0")
+                value = count
+            else:  # a switch: true or false (0 and 1 as Python takes them), or pl.WarpSpecialize
+                if isinstance(value, WarpSpecialize) and key == "warp_specialize":
+                    pass
+                elif isinstance(value, int) and value in (0, 1):
+                    value = bool(value)
+                    if not value:
+                        continue
+                else:
+                    allowed = "True, False or a pl.WarpSpecialize" if key == "warp_specialize" else "True or False"
+                    raise self.error(node, f"pl.range({key}={value!r}): use {allowed}")
             if isinstance(value, WarpSpecialize):
                 checked.update({name[len("pt."):]: option for name, option in value.attributes().items()})
                 value = True
@@ -398,3 +410,15 @@ def _may_return(stmts: list[ast.stmt]) -> bool:
             continue
         pending.extend(ast.iter_child_nodes(node))
     return False
+
+
+def _count(value: Any) -> int | None:
+    """``value`` as a Python int where it is an integer (a NumPy one too), not a bool."""
+    import operator
+
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None

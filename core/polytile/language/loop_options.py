@@ -57,6 +57,8 @@ class WarpSpecialize:
     def __init__(self, producer_registers: Any = 0, consumer_registers: Any = 0, pingpong: Any = None):
         for name, value in (("producer_registers", producer_registers), ("consumer_registers", consumer_registers)):
             value = _plain(value)
+            if not isinstance(value, bool) and hasattr(value, "__index__"):
+                value = value.__index__()  # a NumPy integer
             if isinstance(value, bool) or not isinstance(value, int):
                 raise LoopOptionError(f"pl.WarpSpecialize({name}={value!r}): use a compile-time integer "
                                       f"(a multiple of 8 from {LOWEST_REGISTERS} to {HIGHEST_REGISTERS}, or 0 for "

@@ -717,9 +717,10 @@ class range:
                  loop_unroll_factor: Any = None, disallow_acc_multi_buffer: Any = False, flatten: Any = False,
                  warp_specialize: Any = False, disable_licm: Any = False):
         self.args = (arg1, arg2, step)
+        # As written: the frontend checks them (check_loop_hints) and leaves out what is off.
         self.hints = {"num_stages": num_stages, "loop_unroll_factor": loop_unroll_factor,
-                      "disallow_acc_multi_buffer": disallow_acc_multi_buffer or None, "flatten": flatten or None,
-                      "warp_specialize": warp_specialize or None, "disable_licm": disable_licm or None}
+                      "disallow_acc_multi_buffer": disallow_acc_multi_buffer, "flatten": flatten,
+                      "warp_specialize": warp_specialize, "disable_licm": disable_licm}
 
     def __iter__(self):
         raise semantic_error("pl.range can only be used as the iterable of a 'for' loop in a kernel")

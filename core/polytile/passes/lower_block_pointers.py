@@ -151,6 +151,7 @@ class _Lowering:
                 inits.append(value)
         b = Builder.before(op)
         loop = b.insert(scf.ForOp.create(op.lower, op.upper, op.step, inits, location=op.location))
+        loop.attributes.update(op.attributes)  # its pl.range options (num_stages, ...)
         new_block, old_block = loop.body.block, op.body.block
         old_block.arguments[0].replace_all_uses_with(new_block.arguments[0])
         new_block.arguments[0].name_hint = old_block.arguments[0].name_hint

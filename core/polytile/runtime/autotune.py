@@ -31,8 +31,10 @@ import functools
 import logging
 import time
 import warnings
+import weakref
 from typing import Any, Callable, Iterable
 
+from .. import config as _config
 from ..errors import LaunchError, NoConfigFitsError, OutOfResourcesError, UnsupportedOptionError
 from ..resources import RESOURCES, SpillWarning, warn_if_spilling
 from .jit import JITFunction
@@ -141,6 +143,19 @@ def heuristics(values: dict[str, Callable[[dict], Any]]) -> Callable[[Any], Heur
     return lambda fn: Heuristics(fn, values)
 
 
+#: Every live autotuner: a change of a setting the compiled code depends on forgets
+#: their choices, timed on code compiled under the old value.
+_TUNERS: "weakref.WeakSet[Autotuner]" = weakref.WeakSet()
+
+
+def _forget_tunings() -> None:
+    for tuner in list(_TUNERS):
+        tuner.cache.clear()
+
+
+_config.watch_recompiling(_forget_tunings)
+
+
 class Autotuner(_Launchable):
     def __init__(self, fn: Any, configs: list[Config], key: Iterable[str], reset_to_zero: Iterable[str] | None = None,
                  restore_value: Iterable[str] | None = None, pre_hook: Callable | None = None,
@@ -168,8 +183,10 @@ class Autotuner(_Launchable):
         #: ``do_bench(trial) -> seconds``: the user's timer; None: :func:`bench`, with the
         #: launching backend's ``synchronize`` (a GPU launch returns before the kernel ends).
         self.do_bench = do_bench
-        #: The best config for each key seen.
+        #: The best config for each key seen (forgotten when a setting the compiled code
+        #: depends on changes: polytile.config's ``recompiles`` settings).
         self.cache: dict[tuple, Config] = {}
+        _TUNERS.add(self)
         self.best_config: Config | None = None
         #: The timing (seconds) of each config at the last tuning.
         self.configs_timings: dict[Config, float] = {}

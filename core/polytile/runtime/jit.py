@@ -179,6 +179,8 @@ def _target_setting_changed() -> None:
 def _plugin_setting_changed() -> None:
     # Another set of plugins compiles other code (a pass plugin disabled, say): the
     # kernels compiled in this process are dropped; the on-disk cache keys the plugins.
+    global _compile_generation
+    _compile_generation += 1
     for fn in list(_LIVE):
         fn.cache.clear()
     # The adapters of argument types came from the plugins: ask the new set again.
@@ -186,10 +188,17 @@ def _plugin_setting_changed() -> None:
     _target_setting_changed()
 
 
+#: Bumped whenever the kernels compiled in this process are dropped: a compilation that
+#: started before (in another thread) neither stores its kernel in memory nor on disk.
+_compile_generation = 0
+
+
 def _compiled_code_changed() -> None:
     # A setting the compiled code depends on (a toolchain path, a register budget): the
     # kernels compiled in this process under the old value are dropped; the on-disk cache
     # keys the value, so switching back reads them from there.
+    global _compile_generation
+    _compile_generation += 1
     for fn in list(_LIVE):
         fn.cache.clear()
     _target_setting_changed()
@@ -414,6 +423,7 @@ class JITFunction:
             else:
                 options[name] = value
         spec = self.specialize(dict(zip(self.param_names, values)))
+        started = _compile_generation
         try:
             compiled = self._find_or_compile(spec, target, options)
         except CompilationError as error:
@@ -429,7 +439,7 @@ class JITFunction:
         if self._dispatcher is None and self._plan_budget > 0 \
                 and hasattr(getattr(compiled, "backend_launcher", None), "make_dispatcher"):
             self._dispatch_source = compiled.backend_launcher
-        if not any(type(piece) is Unkeyed for piece in key):
+        if not any(type(piece) is Unkeyed for piece in key) and _compile_generation == started:
             self._hot[key] = compiled
             if not self._specialized_entry:
                 self._specialized_entry = True
@@ -443,9 +453,15 @@ class JITFunction:
         canonical = (spec.key, resolved, parsed)
         compiled = self.cache.get(canonical)
         if compiled is None or (compiled.guard is not None and not compiled.guard()):
-            compiled = self._compile(spec.arg_types, spec.constexprs, resolved, backend, parsed, options,
-                                     spec.hints, spec.key, spec.adapted)
-            self.cache[canonical] = compiled
+            for _ in range(3):
+                started = _compile_generation
+                compiled = self._compile(spec.arg_types, spec.constexprs, resolved, backend, parsed, options,
+                                         spec.hints, spec.key, spec.adapted)
+                if _compile_generation == started:
+                    self.cache[canonical] = compiled
+                    break
+                # A setting the code depends on changed meanwhile: compiled again under it
+                # (after three such changes in a row, this launch runs the last one, unkept).
         return compiled
 
     def specialize(self, bound: dict) -> Specialization:
@@ -593,8 +609,14 @@ class JITFunction:
             compiled.grid_defaults = {k: v for k, v in compiled.grid_defaults.items() if k not in self.param_names}
             return compiled
 
+        started = _compile_generation
+
         def build(disk_key: str | None) -> tuple[CompiledKernel, Any]:
-            return self._build(arg_types, constexprs, resolved, options, hints, params, make, disk_key, adapted)
+            compiled, entry = self._build(arg_types, constexprs, resolved, options, hints, params, make, disk_key,
+                                          adapted)
+            # A setting the code depends on changed while it compiled (another thread):
+            # the key was taken under the old value, the passes may have read the new one.
+            return compiled, (entry if _compile_generation == started else None)
 
         disk_key = None
         if cache_enabled():

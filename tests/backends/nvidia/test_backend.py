@@ -226,6 +226,9 @@ def test_versions_are_installed_distributions_and_the_assembler(backend):
     assembler = versions.pop("nvidia-assembler")
     # The assembler that will run, with its version, or why none can (keys are still computed).
     assert assembler.split()[0] in ("nvjitlink", "ptxas", "unavailable")
+    # The libdevice math links from: its path, size and time, or why there is none.
+    libdevice = versions.pop("libdevice")
+    assert libdevice.startswith("none (") or len(libdevice.split()) >= 3
     assert set(versions) <= {"llvmlite", "cuda-bindings"}
     for dist, version in versions.items():
         assert version == metadata.version(dist)

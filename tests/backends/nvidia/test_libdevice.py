@@ -46,6 +46,24 @@ def test_setting_wins(bare_machine):
     assert find_libdevice() == path
 
 
+def test_the_libdevice_math_links_from_is_part_of_the_cache_key(bare_machine):
+    # libdevice_path and cuda_home are declared recompiles=True: the on-disk cache must
+    # tell the kernels apart too, not only the process's caches.
+    from polytile_nvidia.backend import NvidiaBackend
+
+    backend = NvidiaBackend()
+    mine = _bitcode(bare_machine / "mine")
+    home = _bitcode(bare_machine / "cuda" / "nvvm" / "libdevice")
+    keys = []
+    for settings in ({}, {"libdevice_path": str(mine)}, {"cuda_home": str(bare_machine / "cuda")}):
+        with config.override(**settings):
+            keys.append(backend.versions()["libdevice"])
+    assert keys[0].startswith("none (") and keys[1].startswith(str(mine)) and keys[2].startswith(str(home))
+    mine.write_bytes(b"BC\xc0\xde" * 2)  # another file at the same place
+    with config.override(libdevice_path=str(mine)):
+        assert backend.versions()["libdevice"] != keys[1]
+
+
 def test_setting_that_points_nowhere_is_an_error(bare_machine, monkeypatch):
     monkeypatch.setenv("POLYTILE_LIBDEVICE", str(bare_machine / "missing.bc"))
     with pytest.raises(ConfigError) as info:

@@ -4,10 +4,11 @@ Every thread runs the same loop trip and takes the same branch: conditions of
 ``scf.if`` / ``scf.while`` and loop bounds are scalars, the same in every thread.
 
 The loop options of ``pl.range`` that LLVM carries out become the back edge's
-``llvm.loop`` metadata (Triton's): ``loop_unroll_factor=n`` unrolls n times
-(``llvm.loop.unroll.count``; 1: ``llvm.loop.unroll.disable``), ``disable_licm=True``
-keeps LLVM's LICM out of the loop (``llvm.licm.disable``; the tile stage's ``licm`` skips
-it too).
+``llvm.loop`` metadata: ``loop_unroll_factor=n`` (n >= 2) asks LLVM's unroller for n
+copies of the body (``llvm.loop.unroll.count``; a request LLVM may decline, where it
+cannot unroll the loop, as Triton's IR-level unroller would not; below 2 nothing, as in
+Triton), ``disable_licm=True`` keeps LLVM's LICM out of the loop (``llvm.licm.disable``;
+the tile stage's ``licm`` skips it too).
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ class _LoopID(ir.values.MDValue):
     def __eq__(self, other: object) -> bool:
         return self is other
 
+    def descr(self, buf: list) -> None:
+        # distinct: never merged with another loop's node of the same options (LangRef).
+        buf.append("distinct ")
+        super().descr(buf)
+
 
 def loop_metadata(module: ir.Module, op: Any) -> ir.values.MDValue | None:
     """The ``llvm.loop`` node of ``op``'s loop options, or None where it has none."""
@@ -41,8 +47,6 @@ def loop_metadata(module: ir.Module, op: Any) -> ir.values.MDValue | None:
     if factor is not None and factor >= 2:
         options.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.count"),
                                             ir.Constant(ir.IntType(32), int(factor))]))
-    elif factor == 1:
-        options.append(module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]))
     if op.attributes.get(DISABLE_LICM_HINT):
         options.append(module.add_metadata([ir.MetaDataString(module, "llvm.licm.disable")]))
     if not options:
