@@ -248,3 +248,12 @@ def test_info_shows_how_a_backend_with_a_device_launches():
     assert _launch_path_lines(manager, "fast") == ["           launch: native (C extension): built"]
     assert _launch_path_lines(manager, "plain") == []
     assert _launch_path_lines(manager, "broken") == ["           launch: unknown (division by zero)"]
+
+
+def test_version(capsys):
+    import polytile
+    from polytile.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out == f"polytile {polytile.__version__}\n"

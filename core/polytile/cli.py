@@ -301,8 +301,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = _Parser(prog="polytile", description="polytile: a multi-backend tile-kernel compiler",
                      allow_abbrev=False)
+    parser.add_argument("--version", action="version", version=f"polytile {__version__}",
+                        help="print polytile's version and exit (`polytile info` lists the plugins' too)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     sub.add_parser("info", help="installed backends and plugins, devices, the chosen target and why").set_defaults(
