@@ -40,7 +40,8 @@ LANGUAGE = {
     "max_contiguous": ["test_creation.py::test_hints_keep_values_and_reach_the_ir"],
     "max_constancy": ["test_creation.py::test_hints_keep_values_and_reach_the_ir"],
     "static_range": ["test_creation.py::test_static_range_and_range"],
-    "range": ["test_creation.py::test_static_range_and_range", "test_triton_compat.py::test_02_fused_softmax"],
+    "range": ["test_creation.py::test_static_range_and_range", "test_triton_compat.py::test_02_fused_softmax",
+              "test_creation.py::test_range_loop_options_keep_the_results"],
     "static_assert": ["test_creation.py::test_static_assert_and_static_print"],
     "static_print": ["test_creation.py::test_static_assert_and_static_print"],
     "device_assert": ["test_debug.py::test_device_assert"],
@@ -84,6 +85,8 @@ LANGUAGE = {
     "trans": ["test_builtins.py::test_shapes"],
     "permute": ["test_builtins.py::test_shapes", "test_shapes.py::test_view_permute_broadcast_and_indexing"],
     "join": ["test_shapes.py::test_join_split", "test_shapes.py::test_join_broadcasts_and_scalars"],
+    "interleave": ["test_shapes.py::test_interleave_and_assume"],
+    "assume": ["test_shapes.py::test_interleave_and_assume", "test_shapes.py::test_assume_needs_a_true_boolean"],
     "split": ["test_shapes.py::test_join_split"],
     "cat": ["test_shapes.py::test_cat"],
     # reductions and scans

@@ -109,3 +109,41 @@ def test_shape_errors(body, message, tmp_path):
     with pytest.raises(CompilationError) as info:
         module.bad.lower(np.zeros(4, np.float32))
     assert message in str(info.value) and "bad_shape.py:7" in str(info.value)
+
+
+@jit
+def interleave_kernel(x_ptr, y_ptr, out_ptr, pair_ptr, n, ROWS: pl.constexpr, COLS: pl.constexpr):
+    pl.assume(n > 0)  # Triton's tl.assume: not checked, changes nothing
+    rows = pl.arange(0, ROWS)[:, None]
+    grid = rows * COLS + pl.arange(0, COLS)[None, :]
+    z = pl.interleave(pl.load(x_ptr + grid), pl.load(y_ptr + grid))
+    pl.assume(z == z)
+    pl.store(out_ptr + rows * (2 * COLS) + pl.arange(0, 2 * COLS)[None, :], z)
+    pl.store(pair_ptr + pl.arange(0, 2), pl.interleave(n, n + 1))  # scalars: shape [2]
+
+
+def test_interleave_and_assume(target):
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    y = -x - 0.5
+    out = np.zeros((4, 16), np.float32)
+    pair = np.zeros(2, np.int32)
+    interleave_kernel[(1,)](x, y, out, pair, 5, ROWS=4, COLS=8, target=target)
+    np.testing.assert_array_equal(out, np.stack([x, y], -1).reshape(4, 16))
+    assert pair.tolist() == [5, 6]
+
+
+@pytest.mark.parametrize("cond, message", [("1.5", "pl.assume needs a boolean condition"),
+                                           ("x", "pl.assume needs a boolean condition"),
+                                           ("False", r"pl.assume\(False\): the condition is false")])
+def test_assume_needs_a_true_boolean(cond, message, tmp_path):
+    import importlib.util
+
+    path = tmp_path / "assume_bad.py"
+    path.write_text("import polytile.language as pl\nfrom polytile.runtime import jit\n\n@jit\n"
+                    "def bad(x_ptr):\n    x = pl.load(x_ptr + pl.arange(0, 4))\n"
+                    f"    pl.assume({cond})\n    pl.store(x_ptr + pl.arange(0, 4), x)\n")
+    spec = importlib.util.spec_from_file_location("assume_bad", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(CompilationError, match=message):
+        module.bad[(1,)](np.zeros(4, np.float32), target="interp")

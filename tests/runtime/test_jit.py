@@ -255,3 +255,24 @@ def test_a_kernel_compiled_while_a_setting_it_depends_on_changed_is_compiled_aga
         assert racing.compile_count == 2 and racing._hot
     finally:
         config.reset("nvidia_assembler")
+
+
+@pytest.mark.parametrize("target", ["interp", "nvidia:sm_90a", "amd:gfx942"])
+def test_warmup_compiles_without_launching_and_the_launch_reuses_it(target):
+    if target != "interp":
+        pytest.importorskip("polytile_amd" if target.startswith("amd") else "polytile_nvidia")
+
+    @jit
+    def warmed(out_ptr, n, BLOCK: pl.constexpr):
+        offs = pl.arange(0, BLOCK)
+        pl.store(out_ptr + offs, 1.0, mask=offs < n)
+
+    out = np.zeros(8, np.float32)
+    compiled = warmed.warmup(out, 8, BLOCK=8, grid=(1,), target=target, num_warps=2)
+    assert (out == 0).all() and warmed.compile_count == 1 and compiled.target.backend == target.split(":")[0]
+    assert warmed.warmup(out, 8, BLOCK=8, target=target, num_warps=2) is compiled  # from the cache
+    if target == "interp":
+        warmed[(1,)](out, 8, BLOCK=8, target=target, num_warps=2)
+        assert warmed.compile_count == 1 and (out == 1).all()
+    with pytest.raises(LaunchError, match="missing a required argument: 'n'"):
+        warmed.warmup(out, BLOCK=8, target=target)

@@ -53,7 +53,7 @@ _HOMES = {
     "sqrt": "standard", "sqrt_rn": "standard", "static_assert": "standard", "static_print": "standard",
     "static_range": "standard", "store": "standard", "sum": "standard", "trans": "standard", "umulhi": "standard",
     "view": "standard", "where": "standard", "xor_sum": "standard", "zeros": "standard", "zeros_like": "standard",
-    "WarpSpecialize": "loop_options",
+    "WarpSpecialize": "loop_options", "interleave": "shape", "assume": "standard",
 }
 
 # Triton spells the fp8 types several ways; these are the ones the IR has.

@@ -1,4 +1,4 @@
-"""Shape builtins over two tiles: ``pl.join``, ``pl.split``, ``pl.cat``."""
+"""Shape builtins over two tiles: ``pl.join``, ``pl.interleave``, ``pl.split``, ``pl.cat``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,17 @@ def join(a: Any, b: Any) -> tensor:
         a, b = sem.broadcast_to_shape(a, (1,)), sem.broadcast_to_shape(b, (1,))
     joined = tensor(sem.emit(tile_shape.JoinOp, a.handle, b.handle).result)
     return reshape(joined, (2,)) if scalar else joined
+
+
+@builtin
+def interleave(a: Any, b: Any) -> tensor:
+    """The values of ``a`` and ``b`` alternating along their last dimension (Triton's
+    ``tl.interleave``): ``join(a, b)`` reshaped to ``a.shape[:-1] + [2 * a.shape[-1]]``;
+    two scalars give a tensor of shape [2]."""
+    joined = join(a, b)
+    if len(joined.shape) == 1:
+        return joined
+    return reshape(joined, (*joined.shape[:-2], 2 * joined.shape[-2]))
 
 
 @builtin

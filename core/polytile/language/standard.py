@@ -655,6 +655,23 @@ def _dot_accumulators(element: t.Type) -> tuple[t.Type, ...]:
 
 
 @builtin
+def assume(cond: Any) -> None:
+    """Tell the compiler that ``cond`` holds (Triton's ``tl.assume``).  It is not checked
+    and changes no result; a kernel whose ``cond`` is false is wrong.  ``cond`` is a
+    boolean: a comparison, a Python bool, or a tensor of them."""
+    cond = unwrap(cond)
+    if isinstance(cond, tensor):
+        if t.element_type(cond.type) != t.i1:
+            raise semantic_error(f"pl.assume needs a boolean condition (a comparison), got {sem._describe(cond)}")
+        return None
+    if not isinstance(cond, bool):
+        raise semantic_error(f"pl.assume needs a boolean condition (a comparison), got {cond!r}")
+    if not cond:
+        raise semantic_error("pl.assume(False): the condition is false at compile time")
+    return None
+
+
+@builtin
 def static_assert(cond: Any, msg: Any = "") -> None:
     """Fail compilation when the compile-time ``cond`` is false."""
     cond = unwrap(cond)

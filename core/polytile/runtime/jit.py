@@ -515,6 +515,20 @@ class JITFunction:
                                   f"kernel parameter '{name + part.suffix}', which is also the name of a parameter "
                                   f"of '{self.__name__}': rename that parameter")
 
+    def warmup(self, *args: Any, grid: Any = None, **kwargs: Any) -> CompiledKernel:
+        """Compile the kernel that ``kernel[grid](*args, **kwargs)`` would launch (or find
+        it in the caches), without launching it, and return it (Triton's ``warmup``; the
+        grid is accepted and not needed).  The next launch with such arguments runs it."""
+        options = {name: kwargs.pop(name) for name in list(kwargs) if name in self._option_names}
+        target = options.pop("target", None)
+        spec = self.specialize(self.bind(args, kwargs))
+        try:
+            return self._find_or_compile(spec, target, options)
+        except CompilationError as error:
+            if error.__cause__ is not None:
+                raise
+            raise error.with_traceback(None) from None
+
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """The core-IR module the frontend makes for these arguments (before any pass)."""
         return self.lower_for(None, *args, **kwargs)
