@@ -176,18 +176,6 @@ def _target_setting_changed() -> None:
             fn._dispatcher.forget()
 
 
-def _plugin_setting_changed() -> None:
-    # Another set of plugins compiles other code (a pass plugin disabled, say): the
-    # kernels compiled in this process are dropped; the on-disk cache keys the plugins.
-    global _compile_generation
-    _compile_generation += 1
-    for fn in list(_LIVE):
-        fn.cache.clear()
-    # The adapters of argument types came from the plugins: ask the new set again.
-    forget_adapted_kinds()
-    _target_setting_changed()
-
-
 #: Bumped whenever the kernels compiled in this process are dropped: a compilation that
 #: started before (in another thread) neither stores its kernel in memory nor on disk.
 _compile_generation = 0
@@ -202,6 +190,13 @@ def _compiled_code_changed() -> None:
     for fn in list(_LIVE):
         fn.cache.clear()
     _target_setting_changed()
+
+
+def _plugin_setting_changed() -> None:
+    # Another set of plugins compiles other code (a pass plugin disabled, say), and the
+    # adapters of argument types came from the plugins: ask the new set again.
+    forget_adapted_kinds()
+    _compiled_code_changed()
 
 
 _config.watch("target", _target_setting_changed)
