@@ -30,7 +30,7 @@ _LAZY_MODULES = {"config", "ir", "passes", "dialects", "testing", "compiler", "p
                  "runtime"}
 #: Host-side API (as in Triton's top level), imported from polytile.runtime on first use.
 _RUNTIME_NAMES = {"jit", "cdiv", "next_power_of_2", "JITFunction", "LaunchError", "autotune", "heuristics", "Config",
-                  "device_properties", "set_allocator"}
+                  "device_properties", "set_allocator", "reinterpret", "TensorWrapper"}
 
 
 def __getattr__(name: str) -> Any:
@@ -51,5 +51,5 @@ __all__ = [
     "CompilationError", "ConfigError", "IRParseError", "OutOfResourcesError", "PassFailure", "PluginConflictError", "PluginError",
     "PolytileError", "Target", "TargetError", "UnknownNameError", "VerificationError", "__version__", "config",
     "jit", "cdiv", "next_power_of_2", "JITFunction", "LaunchError", "autotune", "heuristics", "Config",
-    "device_properties", "set_allocator",
+    "device_properties", "set_allocator", "reinterpret", "TensorWrapper",
 ]

@@ -16,6 +16,7 @@ from .allocator import set_allocator
 from .autotune import Autotuner, Config, Heuristics, autotune, heuristics
 from .devices import device_properties
 from .jit import CompiledKernel, JITFunction, jit
+from .reinterpret import TensorWrapper, reinterpret
 
 
 def cdiv(x: int, div: int) -> int:
@@ -31,4 +32,4 @@ def next_power_of_2(n: int) -> int:
 
 __all__ = ["Autotuner", "CompiledKernel", "Config", "Heuristics", "JITFunction", "LaunchError", "autotune", "cdiv",
            "set_allocator",
-           "device_properties", "heuristics", "jit", "next_power_of_2"]
+           "device_properties", "heuristics", "jit", "next_power_of_2", "reinterpret", "TensorWrapper"]

@@ -136,7 +136,8 @@ def _numpy_scalar_kind(cls: type) -> ArgumentKind:
 # parameters); the token is what the array library calls its dtype, named on a miss.
 
 #: Element names (NumPy's, torch's, DLPack's) -> language dtypes.
-_ELEMENT_NAMES = {**lc.NUMPY_TO_DTYPE, "bfloat16": lc.bfloat16, "float8_e4m3fn": lc.float8e4nv,
+_ELEMENT_NAMES = {**{str(d): d for d in lc._ALL_DTYPES},  # a reinterpret()ed tensor's: its language dtype
+                  **lc.NUMPY_TO_DTYPE, "bfloat16": lc.bfloat16, "float8_e4m3fn": lc.float8e4nv,
                   "float8_e5m2": lc.float8e5}
 
 
