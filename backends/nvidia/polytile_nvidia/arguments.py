@@ -357,6 +357,8 @@ def _read_cupy(value: Any) -> tuple[int, int]:
 def _read_cai(value: Any) -> tuple[int, int]:
     try:
         address = int(value.__cuda_array_interface__["data"][0])
+    except AttributeError as exc:  # a wrapper of host memory (polytile.reinterpret of a CPU tensor)
+        raise ArgumentProblem(f"({type(value).__name__}) is not GPU memory: {exc}; {_GPU_ARRAY_HINT}") from None
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise ArgumentProblem(f"({type(value).__name__}) has a malformed __cuda_array_interface__ ({exc})") from None
     return address, ASK_DRIVER if address else ANY_DEVICE

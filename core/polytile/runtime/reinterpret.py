@@ -113,6 +113,15 @@ class TensorWrapper:
         return {"shape": self.shape, "typestr": typestr, "data": (self.data_ptr(), False), "version": 3}
 
 
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        interface = getattr(self.base, "__cuda_array_interface__", None)  # a torch tensor on a GPU
+        if interface is None:
+            raise AttributeError("the wrapped tensor is not in GPU memory")
+        return {"shape": self.shape, "typestr": _TYPESTR.get(str(self.dtype), f"|V{self.element_size()}"),
+                "data": (self.data_ptr(), False), "version": 3, "strides": None}
+
+
 def reinterpret(tensor: Any, dtype: Any) -> Any:
     """``tensor``'s memory, passed to kernels with the element type ``dtype`` (Triton's
     ``triton.reinterpret``): a :class:`TensorWrapper`; a wrapper is re-wrapped around its
