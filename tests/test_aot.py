@@ -107,6 +107,11 @@ def test_warp_specialize_options_on_the_command_line():
         parse_constexpr_value("pl.WarpSpecialize(registers=24)")
     with pytest.raises(AotError, match=r"write pl.WarpSpecialize\(name=literal, ...\)"):
         parse_constexpr_value("pl.WarpSpecialize(24)")
+    # Its repr (what the metadata records) reads back; Triton's and the bare spelling too.
+    options = pl.WarpSpecialize(consumer_registers=232, pingpong=False)
+    assert parse_constexpr_value(repr(options)) == options
+    assert parse_constexpr_value("WarpSpecialize(producer_registers=24)") == pl.WarpSpecialize(producer_registers=24)
+    assert parse_constexpr_value("tl.WarpSpecialize()") == pl.WarpSpecialize()
 
 
 def test_constexpr_assignments_and_their_errors():

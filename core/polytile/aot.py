@@ -142,7 +142,7 @@ def parse_constexpr_value(text: str) -> Any:
     from .language import core as lc
 
     word = text.strip()
-    if word.startswith("pl.WarpSpecialize("):
+    if word.startswith(("pl.WarpSpecialize(", "tl.WarpSpecialize(", "WarpSpecialize(")):
         return _warp_specialize(word)
     if word in ("True", "true"):
         return True

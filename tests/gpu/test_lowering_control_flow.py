@@ -76,5 +76,20 @@ def test_the_unroll_factor_sets_how_many_loads_one_trip_of_the_ptx_loop_makes():
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_loop_ids_are_distinct_nodes_one_per_loop(target):
-    artifacts = _compile(target, 4, True)
-    assert re.search(r"^!\d+ = distinct !\{ (!\d+), ", artifacts["llvm_ir"], re.MULTILINE)
+    @jit
+    def two_loops(x_ptr, y_ptr, n):
+        offs = pl.arange(0, 128)
+        acc = pl.zeros((128,), dtype=pl.float32)
+        for i in pl.range(n, loop_unroll_factor=4, disable_licm=True):
+            acc += pl.load(x_ptr + i * 128 + offs)
+        for i in pl.range(n, loop_unroll_factor=4, disable_licm=True):  # the same options
+            acc += pl.load(x_ptr + i * 128 + offs) * 2.0
+        pl.store(y_ptr + offs, acc)
+
+    pytest.importorskip("polytile_amd" if target.startswith("amd") else "polytile_nvidia")
+    x = np.zeros(128, np.float32)
+    artifacts = compile_module(two_loops.lower(x, x, 8), target, num_warps=4).context.artifacts
+    # Before LLVM's passes: one self-referencing distinct node per loop.
+    ids = re.findall(r"^(![0-9]+) = distinct !\{ \1, ", artifacts["llvm_ir"], re.MULTILINE)
+    used = re.findall(r"!llvm\.loop (![0-9]+)", artifacts["llvm_ir"])
+    assert len(ids) == 2 and sorted(set(used)) == sorted(ids)

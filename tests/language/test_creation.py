@@ -198,7 +198,8 @@ def unrolled_kernel(x_ptr, out_ptr, n, scale, UNROLL: pl.constexpr, NO_LICM: pl.
     pl.store(out_ptr + offs, acc)
 
 
-@pytest.mark.parametrize("unroll, no_licm", [(None, False), (0, False), (1, True), (4, False), (3, True)])
+@pytest.mark.parametrize("unroll, no_licm", [(None, False), (0, False), (1, True), (4, False), (3, True),
+                                             (np.int64(2), np.True_), (None, np.False_), (2, 1)])
 @pytest.mark.parametrize("n", [0, 1, 7, 13])
 def test_range_loop_options_keep_the_results(target, unroll, no_licm, n):
     x = np.arange(16 * 13, dtype=np.float32).reshape(13, 16) / 7
@@ -214,7 +215,7 @@ def test_range_loop_options_keep_the_results(target, unroll, no_licm, n):
     ("loop_unroll_factor=n", r"pl.range\(loop_unroll_factor=...\) must be a compile-time constant"),
     ("warp_specialize='yes'", r"pl.range\(warp_specialize='yes'\): use True, False or a pl.WarpSpecialize"),
     ("flatten=2", r"pl.range\(flatten=2\): use True or False"),
-    ("disable_licm=pl.WarpSpecialize()", r"pl.range\(disable_licm=WarpSpecialize\(.*\)\): use True or False"),
+    ("disable_licm=pl.WarpSpecialize()", r"pl.range\(disable_licm=pl.WarpSpecialize\(.*\)\): use True or False"),
     ("disable_licm=n > 2", r"pl.range\(disable_licm=...\) must be a compile-time constant"),
 ])
 def test_range_loop_options_are_checked(options, message, tmp_path):

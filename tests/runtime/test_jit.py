@@ -276,3 +276,39 @@ def test_warmup_compiles_without_launching_and_the_launch_reuses_it(target):
         assert warmed.compile_count == 1 and (out == 1).all()
     with pytest.raises(LaunchError, match="missing a required argument: 'n'"):
         warmed.warmup(out, BLOCK=8, target=target)
+
+
+def test_warmup_takes_element_types_for_arrays_as_tritons():
+    # kernel.warmup(torch.float32, ...): a pointer to that type, assumed 16-byte aligned.
+    @jit
+    def typed(x_ptr, y_ptr, n, BLOCK: pl.constexpr):
+        offs = pl.arange(0, BLOCK)
+        pl.store(y_ptr + offs, pl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    compiled = typed.warmup(np.float32, pl.float32, 8, BLOCK=8, grid=(1,), target="interp")
+    assert typed.compile_count == 1 and "ptr<f32>" in str(compiled.module)
+    x, y = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    typed[(1,)](x, y, 8, BLOCK=8, target="interp")  # aligned float32 arrays: the same kernel
+    assert typed.compile_count == 1 and (y == x).all()
+
+
+def test_autotuned_and_heuristic_kernels_warm_up():
+    import polytile as pt
+
+    @pt.heuristics({"BLOCK": lambda args: 8})
+    @jit
+    def by_heuristic(out_ptr, n, BLOCK: pl.constexpr):
+        offs = pl.arange(0, BLOCK)
+        pl.store(out_ptr + offs, 1.0, mask=offs < n)
+
+    @pt.autotune(configs=[pt.Config({"BLOCK": 8}), pt.Config({"BLOCK": 16}, num_warps=2)], key=["n"])
+    @jit
+    def tuned(out_ptr, n, BLOCK: pl.constexpr):
+        offs = pl.arange(0, BLOCK)
+        pl.store(out_ptr + offs, 1.0, mask=offs < n)
+
+    out = np.zeros(16, np.float32)
+    assert by_heuristic.warmup(out, 8, grid=(1,), target="interp") is not None
+    compiled = tuned.warmup(out, 8, grid=(1,), target="interp")
+    assert len(compiled) == 2 and tuned.fn.compile_count == 2 and tuned.cache == {} and not out.any()
+    assert tuned.num_warmups == 25  # the timing's warm-up, Triton's name

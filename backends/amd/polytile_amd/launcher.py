@@ -130,6 +130,8 @@ def _pointer(kernel: str, name: str, value: Any,
     if value is None:
         return 0, ANY_DEVICE, False
     cls = type(value)
+    if cls.__name__ == "TensorWrapper" and cls.__module__ == "polytile.runtime.reinterpret":
+        value, cls = value.base, type(value.base)  # polytile.reinterpret: the tensor it wraps
     if cls.__module__.split(".", 1)[0] == "torch" and hasattr(value, "data_ptr"):
         if not value.is_cuda:
             raise LaunchError(f"kernel '{kernel}': argument '{name}' is a torch tensor on '{value.device}'; an AMD "

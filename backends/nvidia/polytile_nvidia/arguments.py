@@ -240,7 +240,7 @@ class ArgumentPacker:
                     device, first = where, name
                 elif where != device:
                     raise mixed_devices_error(self.kernel, name, where, first, device, "cuda:{}")
-            torch = torch or reader is _read_torch
+            torch = torch or reader is _read_torch or (reader is _read_wrapped and _is_torch(value.base))
             values[index] = address
         if self._converted:
             for index, convert in self._converted:
@@ -357,8 +357,6 @@ def _read_cupy(value: Any) -> tuple[int, int]:
 def _read_cai(value: Any) -> tuple[int, int]:
     try:
         address = int(value.__cuda_array_interface__["data"][0])
-    except AttributeError as exc:  # a wrapper of host memory (polytile.reinterpret of a CPU tensor)
-        raise ArgumentProblem(f"({type(value).__name__}) is not GPU memory: {exc}; {_GPU_ARRAY_HINT}") from None
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise ArgumentProblem(f"({type(value).__name__}) has a malformed __cuda_array_interface__ ({exc})") from None
     return address, ASK_DRIVER if address else ANY_DEVICE
@@ -401,12 +399,27 @@ def _reject(value: Any) -> tuple[int, int]:
                           f"{_POINTER_TAKES}")
 
 
+def _is_torch(value: Any) -> bool:
+    return type(value).__module__.split(".", 1)[0] == "torch"
+
+
+def _read_wrapped(value: Any) -> tuple[int, int]:
+    """A ``polytile.reinterpret`` wrapper: read as the tensor it wraps (a torch base makes
+    the launch use torch's current stream, as the tensor would)."""
+    base = value.base
+    return (_READERS.get(type(base)) or _reader_for(base))(base)
+
+
 def _reader_for(value: Any) -> Callable[[Any], tuple[int, int]]:
     """The reader for ``value``'s type, cached when the type alone decides it."""
+    from polytile.runtime.reinterpret import TensorWrapper
+
     cls = type(value)
     module = cls.__module__.split(".", 1)[0]
     if value is None:
         reader = _read_none
+    elif cls is TensorWrapper:
+        reader = _read_wrapped
     elif module == "torch" and hasattr(cls, "data_ptr"):
         reader = _read_torch
         TORCH_TYPES.append(cls)

@@ -197,7 +197,7 @@ class ControlFlowGen:
             else:  # a switch: true or false (0 and 1 as Python takes them), or pl.WarpSpecialize
                 if isinstance(value, WarpSpecialize) and key == "warp_specialize":
                     pass
-                elif isinstance(value, int) and value in (0, 1):
+                elif _is_bool(value) or _count(value) in (0, 1):  # NumPy's too
                     value = bool(value)
                     if not value:
                         continue
@@ -422,3 +422,8 @@ def _count(value: Any) -> int | None:
         return operator.index(value)
     except TypeError:
         return None
+
+
+def _is_bool(value: Any) -> bool:
+    cls = type(value)
+    return cls is bool or (cls.__module__ == "numpy" and cls.__name__ in ("bool_", "bool"))

@@ -73,6 +73,10 @@ class WarpSpecialize:
             raise LoopOptionError(f"pl.WarpSpecialize(pingpong={pingpong!r}): use True, False or None (the setting)")
         object.__setattr__(self, "pingpong", pingpong)
 
+    def __repr__(self) -> str:  # as written in a kernel (and read back by `polytile compile -c`)
+        return (f"pl.WarpSpecialize(producer_registers={self.producer_registers}, "
+                f"consumer_registers={self.consumer_registers}, pingpong={self.pingpong})")
+
     def __bool__(self) -> bool:
         return True  # asks for the split, as warp_specialize=True does
 

@@ -136,6 +136,10 @@ class Heuristics(_Launchable):
     def mutated_args(self, *args: Any, **kwargs: Any) -> list[str]:
         return self.fn.mutated_args(*args, **self._with_values(args, kwargs))
 
+    def warmup(self, *args: Any, grid: Any = None, **kwargs: Any) -> Any:
+        """Compile what a launch would run, without launching (Triton's)."""
+        return self.fn.warmup(*args, grid=grid, **self._with_values(args, kwargs))
+
 
 def heuristics(values: dict[str, Callable[[dict], Any]]) -> Callable[[Any], Heuristics]:
     """``@heuristics({"BLOCK": lambda args: next_power_of_2(args["n"])})``: each value is a
@@ -154,6 +158,7 @@ def _forget_tunings() -> None:
 
 
 _config.watch_recompiling(_forget_tunings)
+_config.watch("disabled_plugins", _forget_tunings)  # another set of plugins compiles other code
 
 
 class Autotuner(_Launchable):
@@ -178,7 +183,8 @@ class Autotuner(_Launchable):
         self.user_pre_hook = pre_hook
         self.user_post_hook = post_hook
         self.early_config_prune = (prune_configs_by or {}).get("early_config_prune")
-        self.warmup = warmup
+        #: Milliseconds of warm-up per trial (Triton's ``num_warmups``; ``warmup=`` when made).
+        self.num_warmups = warmup
         self.rep = rep
         #: ``do_bench(trial) -> seconds``: the user's timer; None: :func:`bench`, with the
         #: launching backend's ``synchronize`` (a GPU launch returns before the kernel ends).
@@ -203,10 +209,24 @@ class Autotuner(_Launchable):
         key += [v.dtype for k, v in named.items() if k in self._params and hasattr(v, "dtype")]
         return tuple(key)
 
+    def warmup(self, *args: Any, grid: Any = None, **kwargs: Any) -> list:
+        """Compile every config (those ``early_config_prune`` keeps) for these arguments
+        without launching or timing any, as Triton's; returns the compiled kernels."""
+        named = self._base.named_arguments(args, kwargs)
+        configs = self.configs
+        if self.early_config_prune is not None and len(configs) > 1:
+            configs = list(self.early_config_prune(configs, named, **kwargs)) or configs
+        return [self.fn.warmup(*args, grid=grid, **self._meta(config, kwargs)) for config in configs]
+
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
+        import sys
+
+        _jit = sys.modules[JITFunction.__module__]  # the module (polytile.runtime.jit is also the decorator)
+
         named = self._base.named_arguments(args, kwargs)
         key = self.tuning_key(named)
         config = self.cache.get(key)
+        started = _jit._compile_generation  # a choice timed on code a setting change dropped is not kept
         if config is None:
             configs = self.configs
             if self.early_config_prune is not None and len(configs) > 1:
@@ -219,7 +239,8 @@ class Autotuner(_Launchable):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", SpillWarning)
                     config = self._tune(configs, args, kwargs, named, grid)
-                self.cache[key] = config
+                if _jit._compile_generation == started:
+                    self.cache[key] = config
                 self.best_config = config
                 compiled = self._launch(config, args, kwargs, grid)
                 metadata = getattr(compiled, "metadata", None) or {}
@@ -298,7 +319,7 @@ class Autotuner(_Launchable):
             if backend is not None:
                 backend.synchronize()
 
-        measure = self.do_bench or (lambda fn: bench(fn, self.warmup, self.rep, synchronize=synchronize))
+        measure = self.do_bench or (lambda fn: bench(fn, self.num_warmups, self.rep, synchronize=synchronize))
         timings: dict[Config, float] = {}
         dropped: dict[Config, OutOfResourcesError | UnsupportedOptionError] = {}
         try:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import threading
 import weakref
 from typing import Any, Callable, NamedTuple
 
@@ -181,14 +182,21 @@ def _target_setting_changed() -> None:
 _compile_generation = 0
 
 
+#: Held while the generation moves and the kernels are dropped, and while a compiled
+#: kernel is kept after its generation is checked: no stale kernel slips in between.
+_COMPILED_LOCK = threading.Lock()
+
+
 def _compiled_code_changed() -> None:
     # A setting the compiled code depends on (a toolchain path, a register budget): the
     # kernels compiled in this process under the old value are dropped; the on-disk cache
     # keys the value, so switching back reads them from there.
     global _compile_generation
-    _compile_generation += 1
-    for fn in list(_LIVE):
-        fn.cache.clear()
+    with _COMPILED_LOCK:
+        _compile_generation += 1
+        for fn in list(_LIVE):
+            fn.cache.clear()
+            fn._hot.clear()
     _target_setting_changed()
 
 
@@ -202,6 +210,32 @@ def _plugin_setting_changed() -> None:
 _config.watch("target", _target_setting_changed)
 _config.watch("disabled_plugins", _plugin_setting_changed)
 _config.watch_recompiling(_compiled_code_changed)
+
+
+class MockTensor:
+    """An array of ``dtype`` known only by its element type, for ``warmup``: Triton's
+    ``kernel.warmup(torch.float32, ...)`` compiles for a pointer to that type (assumed
+    16-byte aligned, as a fresh allocation is)."""
+
+    def __init__(self, dtype: Any):
+        self.dtype = dtype
+
+    def data_ptr(self) -> int:
+        return 0
+
+    @staticmethod
+    def wrap_dtype(value: Any) -> Any:
+        """``value`` as a :class:`MockTensor` where it is an element type (a torch dtype,
+        a NumPy dtype or scalar type, a ``polytile.language`` dtype), else itself."""
+        import numpy as np
+
+        cls = type(value)
+        if isinstance(value, lc.dtype) or isinstance(value, np.dtype) or \
+                (cls.__module__ == "torch" and cls.__name__ == "dtype"):
+            return MockTensor(value)
+        if isinstance(value, type) and issubclass(value, np.generic):
+            return MockTensor(np.dtype(value))
+        return value
 
 
 class JITFunction:
@@ -434,8 +468,10 @@ class JITFunction:
         if self._dispatcher is None and self._plan_budget > 0 \
                 and hasattr(getattr(compiled, "backend_launcher", None), "make_dispatcher"):
             self._dispatch_source = compiled.backend_launcher
-        if not any(type(piece) is Unkeyed for piece in key) and _compile_generation == started:
-            self._hot[key] = compiled
+        if not any(type(piece) is Unkeyed for piece in key):
+            with _COMPILED_LOCK:
+                if _compile_generation == started:
+                    self._hot[key] = compiled
             if not self._specialized_entry:
                 self._specialized_entry = True
                 self._entry({n: type(v) for n, v in zip(self.param_names, values)})
@@ -452,9 +488,10 @@ class JITFunction:
                 started = _compile_generation
                 compiled = self._compile(spec.arg_types, spec.constexprs, resolved, backend, parsed, options,
                                          spec.hints, spec.key, spec.adapted)
-                if _compile_generation == started:
-                    self.cache[canonical] = compiled
-                    break
+                with _COMPILED_LOCK:
+                    if _compile_generation == started:
+                        self.cache[canonical] = compiled
+                        break
                 # A setting the code depends on changed meanwhile: compiled again under it
                 # (after three such changes in a row, this launch runs the last one, unkept).
         return compiled
@@ -516,12 +553,17 @@ class JITFunction:
         grid is accepted and not needed).  The next launch with such arguments runs it."""
         options = {name: kwargs.pop(name) for name in list(kwargs) if name in self._option_names}
         target = options.pop("target", None)
-        spec = self.specialize(self.bind(args, kwargs))
+        constexprs = self.constexpr_names()
+        bound = {name: value if name in constexprs else MockTensor.wrap_dtype(value)
+                 for name, value in self.bind(args, kwargs).items()}
+        spec = self.specialize(bound)
         try:
             return self._find_or_compile(spec, target, options)
         except CompilationError as error:
             if error.__cause__ is not None:
                 raise
+            raise error.with_traceback(None) from None
+        except ConfigError as error:
             raise error.with_traceback(None) from None
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:

@@ -5,21 +5,27 @@ torch has no (full) unsigned integer types, so Triton's users hand kernels a sig
 tensor seen as unsigned: ``reinterpret(torch.tensor(x.astype(np.int32)), pl.uint32)``.
 The kernel's pointer parameter then has the new element type; nothing is copied or
 converted.  The wrapped memory is ``base``'s: a torch tensor (CPU or GPU) or a NumPy
-array, contiguous.  A dtype of another size sees the same bytes as that many elements
-(``numel`` and ``shape``'s last dimension scale), as a C cast of the pointer would.
+array.  A dtype of the same size keeps its shape and strides; one of another size sees
+the same (contiguous) bytes as that many elements (``numel`` and ``shape``'s last
+dimension scale, where Triton's wrapper keeps the base's shape), as a C cast of the
+pointer would.
 
-The wrapper passes to kernels like the tensor it wraps: its ``data_ptr()`` and ``dtype``
-on a GPU target, and on the interpreter the array its ``__array_interface__`` describes
-(a NumPy view of the same bytes).
+The wrapper passes to kernels like the tensor it wraps: on a GPU target the backends
+read the base (its address, its device, torch's current stream), with the wrapper's
+``dtype``; on the interpreter, the array its ``__array_interface__`` describes (a NumPy
+view of the same bytes).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-#: NumPy's type strings of the element types a NumPy view can hold (the interpreter's).
+#: NumPy's type strings of the element types a NumPy view can hold (the interpreter's);
+#: bf16 and fp8 as raw integers of their size, which the interpreter then refuses with
+#: its own reason (NumPy has no such types).
 _TYPESTR = {"int1": "|b1", "int8": "|i1", "int16": "<i2", "int32": "<i4", "int64": "<i8", "uint8": "|u1",
-            "uint16": "<u2", "uint32": "<u4", "uint64": "<u8", "fp16": "<f2", "fp32": "<f4", "fp64": "<f8"}
+            "uint16": "<u2", "uint32": "<u4", "uint64": "<u8", "fp16": "<f2", "fp32": "<f4", "fp64": "<f8",
+            "bf16": "<u2", "fp8e4nv": "|u1", "fp8e5": "|u1"}
 
 
 def _language_dtype(dtype: Any) -> Any:
@@ -36,10 +42,21 @@ class TensorWrapper:
     ``polytile.language`` dtype).  Made by :func:`reinterpret`."""
 
     def __init__(self, base: Any, dtype: Any):
+        if not (hasattr(base, "data_ptr") or hasattr(base, "__array_interface__")) or not hasattr(base, "shape"):
+            raise TypeError(f"cannot reinterpret a {type(base).__name__}: pass a torch tensor or a NumPy array")
         self.base = base
         self.dtype = _language_dtype(dtype)
-        if not _contiguous(base):
-            raise ValueError("reinterpret needs a contiguous tensor: its bytes are seen as another element type")
+        size, old = self.element_size(), _itemsize(base)
+        if size != old:
+            # The bytes are cut into elements of another size: they must be contiguous and
+            # the last dimension's bytes a whole number of the new elements.
+            if not _contiguous(base):
+                raise ValueError(f"reinterpret as {self.dtype} ({size} bytes) of elements of {old} bytes needs a "
+                                 "contiguous tensor")
+            shape = tuple(base.shape)
+            if not shape or shape[-1] * old % size:
+                raise ValueError(f"reinterpret as {self.dtype}: the last dimension of a tensor of shape "
+                                 f"{list(shape)} is not a whole number of {size}-byte elements")
 
     # -- what kernels and Triton's tests read ------------------------------------------
 
@@ -62,11 +79,14 @@ class TensorWrapper:
         return (*shape[:-1], last)
 
     def stride(self, dim: int | None = None) -> Any:
-        strides, step = [], 1
-        for size in reversed(self.shape):
-            strides.append(step)
-            step *= size
-        strides = tuple(reversed(strides))
+        if self.element_size() == _itemsize(self.base):  # the same elements: the base's strides
+            strides = _strides(self.base)
+        else:
+            strides, step = [], 1
+            for size in reversed(self.shape):
+                strides.append(step)
+                step *= size
+            strides = tuple(reversed(strides))
         return strides if dim is None else strides[dim]
 
     @property
@@ -110,16 +130,9 @@ class TensorWrapper:
             raise AttributeError(f"NumPy has no {self.dtype}: the interpreter cannot view a tensor as it")
         if str(self.device) != "cpu" and getattr(self.device, "type", "cpu") != "cpu":
             raise AttributeError("a GPU tensor's memory is not host memory")
-        return {"shape": self.shape, "typestr": typestr, "data": (self.data_ptr(), False), "version": 3}
-
-
-    @property
-    def __cuda_array_interface__(self) -> dict:
-        interface = getattr(self.base, "__cuda_array_interface__", None)  # a torch tensor on a GPU
-        if interface is None:
-            raise AttributeError("the wrapped tensor is not in GPU memory")
-        return {"shape": self.shape, "typestr": _TYPESTR.get(str(self.dtype), f"|V{self.element_size()}"),
-                "data": (self.data_ptr(), False), "version": 3, "strides": None}
+        strides = tuple(step * self.element_size() for step in self.stride())
+        return {"shape": self.shape, "typestr": typestr, "data": (self.data_ptr(), False), "version": 3,
+                "strides": strides}
 
 
 def reinterpret(tensor: Any, dtype: Any) -> Any:
@@ -128,6 +141,8 @@ def reinterpret(tensor: Any, dtype: Any) -> Any:
     base."""
     if isinstance(tensor, TensorWrapper):
         tensor = tensor.base
+        if str(_language_dtype(dtype)) == _element_name(tensor):
+            return tensor  # back to its own element type: the tensor itself, as Triton's
     return TensorWrapper(tensor, dtype)
 
 
@@ -136,6 +151,21 @@ def _contiguous(base: Any) -> bool:
         return bool(base.is_contiguous())
     flags = getattr(base, "flags", None)
     return bool(flags is None or flags["C_CONTIGUOUS"])
+
+
+def _element_name(base: Any) -> str:
+    """The language name of ``base``'s element type (``int32``, ``fp16``...), or ""."""
+    from ..language import core as lc
+
+    name = str(base.dtype).rsplit(".", 1)[-1]
+    found = lc.NUMPY_TO_DTYPE.get(name)
+    return str(found) if found is not None else ""
+
+
+def _strides(base: Any) -> tuple:
+    if hasattr(base, "stride") and callable(base.stride):
+        return tuple(base.stride())
+    return tuple(step // base.itemsize for step in base.strides)
 
 
 def _itemsize(base: Any) -> int:
