@@ -63,19 +63,6 @@ def test_a_type_error_inside_a_grid_function_is_not_taken_for_a_binding_error():
     assert not isinstance(info.value, LaunchError)
 
 
-@pytest.fixture
-def cuda_torch():
-    from polytile.plugins.manager import get_plugin_manager
-
-    backend = get_plugin_manager().backends.find("nvidia")
-    if backend is None:
-        pytest.skip("the NVIDIA backend is not installed")
-    probe = get_plugin_manager().backends.probe("nvidia")
-    if not probe.devices:
-        pytest.skip(f"no NVIDIA device: {probe.reason}")
-    return pytest.importorskip("torch")
-
-
 @pytest.mark.gpu
 def test_on_the_gpu_grids_and_arguments_are_judged_as_on_the_interpreter(cuda_torch):
     """Also once the native dispatcher has plans for the kernel: a float grid and an

@@ -82,18 +82,6 @@ def test_the_kernel_takes_the_new_element_type_on_every_backend(target):
         assert "shr.u32" in result.artifacts["ptx"]
 
 
-@pytest.fixture
-def cuda_torch():
-    from polytile.plugins.manager import get_plugin_manager
-
-    if get_plugin_manager().backends.find("nvidia") is None:
-        pytest.skip("the NVIDIA backend is not installed")
-    probe = get_plugin_manager().backends.probe("nvidia")
-    if not probe.devices:
-        pytest.skip(f"no NVIDIA device: {probe.reason}")
-    return pytest.importorskip("torch")
-
-
 @pytest.mark.gpu
 def test_signed_torch_tensors_seen_as_unsigned_on_the_gpu(cuda_torch):
     torch = cuda_torch
