@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import time
 import warnings
 import weakref
@@ -38,6 +39,9 @@ from .. import config as _config
 from ..errors import LaunchError, NoConfigFitsError, OutOfResourcesError, UnsupportedOptionError
 from ..resources import RESOURCES, SpillWarning, warn_if_spilling
 from .jit import JITFunction
+
+#: The module polytile.runtime.jit (its name in polytile.runtime is the decorator).
+_JIT = sys.modules[JITFunction.__module__]
 
 log = logging.getLogger("polytile.autotune")
 
@@ -219,15 +223,11 @@ class Autotuner(_Launchable):
         return [self.fn.warmup(*args, grid=grid, **self._meta(config, kwargs)) for config in configs]
 
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
-        import sys
-
-        _jit = sys.modules[JITFunction.__module__]  # the module (polytile.runtime.jit is also the decorator)
-
         named = self._base.named_arguments(args, kwargs)
         key = self.tuning_key(named)
         config = self.cache.get(key)
-        started = _jit._compile_generation  # a choice timed on code a setting change dropped is not kept
         if config is None:
+            started = _JIT._compile_generation  # a choice timed on code a setting change dropped is not kept
             configs = self.configs
             if self.early_config_prune is not None and len(configs) > 1:
                 configs = list(self.early_config_prune(configs, named, **kwargs)) or configs
@@ -239,7 +239,7 @@ class Autotuner(_Launchable):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", SpillWarning)
                     config = self._tune(configs, args, kwargs, named, grid)
-                if _jit._compile_generation == started:
+                if _JIT._compile_generation == started:
                     self.cache[key] = config
                 self.best_config = config
                 compiled = self._launch(config, args, kwargs, grid)

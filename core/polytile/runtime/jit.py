@@ -556,9 +556,8 @@ class JITFunction:
         constexprs = self.constexpr_names()
         bound = {name: value if name in constexprs else MockTensor.wrap_dtype(value)
                  for name, value in self.bind(args, kwargs).items()}
-        spec = self.specialize(bound)
-        try:
-            return self._find_or_compile(spec, target, options)
+        try:  # as a launch does (_miss): the user's mistakes without the compiler's frames
+            return self._find_or_compile(self.specialize(bound), target, options)
         except CompilationError as error:
             if error.__cause__ is not None:
                 raise

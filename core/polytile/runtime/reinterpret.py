@@ -61,8 +61,10 @@ class TensorWrapper:
     # -- what kernels and Triton's tests read ------------------------------------------
 
     def data_ptr(self) -> int:
+        from .args import data_pointer
+
         base = self.base
-        return base.data_ptr() if hasattr(base, "data_ptr") else base.__array_interface__["data"][0]
+        return base.data_ptr() if hasattr(base, "data_ptr") else data_pointer(base)
 
     def element_size(self) -> int:
         return max(self.dtype.primitive_bitwidth // 8, 1)
@@ -128,7 +130,7 @@ class TensorWrapper:
         typestr = _TYPESTR.get(str(self.dtype))
         if typestr is None:
             raise AttributeError(f"NumPy has no {self.dtype}: the interpreter cannot view a tensor as it")
-        if str(self.device) != "cpu" and getattr(self.device, "type", "cpu") != "cpu":
+        if getattr(self.device, "type", self.device) != "cpu":  # a torch device, or NumPy's "cpu"
             raise AttributeError("a GPU tensor's memory is not host memory")
         strides = tuple(step * self.element_size() for step in self.stride())
         return {"shape": self.shape, "typestr": typestr, "data": (self.data_ptr(), False), "version": 3,
