@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CompilationError
-from .core import constexpr
+from .core import unwrap
 
 #: Registers per thread a warp group may be given (``setmaxnreg``: a multiple of 8 in it).
 LOWEST_REGISTERS, HIGHEST_REGISTERS = 24, 256
@@ -32,10 +32,6 @@ LOWEST_REGISTERS, HIGHEST_REGISTERS = 24, 256
 
 class LoopOptionError(CompilationError, ValueError):
     """A loop option that cannot work; in a kernel, reported at its line."""
-
-
-def _plain(value: Any) -> Any:
-    return value.value if isinstance(value, constexpr) else value
 
 
 @dataclass(frozen=True)
@@ -56,7 +52,7 @@ class WarpSpecialize:
 
     def __init__(self, producer_registers: Any = 0, consumer_registers: Any = 0, pingpong: Any = None):
         for name, value in (("producer_registers", producer_registers), ("consumer_registers", consumer_registers)):
-            value = _plain(value)
+            value = unwrap(value)
             if not isinstance(value, bool) and hasattr(value, "__index__"):
                 value = value.__index__()  # a NumPy integer
             if isinstance(value, bool) or not isinstance(value, int):
@@ -68,7 +64,7 @@ class WarpSpecialize:
                                       f"a multiple of 8 from {LOWEST_REGISTERS} to {HIGHEST_REGISTERS} (0: the "
                                       "setting)")
             object.__setattr__(self, name, value)
-        pingpong = _plain(pingpong)
+        pingpong = unwrap(pingpong)
         if pingpong is not None and not isinstance(pingpong, bool):
             raise LoopOptionError(f"pl.WarpSpecialize(pingpong={pingpong!r}): use True, False or None (the setting)")
         object.__setattr__(self, "pingpong", pingpong)
