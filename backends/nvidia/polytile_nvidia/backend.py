@@ -150,12 +150,14 @@ class NvidiaBackend(Backend):
                                  enable_wgmma=bool(getattr(options, "enable_wgmma", True)))
 
     def configure_pipeline(self, *, pipeline: Any, target: Target, options: BackendOptions) -> None:
-        """The GPU stages every backend shares (polytile.gpu.pipeline), then assemble(emit-ptx, ptx-to-cubin)."""
+        """The GPU stages every backend shares (polytile.gpu.pipeline), then
+        assemble(emit-ptx, keep-loop-offsets, ptx-to-cubin)."""
         from polytile.gpu.pipeline import add_gpu_stages
 
         from .codegen import EmitPTX, PtxToCubin
+        from .loop_offsets import KeepLoopOffsets
 
-        add_gpu_stages(pipeline, assemble=[EmitPTX(), PtxToCubin()])
+        add_gpu_stages(pipeline, assemble=[EmitPTX(), KeepLoopOffsets(), PtxToCubin()])
 
 
 def import_python_api() -> Any:

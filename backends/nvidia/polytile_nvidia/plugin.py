@@ -13,8 +13,10 @@ def polytile_register_backends(registry):
 @hookimpl
 def polytile_register_passes(registry):
     from .codegen import EmitPTX, PtxToCubin
+    from .loop_offsets import KeepLoopOffsets
 
     registry.register(EmitPTX)
+    registry.register(KeepLoopOffsets)
     registry.register(PtxToCubin)
 
 
