@@ -712,7 +712,8 @@ def test_store_to_a_read_only_array():
     ([np.zeros(4, np.float32)] * 3 + [4.0], r"argument 'n' .* expects an integer scalar \(i32\), got float 4.0"),
     ([np.zeros(4, np.float32)] * 3 + [2**31], r"argument 'n' .* expects an integer in \[-2147483648, 2147483647\]"),
     ([[1.0, 2.0]] + [np.zeros(4, np.float32)] * 2 + [4], r"argument 'x' .* expects a NumPy array of float32, got list"),
-    ([np.zeros((4, 4), np.float32)[:, 0]] + [np.zeros(4, np.float32)] * 2 + [4], r"expects a contiguous NumPy array"),
+    ([np.ndarray((4,), np.float32, np.zeros(32, np.uint8), strides=(6,))] + [np.zeros(4, np.float32)] * 2 + [4],
+     r"argument 'x' .* expects a NumPy array of float32 whose strides are whole elements \(its strides \(6,\)"),
     ([np.zeros(4, np.float32)] * 3, r"kernel 'add_kernel': takes 4 arguments \(x: ptr<f32>, y: ptr<f32>, "
                                     r"out: ptr<f32>, n: i32\), got 3"),
 ])

@@ -452,9 +452,10 @@ def _bind_one(type_: t.Type, arg: Any, arg_name: str, memory: Memory, fail: Call
             raise fail(f"a NumPy array of {dtype}")
         if arg.dtype != dtype:
             raise fail(f"a NumPy array of {dtype} (the interpreter maps {type_} to {dtype})")
-        if not (arg.flags.c_contiguous or arg.flags.f_contiguous):
-            raise fail(f"a contiguous NumPy array of {dtype} (make one with numpy.ascontiguousarray)")
-        return np.asarray(memory.add(arg, arg_name), dtype=np.int64)
+        try:
+            return np.asarray(memory.add(arg, arg_name), dtype=np.int64)
+        except ValueError as exc:
+            raise fail(f"a NumPy array of {dtype} whose strides are whole elements ({exc})") from None
     if isinstance(type_, t.IntType):
         dtype = dtype_of(type_)
         if type_ == t.i1:

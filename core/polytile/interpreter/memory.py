@@ -53,6 +53,9 @@ class Buffer:
         return found
 
     def describe(self) -> str:
+        if self.array.size != self.flat.size:  # a strided view: its elements lie among others
+            return (f"argument '{self.name}' (a strided view of shape {tuple(self.array.shape)} whose elements "
+                    f"span {self.flat.size} elements of {self.flat.dtype} in memory)")
         return f"argument '{self.name}' ({self.flat.size} elements of {self.flat.dtype})"
 
 
@@ -63,6 +66,37 @@ def flat_view(array: np.ndarray) -> np.ndarray | None:
     if array.flags.f_contiguous:
         return array.T.reshape(-1)
     return None
+
+
+class _Bytes:
+    """``__array_interface__`` of ``size`` bytes at ``address``, keeping ``owner`` (the
+    array whose memory they are) alive as long as a view of them lives."""
+
+    def __init__(self, address: int, size: int, writable: bool, owner: np.ndarray) -> None:
+        self.owner = owner
+        self.__array_interface__ = {"version": 3, "shape": (size,), "typestr": "|u1",
+                                    "data": (address, not writable)}
+
+
+def memory_span(array: np.ndarray) -> tuple[np.ndarray, int]:
+    """The memory ``array``'s elements lie in, as a 1-D view of its dtype from its lowest
+    element to its highest, and the byte offset of its first element (``array[0, ...]``)
+    in it: what a kernel's pointer to a strided view (``x[:, 1:]``, ``t.T``, ``x[::-1]``)
+    addresses with the strides it is given, as on a GPU.  Bytes between the elements (a
+    slice's skipped columns) are part of the span: the view's own writes land in place.
+    ValueError for strides that are not whole elements (a pointer cannot address them)."""
+    flat = flat_view(array)
+    if flat is not None:
+        return flat, 0
+    size = array.itemsize
+    broken = [s for s in array.strides if s % size]
+    if broken:
+        raise ValueError(f"its strides {array.strides} (bytes) are not whole elements of {size} bytes")
+    low = sum(s * (n - 1) for s, n in zip(array.strides, array.shape) if s < 0)
+    high = sum(s * (n - 1) for s, n in zip(array.strides, array.shape) if s > 0) + size
+    start = array.__array_interface__["data"][0] + low
+    span = np.asarray(_Bytes(start, high - low, bool(array.flags.writeable), array))
+    return span.view(array.dtype), -low
 
 
 @dataclass
@@ -96,14 +130,13 @@ class Memory:
         self.buffers: list[Buffer] = []
 
     def add(self, array: np.ndarray, name: str) -> int:
-        """Register ``array`` (which must be contiguous) and return its base address."""
-        flat = flat_view(array)
-        if flat is None:
-            raise ValueError("array is not contiguous")
+        """Register ``array``'s memory (:func:`memory_span`) and return the address of its
+        first element; ValueError for strides that are not whole elements."""
+        flat, offset = memory_span(array)
         index = len(self.buffers)
         base = (index + 1) << ADDRESS_SHIFT
         self.buffers.append(Buffer(index, name, array, flat, base))
-        return base
+        return base + offset
 
     def buffer_at(self, address: int) -> Buffer | None:
         slot = ((address + _HALF_WINDOW) >> ADDRESS_SHIFT) - 1

@@ -12,13 +12,15 @@ interpreter writes results into the arrays it is given, so every conversion must
 output.  Accepted:
 
 * NumPy arrays (as they are);
-* torch tensors on the CPU (``tensor.numpy()``, a view); torch is never imported here,
-  a tensor is recognised by its type's module, so torch stays optional;
+* torch tensors on the CPU (``tensor.numpy()``, a view, strided where the tensor is: a
+  kernel addresses a non-contiguous tensor through the strides it is given, as on a
+  GPU); torch is never imported here, a tensor is recognised by its type's module, so
+  torch stays optional;
 * anything with ``__array_interface__`` (``np.asarray`` views it);
 * anything with ``__dlpack__`` (``np.from_dlpack`` views it).
 
-An argument that cannot be viewed (a tensor on a GPU, a non-contiguous tensor) is a
-:class:`LaunchError` saying what to do.
+An argument that cannot be viewed (a tensor on a GPU) is a :class:`LaunchError` saying
+what to do.
 """
 
 from __future__ import annotations
@@ -60,10 +62,6 @@ def _from_torch(kernel: str, name: str, tensor: Any, error: Any) -> Any:
     if device is not None and getattr(device, "type", "cpu") != "cpu":
         raise error(f"kernel '{kernel}': argument '{name}' is a torch tensor on '{device}'; the interpreter runs "
                     "on the CPU: pass tensor.cpu() and copy the result back, or choose a GPU target")
-    if hasattr(tensor, "is_contiguous") and not tensor.is_contiguous():
-        raise error(f"kernel '{kernel}': argument '{name}' is a non-contiguous torch tensor; kernels address "
-                    "memory as contiguous, and a contiguous copy would not receive the kernel's writes: pass "
-                    "tensor.contiguous() and read the result from that")
     if getattr(tensor, "requires_grad", False):
         tensor = tensor.detach()  # same memory; .numpy() refuses tensors that need a gradient
     try:

@@ -301,28 +301,9 @@ def launch_answer(desc: Any) -> tuple:
         block = tuple(map(operator.index, block))
     key = (info.element, block, padding, tuple([s % 16 == 0 for s in shape]),
            tuple([s % 16 == 0 for s in strides[:-1]]))
-    return key, (_launch_base(desc.base), *shape, *strides[:-1])
-
-
-def _launch_base(base: Any) -> Any:
-    """What a launch passes for the base pointer: the base itself, or for a NumPy view that
-    is not contiguous (``x[::2]``, ``x[:, 1:]``) the memory it lies in as a contiguous 1-D
-    view from its first element on.  The interpreter binds a pointer to a contiguous
-    array; the descriptor's own strides then address the view inside it (and the
-    interpreter checks every access against that memory)."""
-    numpy = sys.modules.get("numpy")
-    if numpy is None or not isinstance(base, numpy.ndarray) or base.flags.c_contiguous:
-        return base
-    root = base
-    while isinstance(root.base, numpy.ndarray):
-        root = root.base
-    if not root.flags.c_contiguous:
-        return base  # the launch says what it needs
-    size = base.itemsize
-    start = base.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-    memory = root.reshape(-1).view(numpy.uint8)
-    end = start + (memory.size - start) // size * size
-    return memory[start:end].view(base.dtype)
+    # A strided base (x[:, 1:]) passes as it is: the launch passes its first element's
+    # address, and the descriptor's strides walk the memory around it.
+    return key, (desc.base, *shape, *strides[:-1])
 
 
 def _is_power_of_two(n: int) -> bool:

@@ -92,3 +92,24 @@ def test_noinline_call_and_conversion(nvidia_gpu):
     out = cuda(np.zeros(32 * 32, np.float32))
     calls[(1,)](cuda(x), out, BLOCK=32, target="nvidia")
     np.testing.assert_allclose(out.cpu().numpy().reshape(32, 32), (x[:, None] + x[None, :]) * x[0] * 3.0)
+
+
+@pt.jit
+def strided_copy(x_ptr, out_ptr, stride_0, stride_1, M: pl.constexpr, N: pl.constexpr):
+    rows = pl.arange(0, M)[:, None]
+    cols = pl.arange(0, N)[None, :]
+    pl.store(out_ptr + rows * N + cols, pl.load(x_ptr + rows * stride_0 + cols * stride_1) * 2)
+
+
+@pytest.mark.parametrize("view", [lambda t: t.t(), lambda t: t[:, 1:5], lambda t: t.flip(0)[::2, 2:6]],
+                         ids=["transposed", "sliced", "flipped-step"])
+def test_strided_tensors_pass_their_first_element(nvidia_gpu, view):
+    # As in Triton: a non-contiguous tensor is its first element's address, and the kernel
+    # walks it with the strides it is given; the interpreter does the same (test_strided_arguments).
+    torch = torch_cuda()
+    whole = torch.arange(64, dtype=torch.float32, device="cuda").reshape(8, 8)
+    x = view(whole)
+    m, n = x.shape
+    out = torch.zeros(m * n, dtype=torch.float32, device="cuda")
+    strided_copy[(1,)](x, out, x.stride(0), x.stride(1), M=m, N=n, target="nvidia")
+    np.testing.assert_array_equal(out.cpu().numpy().reshape(m, n), x.cpu().numpy() * 2)
