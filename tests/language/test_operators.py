@@ -1,6 +1,6 @@
 """Every Python operator on tiles, scalar tensors and Python numbers, against NumPy, with
 Triton's type promotion and Triton's semantics (C truncation for integer ``//`` and
-``%``; the divisor's sign for float ``%``).
+``%``; C's ``fmod`` for float ``%``, the dividend's sign, as Triton's ``frem``).
 
 Expected values come from a NumPy model of Triton's rules (``triton_type`` below, from
 ``computation_type_impl`` in Triton's semantic.py), never from what polytile emits.
@@ -13,7 +13,6 @@ import pytest
 
 import polytile.language as pl
 from polytile import next_power_of_2
-from polytile.dialects.math import _fma
 from polytile.errors import CompilationError
 from polytile.runtime import jit
 
@@ -138,15 +137,11 @@ def triton_type(a, b, op):
     return a_t if a_t.kind == "u" else b_t  # same width: unsigned wins (C's usual conversions)
 
 
-def reference(op, x, y, fused=False):
+def reference(op, x, y):
     """``x op y`` with Triton's semantics; x, y are NumPy arrays/scalars of the computation
-    type.  ``fused``: the target contracts a multiply and an add into one fma (NVIDIA's
-    enable_fp_fusion), which float ``%`` (x - floor(x / y) * y) then rounds once."""
+    type."""
     dt = np.result_type(x, y)
     with np.errstate(all="ignore"):
-        if op == "mod" and dt.kind == "f" and fused:
-            quotient = np.floor(np.asarray(x / y, dt))
-            return _fma(-quotient, np.asarray(y, dt), np.asarray(x, dt))
         if op == "truediv":
             if dt.kind in "iu":
                 return x.astype(np.float32) / y.astype(np.float32)
@@ -155,7 +150,7 @@ def reference(op, x, y, fused=False):
             q = (np.abs(x.astype(np.int64)) // np.abs(y.astype(np.int64))) * np.sign(x) * np.sign(y)
             return q.astype(dt) if op == "floordiv" else (x - q.astype(dt) * y).astype(dt)
         if op == "mod" and dt.kind == "f":
-            return (x - np.floor(x / y) * y).astype(dt)  # Triton: x - floor(x / y) * y
+            return np.fmod(x, y).astype(dt)  # Triton: frem, C's fmod (exact)
         fn = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "floordiv": np.floor_divide, "mod": np.mod,
               "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor, "lshift": np.left_shift,
               "rshift": np.right_shift, "lt": np.less, "le": np.less_equal, "gt": np.greater,
@@ -214,7 +209,7 @@ def test_operators(target, dtype, group, form, shape):
         a = left if form == "literal-tile" else dt
         b = right if form == "tile-literal" else dt
         ct = triton_type(a, b, op)
-        value = reference(op, np.asarray(left).astype(ct), np.asarray(right).astype(ct), fused=target == "nvidia")
+        value = reference(op, np.asarray(left).astype(ct), np.asarray(right).astype(ct))
         results[op] = np.broadcast_to(value, shape)
     out_dtype = results[ops[0]].dtype
     out = np.zeros((len(ops),) + shape, dtype=out_dtype)
@@ -417,8 +412,8 @@ def error_kernel(x_ptr, u_ptr, f_ptr, WHAT: pl.constexpr):
     ("signedness-div", "cannot use '//' on uint32[4] and int32[4]: they differ in signedness"),
     ("signedness-mod", "cannot use '%' on int32[4] and uint32[4]: they differ in signedness"),
     ("float-floordiv", "'//' needs integer operands; for floats use pl.floor(a / b)"),
-    ("float-and", "'&' needs integer operands"),
-    ("float-shift", "'<<' needs integer operands"),
+    ("float-and", "invalid operands of type fp32 and int32 for '&': it needs integer operands"),
+    ("float-shift", "invalid operands of type fp32 and int32 for '<<': it needs integer operands"),
     ("float-invert", "'~' needs an integer operand"),
     ("pow", "'**' is not supported on tensors"),
     ("matmul", "is not supported on tensors; use pl.dot"),

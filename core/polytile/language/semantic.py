@@ -90,6 +90,20 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
+def _scalar_name(value: Any) -> str:
+    """The element type of an operand in the language's words (``fp32``; a Python float is
+    ``fp32``, as Triton types it)."""
+    from .core import dtype_of
+
+    value = unwrap(value)
+    if isinstance(value, tensor):
+        try:
+            return str(dtype_of(t.element_type(value.type)))
+        except Exception:
+            return str(t.element_type(value.type))
+    return {bool: "int1", int: "int32", float: "fp32"}.get(type(value), type(value).__name__)
+
+
 def type_name(type_: t.Type) -> str:
     """A type in the language's words: ``fp32``, ``tile<128xfp32>`` ... (for messages)."""
     from .core import dtype_of
@@ -243,7 +257,7 @@ def _operands(a: Any, b: Any, element: t.Type) -> tuple[tensor, tensor]:
 
 _INT_OPS = {"add": "addi", "sub": "subi", "mul": "muli", "and": "andi", "or": "ori", "xor": "xori",
             "lshift": "shli"}
-_FLOAT_OPS = {"add": "addf", "sub": "subf", "mul": "mulf", "truediv": "divf"}
+_FLOAT_OPS = {"add": "addf", "sub": "subf", "mul": "mulf", "truediv": "divf", "mod": "remf"}
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "and": "&",
             "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>"}
 
@@ -272,17 +286,12 @@ def binary(op: str, a: Any, b: Any) -> tensor:
     element = computation_type(a, b, op)
     is_float = isinstance(element, t.FloatType)
     if op in ("and", "or", "xor", "lshift", "rshift") and is_float:
-        raise semantic_error(f"'{_SYMBOLS[op]}' needs integer operands, got "
-                             f"{_describe(a)} and {_describe(b)}")
+        # Triton's words first ("invalid operands of type ..."): code that ports checks them.
+        raise semantic_error(f"invalid operands of type {_scalar_name(a)} and {_scalar_name(b)} for "
+                             f"'{_SYMBOLS[op]}': it needs integer operands, got {_describe(a)} and {_describe(b)}")
     if op == "floordiv" and is_float:
         raise semantic_error("'//' needs integer operands; for floats use pl.floor(a / b)")
     x, y = _operands(a, b, element)
-    if is_float and op == "mod":
-        # Triton's float remainder takes the divisor's sign (Python's %), not C's fmod.  The
-        # quotient is correctly rounded: an approximate one can floor to the wrong integer.
-        quotient = tensor(emit(math_d.UNARY_OPS["floor"], emit(math_d.DivRnOp, x.handle, y.handle).result).result)
-        product = emit(arith.MulFOp, quotient.handle, y.handle).result
-        return tensor(emit(arith.SubFOp, x.handle, product).result)
     if is_float:
         name = _FLOAT_OPS[op]
     elif op in _INT_OPS:
