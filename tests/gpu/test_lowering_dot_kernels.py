@@ -51,7 +51,7 @@ def small_integers(rng, shape, dtype):
     return rng.integers(-4, 5, shape).astype(dtype)
 
 
-def language_dot(dtype, result, mnk, acc, precision="ieee", out=None, alias=False):
+def language_dot(dtype, result, mnk, acc, precision="ieee", out=None, alias=False, least=16):
     """test_dot.dot_kernel as the language test launches it; returns (got, expected)."""
     m, n, k = mnk
     rng = np.random.default_rng(0)
@@ -59,7 +59,7 @@ def language_dot(dtype, result, mnk, acc, precision="ieee", out=None, alias=Fals
     c_init = small_integers(rng, (m, n), result)
     c = np.zeros((m, n), result)
     acc_arg = c if alias else c_init  # test_dot_input_precision passes c twice
-    blocks = [max(16, 1 << (d - 1).bit_length()) for d in mnk]
+    blocks = [max(least, 1 << (d - 1).bit_length()) for d in mnk]
     args = [a, b, c, acc_arg, m, n, k]
     meta = dict(BM=blocks[0], BN=blocks[1], BK=blocks[2], ACC=acc, PRECISION=precision, OUT=out)
     run_kernel(compile_artifacts(test_dot.dot_kernel, *args, **meta), args, NUM_WARPS)
@@ -78,6 +78,17 @@ def language_dot(dtype, result, mnk, acc, precision="ieee", out=None, alias=Fals
 ])
 def test_language_dot_kernel_matches_numpy(dtype, result, precision, mnk, acc):
     got, expected = language_dot(dtype, result, mnk, acc, precision)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype, result, precision, mnk", [
+    (np.float16, np.float32, "ieee", (4, 2, 8)),    # tiles under mma.sync's: multiply-adds
+    (np.float32, np.float32, "tf32", (1, 16, 5)),   # one row
+    (np.int8, np.int32, "ieee", (16, 16, 8)),      # K under int8's 32
+    (np.float16, np.float32, "ieee", (16, 1, 16)),  # one column
+])
+def test_dots_under_the_matrix_instructions_sizes(dtype, result, precision, mnk):
+    got, expected = language_dot(dtype, result, mnk, True, precision, least=1)
     np.testing.assert_array_equal(got, expected)
 
 

@@ -580,20 +580,22 @@ _PRECISIONS = {"tf32": "tf32", "tf32x3": "tf32x3", "ieee": "ieee"}
 @builtin
 def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, allow_tf32: Any = None,
         max_num_imprecise_acc: Any = None, out_dtype: Any = None) -> tensor:
-    """``input @ other (+ acc)`` of 2-D tiles (M x K by K x N); M, N, K >= 16.
+    """``input @ other (+ acc)`` of 2-D tiles (M x K by K x N), of any sizes: shapes the
+    target's matrix instructions do not fit (a dimension under 16, say) are computed with
+    multiply-adds.
 
     The accumulator type is Triton's: int32 for int8 operands (the only integers), fp32
     for fp32 and bf16, fp64 for fp64, fp32 or fp16 for fp16 and fp8.  ``out_dtype``
-    (default: ``acc``'s type, else the first of these) naming another type is an error
-    where Triton would silently ignore it (int8 with out_dtype=fp32, say)."""
+    (default: ``acc``'s type, else the first of these) narrower than the accumulator and
+    of its kind (int8 for an int8 dot, fp16 for an fp32 one) is the accumulation
+    converted to it: what storing Triton's result into such an array gives.  Another
+    type is an error where Triton would silently ignore it (int8 with out_dtype=fp32)."""
     a, b = sem.to_tensor(input), sem.to_tensor(other)
     if len(a.shape) != 2 or len(b.shape) != 2:
         raise semantic_error(f"pl.dot needs 2-D tensors, got shapes {list(a.shape)} and {list(b.shape)}")
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise semantic_error(f"pl.dot: the inner dimensions differ: {list(a.shape)} @ {list(b.shape)}")
-    if builtins_min(m, n, k) < 16:
-        raise semantic_error(f"pl.dot needs every dimension >= 16, got M={m}, N={n}, K={k}")
     ea, eb = a.type.element, b.type.element
     if ea != eb:
         if t.is_float(a.type) and t.is_float(b.type):
@@ -613,6 +615,14 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, al
         out, what = acc.type.element, "an acc of {}"
     else:
         out, what = allowed[0], ""
+    narrowed = None
+    # (Not bf16 where fp16 accumulates: Triton refuses that one by name.)
+    if out not in allowed and acc is None and _narrower_of_kind(out, allowed[0]) and \
+            not (out == t.bf16 and t.f16 in allowed):
+        # Triton accumulates in its type and leaves the result there (an int8 dot asked
+        # for int8 is int32); the store then narrows it.  Here the result is what was
+        # asked for: the same accumulation, converted (int8 wraps, as the store would).
+        narrowed, out = out, allowed[0]
     if out not in allowed:
         operands = sem.type_name(a.type.element)
         raise semantic_error(f"pl.dot of {operands} operands cannot accumulate in {what.format(sem.type_name(out))}: "
@@ -632,7 +642,18 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, al
     attrs = {"input_precision": precision}
     if unwrap(max_num_imprecise_acc):
         attrs["max_num_imprecise_acc"] = _const_int(max_num_imprecise_acc, "max_num_imprecise_acc")
-    return tensor(sem.emit(tile.DotOp, a.handle, b.handle, acc.handle, **attrs).result)
+    result = tensor(sem.emit(tile.DotOp, a.handle, b.handle, acc.handle, **attrs).result)
+    return result if narrowed is None else sem.cast_type(result, narrowed)
+
+
+def _narrower_of_kind(out: t.Type, accumulator: t.Type) -> bool:
+    """Whether ``out`` is an integer type narrower than an integer ``accumulator``, or a
+    float type narrower than a float one (a type the accumulation converts into)."""
+    if isinstance(out, t.IntType) and isinstance(accumulator, t.IntType):
+        return out.width < accumulator.width
+    if isinstance(out, t.FloatType) and isinstance(accumulator, t.FloatType):
+        return out.width < accumulator.width
+    return False
 
 
 builtins_min = _py.min
