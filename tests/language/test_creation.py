@@ -52,6 +52,22 @@ def test_arange(target, start, end):
 
 
 @jit
+def scalar_full_kernel(out_ptr, scalar):
+    # Shape (): scalar tensors, as Triton's tl.full((), ...) (its tests build scalars so).
+    x = pl.full((), 32, dtype=pl.int32)
+    pl.static_assert(len(x.shape) == 0)
+    z = pl.zeros((), pl.float32) + scalar
+    pl.store(out_ptr, (x + 1).to(pl.float32))
+    pl.store(out_ptr + 1, z * pl.full((), scalar, pl.int8).to(pl.float32))
+
+
+def test_full_of_shape_nothing_is_a_scalar(target):
+    out = np.zeros(2, np.float32)
+    scalar_full_kernel[(1,)](out, 3, target=target)
+    assert out.tolist() == [33.0, 9.0]
+
+
+@jit
 def full_kernel(out_ptr, like_ptr, scalar, VALUE: pl.constexpr, DT: pl.constexpr, M: pl.constexpr,
                 N: pl.constexpr):
     offs = pl.arange(0, M)[:, None] * N + pl.arange(0, N)[None, :]

@@ -156,7 +156,8 @@ def _check_literal_fits(value: Any, type_: t.Type) -> None:
     high = (1 << (type_.width - 1)) - 1 if type_.signed else (1 << type_.width) - 1
     if not low <= value <= high:
         raise semantic_error(f"the number {value} does not fit in {type_name(type_)}, the type of the other "
-                             f"operand ({low}..{high}); convert the operand first, e.g. x.to(pl.int64)")
+                             f"operand: it is out of range {low}..{high}; convert the operand first, e.g. "
+                             "x.to(pl.int64)")
 
 
 _DIV_OR_MOD = ("truediv", "floordiv", "mod")

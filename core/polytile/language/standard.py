@@ -98,14 +98,16 @@ def arange(start: Any, end: Any) -> tensor:
 
 @builtin
 def full(shape: Any, value: Any, dtype: Any) -> tensor:
-    """A tile of ``shape`` with every element ``value`` (a number or a scalar tensor)."""
+    """A tile of ``shape`` with every element ``value`` (a number or a scalar tensor); the
+    shape ``()`` gives a scalar tensor, as in Triton."""
     dims, element = _shape(shape), _dtype(dtype).ir
     value = unwrap(value)
     if isinstance(value, tensor):
         if value.shape:
             raise semantic_error(f"full's value must be a scalar, got a tensor of shape {list(value.shape)}")
-        return sem.broadcast_to_shape(sem.cast_type(value, element), dims)
-    return sem.constant(value, t.TileType(dims, element))
+        value = sem.cast_type(value, element)
+        return sem.broadcast_to_shape(value, dims) if dims else value
+    return sem.constant(value, t.TileType(dims, element) if dims else element)
 
 
 @builtin
