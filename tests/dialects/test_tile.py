@@ -195,7 +195,7 @@ SIGNATURE = ("%i: i32, %x: f32, %p: ptr<f32>, %pi: ptr<i32>, %t: tile<4xf32>, %t
     ("%0 = tile.atomic_cas %pi, %p, %i : i32", "tile.atomic_cas",
      "operand 'compare' must be an integer or a tile of integers or a float or a tile of floats, got ptr<f32>"),
     ("%0 = tile.dot %t, %b, %acc : tile<16x8xf32>", "tile.dot",
-     "needs 2-D tiles, got tile<4xf32>, tile<32x8xf16>, tile<16x8xf32>"),
+     "needs 2-D tiles, or 3-D ones batched along the first dimension, got tile<4xf32>, tile<32x8xf16>, tile<16x8xf32>"),
     ("%0 = tile.dot %a, %a, %acc : tile<16x8xf32>", "tile.dot",
      "shapes do not chain: tile<16x32xf16> @ tile<16x32xf16> accumulated into tile<16x8xf32>"),
     ("%0 = tile.dot %a, %b, %t2 : tile<4x8xf32>", "tile.dot",

@@ -92,6 +92,27 @@ def test_dots_under_the_matrix_instructions_sizes(dtype, result, precision, mnk)
     np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.parametrize("dtype, result, precision, bmnk", [
+    (np.float16, np.float32, "ieee", (2, 16, 16, 16)),  # two mma.sync dots
+    (np.float32, np.float32, "ieee", (4, 16, 8, 16)),   # four multiply-add dots
+    (np.int8, np.int32, "ieee", (8, 2, 4, 32)),         # eight small ones: three levels of halves
+    (np.float16, np.float32, "ieee", (1, 32, 16, 16)),  # a batch of one
+])
+def test_batched_dot_kernel_matches_numpy(dtype, result, precision, bmnk):
+    # test_dot.batched_dot_kernel (3-D pl.dot), split into 2-D dots by unbatch-dots.
+    batch, m, n, k = bmnk
+    rng = np.random.default_rng(0)
+    a = small_integers(rng, (batch, m, k), dtype)
+    b = small_integers(rng, (batch, k, n), dtype)
+    c_init = small_integers(rng, (batch, m, n), result)
+    c = np.zeros((batch, m, n), result)
+    args = [a, b, c, c_init]
+    meta = dict(B=batch, M=m, N=n, K=k, PRECISION=precision)
+    run_kernel(compile_artifacts(test_dot.batched_dot_kernel, *args, **meta), args, NUM_WARPS)
+    expected = a.astype(np.int64) @ b.astype(np.int64) + c_init
+    np.testing.assert_array_equal(c, expected.astype(result))
+
+
 @pytest.mark.parametrize("precision", ["ieee", "tf32"])
 def test_result_and_accumulator_given_the_same_array(precision):
     # test_dot_input_precision's launch: c is both c_ptr and acc_ptr (acc unused).  The

@@ -51,6 +51,33 @@ def test_dot(target, dtype, result, mnk, acc):
 
 
 @jit
+def batched_dot_kernel(a_ptr, b_ptr, c_ptr, acc_ptr, B: pl.constexpr, M: pl.constexpr, N: pl.constexpr,
+                       K: pl.constexpr, PRECISION: pl.constexpr):
+    rb = pl.arange(0, B)[:, None, None]
+    rm, rn, rk = pl.arange(0, M), pl.arange(0, N), pl.arange(0, K)
+    a = pl.load(a_ptr + rb * M * K + rm[None, :, None] * K + rk[None, None, :])
+    b = pl.load(b_ptr + rb * K * N + rk[None, :, None] * N + rn[None, None, :])
+    c_offsets = rb * M * N + rm[None, :, None] * N + rn[None, None, :]
+    c = pl.dot(a, b, pl.load(acc_ptr + c_offsets), input_precision=PRECISION)
+    pl.static_assert(len(c.shape) == 3)
+    pl.store(c_ptr + c_offsets, c)
+
+
+@pytest.mark.parametrize("bmnk", [(2, 16, 16, 16), (4, 2, 8, 4), (1, 16, 16, 32)])
+@pytest.mark.parametrize("dtype, result", CASES)
+def test_batched_dot(target, dtype, result, bmnk):
+    """3-D (batched) pl.dot, as Triton's: one product per entry of the first dimension."""
+    batch, m, n, k = bmnk
+    rng = np.random.default_rng(0)
+    a = rng.integers(-4, 5, (batch, m, k)).astype(dtype)
+    b = rng.integers(-4, 5, (batch, k, n)).astype(dtype)
+    c_init = rng.integers(-4, 5, (batch, m, n)).astype(result)
+    c = np.zeros((batch, m, n), result)
+    batched_dot_kernel[(1,)](a, b, c, c_init, B=batch, M=m, N=n, K=k, PRECISION="ieee", target=target)
+    np.testing.assert_array_equal(c, (a.astype(np.int64) @ b.astype(np.int64) + c_init).astype(result))
+
+
+@jit
 def bf16_dot_kernel(a_ptr, b_ptr, c_ptr, M: pl.constexpr, N: pl.constexpr, K: pl.constexpr):
     rm, rn, rk = pl.arange(0, M), pl.arange(0, N), pl.arange(0, K)
     a = pl.load(a_ptr + rm[:, None] * K + rk[None, :]).to(pl.bfloat16)
@@ -113,7 +140,8 @@ def bad_dot_kernel(a_ptr, WHAT: pl.constexpr):
 
 @pytest.mark.parametrize("what, message", [
     ("inner", "pl.dot: the inner dimensions differ: [16, 16] @ [32, 8]"),
-    ("rank", "pl.dot needs 2-D tensors, got shapes [256] and [16, 16]"),
+    ("rank", "pl.dot needs 2-D tensors, or 3-D ones batched along the first dimension, got shapes [256] and "
+             "[16, 16]"),
     ("precision", "unknown input_precision 'bf16x9'"),
     ("acc", "pl.dot: acc has shape [16, 32], expected [16, 16]"),
 ])

@@ -328,7 +328,9 @@ DOT_ACCUMULATORS: dict[t.Type, tuple[t.Type, ...]] = {
 
 @define_op
 class DotOp(Operation):
-    """Matrix product ``a @ b + acc`` of 2-D tiles (MxK by KxN, accumulated MxN)."""
+    """Matrix product ``a @ b + acc`` of 2-D tiles (MxK by KxN, accumulated MxN), or of
+    3-D ones batched along their first dimension (BxMxK by BxKxN, accumulated BxMxN; GPU
+    pipelines split those into 2-D dots, ``unbatch-dots``)."""
 
     name = "tile.dot"
     a = Operand(Tile)
@@ -342,10 +344,12 @@ class DotOp(Operation):
 
     def verify_op(self) -> None:
         a, b, acc = self.a.type, self.b.type, self.acc.type
-        if a.rank != 2 or b.rank != 2 or acc.rank != 2:
-            raise op_error(self, f"needs 2-D tiles, got {a}, {b}, {acc}")
-        (m, k), (k2, n) = a.shape, b.shape
-        if k != k2 or acc.shape != (m, n):
+        if a.rank not in (2, 3) or b.rank != a.rank or acc.rank != a.rank:
+            raise op_error(self, f"needs 2-D tiles, or 3-D ones batched along the first dimension, got {a}, {b}, "
+                                 f"{acc}")
+        batch = a.shape[:-2]
+        (m, k), (k2, n) = a.shape[-2:], b.shape[-2:]
+        if k != k2 or b.shape[:-2] != batch or acc.shape != batch + (m, n):
             raise op_error(self, f"shapes do not chain: {a} @ {b} accumulated into {acc}")
         if a.element != b.element:
             raise op_error(self, f"a and b must have one element type, got {a.element} and {b.element}")

@@ -23,9 +23,10 @@ def add_gpu_stages(pipeline: Any, assemble: Sequence[Any]) -> None:
     from .distribute import AssignLayouts, RemoveRedundantConverts
     from .membar import InsertBarriers
     from .pipelining import PipelineLoops
+    from .unbatch_dots import UnbatchDots
     from .lowering import LowerToLLVM
 
-    pipeline.add_stage("distribute", [LowerBlockPointers(), AssignLayouts(), RemoveRedundantConverts(),
+    pipeline.add_stage("distribute", [LowerBlockPointers(), UnbatchDots(), AssignLayouts(), RemoveRedundantConverts(),
                                       PipelineLoops(), HoistDotOperands(), AsyncDots(),
                                       CommonSubexpressionElimination(), DeadCodeElimination()])
     pipeline.add_stage("memory", [AllocateShared(), InsertBarriers()])

@@ -20,8 +20,9 @@ def gpu_pass_classes() -> list[type]:
     from .lowering import LowerToLLVM
     from .membar import InsertBarriers
     from .pipelining import PipelineLoops
+    from .unbatch_dots import UnbatchDots
 
-    return [AssignLayouts, RemoveRedundantConverts, PipelineLoops, HoistDotOperands, AsyncDots, AllocateShared, InsertBarriers, LowerToLLVM]
+    return [UnbatchDots, AssignLayouts, RemoveRedundantConverts, PipelineLoops, HoistDotOperands, AsyncDots, AllocateShared, InsertBarriers, LowerToLLVM]
 
 
 @hookimpl

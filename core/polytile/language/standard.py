@@ -582,7 +582,8 @@ _PRECISIONS = {"tf32": "tf32", "tf32x3": "tf32x3", "ieee": "ieee"}
 @builtin
 def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, allow_tf32: Any = None,
         max_num_imprecise_acc: Any = None, out_dtype: Any = None) -> tensor:
-    """``input @ other (+ acc)`` of 2-D tiles (M x K by K x N), of any sizes: shapes the
+    """``input @ other (+ acc)`` of 2-D tiles (M x K by K x N), or of 3-D ones batched
+    along their first dimension (B x M x K by B x K x N), of any sizes: shapes the
     target's matrix instructions do not fit (a dimension under 16, say) are computed with
     multiply-adds.
 
@@ -593,9 +594,13 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, al
     converted to it: what storing Triton's result into such an array gives.  Another
     type is an error where Triton would silently ignore it (int8 with out_dtype=fp32)."""
     a, b = sem.to_tensor(input), sem.to_tensor(other)
-    if len(a.shape) != 2 or len(b.shape) != 2:
-        raise semantic_error(f"pl.dot needs 2-D tensors, got shapes {list(a.shape)} and {list(b.shape)}")
-    (m, k), (k2, n) = a.shape, b.shape
+    if len(a.shape) not in (2, 3) or len(b.shape) != len(a.shape):
+        raise semantic_error(f"pl.dot needs 2-D tensors, or 3-D ones batched along the first dimension, got "
+                             f"shapes {list(a.shape)} and {list(b.shape)}")
+    batch = tuple(a.shape[:-2])
+    (m, k), (k2, n) = a.shape[-2:], b.shape[-2:]
+    if tuple(b.shape[:-2]) != batch:
+        raise semantic_error(f"pl.dot: the batch dimensions differ: {list(a.shape)} @ {list(b.shape)}")
     if k != k2:
         raise semantic_error(f"pl.dot: the inner dimensions differ: {list(a.shape)} @ {list(b.shape)}")
     ea, eb = a.type.element, b.type.element
@@ -609,8 +614,8 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, al
     acc = unwrap(acc)
     if acc is not None:
         acc = sem.to_tensor(acc)
-        if acc.shape != (m, n):
-            raise semantic_error(f"pl.dot: acc has shape {list(acc.shape)}, expected {[m, n]}")
+        if tuple(acc.shape) != batch + (m, n):
+            raise semantic_error(f"pl.dot: acc has shape {list(acc.shape)}, expected {list(batch + (m, n))}")
     if unwrap(out_dtype) is not None:
         out, what = _dtype(out_dtype, "out_dtype").ir, "out_dtype={}"
     elif acc is not None:
@@ -632,7 +637,7 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, al
                              f"out_dtype={' or '.join(repr(dtype_of(x)) for x in allowed)} (or leave it out), "
                              "convert the result with .to(...)")
     if acc is None:
-        acc = sem.constant(0, t.TileType((m, n), out))
+        acc = sem.constant(0, t.TileType(batch + (m, n), out))
     elif acc.type.element != out:
         raise semantic_error(f"pl.dot: acc is {sem.type_name(acc.type)} but out_dtype is {sem.type_name(out)}; "
                              "convert acc with .to(...)")
