@@ -23,7 +23,7 @@ from polytile.ir import parse_module, print_ir
 from polytile.passes.pass_base import AnalysisManager, PassContext
 from polytile.passes.print_axis_info import TestPrintAxisInfo
 from polytile.runtime import jit
-from polytile.testing import apply_passes, dedent
+from polytile.ir_testing import apply_passes, dedent
 
 ZERO = MAX_DIVISIBILITY  # the divisibility of 0: a multiple of everything
 

@@ -8,7 +8,7 @@ from polytile.analysis.call_graph import CallGraph
 from polytile.errors import SourceLocation, VerificationError
 from polytile.ir import parse_module, verify
 from polytile.passes.pass_base import PassContext
-from polytile.testing import dedent
+from polytile.ir_testing import dedent
 
 PROGRAM = """
 func.func @leaf(%a: i32) -> i32 {

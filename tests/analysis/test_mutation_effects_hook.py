@@ -16,7 +16,7 @@ from polytile.ir.constraints import TypeConstraint
 from polytile.ir.opdef import Operand, WritesMemory, define_op
 from polytile.ir.operation import Operation
 from polytile.plugins.registry import PluginInfo
-from polytile.testing import dedent
+from polytile.ir_testing import dedent
 
 Pointer = TypeConstraint("a pointer scalar", lambda x: isinstance(x, t.PointerType))
 DEMO = PluginInfo(name="mutation-demo", distribution="mutation-demo")

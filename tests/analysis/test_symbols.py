@@ -11,7 +11,7 @@ from polytile.ir import parse_module
 from polytile.ir.attributes import DialectAttribute, SymbolRef
 from polytile.passes.dce import DeadCodeElimination
 from polytile.passes.inline import Inliner
-from polytile.testing import apply_passes, dedent
+from polytile.ir_testing import apply_passes, dedent
 
 
 def names(ops) -> list[str]:

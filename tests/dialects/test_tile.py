@@ -279,7 +279,7 @@ func.func @k(%t: tile<4xf32>, %scale: f32) -> f32 {
 
 def test_canonicalize_keeps_combine_constants_inside_the_region():
     from polytile.passes.canonicalize import Canonicalize
-    from polytile.testing import apply_passes
+    from polytile.ir_testing import apply_passes
 
     out = apply_passes("""
         func.func @k(%t: tile<4xf32>) -> f32 {
@@ -376,7 +376,7 @@ REDUCE_WITH_A_SIDE_EFFECT = ir("""
 def test_reduce_is_pure_only_when_its_combine_region_is():
     from polytile.ir.opdef import Pure, RecursivelyPure
     from polytile.passes.dce import DeadCodeElimination
-    from polytile.testing import apply_passes
+    from polytile.ir_testing import apply_passes
 
     assert ReduceOp.has_trait(RecursivelyPure) and not ReduceOp.has_trait(Pure)
     # An unused reduce whose combine region writes memory stays ...

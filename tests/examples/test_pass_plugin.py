@@ -120,7 +120,7 @@ def test_enters_the_cache_key(fresh_plugins):
 
 
 def test_the_documented_ir_test_holds(installed_plugin):
-    from polytile.testing import apply_passes
+    from polytile.ir_testing import apply_passes
     from polytile_example_pass.mul_to_shift import MulToShift
 
     assert apply_passes("""

@@ -9,7 +9,7 @@ import polytile.language as pl
 from polytile.errors import CompilationError
 from polytile.ir import print_ir, verify
 from polytile.runtime import jit
-from polytile.testing import dedent
+from polytile.ir_testing import dedent
 
 HERE = __file__
 

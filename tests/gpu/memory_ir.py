@@ -8,7 +8,7 @@ from __future__ import annotations
 from polytile.backend import BackendOptions
 from polytile.passes.pass_base import PassContext
 from polytile.target import Target
-from polytile.testing import apply_passes, dedent
+from polytile.ir_testing import apply_passes, dedent
 
 import polytile.gpu.lowering.calls  # noqa: F401  (func.call lowering; module.py imports it at integration)
 import polytile.gpu.lowering.shared  # noqa: F401  (buffer ops; imported by convert.py too)

@@ -7,7 +7,7 @@ import pytest
 
 from polytile.errors import CompilationError, OutOfResourcesError
 from polytile.gpu.allocation import AllocateShared, Piece, place
-from polytile.testing import dedent
+from polytile.ir_testing import dedent
 
 from .memory_ir import run
 

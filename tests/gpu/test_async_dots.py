@@ -13,7 +13,7 @@ from polytile.gpu.membar import InsertBarriers
 from polytile.gpu.pipelining import PipelineLoops
 from polytile.passes.pass_base import PassContext
 from polytile.target import Target
-from polytile.testing import apply_passes, dedent, roundtrip
+from polytile.ir_testing import apply_passes, dedent, roundtrip
 
 from .test_membar import body as op_names
 

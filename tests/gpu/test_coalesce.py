@@ -5,7 +5,7 @@ from __future__ import annotations
 from polytile.analysis.axis_info import AxisInfo, AxisInfoAnalysis
 from polytile.gpu.coalesce import coalesced_layout
 from polytile.ir import parse_module
-from polytile.testing import dedent
+from polytile.ir_testing import dedent
 
 
 def pointer(contiguity, divisibility) -> AxisInfo:

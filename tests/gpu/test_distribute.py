@@ -15,7 +15,7 @@ from polytile.gpu.distribute import AssignLayouts, RemoveRedundantConverts
 from polytile.ir import parse_module, print_ir, verify
 from polytile.passes.pass_base import PassContext
 from polytile.target import Target
-from polytile.testing import apply_passes, dedent, roundtrip
+from polytile.ir_testing import apply_passes, dedent, roundtrip
 
 
 def context(num_warps: int = 4) -> PassContext:

@@ -13,7 +13,7 @@ from polytile.gpu.distribute import AssignLayouts, RemoveRedundantConverts
 from polytile.gpu.layouts import BlockedLayout, DotOperandLayout, MmaLayout
 from polytile.passes.pass_base import PassContext
 from polytile.target import Target
-from polytile.testing import apply_passes
+from polytile.ir_testing import apply_passes
 
 pytest.importorskip("polytile_nvidia.mma")  # registers the NVIDIA matrix unit
 from polytile_nvidia.codegen import nvidia_gpu_target  # noqa: E402

@@ -10,7 +10,7 @@ import polytile.gpu.layouts  # noqa: F401  (registers the layout attributes)
 from polytile.gpu.layouts import MmaLayout
 from polytile.ir import parse_module, print_ir
 from polytile.passes.print_axis_info import TestPrintAxisInfo
-from polytile.testing import apply_passes
+from polytile.ir_testing import apply_passes
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "gpu-lowering.md"
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```\n", re.S | re.M)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from polytile.gpu.hoist_operands import HoistDotOperands
-from polytile.testing import dedent
+from polytile.ir_testing import dedent
 
 from .test_async_dots import run
 

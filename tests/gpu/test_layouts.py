@@ -21,7 +21,7 @@ from polytile.gpu.layouts import (
     default_blocked_layout,
 )
 from polytile.ir import parse_type
-from polytile.testing import roundtrip
+from polytile.ir_testing import roundtrip
 
 
 def ownership(layout, shape) -> Counter:
@@ -92,7 +92,7 @@ def test_ops_with_layouts_round_trip():
           func.return
         }}
     """
-    from polytile.testing import dedent
+    from polytile.ir_testing import dedent
 
     assert roundtrip(text) == dedent(text)
 

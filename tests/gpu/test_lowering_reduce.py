@@ -27,7 +27,7 @@ from polytile.gpu.linear_layout import LinearLayout
 from polytile.gpu.lowering.reduce import NotReducible, SimulatedThreads, emit_reduce, plan_reduce
 from polytile.passes.pass_base import PassContext
 from polytile.target import Target
-from polytile.testing import apply_passes
+from polytile.ir_testing import apply_passes
 
 from .ptx_assembly import assembles
 

@@ -245,7 +245,7 @@ def test_loaded_pairs_split_in_registers(n, num_warps):
 
 def test_assign_layouts_gives_split_halves_the_slice_of_the_source():
     from polytile.gpu.distribute import AssignLayouts
-    from polytile.testing import apply_passes
+    from polytile.ir_testing import apply_passes
 
     out = apply_passes("""
 func.func @k(%p: ptr<f32>, %q: ptr<f32>) attributes {kernel = true} {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from polytile.gpu.allocation import AllocateShared
 from polytile.gpu.membar import Access, InsertBarriers
-from polytile.testing import dedent
+from polytile.ir_testing import dedent
 
 from .memory_ir import run
 
@@ -271,7 +271,7 @@ def test_the_documented_example_is_what_the_passes_produce():
     shown = re.findall(r"```ir\n(.*?)```", doc, re.S)[0]
     bare = re.sub(r" \{gpu\.scratch_offset = 0\}", "", shown).replace("  gpu.barrier\n", "").replace(
         "gpu.shared_bytes = 256, ", "")
-    from polytile.testing import apply_passes
+    from polytile.ir_testing import apply_passes
 
     from .memory_ir import context
 

@@ -22,7 +22,7 @@ from polytile.gpu.pipelining import PipelineLoops
 from polytile.gpu.ring_copies import PointerTileCopies
 from polytile.passes.pass_base import PassContext
 from polytile.target import Target
-from polytile.testing import apply_passes, dedent
+from polytile.ir_testing import apply_passes, dedent
 
 from .llvm_cta import SimulationError, run_kernel
 from .test_membar import body as op_names

@@ -8,7 +8,7 @@ import pytest
 
 from polytile.compiler import compile_module
 from polytile.gpu.pipelining import PipelineLoops
-from polytile.testing import dedent
+from polytile.ir_testing import dedent
 
 from .llvm_cta import run_kernel
 from .test_pipelining import BulkCopy, run

@@ -8,7 +8,7 @@ import pytest
 
 from polytile.errors import CompilationError
 from polytile.gpu.unbatch_dots import UnbatchDots
-from polytile.testing import apply_passes, dedent
+from polytile.ir_testing import apply_passes, dedent
 
 def batched(batch: str) -> str:
     """The kernel with batch ``batch`` ("2x"; "" for a 2-D dot)."""

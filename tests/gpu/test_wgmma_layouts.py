@@ -12,7 +12,7 @@ from polytile.gpu.distribute import AssignLayouts, RemoveRedundantConverts
 from polytile.gpu.layouts import BlockedLayout, MmaLayout
 from polytile.passes.pass_base import PassContext
 from polytile.target import Target
-from polytile.testing import apply_passes
+from polytile.ir_testing import apply_passes
 
 from .test_distribute_dot import kernel, line
 

@@ -10,7 +10,7 @@ import pytest
 from polytile.errors import VerificationError
 from polytile.ir.opdef import Pure
 from polytile.passes import Pass, PassContext, PreservedAnalyses
-from polytile.testing import apply_passes, dedent, roundtrip
+from polytile.ir_testing import apply_passes, dedent, roundtrip
 
 
 @dataclass

@@ -11,7 +11,7 @@ from polytile.dialects.func import FuncOp
 from polytile.errors import IRParseError, SourceLocation
 from polytile.ir import Block, Printer, Region, parse_module, print_ir, verify
 from polytile.ir import types as t
-from polytile.testing import roundtrip
+from polytile.ir_testing import roundtrip
 
 
 def ir(text: str) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from polytile.errors import PolytileError
-from polytile.testing import compile_for_targets
+from polytile.ir_testing import compile_for_targets
 from tests.toolchains import REQUIRE_LLD_VARIABLE, missing_linker
 
 #: What CI compiles every language-suite kernel for.

@@ -9,7 +9,7 @@ import compile_all
 import polytile.language as pl
 from compile_all import ArchCompiler, ExpectedError, check_artifacts, selected_archs
 from polytile.runtime import jit
-from polytile.testing import compile_for_targets
+from polytile.ir_testing import compile_for_targets
 
 
 @jit

@@ -13,7 +13,7 @@ from polytile.dialects.arith import BINARY_OPS, SubIOp
 from polytile.ir import parse_module
 from polytile.passes.canonicalize import Canonicalize
 from polytile.passes.pass_base import PassContext
-from polytile.testing import apply_passes, dedent
+from polytile.ir_testing import apply_passes, dedent
 
 
 def canon(text: str, **options) -> str:

@@ -7,7 +7,7 @@ import pytest
 from polytile.ir import parse_module
 from polytile.passes.cse import CommonSubexpressionElimination, cse_key
 from polytile.passes.pass_base import PassContext
-from polytile.testing import apply_passes, dedent
+from polytile.ir_testing import apply_passes, dedent
 
 
 def cse(text: str, context: PassContext | None = None) -> str:

@@ -8,7 +8,7 @@ import pytest
 from polytile.ir import parse_module
 from polytile.passes.dce import DeadCodeElimination
 from polytile.passes.pass_base import PassContext
-from polytile.testing import apply_passes, dedent
+from polytile.ir_testing import apply_passes, dedent
 
 
 def dce(text: str, context: PassContext | None = None, **options) -> str:

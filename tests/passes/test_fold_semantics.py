@@ -19,7 +19,7 @@ from polytile.dialects.math import FmaOp
 from polytile.interpreter.executor import InterpreterError, run_kernel
 from polytile.ir import parse_module, verify
 from polytile.passes.canonicalize import Canonicalize
-from polytile.testing import apply_passes, dedent
+from polytile.ir_testing import apply_passes, dedent
 
 
 def fold(text: str) -> str:

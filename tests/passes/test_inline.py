@@ -8,7 +8,7 @@ from polytile.errors import CompilationError, SourceLocation
 from polytile.ir import Block, parse_module, print_ir, verify
 from polytile.passes.inline import Inliner
 from polytile.passes.pass_base import PassContext
-from polytile.testing import apply_passes, dedent
+from polytile.ir_testing import apply_passes, dedent
 
 
 def check(before: str, after: str, **options) -> None:

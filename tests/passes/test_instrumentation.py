@@ -17,7 +17,7 @@ from polytile.passes.instrumentation import IRPrinter, PassInstrumentation, Pass
 from polytile.passes.manager import PassManager
 from polytile.passes.pipeline import Pipeline, parse_pipeline
 from polytile.passes.registry import PassRegistry
-from polytile.testing import dedent
+from polytile.ir_testing import dedent
 
 MODULE = dedent("""
     func.func @k(%n: i32) attributes {kernel = true} {

@@ -21,7 +21,7 @@ from polytile.passes.instrumentation import (ARTIFACT_EXTENSIONS, IRPrinter, Sta
 from polytile.passes.manager import PassManager
 from polytile.passes.pass_base import PassContext
 from polytile.passes.pipeline import Pipeline, Stage
-from polytile.testing import dedent
+from polytile.ir_testing import dedent
 
 MODULE = dedent("""
     func.func @k(%n: i32) attributes {kernel = true} {

@@ -8,7 +8,7 @@ from polytile.analysis.call_graph import CallGraph
 from polytile.ir import parse_module
 from polytile.passes.licm import LoopInvariantCodeMotion, hoist_loop_invariants
 from polytile.passes.pass_base import PassContext
-from polytile.testing import apply_passes, dedent
+from polytile.ir_testing import apply_passes, dedent
 
 
 def check(before: str, after: str, **options) -> None:

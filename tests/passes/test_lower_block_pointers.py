@@ -14,7 +14,7 @@ from polytile.errors import CompilationError
 from polytile.interpreter import run_kernel
 from polytile.ir import print_ir, verify
 from polytile.passes.lower_block_pointers import LowerBlockPointers, lower_block_pointers
-from polytile.testing import apply_passes, dedent
+from polytile.ir_testing import apply_passes, dedent
 
 COPY = """
     func.func @k(%x: ptr<f32>, %y: ptr<f32>, %n: i32) attributes {kernel = true} {

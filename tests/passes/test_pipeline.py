@@ -16,7 +16,7 @@ from polytile.passes.manager import PassManager
 from polytile.passes.pass_base import Analysis, check_pass_class
 from polytile.passes.pipeline import Pipeline, Stage, parse_pipeline
 from polytile.passes.registry import PassRegistry
-from polytile.testing import dedent
+from polytile.ir_testing import dedent
 
 
 @dataclass
@@ -292,7 +292,7 @@ def test_dedent_helper_keeps_text():
 
 
 def test_apply_passes_names_the_pass_that_broke_the_ir():
-    from polytile.testing import apply_passes
+    from polytile.ir_testing import apply_passes
 
     with pytest.raises(VerificationError, match="became invalid in pass 'breaker'"):
         apply_passes(MODULE, Breaker())

@@ -20,7 +20,7 @@ from polytile.passes.rewrite import (
     is_side_effect_free,
     is_trivially_dead,
 )
-from polytile.testing import dedent
+from polytile.ir_testing import dedent
 
 
 

@@ -112,7 +112,7 @@ def test_a_buffer_over_64_kb_fails_after_the_remedies_naming_them():
     from polytile.backend import BackendOptions
     from polytile.gpu.allocation import AllocateShared
     from polytile.passes.pass_base import PassContext
-    from polytile.testing import apply_passes, dedent
+    from polytile.ir_testing import apply_passes, dedent
 
     text = dedent(BUFFER_KERNEL).format(
         blocked="#gpu.blocked<size_per_thread = [1, 4], threads_per_warp = [8, 8], warps_per_cta = [4, 1], "

@@ -157,7 +157,7 @@ def argument_types(kernel: Kernel) -> dict[str, Any]:
 def compile_for(fn: Any, kernel: Kernel, archs: list[str]) -> dict[str, Any]:
     """Compile the GPU form (``EMULATE=False``) for each arch: the result or the error."""
     from ..frontend.codegen import generate_kernel
-    from ..testing import compile_for_targets
+    from ..ir_testing import compile_for_targets
 
     module, _ = generate_kernel(fn, argument_types(kernel), {"EMULATE": False, **kernel.blocks})
     return compile_for_targets(module, archs, label=kernel.name, num_warps=kernel.num_warps)

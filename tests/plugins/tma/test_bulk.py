@@ -15,7 +15,7 @@ from polytile.errors import VerificationError
 from polytile.ir import parse_module, verify
 from polytile.runtime import jit
 from polytile.target import Target
-from polytile.testing import apply_passes, dedent
+from polytile.ir_testing import apply_passes, dedent
 
 from polytile_tma import tensormap
 from polytile_tma.arguments import ADAPTER, BULK_ADAPTER

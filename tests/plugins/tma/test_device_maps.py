@@ -16,7 +16,7 @@ from polytile.errors import VerificationError
 from polytile.gpu.global_scratch import ALIGNMENT_KEY, BYTES_KEY, USERS_KEY
 from polytile.ir import parse_module, verify
 from polytile.runtime import jit
-from polytile.testing import apply_passes, dedent, roundtrip
+from polytile.ir_testing import apply_passes, dedent, roundtrip
 
 from polytile_tma.bulk import element_code
 from polytile_tma.lowering import LowerTensorDescriptors

@@ -8,7 +8,7 @@ import pytest
 
 from polytile.errors import CompilationError, VerificationError
 from polytile.ir import parse_module, verify
-from polytile.testing import apply_passes, dedent, roundtrip
+from polytile.ir_testing import apply_passes, dedent, roundtrip
 
 from polytile_tma.lowering import LowerTensorDescriptors
 

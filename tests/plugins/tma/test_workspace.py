@@ -16,7 +16,7 @@ from polytile.errors import CompilationError, VerificationError
 from polytile.gpu.global_scratch import BYTES_KEY
 from polytile.ir import parse_module, verify
 from polytile.runtime import jit
-from polytile.testing import apply_passes, dedent, roundtrip
+from polytile.ir_testing import apply_passes, dedent, roundtrip
 
 from polytile_tma.lowering import LowerTensorDescriptors
 from tests.gpu.ptx_assembly import assembles

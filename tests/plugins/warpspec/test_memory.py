@@ -8,7 +8,7 @@ import pytest
 
 from polytile.gpu.allocation import AllocateShared
 from polytile.gpu.membar import InsertBarriers
-from polytile.testing import dedent
+from polytile.ir_testing import dedent
 
 from tests.gpu.memory_ir import run
 

@@ -6,7 +6,7 @@ import pytest
 
 from polytile.errors import VerificationError
 from polytile.ir import parse_module, verify
-from polytile.testing import dedent, roundtrip
+from polytile.ir_testing import dedent, roundtrip
 
 pytest.importorskip("polytile_warpspec")
 

@@ -8,7 +8,7 @@ from polytile.backend import BackendOptions
 from polytile.passes.dce import DeadCodeElimination
 from polytile.passes.pass_base import PassContext
 from polytile.target import Target
-from polytile.testing import apply_passes, dedent
+from polytile.ir_testing import apply_passes, dedent
 
 pytest.importorskip("polytile_nvidia")
 pytest.importorskip("polytile_tma")
