@@ -19,15 +19,23 @@ class FunctionSource:
     mapped back to the file's line and column for every op location and error.
     """
 
-    def __init__(self, fn: Any):
+    def __init__(self, fn: Any, text: str | None = None):
         self.fn = fn
         self.name = fn.__name__
-        try:
-            lines, start = _source_lines(fn) or inspect.getsourcelines(fn)
-        except (OSError, TypeError) as exc:
-            raise CompilationError(f"cannot read the source of '{self.name}' ({exc}); @jit functions must be "
-                                   "defined in a file, not typed into an interactive prompt") from None
-        self.file = inspect.getsourcefile(fn) or inspect.getfile(fn)
+        if text is not None:
+            # Source given as text (JITFunction._unsafe_update_src, code generators): its
+            # lines live under a name of their own, for messages and tracebacks.
+            lines, start = text.splitlines(keepends=True) or [""], 1
+            self.file = f"<source of {self.name}, {_text_id(text)}>"
+            linecache.cache[self.file] = (len(text), None, lines, self.file)
+        else:
+            try:
+                lines, start = _source_lines(fn) or inspect.getsourcelines(fn)
+            except (OSError, TypeError) as exc:
+                raise CompilationError(f"cannot read the source of '{self.name}' ({exc}); @jit functions must be "
+                                       "defined in a file, or given their source text with "
+                                       "JITFunction(fn)._unsafe_update_src(text)") from None
+            self.file = inspect.getsourcefile(fn) or inspect.getfile(fn)
         self.first_line = start
         self.lines = lines
         first = lines[0]
@@ -36,8 +44,11 @@ class FunctionSource:
         self.source_text = source
         try:
             module = ast.parse(source)
-        except SyntaxError as exc:  # pragma: no cover - Python itself would have failed
-            raise CompilationError(f"cannot parse '{self.name}': {exc.msg}") from None
+        except SyntaxError as exc:  # only for source given as text: Python parsed the file
+            line = (exc.lineno or 1) + start - 1
+            raise CompilationError(f"cannot parse '{self.name}': {exc.msg}",
+                                   SourceLocation(self.file, line, (exc.offset or 0) + self.indent),
+                                   self.source_line(line)) from None
         defs = [n for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
         if not defs:
             raise CompilationError(f"'{self.name}' is not a function defined with 'def'")
@@ -58,6 +69,12 @@ class FunctionSource:
     def error(self, node: Any, message: str) -> CompilationError:
         loc = self.location(node)
         return CompilationError(message, loc, self.source_line(loc.line))
+
+
+def _text_id(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def _source_lines(fn: Any) -> tuple[list[str], int] | None:

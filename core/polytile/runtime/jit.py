@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import re
 import threading
 import weakref
 from typing import Any, Callable, NamedTuple
@@ -289,6 +290,29 @@ class JITFunction:
 
             self._source = FunctionSource(self.fn)
         return self._source
+
+    @property
+    def src(self) -> str:
+        """The function's source text from its ``def`` (Triton's ``JITFunction.src``)."""
+        text = self.source().source_text
+        match = re.search(r"^def\s", text, re.MULTILINE)
+        return text[match.start():] if match else text
+
+    def _unsafe_update_src(self, new_src: str) -> None:
+        """Compile from ``new_src`` from now on (Triton's name, and what its tests and code
+        generators do: a template's source with parts replaced).  It must define one
+        function with the parameters this one has.  Every kernel compiled in this process
+        is dropped (another may have inlined this one); the on-disk cache keys the
+        source, so it finds nothing stale."""
+        from ..frontend.source import FunctionSource
+
+        source = FunctionSource(self.fn, text=new_src)
+        names = [a.arg for a in (*source.tree.args.posonlyargs, *source.tree.args.args, *source.tree.args.kwonlyargs)]
+        if names != self.param_names:
+            raise ValueError(f"_unsafe_update_src: the new source of '{self.__name__}' takes ({', '.join(names)}), "
+                             f"the function takes ({', '.join(self.param_names)}); keep the parameters")
+        self._source = source
+        _compiled_code_changed()
 
     def constexpr_names(self) -> set[str]:
         """Parameters annotated ``pl.constexpr`` (the annotation may be a string)."""
