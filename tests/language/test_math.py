@@ -186,3 +186,20 @@ def test_softmax(target, shape, dim):
                          target=target)
     e = np.exp(x - x.max(axis=dim, keepdims=True))
     np.testing.assert_allclose(out, e / e.sum(axis=dim, keepdims=True), rtol=1e-6, atol=1e-7)
+
+
+@jit
+def math_namespace_kernel(x_ptr, out_ptr, N: pl.constexpr):
+    offs = pl.arange(0, N)
+    x = pl.load(x_ptr + offs)
+    pl.store(out_ptr + offs, pl.math.exp(x) + pl.math.sqrt_rn(pl.math.abs(x)) + pl.math.fma(x, x, 1.0))
+
+
+def test_pl_math_is_tritons_namespace_of_the_same_builtins(target):
+    for name in pl.math.__all__:
+        assert getattr(pl.math, name) is getattr(pl, name), name
+    assert "math" in dir(pl) and pl.pi32_t == pl.pointer_type(pl.int32)
+    x = np.linspace(-2, 2, 16).astype(np.float32)
+    out = np.zeros_like(x)
+    math_namespace_kernel[(1,)](x, out, N=16, target=target)
+    np.testing.assert_allclose(out, np.exp(x) + np.sqrt(np.abs(x)) + x * x + 1, rtol=1e-5)

@@ -57,16 +57,25 @@ _HOMES = {
     "flip": "sorting", "sort": "sorting", "topk": "sorting",
 }
 
+#: Submodules that are namespaces of builtins, as Triton's (``pl.math.exp``).
+_NAMESPACES = ("math",)
+
 # Triton spells the fp8 types several ways; these are the ones the IR has.
 float8e4m3 = float8e4nv
 float8e5m2 = float8e5
 bool_ = int1
+#: Triton's name for a pointer to int32.
+pi32_t = pointer_type(int32)
 
 __all__ = sorted([*(name for name in globals() if not name.startswith("_")
-                    and name not in ("annotations", "importlib", "Any")), *_HOMES])
+                    and name not in ("annotations", "importlib", "Any")), *_HOMES, *_NAMESPACES])
 
 
 def __getattr__(name: str) -> Any:
+    if name in _NAMESPACES:  # Triton's tl.math: a module of builtins
+        module = importlib.import_module(f".{name}", __name__)
+        globals()[name] = module
+        return module
     home = _HOMES.get(name)
     if home is None:
         # Neither dunder probes (copy, pickle) nor the import system asking for a submodule
