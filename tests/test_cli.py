@@ -97,6 +97,52 @@ def test_opt_writes_output_and_prints_ir_after_passes(tmp_path, capsys):
     assert "%y" not in output.read_text()
 
 
+VECTOR_ADD_TILE = """
+func.func @add(%x: ptr<f32>, %out: ptr<f32>, %n: i32) attributes {kernel = true} {
+  %offs = tile.arange {end = 128, start = 0} : tile<128xi32>
+  %p = tile.splat %x : tile<128xptr<f32>>
+  %q = tile.addptr %p, %offs : tile<128xptr<f32>>
+  %v = tile.load %q : tile<128xf32>
+  %o = tile.splat %out : tile<128xptr<f32>>
+  %r = tile.addptr %o, %offs : tile<128xptr<f32>>
+  tile.store %r, %v
+  func.return
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["nvidia:sm_90a", "amd:gfx942"])
+def test_opt_runs_a_targets_passes_with_target(tmp_path, capsys, target):
+    pytest.importorskip("polytile_nvidia" if target.startswith("nvidia") else "polytile_amd")
+    source = tmp_path / "in.ir"
+    source.write_text(VECTOR_ADD_TILE)
+    assert main(["opt", str(source), "-t", target, "--option", "num_warps=2", "-p",
+                 "distribute(assign-layouts)"]) == 0
+    out = capsys.readouterr().out
+    assert "gpu.num_warps = 2" in out and "#gpu.blocked<" in out
+    # Without a target the GPU passes say what they need.
+    assert main(["opt", str(source), "-p", "assign-layouts"]) == 1
+    assert "the GPU passes need a target" in capsys.readouterr().err
+
+
+def test_opt_prints_a_targets_whole_pipeline(capsys):
+    pytest.importorskip("polytile_nvidia")
+    from polytile.passes.default_pipeline import build_pipeline
+    from polytile.plugins.manager import get_plugin_manager
+
+    assert main(["opt", "--target", "nvidia:sm_90a", "--print-pipeline"]) == 0
+    printed = capsys.readouterr().out.strip()
+    backend, resolved = get_plugin_manager().backends.resolve("nvidia:sm_90a")
+    assert printed == str(build_pipeline(target=resolved, options=backend.parse_options({}), backend=backend))
+    assert "distribute(lower-block-pointers,unbatch-dots,assign-layouts" in printed
+    assert "assemble(emit-ptx,keep-loop-offsets,ptx-to-cubin)" in printed
+    for args, message in [(["--print-pipeline"], "--print-pipeline prints a target's pipeline: give the target"),
+                          ([], "give the IR file to run the passes on"),
+                          (["--option", "num_warps=4", "x.ir"], "--option sets a target's option: give the target")]:
+        assert main(["opt", *args]) == 1
+        assert message in capsys.readouterr().err
+
+
 def test_opt_reads_standard_input():
     run = subprocess.run([sys.executable, "-m", "polytile.cli", "opt", "-", "-p", "dce"], input=INPUT,
                          capture_output=True, text=True)

@@ -112,6 +112,18 @@ def test_emit_with_an_output_directory_does_both(tmp_path, capsys):
     assert err.startswith("polytile: compiled 'add_kernel' for nvidia:sm_80: 10 files in ")
 
 
+def test_compile_prints_ir_after_passes_and_their_times(tmp_path, capsys):
+    pytest.importorskip("polytile_nvidia")
+    from polytile.cli import main
+
+    assert main(["compile", KERNEL, "-t", "nvidia:sm_80", "-s", SIGNATURE, "-c", "BLOCK_SIZE=128",
+                 "-o", str(tmp_path), "--print-ir-after", "assign-layouts", "--print-ir-before", "lower-to-llvm",
+                 "--time-passes"]) == 0
+    err = capsys.readouterr().err
+    assert "IR after assign-layouts (distribute)" in err and "IR before lower-to-llvm (llvm)" in err
+    assert "pass timing" in err and "assemble/emit-ptx" in err
+
+
 def test_emit_cubin_writes_the_bytes_to_a_pipe():
     run = run_cli("compile", KERNEL, "-t", "nvidia:sm_90a", "-s", SIGNATURE, "-c", "BLOCK_SIZE=128", "--emit", "cubin")
     assert run.returncode == 0, run.stderr.decode()

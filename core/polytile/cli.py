@@ -160,12 +160,54 @@ def _write_output(path: str, text: str) -> None:
         raise PolytileError(f"cannot write output file '{path}': {exc.strerror or exc}") from None
 
 
+def _target_context(target: str, options: Sequence[str] | None) -> tuple[Any, Any]:
+    """(the target's whole pipeline, a PassContext for it) from ``--target`` and ``--option``s."""
+    from .aot import parse_assignments
+    from .passes.default_pipeline import build_pipeline
+    from .passes.pass_base import PassContext
+    from .plugins.manager import get_plugin_manager
+
+    manager = get_plugin_manager()
+    choice = manager.choose_target(target, source="--target")
+    backend, resolved = manager.backends.resolve(choice.target)
+    parsed = backend.parse_options(parse_assignments(options or [], "--option"))
+    return build_pipeline(target=resolved, options=parsed, backend=backend), PassContext(target=resolved,
+                                                                                       options=parsed)
+
+
+def _debug_overrides(args: argparse.Namespace) -> dict:
+    """The settings --print-ir-before/--print-ir-after/--time-passes add to."""
+    from . import config
+
+    overrides: dict = {}
+    if args.print_ir_before:
+        overrides["print_ir_before"] = config.get("print_ir_before") + args.print_ir_before
+    if args.print_ir_after:
+        overrides["print_ir_after"] = config.get("print_ir_after") + args.print_ir_after
+    if args.time_passes:
+        overrides["time_passes"] = True
+    return overrides
+
+
 def _cmd_opt(args: argparse.Namespace) -> int:
     from . import config
+    from .errors import PolytileError
     from .ir import parse_module, print_ir, verify
     from .passes.manager import PassManager
     from .passes.pipeline import parse_pipeline
 
+    if args.option and not args.target:
+        raise PolytileError("--option sets a target's option: give the target with --target")
+    whole, context = _target_context(args.target, args.option) if args.target else (None, None)
+    if args.print_pipeline:
+        if whole is None:
+            raise PolytileError("--print-pipeline prints a target's pipeline: give the target with --target, "
+                                "such as --target nvidia:sm_90a")
+        sys.stdout.write(f"{whole}\n")
+        if args.input is None:
+            return 0
+    if args.input is None:
+        raise PolytileError("give the IR file to run the passes on (or - for standard input)")
     text, source = _read_input(args.input)
     module = parse_module(text, source, locate=True)
     if not len(module.body.block) and all(not line.strip() or line.lstrip().startswith("//")
@@ -181,15 +223,11 @@ def _cmd_opt(args: argparse.Namespace) -> int:
     pipeline = parse_pipeline(args.pipeline or "")
     # The flags add to the settings (POLYTILE_PRINT_IR_AFTER=... works here too), and
     # opt verifies after every pass unless told not to, as mlir-opt does.
-    overrides: dict = {"verify_each": not args.no_verify_each}
-    if args.print_ir_before:
-        overrides["print_ir_before"] = config.get("print_ir_before") + args.print_ir_before
-    if args.print_ir_after:
-        overrides["print_ir_after"] = config.get("print_ir_after") + args.print_ir_after
-    if args.time_passes:
-        overrides["time_passes"] = True
+    overrides: dict = {"verify_each": not args.no_verify_each, **_debug_overrides(args)}
     with config.override(**overrides):
-        PassManager(pipeline).run(module, label=source)
+        # With --target, the passes see the target and its options (a backend's passes,
+        # the GPU stages' passes need them).
+        PassManager(pipeline).run(module, context, label=source)
     result = print_ir(module, print_locations=args.print_locations)
     if args.output and args.output != "-":
         _write_output(args.output, result)
@@ -249,8 +287,11 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             if name in options:
                 raise AotError(f"--{name.replace('_', '-')} and --option {name}=... both give {name}: keep one")
             options[name] = flag
-    result = compile_kernel(args.kernel, target=args.target, target_source="--target", signature=args.signature,
-                            constexprs=constexprs, options=options)
+    from . import config
+
+    with config.override(**_debug_overrides(args)):
+        result = compile_kernel(args.kernel, target=args.target, target_source="--target", signature=args.signature,
+                                constexprs=constexprs, options=options)
     # Looked up before anything is written, so a misspelled --emit leaves no files behind.
     emitted = result.emit(args.emit) if args.emit else None
     if args.output is not None or emitted is None:
@@ -315,8 +356,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("config", help="every setting, its value and where the value came from").set_defaults(
         func=_cmd_config)
     opt = sub.add_parser("opt", help="run a pass pipeline over an IR file (like mlir-opt)")
-    opt.add_argument("input", help="IR file, or - for standard input")
+    opt.add_argument("input", nargs="?", help="IR file, or - for standard input")
     opt.add_argument("-p", "--pipeline", default="", help="pipeline text, e.g. 'canonicalize,cse,licm{...}'")
+    opt.add_argument("-t", "--target", help="run the passes for this target (backend:arch, such as "
+                     "nvidia:sm_90a), so that a backend's and the GPU stages' passes can run")
+    opt.add_argument("--option", action="append", metavar="NAME=VALUE",
+                     help="a target option the passes read, such as num_warps=8 (repeatable; needs --target)")
+    opt.add_argument("--print-pipeline", action="store_true",
+                     help="print the target's whole pipeline (its text, for -p) and exit when no input is given")
     opt.add_argument("-o", "--output", help="write the result here instead of standard output")
     opt.add_argument("--print-ir-before", type=_split_names, metavar="PASSES",
                      help="comma-separated pass names or 'all' (adds to POLYTILE_PRINT_IR_BEFORE)")
@@ -345,6 +392,13 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("-o", "--output", metavar="DIR",
                           help="directory for the files (created when needed); default: the current directory, "
                           "or none with --emit")
+    compile_.add_argument("--print-ir-before", type=_split_names, metavar="PASSES",
+                          help="print the IR before these passes, comma-separated, or 'all' (adds to "
+                          "POLYTILE_PRINT_IR_BEFORE)")
+    compile_.add_argument("--print-ir-after", type=_split_names, metavar="PASSES",
+                          help="print the IR (and the artifacts made) after these passes, comma-separated, or "
+                          "'all' (adds to POLYTILE_PRINT_IR_AFTER)")
+    compile_.add_argument("--time-passes", action="store_true", help="print the time of each pass")
     compile_.add_argument("--emit", metavar="STAGE",
                           help="print one stage or artifact to standard output: a stage (frontend, tile, "
                           "distribute, ...), an artifact (llvm or ll, ptx, cubin, amdgcn or s, hsaco) or json")
