@@ -6,8 +6,8 @@ benchmark script ports by changing its imports::
 
     from polytile.testing import do_bench, perf_report, Benchmark   # was: triton.testing
 
-They time whatever ``fn`` runs: kernels on a GPU through torch's CUDA events (as Triton),
-and anything else (the interpreter, NumPy) with the host clock.  torch, pandas and
+Where torch with a CUDA device is installed they time with CUDA events (as Triton);
+without one (the interpreter, NumPy) with the host clock.  torch, pandas and
 matplotlib are imported only when a function needs them.
 
 The helpers for testing passes (IR text in, IR text out) are :mod:`polytile.ir_testing`;
@@ -173,7 +173,8 @@ def do_bench_cudagraph(fn: Callable[[], Any], rep: float = 20, grad_to_none: Any
 
 def assert_close(x: Any, y: Any, atol: float | None = None, rtol: float | None = None, err_msg: str = "") -> None:
     """Check ``x`` and ``y`` (arrays, tensors on any device, or numbers) agree within
-    ``atol`` (default 1e-2) and ``rtol`` (default 0), as Triton's ``assert_close``; an
+    ``atol`` (default 1e-2) and ``rtol`` (default 0), each a number or a function of
+    ``x``'s dtype, as Triton's ``assert_close``; an
     ``AssertionError`` saying where they differ otherwise."""
     import numpy as np
 
@@ -185,8 +186,9 @@ def assert_close(x: Any, y: Any, atol: float | None = None, rtol: float | None =
             return value.cpu().numpy()
         return np.asarray(value)
 
-    atol = 1e-2 if atol is None else atol
-    rtol = 0 if rtol is None else rtol
+    dtype = getattr(x, "dtype", None)
+    atol = 1e-2 if atol is None else (atol(dtype) if callable(atol) else atol)  # Triton: a function of the dtype
+    rtol = 0 if rtol is None else (rtol(dtype) if callable(rtol) else rtol)
     x, y = host(x), host(y)
     if x.dtype == np.bool_ or y.dtype == np.bool_:
         np.testing.assert_array_equal(x, y, err_msg=err_msg)
@@ -228,17 +230,33 @@ class Mark:
         self.benchmarks = benchmarks
 
     def _rows(self, bench: Benchmark, **kwargs: Any) -> tuple[list[str], list[list[Any]]]:
-        columns = [bench.x_names[0], *bench.line_names]
-        rows = []
+        """Triton's table: every x name, then each line's value and, where the function
+        returns (value, min, max), its ``-min`` and ``-max`` columns."""
+        rows, ranged = [], False
         for x in bench.x_vals:
-            values = x if isinstance(x, (list, tuple)) and len(bench.x_names) > 1 else [x] * len(bench.x_names)
+            if isinstance(x, (list, tuple)):
+                if len(x) != len(bench.x_names):
+                    raise ValueError(f"Benchmark {bench.plot_name!r}: x value {x!r} has {len(x)} entries for "
+                                     f"{len(bench.x_names)} x_names")
+                values = list(x)
+            else:
+                values = [x] * len(bench.x_names)
             bound = dict(zip(bench.x_names, values))
-            row = [values[0]]
+            row = list(values)
             for line in bench.line_vals:
                 result = self.fn(**bound, **{bench.line_arg: line}, **bench.args, **kwargs)
-                row.append(result[0] if isinstance(result, (list, tuple)) else result)  # (mean, min, max): the mean
+                if isinstance(result, (list, tuple)):
+                    ranged = True
+                    value, low, high = (list(result) + [None, None])[:3]
+                else:
+                    value = low = high = result
+                row.append((value, low, high))
             rows.append(row)
-        return columns, rows
+        names = list(bench.x_names)
+        columns = names + [f"{n}{s}" for n in bench.line_names for s in (("", "-min", "-max") if ranged else ("",))]
+        flat = [row[:len(names)] + [v for cell in row[len(names):] for v in (cell if ranged else cell[:1])]
+                for row in rows]
+        return columns, flat
 
     def run(self, show_plots: bool = False, print_data: bool = False, save_path: str = "", return_df: bool = False,
             **kwargs: Any) -> Any:
@@ -295,7 +313,7 @@ def _plot(bench: Benchmark, columns: list[str], rows: list[list[Any]], show: boo
     xs = [row[0] for row in rows]
     for i, name in enumerate(bench.line_names):
         style = bench.styles[i] if bench.styles else None
-        axes.plot(xs, [row[i + 1] for row in rows], label=name,
+        axes.plot(xs, [row[columns.index(name)] for row in rows], label=name,
                   **({"color": style[0], "linestyle": style[1]} if style else {}))
     axes.set_xlabel(bench.xlabel or bench.x_names[0])
     axes.set_ylabel(bench.ylabel)

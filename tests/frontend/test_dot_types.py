@@ -61,21 +61,27 @@ def test_accumulator_errors(dtype, out_dtype, acc, message):
     assert "pl.dot(a, b" in info.value.source_line
 
 
-@pytest.mark.parametrize("dtype, out_dtype, accumulated, result", [
-    (np.int8, pl.int8, "i32", np.int8), (np.int8, pl.int16, "i32", np.int16), (np.float32, pl.float16, "f32", np.float16),
+@pytest.mark.parametrize("dtype, out_dtype, accumulated", [
+    (np.int8, pl.int8, "i32"), (np.int8, pl.int16, "i32"), (np.float32, pl.float16, "f32"),
 ])
-def test_a_narrower_out_dtype_is_the_accumulation_converted(dtype, out_dtype, accumulated, result):
-    # Triton leaves such a dot in its accumulator type and the store narrows it; the
-    # values are the same, and the result here has the type asked for.
-    text = print_ir(_lower(dtype, out_dtype, c_dtype=result))
+def test_a_narrower_out_dtype_is_ignored_as_triton_does_with_a_warning(dtype, out_dtype, accumulated):
+    # Triton leaves such a dot in its accumulator type (kernels rely on the wide result:
+    # acc += pl.dot(a8, b8, out_dtype=pl.int8)); so does polytile, and it says so.
+    with pytest.warns(UserWarning, match="is narrower than the accumulator; as in Triton the result stays"):
+        text = print_ir(_lower(dtype, out_dtype))
     assert f": tile<16x16x{accumulated}>" in text.split("tile.dot")[1].splitlines()[0]
     rng = np.random.default_rng(1)
     a = rng.integers(-128 if dtype == np.int8 else -4, 128 if dtype == np.int8 else 5, (16, 16)).astype(dtype)
     b = rng.integers(-128 if dtype == np.int8 else -4, 128 if dtype == np.int8 else 5, (16, 16)).astype(dtype)
-    c = np.zeros((16, 16), result)
-    dot_kernel[(1,)](a, b, c, out_dtype, None)
-    wide = a.astype(np.int64) @ b.astype(np.int64)
-    np.testing.assert_array_equal(c, wide.astype(np.int32).astype(result))  # ints wrap, as a store would
+    c = np.zeros((16, 16), np.int32 if dtype == np.int8 else np.float32)
+    with pytest.warns(UserWarning):
+        dot_kernel[(1,)](a, b, c, out_dtype, None)
+    np.testing.assert_array_equal(c, (a.astype(np.int64) @ b.astype(np.int64)).astype(c.dtype))
+
+
+def test_bf16_out_dtype_is_refused_as_triton_refuses_it():
+    with pytest.raises(CompilationError, match="pl.dot of fp32 operands cannot accumulate in out_dtype=bf16"):
+        _lower(np.float32, pl.bfloat16)
 
 
 def test_int8_dot_runs_in_int32():

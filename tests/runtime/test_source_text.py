@@ -113,3 +113,28 @@ def test_patched_templates_compile_for_every_backend(target):
     module = patched("x * 2 + 1").lower(x, x, SIZE=128)
     result = compile_module(module, target, num_warps=4)
     assert result.binaries
+
+
+@pt.jit
+def writes_one(X, Y, N: pl.constexpr):
+    offs = pl.arange(0, N)
+    pl.store(X + offs, pl.load(X + offs) + 1)
+
+
+def test_what_a_kernel_writes_is_read_again_from_the_new_source():
+    # The autotuner restores what mutated_args reports: after an update it must be the new code's.
+    x, y = np.zeros(4, np.float32), np.zeros(4, np.float32)
+    kernel = pt.JITFunction(writes_one.fn)
+    assert kernel.mutated_args(x, y, N=4) == ["X"]
+    kernel._unsafe_update_src(kernel.src.replace("pl.store(X + offs, pl.load(X + offs) + 1)",
+                                                 "pl.store(Y + offs, pl.load(Y + offs) + 1)"))
+    assert kernel.mutated_args(x, y, N=4) == ["Y"]
+
+
+def test_an_indented_text_points_at_its_own_columns():
+    text = "\n    def template(Z, X, SIZE: pl.constexpr):\n        off = pl.arange(0, SIZE)\n" \
+           "        pl.store(Z + off, pl.load(X + off) & pl.load(X + off))\n"
+    kernel = pt.JITFunction(template.fn)
+    kernel._unsafe_update_src(text)
+    with pytest.raises(CompilationError, match=r":4:27: error: invalid operands"):
+        kernel[(1,)](np.zeros(4, np.float32), np.zeros(4, np.float32), SIZE=4)

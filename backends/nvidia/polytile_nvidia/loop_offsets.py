@@ -88,7 +88,9 @@ def keep_loop_offsets(ptx: str) -> tuple[str, int]:
                 continue
             indent, sign, wide, narrow, factor = found.groups()
             shift = int(factor).bit_length() - 1
-            if int(factor) != 1 << shift or shift == 0 or definitions.get(wide) != 1:
+            # A power of two the 32-bit immediate holds as a positive number (an element size).
+            if int(factor) <= 1 or int(factor) != 1 << shift or shift > (30 if sign == "s" else 31) \
+                    or definitions.get(wide) != 1:
                 continue
             if not any(first <= read <= last and not first <= i <= last
                        for first, last in loops for read in reads.get(wide, ())):

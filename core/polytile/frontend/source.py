@@ -38,7 +38,7 @@ class FunctionSource:
             self.file = inspect.getsourcefile(fn) or inspect.getfile(fn)
         self.first_line = start
         self.lines = lines
-        first = lines[0]
+        first = next((line for line in lines if line.strip()), lines[0])  # dedent ignores blank lines too
         self.indent = len(first) - len(first.lstrip())
         source = textwrap.dedent("".join(lines))
         self.source_text = source

@@ -590,9 +590,9 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, al
     The accumulator type is Triton's: int32 for int8 operands (the only integers), fp32
     for fp32 and bf16, fp64 for fp64, fp32 or fp16 for fp16 and fp8.  ``out_dtype``
     (default: ``acc``'s type, else the first of these) narrower than the accumulator and
-    of its kind (int8 for an int8 dot, fp16 for an fp32 one) is the accumulation
-    converted to it: what storing Triton's result into such an array gives.  Another
-    type is an error where Triton would silently ignore it (int8 with out_dtype=fp32)."""
+    of its kind (int8 for an int8 dot, fp16 for an fp32 one) is ignored as Triton ignores
+    it, with a warning: the result keeps the accumulator's type.  Another type is an
+    error where Triton would silently ignore it (int8 with out_dtype=fp32)."""
     a, b = sem.to_tensor(input), sem.to_tensor(other)
     if len(a.shape) not in (2, 3) or len(b.shape) != len(a.shape):
         raise semantic_error(f"pl.dot needs 2-D tensors, or 3-D ones batched along the first dimension, got "
@@ -622,14 +622,16 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, al
         out, what = acc.type.element, "an acc of {}"
     else:
         out, what = allowed[0], ""
-    narrowed = None
-    # (Not bf16 where fp16 accumulates: Triton refuses that one by name.)
-    if out not in allowed and acc is None and _narrower_of_kind(out, allowed[0]) and \
-            not (out == t.bf16 and t.f16 in allowed):
-        # Triton accumulates in its type and leaves the result there (an int8 dot asked
-        # for int8 is int32); the store then narrows it.  Here the result is what was
-        # asked for: the same accumulation, converted (int8 wraps, as the store would).
-        narrowed, out = out, allowed[0]
+    if out not in allowed and acc is None and _narrower_of_kind(out, allowed[0]) and out != t.bf16:
+        # Triton ignores such an out_dtype (an int8 dot asked for int8 is int32, an fp32
+        # one asked for fp16 is fp32; a store then narrows it), so kernels written for it
+        # rely on the wide result: it is kept, and said.  bf16 Triton refuses by name.
+        import warnings
+
+        warnings.warn(f"pl.dot: out_dtype={dtype_of(out)!r} is narrower than the accumulator; as in Triton the "
+                      f"result stays {dtype_of(allowed[0])!r} (convert it with .to(...) to narrow it)",
+                      UserWarning, stacklevel=2)
+        out = allowed[0]
     if out not in allowed:
         operands = sem.type_name(a.type.element)
         raise semantic_error(f"pl.dot of {operands} operands cannot accumulate in {what.format(sem.type_name(out))}: "
@@ -649,8 +651,7 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, al
     attrs = {"input_precision": precision}
     if unwrap(max_num_imprecise_acc):
         attrs["max_num_imprecise_acc"] = _const_int(max_num_imprecise_acc, "max_num_imprecise_acc")
-    result = tensor(sem.emit(tile.DotOp, a.handle, b.handle, acc.handle, **attrs).result)
-    return result if narrowed is None else sem.cast_type(result, narrowed)
+    return tensor(sem.emit(tile.DotOp, a.handle, b.handle, acc.handle, **attrs).result)
 
 
 def _narrower_of_kind(out: t.Type, accumulator: t.Type) -> bool:

@@ -198,6 +198,7 @@ def _compiled_code_changed() -> None:
         for fn in list(_LIVE):
             fn.cache.clear()
             fn._hot.clear()
+            fn._mutated.clear()  # what a kernel writes was read from the old code
     _target_setting_changed()
 
 
@@ -285,11 +286,16 @@ class JITFunction:
 
     # -- what the frontend needs ------------------------------------------------------
     def source(self) -> Any:
-        if self._source is None:
+        source = self._source
+        if source is None:
             from ..frontend.source import FunctionSource
 
-            self._source = FunctionSource(self.fn)
-        return self._source
+            source = FunctionSource(self.fn)
+            with _COMPILED_LOCK:  # a text set meanwhile (_unsafe_update_src) wins
+                if self._source is None:
+                    self._source = source
+                source = self._source
+        return source
 
     @property
     def src(self) -> str:
@@ -311,8 +317,12 @@ class JITFunction:
         if names != self.param_names:
             raise ValueError(f"_unsafe_update_src: the new source of '{self.__name__}' takes ({', '.join(names)}), "
                              f"the function takes ({', '.join(self.param_names)}); keep the parameters")
-        self._source = source
+        with _COMPILED_LOCK:
+            self._source = source
         _compiled_code_changed()
+        from .autotune import _forget_tunings
+
+        _forget_tunings()  # the configs were chosen by timing the old code
 
     def constexpr_names(self) -> set[str]:
         """Parameters annotated ``pl.constexpr`` (the annotation may be a string)."""

@@ -152,3 +152,11 @@ def test_the_pipelined_matmul_keeps_its_copy_offsets_whole():
     assert offsets and not offsets & wide
     assert len(re.findall(r"cp\.async\.cg\.shared\.global", loop)) >= 16
     assert result.context.artifacts["cubin"][:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("factor", ["0", "1", "2147483648", "4294967296"])
+def test_factors_that_are_no_element_size_are_left_alone(factor):
+    # 2**31 is -2**31 as a 32-bit signed immediate; 0 and 1 are no offsets to keep.
+    text = LOOP.replace("mul.wide.s32 \t%rd1, %r5, 2;", f"mul.wide.s32 \t%rd1, %r5, {factor};")
+    out, count = keep_loop_offsets(text)
+    assert f"mul.wide.s32 \t%rd1, %r5, {factor};" in out and count == 1  # %rd2 (u32, 8) only
