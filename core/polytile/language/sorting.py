@@ -147,11 +147,10 @@ def topk(x: Any, k: Any, dim: Any = None) -> tensor:
         raise semantic_error(f"pl.topk: k={k} is not between 1 and the dimension's size {n}")
     y, back = _to_last(x, axis)
     y = _bitonic_sort(y, True)
-    while y.shape[-1] > k:  # keep the first half: the largest values
+    while y.shape[-1] > k:  # keep the first half (the largest values): the pair level of half the size
         *outer, size = y.shape
-        first, _ = split(permute(reshape(y, (*outer, 2, size // 2)), (*range(len(outer)), len(outer) + 1,
-                                                                           len(outer))))
-        y = first
+        first, _ = _pairs(y, size // 2)
+        y = reshape(first, (*outer, size // 2))
     return y if back is None else permute(y, back)
 
 
