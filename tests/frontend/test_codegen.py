@@ -302,13 +302,27 @@ def test_loop_carried_type_change():
 
 
 @jit
-def break_kernel(out_ptr, n):
-    for i in range(n):
+def pipelined_break_kernel(out_ptr, n):
+    for i in pl.range(n, num_stages=3):
         break
 
 
-def test_break_is_reported():
-    _check_error(break_kernel, [np.zeros(1, np.int32), 1], {}, "        break", "'break' is not supported")
+def test_break_in_a_pipelined_loop_is_reported():
+    _check_error(pipelined_break_kernel, [np.zeros(1, np.int32), 1], {}, "pl.range(n, num_stages=3)",
+                 "a loop that can 'break' runs as a 'while' loop, which cannot be software-pipelined: "
+                 "remove pl.range's num_stages or the 'break'")
+
+
+@jit
+def break_in_with_kernel(out_ptr, n):
+    for i in range(n):
+        with pl.static_range(1):
+            break
+
+
+def test_break_inside_another_statement_is_reported():
+    _check_error(break_in_with_kernel, [np.zeros(1, np.int32), 1], {}, "            break",
+                 "'break' inside a 'with' statement is not supported in kernels")
 
 
 @jit

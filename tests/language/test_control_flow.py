@@ -180,3 +180,130 @@ def test_heuristics(target, n):
 def test_host_helpers():
     assert [pt.cdiv(a, 4) for a in (0, 1, 4, 5, 17)] == [0, 1, 1, 2, 5]
     assert [pt.next_power_of_2(a) for a in (0, 1, 2, 3, 17, 64, 65)] == [1, 1, 2, 4, 32, 64, 128]
+
+
+# -- break and continue (Triton refuses both; polytile runs them as Python does) --------------
+
+
+@pt.jit
+def skip_negatives_kernel(x_ptr, out_ptr, n):
+    acc = 0
+    for i in range(n):
+        v = pl.load(x_ptr + i)
+        if v < 0:
+            continue
+        acc += v
+    pl.store(out_ptr, acc)
+
+
+@pt.jit
+def sum_until_negative_kernel(x_ptr, out_ptr, n, STEP: pl.constexpr):
+    acc = 0
+    count = 0
+    start = 0 if STEP > 0 else n - 1
+    stop = n if STEP > 0 else -1
+    for i in range(start, stop, STEP):
+        v = pl.load(x_ptr + i)
+        if v < 0:
+            break
+        acc += v
+        count += 1
+    pl.store(out_ptr, acc)
+    pl.store(out_ptr + 1, count)
+
+
+@pt.jit
+def first_negative_kernel(x_ptr, out_ptr):
+    i = 0
+    while True:  # ended by its break
+        if pl.load(x_ptr + i) < 0:
+            break
+        i += 1
+    pl.store(out_ptr, i)
+
+
+@pt.jit
+def while_continue_kernel(x_ptr, out_ptr, n):
+    i = 0
+    acc = 0
+    while i < n:
+        v = pl.load(x_ptr + i)
+        i += 1
+        if v % 2 == 0:
+            continue
+        acc += v
+    pl.store(out_ptr, acc)
+
+
+@pt.jit
+def unrolled_break_kernel(x_ptr, out_ptr, LIMIT: pl.constexpr):
+    acc = 0
+    for i in pl.static_range(8):
+        if i == LIMIT:
+            break  # at compile time: the copies after it are not generated
+        if pl.load(x_ptr + i) < 0:
+            break  # at run time: the later copies run under a flag
+        acc += pl.load(x_ptr + i)
+    pl.store(out_ptr, acc)
+
+
+@pt.jit
+def nested_jumps_kernel(x_ptr, out_ptr, n):
+    acc = 0
+    for i in range(n):
+        for j in range(n):
+            if j > i:
+                break  # ends the inner loop only
+            elif (i + j) % 2 == 1:
+                continue
+            acc += pl.load(x_ptr + i * n + j)
+        if acc > 1000:
+            break
+    pl.store(out_ptr, acc)
+
+
+def _sum_until_negative(x, indices):
+    acc = count = 0
+    for i in indices:
+        if x[i] < 0:
+            break
+        acc, count = acc + x[i], count + 1
+    return [acc, count]
+
+
+@pytest.mark.parametrize("values", [[1, 2, 3, -1, 5, 6, 7, 8], [4, 5, 6, 7, 8, 9, 10, 11]])
+def test_break_and_continue(target, values):
+    x = np.array(values, np.int32)
+    out = np.zeros(2, np.int32)
+    skip_negatives_kernel[(1,)](x, out, 8, target=target)
+    assert out[0] == x[x >= 0].sum()
+    for step, indices in ((1, range(8)), (-1, range(7, -1, -1)), (3, range(0, 8, 3))):
+        out[:] = 0
+        sum_until_negative_kernel[(1,)](x, out, 8, STEP=step, target=target)
+        assert out.tolist() == _sum_until_negative(x, indices), step
+    if (x < 0).any():
+        first_negative_kernel[(1,)](x, out, target=target)
+        assert out[0] == int(np.argmax(x < 0))
+    while_continue_kernel[(1,)](x, out, 8, target=target)
+    assert out[0] == x[x % 2 != 0].sum()
+    for limit in (3, 8):
+        unrolled_break_kernel[(1,)](x, out, LIMIT=limit, target=target)
+        assert out[0] == _sum_until_negative(x, range(limit))[0], limit
+
+
+@pytest.mark.parametrize("n", [1, 4, 7])
+def test_nested_break_and_continue(target, n):
+    x = np.arange(n * n, dtype=np.int32)
+    out = np.zeros(1, np.int32)
+    nested_jumps_kernel[(1,)](x, out, n, target=target)
+    acc = 0
+    for i in range(n):
+        for j in range(n):
+            if j > i:
+                break
+            elif (i + j) % 2 == 1:
+                continue
+            acc += x[i * n + j]
+        if acc > 1000:
+            break
+    assert out[0] == acc

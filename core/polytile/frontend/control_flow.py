@@ -18,6 +18,7 @@ from ..ir.operation import Block, Region
 from ..ir.builder import InsertionPoint
 from ..language import core as lc, semantic as sem, standard as std
 from ..language.loop_options import WarpSpecialize
+from .loop_exits import FLAG_PREFIX, ExitFlags, assign, flag, loop_exits, rewrite_body, unless
 from .source import assigned_names
 from .values import (
     _MISSING,
@@ -149,6 +150,7 @@ class ControlFlowGen:
     def visit_For(self, node: ast.For) -> None:
         if node.orelse:
             raise self.error(node, "'for ... else' is not supported in kernels")
+        exits = loop_exits(node.body)
         iterable = node.iter
         kind, args, hints = None, None, {}
         if isinstance(iterable, ast.Call):
@@ -168,14 +170,25 @@ class ControlFlowGen:
             if _is_tensor(values) or not isinstance(values, (tuple, list, _py.range)):
                 raise self.error(iterable, "a kernel 'for' loop must iterate over range(...), pl.range(...), "
                                            "pl.static_range(...) or a compile-time tuple")
-            return self.unrolled(node, list(values))
+            return self.unrolled(node, list(values), exits)
         start, stop, step = _range_args(args)
         if kind == "static":
             bounds = [lc.unwrap(v) for v in (start, stop, step)]
             if any(_is_tensor(b) or not isinstance(b, int) for b in bounds):
                 raise self.error(iterable, "pl.static_range needs compile-time integer bounds")
-            return self.unrolled(node, list(_py.range(*bounds)))
+            return self.unrolled(node, list(_py.range(*bounds)), exits)
+        if exits.breaks:
+            return self.breaking_for(node, start, stop, step, hints)
+        if exits.continues:
+            flags = self.exit_flags()
+            body = [flag(node, flags.skip, False)] + rewrite_body(node.body, flags, self.error)
+            node = ast.copy_location(ast.For(target=node.target, iter=node.iter, body=body, orelse=[]), node)
         self.dynamic_for(node, start, stop, step, hints)
+
+    def exit_flags(self) -> ExitFlags:
+        """Fresh flag names for one generated loop's break/continue (see loop_exits)."""
+        self.loop_exit_count = getattr(self, "loop_exit_count", 0) + 1
+        return ExitFlags.numbered(self.loop_exit_count)
 
     def check_loop_hints(self, node: ast.AST, hints: dict) -> dict:
         """The loop options of ``pl.range``, checked, as the loop's attributes (without
@@ -210,32 +223,83 @@ class ControlFlowGen:
             checked[key] = value
         return checked
 
-    def unrolled(self, node: ast.For, values: list) -> None:
+    def unrolled(self, node: ast.For, values: list, exits=None) -> None:
+        body, flags = node.body, None
+        if exits:
+            flags = self.exit_flags()
+            body = [flag(node, flags.skip, False)] + rewrite_body(node.body, flags, self.error)
+            self.scope[flags.stop] = False
         self.loop_depth += 1
         try:
             for value in values:
-                self.assign(node.target, value)
-                self.visit_stmts(node.body)
+                stop = lc.unwrap(self.scope[flags.stop]) if flags is not None else False
+                if not _is_tensor(stop):
+                    if stop:
+                        break  # a compile-time break: no more copies of the body
+                    self.assign(node.target, value)
+                    self.visit_stmts(body)
+                    continue
+                # A break under a run-time condition in an earlier copy: this one runs, with
+                # its loop variable, only if that break did not happen.
+                self.scope[flags.counter] = value
+                bind = assign(node, "", ast.Name(id=flags.counter, ctx=ast.Load()))
+                bind.targets = [node.target]
+                self.visit_stmts([unless(node, flags.stop, [bind] + body)])
         finally:
             self.loop_depth -= 1
+
+    def breaking_for(self, node: ast.For, start: Any, stop: Any, step: Any, hints: dict) -> None:
+        """A run-time ``for`` that may ``break``: a ``while`` over its counter (see loop_exits)."""
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node.target, "the variable of a run-time loop must be a plain name")
+        pipelining = sorted(hints)
+        if pipelining:
+            raise self.error(node.iter, f"a loop that can 'break' runs as a 'while' loop, which cannot be "
+                                        f"software-pipelined: remove pl.range's {', '.join(pipelining)} or the "
+                                        f"'break'")
+        bounds, descending = self.loop_bounds(node, start, stop, step)
+        flags = self.exit_flags()
+        limit, stride = flags.counter + ".limit", flags.counter + ".step"
+        self.scope[flags.counter], self.scope[limit], self.scope[stride] = bounds
+        self.scope[flags.stop] = sem.to_tensor(False)
+
+        def name(id_: str) -> ast.Name:
+            return ast.Name(id=id_, ctx=ast.Load())
+
+        more = ast.Compare(left=name(flags.counter), ops=[ast.Gt() if descending else ast.Lt()],
+                           comparators=[name(limit)])
+        test = ast.BoolOp(op=ast.And(), values=[more, ast.UnaryOp(op=ast.Not(), operand=name(flags.stop))])
+        bind = assign(node, node.target.id, name(flags.counter))
+        advance = assign(node, flags.counter, ast.BinOp(left=name(flags.counter), op=ast.Add(), right=name(stride)))
+        body = [bind, advance, flag(node, flags.skip, False)] + rewrite_body(node.body, flags, self.error)
+        loop = ast.copy_location(ast.While(test=test, body=body, orelse=[]), node)
+        ast.fix_missing_locations(loop)
+        self.visit_While(loop)
+
+    def loop_bounds(self, node: ast.For, start: Any, stop: Any, step: Any) -> tuple[list, bool]:
+        """``[start, stop, step]`` of a run-time loop as integer scalars of one type (i32,
+        or i64 where a bound is), and whether the step is negative (known at compile time)."""
+        step_value = lc.unwrap(step)
+        if not _is_tensor(step_value) and step_value == 0:
+            raise self.error(node.iter, "range() step must not be zero")
+        descending = not _is_tensor(step_value) and step_value < 0
+        bounds = [sem.to_tensor(lc.unwrap(v)) for v in (start, stop, step)]
+        for b in bounds:
+            if not t.is_integer(b.type) or b.shape:
+                raise self.error(node.iter, f"loop bounds must be integer scalars, got {sem._describe(b)}")
+        iv_type = t.i64 if any(b.type.width == 64 for b in bounds) else t.i32
+        return [sem.cast_type(b, iv_type) for b in bounds], descending
 
     def dynamic_for(self, node: ast.For, start: Any, stop: Any, step: Any, hints: dict) -> None:
         if not isinstance(node.target, ast.Name):
             raise self.error(node.target, "the variable of a run-time loop must be a plain name")
         step_value = lc.unwrap(step)
         descending = not _is_tensor(step_value) and step_value < 0
-        if not _is_tensor(step_value) and step_value == 0:
-            raise self.error(node.iter, "range() step must not be zero")
         if descending:
             # scf.for counts up: run i' over range(stop, start, -step) and use
             # i = start + stop - i', which visits start, start + step, ... > stop (as Triton).
             start, stop, step = stop, start, -step_value
-        bounds = [sem.to_tensor(lc.unwrap(v)) for v in (start, stop, step)]
-        for b in bounds:
-            if not t.is_integer(b.type) or b.shape:
-                raise self.error(node.iter, f"loop bounds must be integer scalars, got {sem._describe(b)}")
-        iv_type = t.i64 if any(b.type.width == 64 for b in bounds) else t.i32
-        bounds = [sem.cast_type(b, iv_type) for b in bounds]
+        bounds, _ = self.loop_bounds(node, start, stop, step)
         iv_name = node.target.id
 
         def make(init_values: list, carried: list[str]):
@@ -259,6 +323,20 @@ class ControlFlowGen:
     def visit_While(self, node: ast.While) -> None:
         if node.orelse:
             raise self.error(node, "'while ... else' is not supported in kernels")
+        exits = loop_exits(node.body)
+        if exits:
+            # Rewritten without its jumps (see loop_exits), then generated as any while loop.
+            flags = self.exit_flags()
+            test = node.test
+            if exits.breaks:
+                # `while test and not stop`: a run-time loop even where `test` is known at
+                # compile time (`while True:`), which the break ends.
+                self.scope[flags.stop] = sem.to_tensor(False)
+                stop = ast.UnaryOp(op=ast.Not(), operand=ast.Name(id=flags.stop, ctx=ast.Load()))
+                test = ast.BoolOp(op=ast.And(), values=[node.test, stop])
+            body = [flag(node, flags.skip, False)] + rewrite_body(node.body, flags, self.error)
+            loop = ast.copy_location(ast.While(test=test, body=body, orelse=[]), node)
+            return self.visit_While(ast.fix_missing_locations(loop))
         # Evaluated once only to tell a static condition from a run-time one: in a scratch
         # block that is thrown away, so a condition with side effects (an atomic in a spin
         # lock) runs exactly as often as written.
@@ -303,7 +381,8 @@ class ControlFlowGen:
         run of the body finds which really change and the types they take, so that
         ``acc = 0`` before ``acc += pl.load(...)`` carries the loaded type.  Dry runs hold
         back compile-time effects (``static_print``...): only the kept generation acts."""
-        candidates = [n for n in sorted(assigned_names(body)) if n in self.scope and not n.startswith("$")]
+        candidates = [n for n in sorted(assigned_names(body))
+                      if n in self.scope and (not n.startswith("$") or n.startswith(FLAG_PREFIX))]
         before = dict(self.scope)
         inits: dict[str, Any] = {}
         for name in candidates:

@@ -104,10 +104,11 @@ class StatementGen:
         self.mod.compile_time_effect(check)
 
     def visit_Break(self, node: ast.Break) -> None:
-        raise self.error(node, "'break' is not supported in kernels yet; use a 'while' loop with a condition")
+        # A loop rewrites its own jumps before generating its body (frontend/loop_exits.py).
+        raise self.error(node, "'break' outside a loop")
 
     def visit_Continue(self, node: ast.Continue) -> None:
-        raise self.error(node, "'continue' is not supported in kernels yet; use an 'if' around the loop body")
+        raise self.error(node, "'continue' not properly in a loop")
 
 
     def eval_annotation(self, node: ast.AST) -> Any:
