@@ -94,6 +94,11 @@ def _llvm(name: str) -> Emitter:
     return lambda ctx, args, type_: intrinsic(ctx, name, args)
 
 
+#: Functions of the C math library that ocml provides and LLVM has no AMDGPU lowering of
+#: (polytile.dialects.math's libdevice ops); the same names as NVIDIA's libdevice table.
+LIBM_FUNCTIONS = ("acos", "acosh", "asin", "asinh", "atan", "atanh", "cbrt", "cosh", "sinh", "tan", "tanh", "erfc",
+                  "exp10", "expm1", "log10", "log1p", "lgamma", "tgamma", "atan2", "hypot", "nextafter", "fdim")
+
 MATH: dict[str, Emitter] = {
     "exp": _exp,
     "exp2": _intrinsic_or_ocml("exp2")("exp2"),
@@ -108,6 +113,8 @@ MATH: dict[str, Emitter] = {
     # quotient's rounding, so it serves only where the device libraries are missing.
     "fmod": _ocml_or(lambda ctx, args, type_: ctx.builder.frem(*args),
                      (ir.HalfType, ir.FloatType, ir.DoubleType))("fmod"),
+    # The C math library's functions (pl.extra.libdevice): ocml only.
+    **{name: _ocml_or(None)(name) for name in LIBM_FUNCTIONS},
 }
 
 

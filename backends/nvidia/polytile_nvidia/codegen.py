@@ -227,6 +227,10 @@ MATH = {
     "erf": _libdevice("erf"),
     "rsqrt": _libdevice("rsqrt"),
     "pow": _libdevice("pow"),
+    # The C math library's functions (pl.extra.libdevice, Triton's tl.extra.cuda.libdevice).
+    **{name: _libdevice(name) for name in ("acos", "acosh", "asin", "asinh", "atan", "atanh", "cbrt", "cosh", "sinh",
+                                           "tan", "tanh", "erfc", "exp10", "expm1", "log10", "log1p", "lgamma",
+                                           "tgamma", "atan2", "hypot", "nextafter", "fdim")},
 }
 
 

@@ -23,6 +23,43 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
     return (1 / np.sqrt(x)).astype(x.dtype)
 
 
+def _scalar(fn: Callable) -> Callable:
+    """A ``math`` module function of one float, elementwise (NaN where it raises: a pole)."""
+    def safe(v: float) -> float:
+        try:
+            return fn(v)
+        except (ValueError, OverflowError):
+            return math.inf if fn in (math.lgamma,) else math.nan
+
+    def elementwise(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x)
+        return np.vectorize(safe, otypes=[np.float64])(x).astype(x.dtype) if x.size else x.copy()
+    return elementwise
+
+
+def _quietly(fn: Callable) -> Callable:
+    """``fn`` without NumPy's warnings: domain errors give NaN or inf, as on the GPU."""
+    def quiet(*args: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    return quiet
+
+
+def _round_half_away(x: np.ndarray) -> np.ndarray:
+    """C's ``round``: halfway cases away from zero (NumPy's ``round`` goes to even).  The
+    fraction ``x - trunc(x)`` is exact, so 0.49999997 stays 0 (adding 0.5 would round up)."""
+    whole = np.trunc(x)
+    return (whole + np.sign(x) * (np.abs(x - whole) >= 0.5)).astype(x.dtype)
+
+
+def _gamma(v: float) -> float:
+    if v == math.inf:
+        return math.inf
+    if v <= 0 and v == math.floor(v):
+        return math.nan if v < 0 else math.copysign(math.inf, v)
+    return math.gamma(v)
+
+
 # name, NumPy semantics, summary
 UNARY_FLOAT_OPS: list[tuple[str, Callable, str]] = [
     ("exp", np.exp, "e to the x."),
@@ -38,6 +75,29 @@ UNARY_FLOAT_OPS: list[tuple[str, Callable, str]] = [
     ("floor", np.floor, "Round down."),
     ("ceil", np.ceil, "Round up."),
     ("absf", np.abs, "Float absolute value."),
+    # The C math library's (libdevice's, ocml's) functions of one float:
+    # pl.extra.libdevice, as Triton's tl.extra.cuda.libdevice.
+    ("acos", _quietly(np.arccos), "Arc cosine."),
+    ("acosh", _quietly(np.arccosh), "Inverse hyperbolic cosine."),
+    ("asin", _quietly(np.arcsin), "Arc sine."),
+    ("asinh", np.arcsinh, "Inverse hyperbolic sine."),
+    ("atan", np.arctan, "Arc tangent."),
+    ("atanh", _quietly(np.arctanh), "Inverse hyperbolic tangent."),
+    ("cbrt", np.cbrt, "Cube root."),
+    ("cosh", _quietly(np.cosh), "Hyperbolic cosine."),
+    ("sinh", _quietly(np.sinh), "Hyperbolic sine."),
+    ("tan", np.tan, "Tangent."),
+    ("tanh", np.tanh, "Hyperbolic tangent."),
+    ("erfc", _scalar(math.erfc), "The complementary error function, 1 - erf(x)."),
+    ("exp10", _quietly(lambda x: np.power(x.dtype.type(10), x)), "10 to the x."),
+    ("expm1", _quietly(np.expm1), "e to the x, minus 1 (exact near 0)."),
+    ("log10", _quietly(np.log10), "Base-10 logarithm."),
+    ("log1p", _quietly(np.log1p), "log(1 + x) (exact near 0)."),
+    ("lgamma", _scalar(math.lgamma), "Logarithm of the absolute value of the gamma function."),
+    ("tgamma", _scalar(_gamma), "The gamma function."),
+    ("trunc", np.trunc, "Round toward zero."),
+    ("rint", np.rint, "Round to the nearest integer, halfway cases to even."),
+    ("round", _round_half_away, "Round to the nearest integer, halfway cases away from zero (C's round)."),
 ]
 
 
@@ -57,6 +117,74 @@ def _make_unary(short: str, fn: Callable, summary: str, constraint) -> type[Oper
 
 UNARY_OPS: dict[str, type[Operation]] = {name: _make_unary(name, fn, doc, FloatLike) for name, fn, doc in UNARY_FLOAT_OPS}
 UNARY_OPS["absi"] = _make_unary("absi", np.abs, "Integer absolute value (wrapping for the minimum).", IntLike)
+
+
+def _bits_of(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """``x``'s bits as unsigned integers of its width, and the width."""
+    x = np.asarray(x)
+    width = x.dtype.itemsize * 8
+    return x.view(np.dtype(f"u{x.dtype.itemsize}")), width
+
+
+def _count_leading_zeros(x: np.ndarray) -> np.ndarray:
+    bits, width = _bits_of(x)
+    out = np.full(bits.shape, width, np.int64)
+    for shift in range(width - 1, -1, -1):  # the highest set bit decides
+        found = ((bits >> np.uint64(shift) if width == 64 else bits >> shift) & 1).astype(bool) & (out == width)
+        out[found] = width - 1 - shift
+    return out.astype(np.asarray(x).dtype)
+
+
+def _population_count(x: np.ndarray) -> np.ndarray:
+    bits, width = _bits_of(x)
+    count = np.zeros(bits.shape, np.int64)
+    for shift in range(width):
+        count += ((bits >> np.uint64(shift) if width == 64 else bits >> shift) & 1).astype(np.int64)
+    return count.astype(np.asarray(x).dtype)
+
+
+def _reverse_bits(x: np.ndarray) -> np.ndarray:
+    bits, width = _bits_of(x)
+    out = np.zeros_like(bits)
+    for shift in range(width):
+        bit = (bits >> np.uint64(shift) if width == 64 else bits >> shift) & 1
+        out |= bit << (np.uint64(width - 1 - shift) if width == 64 else (width - 1 - shift))
+    return out.view(np.asarray(x).dtype)
+
+
+# Bit counts and reversal of integers (LLVM's ctlz with zero defined, ctpop, bitreverse):
+# libdevice's clz, popc and brev.
+for _name, _fn, _doc in (("ctlz", _count_leading_zeros, "Leading zero bits (the width for 0)."),
+                         ("ctpop", _population_count, "Set bits."),
+                         ("bitreverse", _reverse_bits, "The bits in reverse order.")):
+    UNARY_OPS[_name] = _make_unary(_name, _fn, _doc, IntLike)
+
+
+def _make_binary(short: str, fn: Callable, summary: str) -> type[Operation]:
+    namespace = {
+        "__doc__": summary,
+        "name": f"math.{short}",
+        "lhs": Operand(FloatLike),
+        "rhs": Operand(FloatLike),
+        "result": Result(FloatLike),
+        "traits": (Pure, SameOperandsAndResultType, Elementwise),
+        "semantics": staticmethod(fn),
+        "fold": _fold_elementwise,
+        "infer_result_types": staticmethod(lambda operands, attributes: [operands["lhs"].type]),
+    }
+    return define_op(type(short.capitalize() + "Op", (Operation,), namespace))
+
+
+# name, NumPy semantics, summary: the C math library's functions of two floats.
+BINARY_FLOAT_OPS: list[tuple[str, Callable, str]] = [
+    ("atan2", np.arctan2, "Arc tangent of y / x (lhs = y), in the quadrant of (x, y)."),
+    ("hypot", np.hypot, "sqrt(x*x + y*y) without overflow or underflow on the way."),
+    ("copysign", np.copysign, "The magnitude of lhs with the sign of rhs."),
+    ("nextafter", np.nextafter, "The next representable value after lhs toward rhs."),
+    ("fdim", _quietly(lambda x, y: np.where(x > y, x - y, np.where(np.isnan(x) | np.isnan(y), x + y, 0)).astype(x.dtype)),
+     "lhs - rhs where lhs > rhs, else +0 (NaN if either is)."),
+]
+BINARY_OPS: dict[str, type[Operation]] = {name: _make_binary(name, fn, doc) for name, fn, doc in BINARY_FLOAT_OPS}
 
 
 def _fma_f64(a: float, b: float, c: float) -> float:
@@ -142,7 +270,7 @@ class DivRnOp(Operation):
     infer_result_types = staticmethod(lambda operands, attributes: [operands["lhs"].type])
 
 
-MATH_DIALECT = Dialect("math", ops=(*UNARY_OPS.values(), FmaOp, DivRnOp), doc="Elementwise math functions.",
+MATH_DIALECT = Dialect("math", ops=(*UNARY_OPS.values(), *BINARY_OPS.values(), FmaOp, DivRnOp), doc="Elementwise math functions.",
                        constant_materializer=materialize_constant)
 
 

@@ -82,7 +82,8 @@ class ExpressionGen:
         except AttributeError as exc:
             from ..language.extensions import BuiltinNamespace
 
-            if isinstance(base, BuiltinNamespace):  # pl.extra.cuda: its message names the plugin, if known
+            if isinstance(base, BuiltinNamespace) or str(getattr(base, "__name__", "")).startswith(
+                    "polytile.language.extra"):  # pl.extra.cuda: its message names the plugin, if known
                 raise self.error(node, str(exc)) from None
             what = sem._describe(base) if not hasattr(base, '__name__') else repr(base.__name__)
             # The language's own message says which plugin provides a name, when one does.

@@ -58,7 +58,7 @@ _HOMES = {
 }
 
 #: Submodules that are namespaces of builtins, as Triton's (``pl.math.exp``).
-_NAMESPACES = ("math",)
+_NAMESPACES = ("math", "extra")
 
 # Triton spells the fp8 types several ways; these are the ones the IR has.
 float8e4m3 = float8e4nv

@@ -52,7 +52,9 @@ class BuiltinRegistry:
             raise TypeError(f"{fn!r} is not a language builtin: decorate it with polytile.language.core.builtin")
         name = f"{namespace}.{fn.__name__}" if namespace else fn.__name__
         top = name.split(".", 1)[0]
-        if top in _HOMES or top in _core_names():
+        # pl.extra is the core's package, open to plugins (pl.extra.cuda.<name>): there a
+        # name conflicts only with what the core defines in it (pl.extra.cuda.libdevice).
+        if _core_defines(name) if top in OPEN_NAMESPACES else (top in _HOMES or top in _core_names()):
             from ..errors import PluginConflictError
 
             owner = self.functions._owner
@@ -71,6 +73,37 @@ class BuiltinRegistry:
         if not (isinstance(value_class, type) and issubclass(value_class, tensor)):
             raise TypeError(f"a value class must subclass polytile.language.tensor, not {value_class!r}")
         return self.value_classes.add(type_class.type_name, value_class)
+
+
+#: The core's namespaces of builtins that plugins may add names to.
+OPEN_NAMESPACES = ("extra",)
+
+
+def _core_defines(name: str) -> bool:
+    """Whether the core's own modules define ``pl.<name>`` (a dotted name in an open namespace)."""
+    import importlib
+
+    path = name.split(".")
+    module_name = "polytile.language." + ".".join(path[:-1])
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return False
+    return path[-1] in getattr(module, "__dict__", {}) or path[-1] in getattr(module, "_SUBMODULES", ())
+
+
+def namespace_attribute(module_name: str, path: str, attribute: str) -> Any:
+    """``pl.<path>.<attribute>`` of the core's open namespace package ``module_name``
+    (``polytile.language.extra.cuda``): a builtin a plugin registered there, else an
+    AttributeError that names the distribution providing it, when one is known."""
+    if attribute.startswith("__"):
+        raise AttributeError(f"module '{module_name}' has no attribute '{attribute}'")
+    found = plugin_builtin(f"{path}.{attribute}")
+    if found is None:
+        message = missing_name_message(f"{path}.{attribute}")
+        prefix = f"module 'polytile.language' has no attribute '{path}.{attribute}'"
+        raise AttributeError(f"'pl.{path}' has no attribute '{attribute}'" + message[len(prefix):])
+    return found
 
 
 def _core_names() -> set[str]:

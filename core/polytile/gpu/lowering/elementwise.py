@@ -191,6 +191,7 @@ FP8_OPS: set[type] = {*arith.CASTS.values(), arith.SelectOp}
 
 #: Op class -> the name targets know the function by.
 MATH_FUNCTIONS: dict[type, str] = {cls: name for name, cls in math_d.UNARY_OPS.items()}
+MATH_FUNCTIONS.update({cls: name for name, cls in math_d.BINARY_OPS.items()})
 MATH_FUNCTIONS[math_d.FmaOp] = "fma"
 MATH_FUNCTIONS[arith.PowFOp] = "pow"
 # Division and remainder go by name too: a target may divide approximately (``div``, the
@@ -222,6 +223,14 @@ LLVM_MATH: dict[str, Callable[[LoweringContext, list, ir.Type], Any]] = {
     "div": lambda ctx, args, ty: ctx.builder.fdiv(*args),
     "div_rn": lambda ctx, args, ty: ctx.builder.fdiv(*args),
     "fmod": lambda ctx, args, ty: ctx.builder.frem(*args),
+    "trunc": lambda ctx, args, ty: intrinsic(ctx, "trunc", args),
+    "rint": lambda ctx, args, ty: intrinsic(ctx, "rint", args),
+    "round": lambda ctx, args, ty: intrinsic(ctx, "round", args),
+    "copysign": lambda ctx, args, ty: intrinsic(ctx, "copysign", args),
+    # Bit counts: zero is defined (ctlz(0) is the width), as libdevice's clz.
+    "ctlz": lambda ctx, args, ty: intrinsic(ctx, "ctlz", args, [ir.Constant(ir.IntType(1), 0)]),
+    "ctpop": lambda ctx, args, ty: intrinsic(ctx, "ctpop", args),
+    "bitreverse": lambda ctx, args, ty: intrinsic(ctx, "bitreverse", args),
 }
 
 

@@ -1,0 +1,12 @@
+"""Triton's ``tl.extra.hip``: ``libdevice`` (the same functions as ``pl.extra.libdevice``,
+which every target lowers) and the names plugins register under ``extra.hip``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...extensions import namespace_attribute
+
+
+def __getattr__(name: str) -> Any:
+    return namespace_attribute(__name__, "extra.hip", name)
