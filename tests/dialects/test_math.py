@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from polytile.dialects.math import UNARY_FLOAT_OPS, UNARY_OPS
+from polytile.dialects.math import BINARY_OPS, UNARY_FLOAT_OPS, UNARY_OPS
 
 from ._util import assert_roundtrip, assert_verify_error, func
 
@@ -26,6 +26,18 @@ ROUNDTRIP = {
         "func.return %2",
         results="f64",
     ),
+    "bit-counts": func(
+        "%i: i32, %t: tile<8xi64>",
+        *[f"%{name} = math.{name} %i : i32" for name in ("ctlz", "ctpop", "bitreverse")],
+        *[f"%t_{name} = math.{name} %t : tile<8xi64>" for name in ("ctlz", "ctpop", "bitreverse")],
+        "func.return",
+    ),
+    "binary-float": func(
+        "%x: f32, %t: tile<4xf64>",
+        *[f"%{name} = math.{name} %x, %x : f32" for name in BINARY_OPS],
+        *[f"%t_{name} = math.{name} %t, %t : tile<4xf64>" for name in BINARY_OPS],
+        "func.return",
+    ),
 }
 
 
@@ -36,7 +48,7 @@ def test_roundtrip(name):
 
 def test_every_math_op_is_in_the_round_trip_texts():
     text = "".join(ROUNDTRIP.values())
-    for name in [*UNARY_OPS, "fma", "div_rn"]:
+    for name in [*UNARY_OPS, *BINARY_OPS, "fma", "div_rn"]:
         assert f"math.{name} " in text
 
 

@@ -54,7 +54,7 @@ def test_unknown_op_with_nothing_close():
 def test_unknown_op_in_text_is_a_parse_error_with_close_matches():
     with pytest.raises(IRParseError) as info:
         parse_module("func.func @f(%a: f32) {\n  %0 = math.expp %a : f32\n  func.return\n}\n")
-    assert info.value.message == "unknown op 'math.expp'; did you mean 'math.exp', 'math.exp2' or 'math.erf'?"
+    assert info.value.message == "unknown op 'math.expp'; did you mean 'math.exp', 'math.exp2' or 'math.expm1'?"
     assert (info.value.line, info.value.column) == (2, 8)
 
 

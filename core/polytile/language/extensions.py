@@ -106,6 +106,13 @@ def namespace_attribute(module_name: str, path: str, attribute: str) -> Any:
     return found
 
 
+def namespace_names(path: str) -> list[str]:
+    """The names plugins registered directly under ``pl.<path>`` (for ``dir``)."""
+    _load()
+    prefix = path + "."
+    return sorted({n[len(prefix):].split(".", 1)[0] for n in BUILTINS.functions.names() if n.startswith(prefix)})
+
+
 def _core_names() -> set[str]:
     from . import __all__ as names
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..extensions import namespace_attribute
+from ..extensions import namespace_attribute, namespace_names
 
 _SUBMODULES = ("cuda", "hip", "libdevice")
 
@@ -31,4 +31,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(_SUBMODULES)
+    return sorted({*_SUBMODULES, *namespace_names("extra")})

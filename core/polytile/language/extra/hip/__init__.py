@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...extensions import namespace_attribute
+from ...extensions import namespace_attribute, namespace_names
 
 
 def __getattr__(name: str) -> Any:
     return namespace_attribute(__name__, "extra.hip", name)
+
+
+def __dir__() -> list[str]:
+    return sorted({"libdevice", *namespace_names("extra.hip")})
