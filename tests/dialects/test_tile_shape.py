@@ -1,4 +1,4 @@
-"""The tile ops of polytile.dialects.tile_shape: scans, join, split and cat."""
+"""The tile ops of polytile.dialects.tile_shape: scans, join, split, cat and gather."""
 
 from __future__ import annotations
 
@@ -29,6 +29,12 @@ ROUNDTRIP = {
         "%1, %2 = tile.split %0 : tile<4x8xf32>, tile<4x8xf32>",
         "%3 = tile.cat %v, %v : tile<16xi32>",
         "%4, %5 = tile.split %p : ptr<f16>, ptr<f16>",
+        "func.return",
+    ),
+    "gather": func(
+        "%src: tile<16x8xf32>, %rows: tile<32x8xi32>, %cols: tile<16x4xi64>",
+        "%0 = tile.gather %src, %rows {axis = 0} : tile<32x8xf32>",
+        "%1 = tile.gather %src, %cols {axis = 1} : tile<16x4xf32>",
         "func.return",
     ),
 }
@@ -93,3 +99,17 @@ def test_scan_return_must_be_inside_a_scan():
 def test_join_split_cat_checks(line, op, message):
     signature = SIGNATURE + ", %t42: tile<4x2xf32>, %t2p: tile<2xf32>, %t8i: tile<8xi32>"
     assert_verify_error(func(signature, "!" + line, "func.return"), op, message)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("%0 = tile.gather %t2, %t2 {axis = 0} : tile<4x8xf32>", "needs an integer index tile, got tile<4x8xf32>"),
+    ("%0 = tile.gather %t2, %t8i {axis = 0} : tile<8xf32>", "needs an index of the source's rank 2, got tile<8xi32>"),
+    ("%0 = tile.gather %t2, %ti {axis = 2} : tile<4x8xf32>", "axis 2 is out of range for a tile of rank 2"),
+    ("%0 = tile.gather %t2, %i48 {axis = 0} : tile<4x8xf32>",
+     "the index's dimension 1 is 16, but the source's is 8: every dimension but the axis must match"),
+    ("%0 = tile.gather %t2, %ti {axis = 0} : tile<4x8xi32>",
+     "gathering from tile<4x8xf32> by tile<4x8xi32> gives tile<4x8xf32>, not tile<4x8xi32>"),
+])
+def test_gather_checks(line, message):
+    signature = SIGNATURE + ", %t8i: tile<8xi32>, %i48: tile<4x16xi32>"
+    assert_verify_error(func(signature, "!" + line, "func.return"), "tile.gather", message)

@@ -153,4 +153,41 @@ class CatOp(Operation):
             raise op_error(self, f"concatenating {a} and {b} gives {expected}, not {self.result.type}")
 
 
-TILE_SHAPE_OPS = (ScanOp, ScanReturnOp, JoinOp, SplitOp, CatOp)
+@define_op
+class GatherOp(Operation):
+    """Elements of ``src`` picked along ``axis`` by ``index`` (Triton's ``gather``):
+    ``result[i][j] = src[index[i][j]][j]`` for axis 0, and so for any rank.  ``index`` is
+    an integer tile of ``src``'s rank whose other dimensions equal ``src``'s; the result
+    has ``index``'s shape and ``src``'s element type.  An index outside ``[0,
+    src.shape[axis])`` is undefined behaviour on a GPU (as in Triton); the interpreter
+    reports it."""
+
+    name = "tile.gather"
+    src = Operand(Tile)
+    index = Operand(Tile)
+    result = Result(Tile)
+    axis = Attr(int)
+    traits = (Pure,)
+
+    @staticmethod
+    def infer_result_types(operands: dict, attributes: dict) -> list[t.Type]:
+        return [t.TileType(operands["index"].type.shape, operands["src"].type.element)]
+
+    def verify_op(self) -> None:
+        src, index, axis = self.src.type, self.index.type, self.attributes["axis"]
+        if not t.is_integer(index.element) or index.element == t.i1:
+            raise op_error(self, f"needs an integer index tile, got {index}")
+        if src.rank != index.rank:
+            raise op_error(self, f"needs an index of the source's rank {src.rank}, got {index}")
+        if not 0 <= axis < src.rank:
+            raise op_error(self, f"axis {axis} is out of range for a tile of rank {src.rank}")
+        for d in range(src.rank):
+            if d != axis and src.shape[d] != index.shape[d]:
+                raise op_error(self, f"the index's dimension {d} is {index.shape[d]}, but the source's is "
+                                     f"{src.shape[d]}: every dimension but the axis must match")
+        expected = t.TileType(index.shape, src.element)
+        if self.result.type.without_layout() != expected:
+            raise op_error(self, f"gathering from {src} by {index} gives {expected}, not {self.result.type}")
+
+
+TILE_SHAPE_OPS = (ScanOp, ScanReturnOp, JoinOp, SplitOp, CatOp, GatherOp)

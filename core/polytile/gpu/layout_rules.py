@@ -19,7 +19,8 @@ LayoutRule = Callable[[Any, Any], None]
 #: Each entry owned by who registered it (:class:`~polytile.plugins.tables.OwnedTable`).
 #: The core's rules are in the modules named here, imported on the table's first read.
 LAYOUT_RULES: OwnedTable[LayoutRule] = OwnedTable("layout rule", providers=(
-    "polytile.gpu.distribute", "polytile.gpu.lowering.debug", "polytile.gpu.lowering.shapes"))
+    "polytile.gpu.distribute", "polytile.gpu.lowering.debug", "polytile.gpu.lowering.gather",
+    "polytile.gpu.lowering.shapes"))
 
 
 def register_layout_rule(*op_classes: type) -> Callable[[LayoutRule], LayoutRule]:

@@ -117,6 +117,13 @@ def cat_batched(op: Operation, operands: list, ctx: BatchContext) -> np.ndarray:
     return np.concatenate(_lifted(op, operands, ctx), axis=1)
 
 
+@register_batched_rule(tile_shape.GatherOp)
+@uniform_or(rules_shape.gather_rule)
+def gather_batched(op: Operation, operands: list, ctx: BatchContext) -> np.ndarray:
+    src, index = _lifted(op, operands, ctx)
+    return rules_shape.gather(op, src, index, op.attributes["axis"] + 1, ctx, batched=True)
+
+
 @register_batched_rule(tile.ReduceOp)
 def reduce_batched(op: Operation, operands: list, ctx: BatchContext) -> list:
     axis = op.attributes["axis"]

@@ -1,5 +1,5 @@
 """Interpretation rules of the tile ops in :mod:`polytile.dialects.tile_shape`:
-scans, join, split and cat."""
+scans, join, split, cat and gather."""
 
 from __future__ import annotations
 
@@ -58,3 +58,22 @@ def split_rule(op: Operation, operands: list, ctx: ProgramContext) -> list:
 @register_rule(tile_shape.CatOp)
 def cat_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
     return np.concatenate(operands)
+
+
+def gather(op: Operation, src: np.ndarray, index: np.ndarray, axis: int, ctx: Any, batched: bool = False) -> np.ndarray:
+    """``take_along_axis``, after checking every index (NumPy would wrap negative ones)."""
+    size = src.shape[axis]
+    bad = (index < 0) | (index >= size)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        lane = {"lane": where[0]} if batched else {}
+        message = (f"gather index {int(index[where])} at position {list(where[1:] if batched else where)} is out "
+                   f"of range for axis {op.attributes['axis']} of size {size}")
+        raise ctx.error(op, message, **lane)
+    return np.take_along_axis(src, index.astype(np.int64), axis=axis)
+
+
+@register_rule(tile_shape.GatherOp)
+def gather_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
+    src, index = operands
+    return gather(op, np.asarray(src), np.asarray(index), op.attributes["axis"], ctx)

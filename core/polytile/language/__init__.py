@@ -54,7 +54,7 @@ _HOMES = {
     "static_range": "standard", "store": "standard", "sum": "standard", "trans": "standard", "umulhi": "standard",
     "view": "standard", "where": "standard", "xor_sum": "standard", "zeros": "standard", "zeros_like": "standard",
     "WarpSpecialize": "loop_options", "interleave": "shape", "assume": "standard",
-    "flip": "sorting", "sort": "sorting", "topk": "sorting",
+    "flip": "sorting", "sort": "sorting", "topk": "sorting", "gather": "shape",
 }
 
 #: Submodules that are namespaces of builtins, as Triton's (``pl.math.exp``).

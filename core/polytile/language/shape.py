@@ -1,4 +1,5 @@
-"""Shape builtins over two tiles: ``pl.join``, ``pl.interleave``, ``pl.split``, ``pl.cat``."""
+"""Shape builtins over two tiles: ``pl.join``, ``pl.interleave``, ``pl.split``, ``pl.cat``,
+``pl.gather``."""
 
 from __future__ import annotations
 
@@ -62,3 +63,32 @@ def cat(input: Any, other: Any, can_reorder: Any = False) -> tensor:
 
 
 __all__ = ["join", "split", "cat"]
+
+
+@builtin
+def gather(src: Any, index: Any, axis: Any) -> tensor:
+    """Elements of ``src`` picked along ``axis`` by ``index`` (Triton's ``tl.gather``):
+    ``result[i][j] = src[index[i][j]][j]`` for ``axis=0``, and so for any rank.  ``index``
+    is an integer tensor of ``src``'s rank whose other dimensions equal ``src``'s; the
+    result has ``index``'s shape and ``src``'s dtype.  An index outside ``[0,
+    src.shape[axis])`` is undefined on a GPU, as in Triton (the interpreter reports it)."""
+    src, index = sem.to_tensor(src), sem.to_tensor(index)
+    axis = unwrap(axis)
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise semantic_error(f"pl.gather: axis must be a compile-time integer, got {axis!r}")
+    if not src.shape:
+        raise semantic_error("pl.gather needs a tensor to gather from, got a scalar")
+    rank = len(src.shape)
+    if not -rank <= axis < rank:
+        raise semantic_error(f"pl.gather: axis {axis} is out of range for a tensor of rank {rank}")
+    axis %= rank
+    if not t.is_integer(index.type) or t.element_type(index.type) == t.i1:
+        raise semantic_error(f"pl.gather: the index must be an integer tensor, got {sem._describe(index)}")
+    if len(index.shape) != rank:
+        raise semantic_error(f"pl.gather: the index must have the source's rank {rank}, got shape "
+                             f"{list(index.shape)} for a source of shape {list(src.shape)}")
+    for d in range(rank):
+        if d != axis and index.shape[d] != src.shape[d]:
+            raise semantic_error(f"pl.gather: the index's dimension {d} is {index.shape[d]} but the source's is "
+                                 f"{src.shape[d]}: every dimension but the axis ({axis}) must match")
+    return tensor(sem.emit(tile_shape.GatherOp, src.handle, index.handle, axis=axis).result)
