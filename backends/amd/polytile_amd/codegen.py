@@ -195,6 +195,14 @@ def data_layout(arch: str) -> str:
     return str(target_machine(TRIPLE, arch).target_data)
 
 
+#: Turning inline assembly into machine code needs the target's assembly parser, which the
+#: LLVM built into llvmlite lacks for AMDGPU (its code generation would stop the process:
+#: "Inline asm not supported by this streamer"); an external llvm-mc would need the
+#: LLVM of llvmlite's generation to read its output.
+INLINE_ASM_REFUSAL = ("the AMD backend cannot compile inline assembly yet: the LLVM inside llvmlite has no AMDGPU "
+                      "assembly parser, which turning it into machine code needs")
+
+
 @functools.lru_cache(maxsize=None)
 def amd_gpu_target(arch: str, waves_per_eu: int = 0, matrix_instr_nonkdim: int = 0) -> GpuTarget:
     """The lowering's target data for ``arch`` ("gfx942"), with the options ``waves_per_eu``
@@ -210,6 +218,7 @@ def amd_gpu_target(arch: str, waves_per_eu: int = 0, matrix_instr_nonkdim: int =
         assert_fail=devicelibs.assert_fail, annotate_kernel=_annotate(waves_per_eu),
         global_address_space=1, shared_address_space=3, math_library_prefix=devicelibs.OCML_PREFIX,
         matrix_options={"nonkdim": matrix_instr_nonkdim} if matrix_instr_nonkdim else {},
+        inline_asm_refusal=INLINE_ASM_REFUSAL,
         # No max_shared_bytes: the LDS plugin (polytile-lds) checks the limit after
         # allocate-shared and tries its remedies first; emit-amdgcn refuses what is left over.
     )

@@ -1,4 +1,5 @@
-"""Interpretation rules of :mod:`polytile.dialects.tile_debug`: print, assert, barrier."""
+"""Interpretation rules of :mod:`polytile.dialects.tile_debug` (print, assert, barrier) and of
+``tile.inline_asm`` (an error: the interpreter runs no assembly)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import sys
 
 import numpy as np
 
-from ..dialects import tile_debug
+from ..dialects import tile_asm, tile_debug
 from ..ir.operation import Operation
 from .executor import ProgramContext, register_rule
 
@@ -62,3 +63,13 @@ def assertion_failure(op: Operation, condition: np.ndarray) -> str | None:
 @register_rule(tile_debug.BarrierOp)
 def barrier_rule(op: Operation, operands: list, ctx: ProgramContext) -> None:
     return None
+
+
+@register_rule(tile_asm.InlineAsmOp)
+def inline_asm_rule(op: Operation, operands: list, ctx: ProgramContext) -> None:
+    from ..errors import InterpreterUnsupportedError
+
+    raise ctx.error(op, "pl.inline_asm_elementwise runs the target's own assembly (PTX on NVIDIA, AMDGCN on AMD), "
+                        "which the interpreter cannot run: launch this kernel on a GPU target, or keep an "
+                        "interpreter branch without the assembly (`if ON_GPU: ... else: ...` on a constexpr)",
+                    InterpreterUnsupportedError)

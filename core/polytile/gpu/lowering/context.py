@@ -26,8 +26,8 @@ SHARED_MEMORY_SYMBOL = "polytile_shared"
 #: lowerings are in the modules named here, imported on the table's first read.
 LOWERINGS: OwnedTable[Lowering] = OwnedTable("GPU lowering", providers=tuple(
     f"polytile.gpu.lowering.{name}" for name in (
-        "async_copy", "atomics", "calls", "control_flow", "convert", "debug", "dot", "elementwise", "gather", "mbarrier",
-        "memory", "reduce", "scan", "shapes", "shared", "tiles")))
+        "async_copy", "atomics", "calls", "control_flow", "convert", "debug", "dot", "elementwise", "gather",
+        "inline_asm", "mbarrier", "memory", "reduce", "scan", "shapes", "shared", "tiles")))
 
 
 def register_lowering(*op_classes: type) -> Callable[[Lowering], Lowering]:

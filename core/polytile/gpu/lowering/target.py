@@ -89,6 +89,9 @@ class GpuTarget:
     shared_address_space: int = 3
     #: Widest access one thread makes in one instruction.
     max_vector_bits: int = 128
+    #: Why this target cannot compile inline assembly (``pl.inline_asm_elementwise``),
+    #: in words; "" when it can.
+    inline_asm_refusal: str = ""
     #: Prefix of the functions of the vendor's math library (``__nv_``, ``__ocml_``): calls
     #: to them stay declarations until the backend links the library.
     math_library_prefix: str = ""
