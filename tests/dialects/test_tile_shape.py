@@ -37,6 +37,12 @@ ROUNDTRIP = {
         "%1 = tile.gather %src, %cols {axis = 1} : tile<16x4xf32>",
         "func.return",
     ),
+    "histogram": func(
+        "%v: tile<256xi32>, %u: tile<64xu8>, %m: tile<64xi1>",
+        "%0 = tile.histogram %v {num_bins = 32} : tile<32xi32>",
+        "%1 = tile.histogram %u mask(%m) {num_bins = 256} : tile<256xi32>",
+        "func.return",
+    ),
 }
 
 
@@ -113,3 +119,15 @@ def test_join_split_cat_checks(line, op, message):
 def test_gather_checks(line, message):
     signature = SIGNATURE + ", %t8i: tile<8xi32>, %i48: tile<4x16xi32>"
     assert_verify_error(func(signature, "!" + line, "func.return"), "tile.gather", message)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("%0 = tile.histogram %t2 {num_bins = 8} : tile<8xi32>", "counts the values of a 1-D integer tile, got tile<4x8xf32>"),
+    ("%0 = tile.histogram %t8i {num_bins = 6} : tile<6xi32>", "num_bins must be a power of two (a tile's size), got 6"),
+    ("%0 = tile.histogram %t8i mask(%t8i) {num_bins = 8} : tile<8xi32>",
+     "the mask must be an i1 tile of the input's shape [8], got tile<8xi32>"),
+    ("%0 = tile.histogram %t8i {num_bins = 8} : tile<16xi32>", "counts into tile<8xi32>, not tile<16xi32>"),
+])
+def test_histogram_checks(line, message):
+    signature = SIGNATURE + ", %t8i: tile<8xi32>"
+    assert_verify_error(func(signature, "!" + line, "func.return"), "tile.histogram", message)

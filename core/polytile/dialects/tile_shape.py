@@ -190,4 +190,34 @@ class GatherOp(Operation):
             raise op_error(self, f"gathering from {src} by {index} gives {expected}, not {self.result.type}")
 
 
-TILE_SHAPE_OPS = (ScanOp, ScanReturnOp, JoinOp, SplitOp, CatOp, GatherOp)
+@define_op
+class HistogramOp(Operation):
+    """How many elements of the 1-D integer tile ``input`` (where ``mask`` holds, if given)
+    equal each of ``0 .. num_bins - 1`` (Triton's ``histogram``): an i32 tile of
+    ``num_bins``.  Values outside ``[0, num_bins)`` are not counted."""
+
+    name = "tile.histogram"
+    input = Operand(Tile)
+    mask = Operand(Tile, optional=True)
+    result = Result(Tile)
+    num_bins = Attr(int)
+    traits = (Pure,)
+
+    @staticmethod
+    def infer_result_types(operands: dict, attributes: dict) -> list[t.Type]:
+        return [t.TileType((attributes["num_bins"],), t.i32)]
+
+    def verify_op(self) -> None:
+        source, bins = self.input.type, self.attributes["num_bins"]
+        if source.rank != 1 or not t.is_integer(source.element) or source.element == t.i1:
+            raise op_error(self, f"counts the values of a 1-D integer tile, got {source}")
+        if bins < 1 or bins & (bins - 1):
+            raise op_error(self, f"num_bins must be a power of two (a tile's size), got {bins}")
+        if self.mask is not None and (self.mask.type.without_layout() != t.TileType(source.shape, t.i1)):
+            raise op_error(self, f"the mask must be an i1 tile of the input's shape {list(source.shape)}, got "
+                                 f"{self.mask.type}")
+        if self.result.type.without_layout() != t.TileType((bins,), t.i32):
+            raise op_error(self, f"counts into tile<{bins}xi32>, not {self.result.type}")
+
+
+TILE_SHAPE_OPS = (ScanOp, ScanReturnOp, JoinOp, SplitOp, CatOp, GatherOp, HistogramOp)

@@ -72,8 +72,8 @@ SCRATCH_SYNC_MODES = ("inside", "end", "none")
 ScratchSize = Callable[[Any, Any, int], int]
 #: Each of these tables owns its entries by who registered them (a plugin's leave with it).
 #: The core's entries are in the lowering modules named here, imported on the first read.
-_CORE_SCRATCH = tuple(f"polytile.gpu.lowering.{name}" for name in ("atomics", "convert", "dot", "gather", "reduce",
-                                                                    "scan", "shapes"))
+_CORE_SCRATCH = tuple(f"polytile.gpu.lowering.{name}" for name in ("atomics", "convert", "dot", "gather",
+                                                                    "histogram", "reduce", "scan", "shapes"))
 SCRATCH_BYTES: OwnedTable[ScratchSize] = OwnedTable("scratch size", _CORE_SCRATCH)
 #: How the scratch of an op class is synchronized (see the module docstring).
 SCRATCH_SYNC: OwnedTable[str] = OwnedTable("scratch synchronization", _CORE_SCRATCH)

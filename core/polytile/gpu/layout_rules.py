@@ -20,7 +20,7 @@ LayoutRule = Callable[[Any, Any], None]
 #: The core's rules are in the modules named here, imported on the table's first read.
 LAYOUT_RULES: OwnedTable[LayoutRule] = OwnedTable("layout rule", providers=(
     "polytile.gpu.distribute", "polytile.gpu.lowering.debug", "polytile.gpu.lowering.gather",
-    "polytile.gpu.lowering.inline_asm",
+    "polytile.gpu.lowering.histogram", "polytile.gpu.lowering.inline_asm",
     "polytile.gpu.lowering.shapes"))
 
 

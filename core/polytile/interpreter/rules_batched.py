@@ -124,6 +124,13 @@ def gather_batched(op: Operation, operands: list, ctx: BatchContext) -> np.ndarr
     return rules_shape.gather(op, src, index, op.attributes["axis"] + 1, ctx, batched=True)
 
 
+@register_batched_rule(tile_shape.HistogramOp)
+@uniform_or(rules_shape.histogram_rule)
+def histogram_batched(op: Operation, operands: list, ctx: BatchContext) -> np.ndarray:
+    lifted = _lifted(op, operands, ctx)
+    return rules_shape.histogram(lifted[0], lifted[1] if op.mask is not None else None, op.attributes["num_bins"])
+
+
 @register_batched_rule(tile.ReduceOp)
 def reduce_batched(op: Operation, operands: list, ctx: BatchContext) -> list:
     axis = op.attributes["axis"]

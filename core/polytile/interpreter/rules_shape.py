@@ -77,3 +77,21 @@ def gather(op: Operation, src: np.ndarray, index: np.ndarray, axis: int, ctx: An
 def gather_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
     src, index = operands
     return gather(op, np.asarray(src), np.asarray(index), op.attributes["axis"], ctx)
+
+
+def histogram(values: np.ndarray, mask: Any, bins: int) -> np.ndarray:
+    """Counts of ``0 .. bins - 1`` in ``values`` (the last axis) where ``mask`` holds."""
+    values = values.astype(np.int64)
+    keep = (values >= 0) & (values < bins)
+    if mask is not None:
+        keep &= np.asarray(mask, bool)
+    rows = values.reshape(-1, values.shape[-1])
+    kept = np.broadcast_to(keep, values.shape).reshape(rows.shape)
+    counts = np.stack([np.bincount(row[k], minlength=bins) for row, k in zip(rows, kept)])
+    return counts.reshape(values.shape[:-1] + (bins,)).astype(np.int32)
+
+
+@register_rule(tile_shape.HistogramOp)
+def histogram_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
+    mask = operands[1] if op.mask is not None else None
+    return histogram(np.asarray(operands[0]), mask, op.attributes["num_bins"])

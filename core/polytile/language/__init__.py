@@ -55,7 +55,7 @@ _HOMES = {
     "view": "standard", "where": "standard", "xor_sum": "standard", "zeros": "standard", "zeros_like": "standard",
     "WarpSpecialize": "loop_options", "interleave": "shape", "assume": "standard",
     "flip": "sorting", "sort": "sorting", "topk": "sorting", "gather": "shape",
-    "inline_asm_elementwise": "assembly",
+    "inline_asm_elementwise": "assembly", "histogram": "reductions",
 }
 
 #: Submodules that are namespaces of builtins, as Triton's (``pl.math.exp``).

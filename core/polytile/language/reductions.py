@@ -1,5 +1,5 @@
 """Reductions that return indices: ``pl.argmax``, ``pl.argmin`` and
-``pl.max/min(..., return_indices=True)``.
+``pl.max/min(..., return_indices=True)``; and ``pl.histogram``.
 
 They are one ``tile.reduce`` of two operands, the values and their int32 indices, with
 Triton's combine: the larger (smaller) value wins, and on a tie the smaller index when
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..dialects import arith, tile
+from ..dialects import arith, tile, tile_shape
 from ..ir import types as t
 from . import semantic as sem
 from .core import builtin, semantic_error, tensor, unwrap
@@ -72,3 +72,22 @@ def argmin(input: Any, axis: Any, tie_break_left: Any = True, keep_dims: Any = F
 
 
 __all__ = ["argmax", "argmin", "reduce_with_indices"]
+
+
+@builtin
+def histogram(input: Any, num_bins: Any, mask: Any = None) -> tensor:
+    """How many elements of the 1-D integer tensor ``input`` equal each of ``0 ..
+    num_bins - 1`` (Triton's ``tl.histogram``): an int32 tensor of ``num_bins``.  Elements
+    where ``mask`` is false, and values outside ``[0, num_bins)``, are not counted."""
+    x = sem.to_tensor(input)
+    bins = unwrap(num_bins)
+    if not isinstance(bins, int) or isinstance(bins, bool) or bins < 1 or bins & (bins - 1):
+        raise semantic_error(f"pl.histogram: num_bins must be a compile-time power of two, got {bins!r}")
+    if len(x.shape) != 1 or not t.is_integer(x.type) or t.element_type(x.type) == t.i1:
+        raise semantic_error(f"pl.histogram counts the values of a 1-D integer tensor, got {sem._describe(x)}")
+    handles = [x.handle]
+    mask = unwrap(mask)
+    if mask is not None:
+        mask = sem.broadcast_to_shape(sem.to_bool(sem.to_tensor(mask)), tuple(x.shape))
+        handles.append(mask.handle)
+    return tensor(sem.emit(tile_shape.HistogramOp, *handles, num_bins=bins).result)

@@ -27,7 +27,7 @@ SHARED_MEMORY_SYMBOL = "polytile_shared"
 LOWERINGS: OwnedTable[Lowering] = OwnedTable("GPU lowering", providers=tuple(
     f"polytile.gpu.lowering.{name}" for name in (
         "async_copy", "atomics", "calls", "control_flow", "convert", "debug", "dot", "elementwise", "gather",
-        "inline_asm", "mbarrier", "memory", "reduce", "scan", "shapes", "shared", "tiles")))
+        "histogram", "inline_asm", "mbarrier", "memory", "reduce", "scan", "shapes", "shared", "tiles")))
 
 
 def register_lowering(*op_classes: type) -> Callable[[Lowering], Lowering]:
