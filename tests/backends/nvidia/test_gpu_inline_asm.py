@@ -9,13 +9,13 @@ import pytest
 
 from language.test_inline_asm import funnel_shift_kernel, packed_bytes_kernel, two_results_kernel
 
-from .fake_cuda import nvidia_gpu, torch_cuda  # noqa: F401  (fixtures)
+from .fake_cuda import nvidia_gpu, torch_cuda  # noqa: F401  (nvidia_gpu is a fixture)
 
 pytestmark = pytest.mark.gpu
 
 
-def test_funnel_shift(nvidia_gpu, torch_cuda):  # noqa: F811
-    torch = torch_cuda
+def test_funnel_shift(nvidia_gpu):  # noqa: F811
+    torch = torch_cuda()
     x = torch.randint(-2**31, 2**31 - 1, (256,), dtype=torch.int32, device="cuda")
     y = torch.randint(-2**31, 2**31 - 1, (256,), dtype=torch.int32, device="cuda")
     out = torch.empty_like(x)
@@ -26,8 +26,8 @@ def test_funnel_shift(nvidia_gpu, torch_cuda):  # noqa: F811
     assert (out.cpu().numpy().astype(np.uint32) == expected.astype(np.uint32)).all()
 
 
-def test_four_bytes_per_register(nvidia_gpu, torch_cuda):  # noqa: F811
-    torch = torch_cuda
+def test_four_bytes_per_register(nvidia_gpu):  # noqa: F811
+    torch = torch_cuda()
     x = torch.randint(0, 256, (512,), dtype=torch.uint8, device="cuda")
     out = torch.empty(512, dtype=torch.int8, device="cuda")
     packed_bytes_kernel[(1,)](x, out, N=512)
@@ -35,8 +35,8 @@ def test_four_bytes_per_register(nvidia_gpu, torch_cuda):  # noqa: F811
     assert (out.cpu().numpy() == expected).all()
 
 
-def test_two_results(nvidia_gpu, torch_cuda):  # noqa: F811
-    torch = torch_cuda
+def test_two_results(nvidia_gpu):  # noqa: F811
+    torch = torch_cuda()
     x = torch.randint(-2**62, 2**62, (128,), dtype=torch.int64, device="cuda")
     lo, hi = (torch.empty(128, dtype=torch.int32, device="cuda") for _ in range(2))
     two_results_kernel[(1,)](x, lo, hi, N=128)

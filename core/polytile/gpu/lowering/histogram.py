@@ -61,17 +61,16 @@ def _histogram(op: Any, operands: list, ctx: LoweringContext) -> list:
     for r, value in enumerate(values):
         if r & duplicates:
             continue  # a copy of register r & ~duplicates: counted there
-        # Unsigned comparison: negative values of signed inputs are huge, so out of range.
+        # In at least 32 bits (a bin count may not fit the element type: 256 bins of u8),
+        # compared unsigned: negative values of signed inputs are huge, so out of range.
+        if value.type.width < 32:
+            value = b.sext(value, i32) if signed else b.zext(value, i32)
         counted = b.icmp_unsigned("<", value, ir.Constant(value.type, bins))
         if masks is not None:
             counted = b.and_(counted, masks[r])
         if owner is not None:
             counted = b.and_(counted, owner)
-        bin_ = value
-        if value.type.width > 32:
-            bin_ = b.trunc(value, i32)  # in range: the low bits are the value
-        elif value.type.width < 32:
-            bin_ = b.sext(value, i32) if signed else b.zext(value, i32)
+        bin_ = b.trunc(value, i32) if value.type.width > 32 else value  # in range: the low bits are the value
         with b.if_then(counted):
             b.atomic_rmw("add", _address(ctx, base, bin_, 4, i32), ir.Constant(i32, 1), "monotonic")
     ctx.target.barrier(b)
