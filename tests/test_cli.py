@@ -120,6 +120,12 @@ def test_opt_runs_a_targets_passes_with_target(tmp_path, capsys, target):
                  "distribute(assign-layouts)"]) == 0
     out = capsys.readouterr().out
     assert "gpu.num_warps = 2" in out and "#gpu.blocked<" in out
+    # Each layout once, at the top, and its alias in the types (as mlir-opt prints them).
+    assert out.startswith("#blocked0 = #gpu.blocked<") and "tile<128xf32, #blocked0>" in out
+    assert main(["opt", str(source), "-t", target, "--option", "num_warps=2", "-p", "distribute(assign-layouts)",
+                 "--no-layout-aliases"]) == 0
+    full = capsys.readouterr().out
+    assert "#blocked0" not in full and "tile<128xf32, #gpu.blocked<" in full
     # Without a target the GPU passes say what they need.
     assert main(["opt", str(source), "-p", "assign-layouts"]) == 1
     assert "the GPU passes need a target" in capsys.readouterr().err

@@ -228,7 +228,7 @@ def _cmd_opt(args: argparse.Namespace) -> int:
         # With --target, the passes see the target and its options (a backend's passes,
         # the GPU stages' passes need them).
         PassManager(pipeline).run(module, context, label=source)
-    result = print_ir(module, print_locations=args.print_locations)
+    result = print_ir(module, print_locations=args.print_locations, layout_aliases=not args.no_layout_aliases)
     if args.output and args.output != "-":
         _write_output(args.output, result)
     else:
@@ -372,6 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--time-passes", action="store_true", help="print the time of each pass")
     opt.add_argument("--no-verify-each", action="store_true", help="do not verify the IR after every pass")
     opt.add_argument("--print-locations", action="store_true", help="print source locations (loc(...))")
+    opt.add_argument("--no-layout-aliases", action="store_true",
+                     help="write every tile layout in full where it is used, not once at the top "
+                          "(#blocked0 = #gpu.blocked<...>) with an alias in the types")
     opt.set_defaults(func=_cmd_opt)
     compile_ = sub.add_parser(
         "compile", help="compile a kernel ahead of time (no GPU needed): IR of every stage, binary, metadata",

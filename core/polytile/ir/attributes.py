@@ -18,6 +18,8 @@ Python value              text                           example
 
 from __future__ import annotations
 
+import contextvars
+
 import dataclasses
 import math
 import struct
@@ -125,6 +127,11 @@ def format_float(value: float) -> str:
     return repr(float(value))  # shortest text that reads back as the same double
 
 
+#: While the printer writes a module with layout aliases: attribute -> its alias
+#: (``#blocked0``), written in its place.
+ATTRIBUTE_ALIASES: contextvars.ContextVar[dict] = contextvars.ContextVar("ATTRIBUTE_ALIASES", default={})
+
+
 def format_attribute(value: Any) -> str:
     """The text form of an attribute value (see the table in this module's docstring)."""
     if value is True:
@@ -144,7 +151,8 @@ def format_attribute(value: Any) -> str:
     if isinstance(value, SymbolRef):
         return str(value)
     if isinstance(value, DialectAttribute):
-        return f"#{value.attribute_name}<{value.format_parameters()}>"
+        alias = ATTRIBUTE_ALIASES.get().get(value)
+        return alias if alias is not None else f"#{value.attribute_name}<{value.format_parameters()}>"
     raise TypeError(f"{type(value).__name__} {value!r} is not an IR attribute value")
 
 

@@ -57,6 +57,8 @@ class Parser:
         #: The classes of the ops being parsed, innermost last (their regions' owners).
         self._op_stack: list[type[Operation]] = []
         self._region_depth = 0
+        #: ``#name = <attribute>`` definitions before the first op (layout aliases).
+        self.aliases: dict[str, Any] = {}
 
     # -- low level --------------------------------------------------------------------
     def error(self, message: str, pos: int | None = None) -> None:
@@ -246,6 +248,8 @@ class Parser:
             return SymbolRef(self.parse_identifier("a symbol name after '@'"))
         if self.accept("#"):
             name = self.parse_identifier("an attribute name after '#'")
+            if name in self.aliases and not self.peek_is("<"):
+                return self.aliases[name]
             try:
                 cls = IR_REGISTRY.attribute(name)
             except UnknownNameError as exc:
@@ -559,6 +563,20 @@ class Parser:
                     self.expect(",", "or ')' in the block argument list")
         self.expect(":", "after the block label")
 
+    def parse_aliases(self) -> None:
+        """``#name = <attribute>`` lines before the first op (the printer's layout
+        aliases): ``#name`` then stands for the attribute."""
+        while self.peek_is("#"):
+            start = self.pos
+            self.expect("#", "")
+            name = self.parse_identifier("an alias name after '#'")
+            if not self.accept("="):
+                self.error(f"expected '=' after '#{name}': text before the first op may only define aliases "
+                           f"('#{name} = #gpu.blocked<...>')", start)
+            if name in self.aliases:
+                self.error(f"alias '#{name}' is defined twice", start)
+            self.aliases[name] = self.parse_attribute_value()
+
     # -- entry ------------------------------------------------------------------------
     def parse_top_level(self) -> Operation:
         from ..dialects.builtin import ModuleOp
@@ -566,6 +584,7 @@ class Parser:
         self._push_scope(True)
         ops: list[Operation] = []
         try:
+            self.parse_aliases()
             while not self.at_end():
                 ops.append(self.parse_op())
         except RecursionError:

@@ -12,14 +12,15 @@ Ops may provide ``print_custom``/``parse_custom`` for a friendlier form (``func.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
-from .attributes import format_attribute
+from .attributes import ATTRIBUTE_ALIASES, DialectAttribute, format_attribute
 from .opdef import IsolatedFromAbove, is_default_attribute
 from .operation import Block, Operation, Region
 # format_type lives with the types (str() of a type needs no printer); re-exported here.
-from .types import format_result_types, format_type  # noqa: F401
+from .types import TileType, format_result_types, format_type  # noqa: F401
 from .values import Value
 
 _NAME_HINT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -37,8 +38,11 @@ def format_location(location: Any) -> str:
 class Printer:
     """Prints ops with stable value names: name hints where values have them, else numbers."""
 
-    def __init__(self, print_locations: bool = False, indent: str = "  "):
+    def __init__(self, print_locations: bool = False, indent: str = "  ", layout_aliases: bool = False):
         self.print_locations = print_locations
+        #: Write each tile layout once, at the top (``#blocked0 = #gpu.blocked<...>``), and
+        #: its alias in the types, as MLIR does: distributed IR stays readable.
+        self.layout_aliases = layout_aliases
         self.indent_unit = indent
         self._lines: list[str] = []
         self._names: dict[Value, str] = {}
@@ -79,6 +83,26 @@ class Printer:
         self._lines.append(self.indent_unit * depth + text)
 
     def print_module_text(self, module: Operation) -> str:
+        if not self.layout_aliases:
+            return self._module_text(module)
+        aliases = layout_aliases_of(module)
+        header, defined = [], {}
+        for layout, alias in aliases.items():
+            # A definition refers to the layouts defined before it (a slice to its parent).
+            token = ATTRIBUTE_ALIASES.set(defined)
+            try:
+                header.append(f"{alias} = {format_attribute(layout)}\n")
+            finally:
+                ATTRIBUTE_ALIASES.reset(token)
+            defined = {**defined, layout: alias}
+        token = ATTRIBUTE_ALIASES.set(aliases)
+        try:
+            body = self._module_text(module)
+        finally:
+            ATTRIBUTE_ALIASES.reset(token)
+        return "".join(header) + body
+
+    def _module_text(self, module: Operation) -> str:
         self._lines = []
         self._reset_names()
         bare = not module.attributes and not (self.print_locations and module.location is not None)
@@ -193,6 +217,43 @@ def printed_attributes(op: Operation) -> dict[str, Any]:
     return {k: v for k, v in op.attributes.items() if not is_default_attribute(type(op), k, v)}
 
 
-def print_ir(op: Operation, print_locations: bool = False) -> str:
-    """The text of a module (or any op); parse it back with :func:`.parser.parse_module`."""
-    return Printer(print_locations=print_locations).print_module_text(op)
+def layout_aliases_of(module: Operation) -> dict:
+    """Each tile layout of ``module``'s values, in order of first appearance, with its
+    alias: the layout's kind and a number (``#blocked0``, ``#mma1``...)."""
+    aliases: dict = {}
+    counts: dict[str, int] = {}
+
+    def name(layout: Any) -> None:
+        if layout in aliases:
+            return
+        for field in dataclasses.fields(layout) if dataclasses.is_dataclass(layout) else ():
+            inner = getattr(layout, field.name)
+            if isinstance(inner, DialectAttribute):
+                name(inner)  # a slice's parent first: its definition refers to it
+        kind = re.sub(r"\W", "_", layout.attribute_name.rsplit(".", 1)[-1])
+        aliases[layout] = f"#{kind}{counts.get(kind, 0)}"
+        counts[kind] = counts.get(kind, 0) + 1
+
+    def note(type_: Any) -> None:
+        layout = getattr(type_, "layout", None) if isinstance(type_, TileType) else None
+        if layout is None:
+            tile = getattr(type_, "tile", None)  # a block pointer's tile
+            layout = getattr(tile, "layout", None) if isinstance(tile, TileType) else None
+        if isinstance(layout, DialectAttribute):
+            name(layout)
+
+    for op in module.walk():
+        for region in op.regions:
+            for block in region.blocks:
+                for argument in block.arguments:
+                    note(argument.type)
+        for result in op.results:
+            note(result.type)
+    return aliases
+
+
+def print_ir(op: Operation, print_locations: bool = False, layout_aliases: bool = False) -> str:
+    """The text of a module (or any op); parse it back with :func:`.parser.parse_module`.
+    ``layout_aliases``: write each tile layout once, at the top, and an alias in the
+    types (``tile<128x64xf32, #blocked0>``)."""
+    return Printer(print_locations=print_locations, layout_aliases=layout_aliases).print_module_text(op)

@@ -291,7 +291,7 @@ def format_type(t: Type) -> str:
         else:
             from .attributes import format_attribute
 
-            layout = ", " + format_attribute(t.layout)
+            layout = ", " + format_attribute(t.layout)  # an alias while the printer sets them
         return f"tile<{dims}x{format_type(t.element)}{layout}>"
     if isinstance(t, BlockPointerType):
         return "block_ptr" + format_type(t.tile)[len("tile"):]

@@ -210,7 +210,7 @@ class IRPrinter(PassInstrumentation):
     def _write(self, module: Any, title: str, slug: str) -> None:
         from ..ir.printer import print_ir
 
-        text = print_ir(module, print_locations=self.print_locations)
+        text = print_ir(module, print_locations=self.print_locations, layout_aliases=True)
         self._counter += 1
         if self.directory is not None:
             self._write_file(self._folder() / f"{self._counter:03d}-{slug}.ir", f"// {title}\n{text}")
