@@ -47,7 +47,7 @@ def test_ir_examples_round_trip_and_verify(doc_namespace, index):
     text = blocks("ir")[index]
     module = parse_module(text)
     verify(module)
-    assert print_ir(module, print_locations="loc(" in text) == text
+    assert print_ir(module, print_locations="loc(" in text, layout_aliases=text.startswith("#")) == text
 
 
 def test_error_examples_are_what_polytile_prints():
