@@ -312,3 +312,29 @@ def test_autotuned_and_heuristic_kernels_warm_up():
     compiled = tuned.warmup(out, 8, grid=(1,), target="interp")
     assert len(compiled) == 2 and tuned.fn.compile_count == 2 and tuned.cache == {} and not out.any()
     assert tuned.num_warmups == 25  # the timing's warm-up, Triton's name
+
+
+@jit
+def cooperative_copy(x_ptr, out_ptr, BLOCK: pl.constexpr):
+    offs = pl.program_id(0) * BLOCK + pl.arange(0, BLOCK)
+    pl.store(out_ptr + offs, pl.load(x_ptr + offs))
+
+
+def test_launch_cooperative_grid_is_refused_where_no_backend_launches_cooperatively():
+    # A cooperative launch promises every program resident at once (a grid-wide barrier
+    # relies on it); the interpreter runs programs one after another and cannot.
+    x, out = np.arange(32, dtype=np.float32), np.zeros(32, np.float32)
+    from polytile.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"launch option launch_cooperative_grid=True is not available on target "
+                                             r"'interp'.*launches every program of the grid at once"):
+        cooperative_copy[(2,)](x, out, BLOCK=16, launch_cooperative_grid=True, target="interp")
+    cooperative_copy[(2,)](x, out, BLOCK=16, launch_cooperative_grid=False, target="interp")  # the neutral value
+    assert (out == x).all()
+
+
+def test_launch_cooperative_grid_is_an_nvidia_option():
+    from polytile_nvidia.backend import NvidiaBackend
+
+    options = NvidiaBackend().parse_options({"launch_cooperative_grid": True})
+    assert options.launch_cooperative_grid is True

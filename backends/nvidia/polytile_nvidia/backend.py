@@ -51,6 +51,10 @@ class NvidiaOptions(BackendOptions):
     #: On sm_90a, lower the dots that fit a warpgroup to wgmma.mma_async (False: mma.sync
     #: everywhere, as on sm_80).
     enable_wgmma: bool = True
+    #: Launch with cuLaunchCooperativeKernel (Triton's option): every program of the grid
+    #: is resident at once, so programs may wait for each other (a grid-wide barrier made
+    #: of atomics); a grid larger than the GPU holds at once is a launch error.
+    launch_cooperative_grid: bool = False
 
 
 class NvidiaBackend(Backend):
@@ -140,7 +144,7 @@ class NvidiaBackend(Backend):
         return Launcher(cubin, metadata.get("kernel_name", kernel_name), [(p.name, p.type) for p in params],
                         # A kernel with worker warps (warp specialization) launches more.
                         num_warps=int(metadata.get("launch_warps", metadata.get("num_warps", options.num_warps))),
-                        shared=int(metadata.get("shared_bytes", 0)))
+                        shared=int(metadata.get("shared_bytes", 0)), cooperative=options.launch_cooperative_grid)
 
     def gpu_target(self, target: Target, options: BackendOptions | None = None) -> Any:
         """The target data and hooks of the shared GPU lowering (polytile.gpu.lowering)."""

@@ -80,6 +80,9 @@ SIGNATURES: dict[str, tuple[str, tuple[Any, ...]]] = {
     "cuLaunchKernel": ("CUresult (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, "
                        "unsigned int, unsigned int, CUstream, void **, void **)",
                        (ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)),
+    "cuLaunchCooperativeKernel": ("CUresult (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, "
+                                  "unsigned int, unsigned int, unsigned int, CUstream, void **)",
+                                  (ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p)),
     "cuTensorMapEncodeTiled": ("CUresult (CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, cuuint64_t const *, "
                                "cuuint64_t const *, cuuint32_t const *, cuuint32_t const *, CUtensorMapInterleave, "
                                "CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill)",
@@ -250,6 +253,13 @@ class DriverCalls:
         """``params``, ``extra``: addresses of ``void *`` arrays (0 for none)."""
         result = self._f["cuLaunchKernel"](_handle(function), gx, gy, gz, bx, by, bz, shared, _handle(stream),
                                            params or None, extra or None)
+        return (self.CUresult(result),)
+
+    def cuLaunchCooperativeKernel(self, function: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,
+                                  shared: int, stream: Any, params: int) -> tuple:
+        """``params``: the address of a ``void *`` array (launch_cooperative_grid=True)."""
+        result = self._f["cuLaunchCooperativeKernel"](_handle(function), gx, gy, gz, bx, by, bz, shared,
+                                                      _handle(stream), params or None)
         return (self.CUresult(result),)
 
     def cuPointerGetAttribute(self, attribute: int, pointer: int) -> tuple:

@@ -108,6 +108,10 @@ def launch_counts(kernel: Any) -> LaunchCounts:
     return total
 
 
+#: CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: the grid does not fit on the GPU at once.
+_COOPERATIVE_LAUNCH_TOO_LARGE = 720
+
+
 class Launcher(LauncherBase):
     """Launches one compiled kernel; call it as ``launcher((gx, gy, gz), args)``.
 
@@ -123,7 +127,7 @@ class Launcher(LauncherBase):
     max_grid = MAX_GRID
 
     def __init__(self, image: bytes | str, kernel_name: str, parameters: Sequence[tuple[str, Type]], *,
-                 num_warps: int, shared: int = 0):
+                 num_warps: int, shared: int = 0, cooperative: bool = False):
         if num_warps < 1 or num_warps * _WARP_SIZE > 1024:
             raise LaunchError(f"kernel '{kernel_name}': num_warps={num_warps} gives a block of "
                               f"{num_warps * _WARP_SIZE} threads; a block holds 32 to 1024 threads")
@@ -133,6 +137,9 @@ class Launcher(LauncherBase):
         self.num_warps = num_warps
         self.block = num_warps * _WARP_SIZE
         self.shared = shared
+        #: Launched by cuLaunchCooperativeKernel through cuda-bindings: the native paths
+        #: (which call cuLaunchKernel) are never taken.
+        self.cooperative = cooperative
         self._params = self.packer.params_address
         self._functions: dict[int, driver.Function] = {}
         #: The native launcher, chosen at the first launch (making a launcher must work
@@ -179,7 +186,7 @@ class Launcher(LauncherBase):
     def dispatcher_pending(self) -> bool:
         # Pending until this launcher has taken the native module: asked just after
         # make_dispatcher said none, a build finishing in between must not read as "never".
-        return self._native is None and (self._awaiting_native or driver.native_pending())
+        return not self.cooperative and self._native is None and (self._awaiting_native or driver.native_pending())
 
     def launch_counts(self) -> LaunchCounts:
         """How this kernel's launches went so far (see :class:`LaunchCounts`)."""
@@ -268,6 +275,8 @@ class Launcher(LauncherBase):
 
     def _choose_native(self) -> None:
         """Take the process's native module, or wait for it if it is being built."""
+        if self.cooperative:
+            return  # the native module launches with cuLaunchKernel only
         self._adopt(driver.native_launcher(wait=False))
         self._awaiting_native = self._native is None and driver.native_pending()
 
@@ -311,9 +320,24 @@ class Launcher(LauncherBase):
         err, current = cuda.cuCtxGetCurrent()
         if err or int(current) != context_id:
             driver.check(cuda.cuCtxSetCurrent(context), "cuCtxSetCurrent", self.kernel_name, device)
+        if self.cooperative:
+            (err,) = cuda.cuLaunchCooperativeKernel(function, gx, gy, gz, self.block, 1, 1, self.shared, stream,
+                                                    self._params)
+            if err:
+                self._raise_cooperative(err, (gx, gy, gz), device)
+            return
         (err,) = cuda.cuLaunchKernel(function, gx, gy, gz, self.block, 1, 1, self.shared, stream, self._params, 0)
         if err:
             driver.raise_error(err, "cuLaunchKernel", self.kernel_name, device)
+
+    def _raise_cooperative(self, err: Any, grid: tuple[int, int, int], device: int) -> None:
+        if int(err) == _COOPERATIVE_LAUNCH_TOO_LARGE:
+            programs = grid[0] * grid[1] * grid[2]
+            raise LaunchError(f"kernel '{self.kernel_name}': launch_cooperative_grid=True needs every program of the "
+                              f"grid resident at once, and this GPU cannot hold {programs} programs of "
+                              f"{self.block} threads and {self.shared} bytes of shared memory at once: use a smaller "
+                              f"grid (at most the number of SMs times the programs one SM holds)")
+        driver.raise_error(err, "cuLaunchCooperativeKernel", self.kernel_name, device)
 
     def _raise_native(self, result: tuple[int, int], device: int | None = None) -> None:
         code, call = result

@@ -48,7 +48,7 @@ from .binder import (MISSING, Unkeyed, adapter_of, constexpr_piece, describe_arg
 from .cache import globals_guard
 
 #: Launch keywords that are options, not kernel arguments (unless the kernel has such a parameter).
-_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "debug")
+_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "debug", "launch_cooperative_grid")
 #: How many calls of one @jit function may make a dispatcher plan (:mod:`.dispatch`).
 _PLAN_BUDGET = 64
 
@@ -782,9 +782,12 @@ class JITFunction:
 
 #: Triton's launch options that only some backends have, and the value that asks for
 #: nothing (what every backend does anyway): ``maxnreg`` caps NVIDIA's registers per
-#: thread, ``num_ctas`` asks for thread block clusters.
-_NEUTRAL_OPTIONS = {"maxnreg": None, "num_ctas": 1}
-_OPTION_MEANING = {"maxnreg": "caps the registers per thread", "num_ctas": "asks for thread block clusters"}
+#: thread, ``num_ctas`` asks for thread block clusters, ``launch_cooperative_grid`` for
+#: a cooperative launch.
+_NEUTRAL_OPTIONS = {"maxnreg": None, "num_ctas": 1, "launch_cooperative_grid": False}
+_OPTION_MEANING = {"maxnreg": "caps the registers per thread", "num_ctas": "asks for thread block clusters",
+                   "launch_cooperative_grid": "launches every program of the grid at once (cuLaunchCooperativeKernel), "
+                                              "so that they may wait for each other"}
 
 
 def _backend_options(options: dict) -> dict:

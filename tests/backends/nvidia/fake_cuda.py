@@ -24,6 +24,7 @@ class CUresult(enum.IntEnum):
     CUDA_ERROR_NO_BINARY_FOR_GPU = 209
     CUDA_ERROR_NOT_FOUND = 500
     CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701
+    CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720
 
 
 class CUdevice_attribute(enum.IntEnum):
@@ -81,6 +82,7 @@ class Launch:
     stream: int
     context: int
     arguments: list[bytes]
+    cooperative: bool = False
 
 
 @dataclass
@@ -206,6 +208,16 @@ class FakeDriver:
         arguments = [ctypes.string_at(pointers[i], size) for i, size in enumerate(kernel.param_sizes)]
         self.launches.append(Launch(name, (gx, gy, gz), (bx, by, bz), shared, int(stream), int(self.current), arguments))
         return (self.launch_result,)
+
+    #: Programs a cooperative launch may have at most (the GPU's resident capacity).
+    cooperative_limit: int = 132
+
+    def cuLaunchCooperativeKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, params):
+        if gx * gy * gz > self.cooperative_limit:
+            return (CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,)
+        (result,) = self.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, 0)
+        self.launches[-1].cooperative = True
+        return (result,)
 
 
 @pytest.fixture

@@ -61,6 +61,7 @@ def stand_in_functions(*, devices=2, fail_init=0):
         "cuFuncSetAttribute": record("cuFuncSetAttribute"),
         "cuPointerGetAttribute": record("cuPointerGetAttribute", write=lambda value, attribute, pointer: setattr(_out(value), "value", 1)),
         "cuLaunchKernel": record("cuLaunchKernel"),
+        "cuLaunchCooperativeKernel": record("cuLaunchCooperativeKernel"),
         "cuTensorMapEncodeTiled": record("cuTensorMapEncodeTiled",
                                          write=lambda tensor_map, *rest: ctypes.memmove(tensor_map, MAP_BYTES, 128)),
         "cuGetErrorName": error_text,
@@ -125,6 +126,8 @@ def test_calls_answer_in_cuda_bindings_convention():
     assert cuda.cuLaunchKernel(0x222, 4, 1, 1, 128, 1, 1, 0, 0, 0x5000, 0) == (0,)
     # A null stream and no extra array pass as null pointers.
     assert calls[-1] == ("cuLaunchKernel", (0x222, 4, 1, 1, 128, 1, 1, 0, None, 0x5000, None))
+    assert cuda.cuLaunchCooperativeKernel(0x222, 4, 1, 1, 128, 1, 1, 0, 0, 0x5000) == (0,)
+    assert calls[-1] == ("cuLaunchCooperativeKernel", (0x222, 4, 1, 1, 128, 1, 1, 0, None, 0x5000))
 
 
 def test_a_failed_call_has_the_drivers_name_for_its_code():

@@ -83,6 +83,21 @@ def test_launches_go_through_cuda_bindings_until_the_native_launcher_is_built(fa
     assert driver.launch_path() == "native (C extension calling cuLaunchKernel): built by the test"
 
 
+def test_a_cooperative_launcher_launches_cooperatively_on_every_path(fake, fake_driver):
+    fake_driver.gpus = [FakeGpu()]
+    fake_driver.images[IMAGE] = {"add_kernel": Kernel((8, 8, 8, 4))}
+    add = Launcher(IMAGE, "add_kernel", ADD_PARAMS, num_warps=4, cooperative=True)
+    args = [Tensor(0x1000, 0), Tensor(0x2000, 0), Tensor(0x3000, 0), 1000]
+    for _ in range(3):  # the native path (where installed) never takes it: it calls cuLaunchKernel
+        add((4, 1, 1), args)
+    assert [launch.cooperative for launch in fake_driver.launches] == [True] * 3
+    assert add._plan is None and add.make_dispatcher(lambda *a: None) is None and not add.dispatcher_pending()
+    with pytest.raises(LaunchError, match=r"kernel 'add_kernel': launch_cooperative_grid=True needs every program of "
+                                          r"the grid resident at once, and this GPU cannot hold 133 programs of 128 "
+                                          r"threads"):
+        add((133, 1, 1), args)
+
+
 def test_launch_passes_grid_block_and_arguments(add, fake_driver):
     add((3, 1, 1), [Tensor(0x1000, 0), Tensor(0x2000, 0), Tensor(0x3000, 0), 1000])
     (launch,) = fake_driver.launches
