@@ -90,6 +90,11 @@ LANGUAGE = {
     "flip": ["test_sorting.py::test_sort_flip_and_topk_match_numpy"],
     "sort": ["test_sorting.py::test_sort_flip_and_topk_match_numpy", "test_sorting.py::test_reorder_errors"],
     "topk": ["test_sorting.py::test_sort_flip_and_topk_match_numpy", "test_sorting.py::test_reorder_errors"],
+    "gather": ["test_gather.py::test_gather_2d", "test_gather.py::test_gather_1d",
+               "test_gather.py::test_bad_gathers_are_named"],
+    "histogram": ["test_histogram.py::test_histogram", "test_histogram.py::test_histogram_with_a_mask"],
+    "inline_asm_elementwise": ["test_inline_asm.py::test_nvidia_ptx_holds_the_assembly_and_assembles",
+                               "test_inline_asm.py::test_the_interpreter_says_it_runs_no_assembly"],
     "split": ["test_shapes.py::test_join_split"],
     "cat": ["test_shapes.py::test_cat"],
     # reductions and scans
