@@ -92,6 +92,7 @@ LANGUAGE = {
     "topk": ["test_sorting.py::test_sort_flip_and_topk_match_numpy", "test_sorting.py::test_reorder_errors"],
     "gather": ["test_gather.py::test_gather_2d", "test_gather.py::test_gather_1d",
                "test_gather.py::test_bad_gathers_are_named"],
+    "ravel": ["test_shapes.py::test_ravel_is_row_major"],
     "histogram": ["test_histogram.py::test_histogram", "test_histogram.py::test_histogram_with_a_mask"],
     "inline_asm_elementwise": ["test_inline_asm.py::test_nvidia_ptx_holds_the_assembly_and_assembles",
                                "test_inline_asm.py::test_the_interpreter_says_it_runs_no_assembly"],

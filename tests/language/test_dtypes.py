@@ -80,3 +80,27 @@ def test_narrow_floats(target, dt):
     else:
         narrow_float_kernel[(1,)](x, out, DT=dt, target=target)
         np.testing.assert_array_equal(out, x)
+
+
+def test_triton_names_of_dtypes():
+    # Triton's constructor by name and its lists of names.
+    assert pl.dtype("int8") == pl.int8 and pl.dtype("fp16") == pl.float16 and pl.dtype("bf16") == pl.bfloat16
+    assert [pl.dtype(n) for n in pl.dtype.SINT_TYPES] == [pl.int8, pl.int16, pl.int32, pl.int64]
+    assert pl.dtype("uint32") in [pl.dtype(n) for n in pl.dtype.UINT_TYPES]
+    with pytest.raises(TypeError, match="unknown dtype name 'int7'"):
+        pl.dtype("int7")
+    assert pl.PropagateNan.NONE == 0 and pl.PropagateNan.ALL == 0xFFFF
+
+
+@jit
+def fp8_variant_kernel(x_ptr):
+    pl.store(x_ptr, pl.load(x_ptr).to(pl.float8e4b15).to(pl.float32))
+
+
+def test_fp8_variants_polytile_lacks_are_named_where_used():
+    assert pl.float8e4b15.is_fp8() and repr(pl.float8e4b15) == "pl.float8e4b15" and pl.float8e4b15 != pl.float8e4nv
+    from polytile.errors import CompilationError
+
+    with pytest.raises(CompilationError, match=r"pl.float8e4b15 \(fp8 e4m3 with exponent bias 15\) is not "
+                                                  r"supported by polytile: use pl.float8e4nv or pl.float8e5"):
+        fp8_variant_kernel[(1,)](np.zeros(1, np.float32))

@@ -147,3 +147,16 @@ def test_assume_needs_a_true_boolean(cond, message, tmp_path):
     spec.loader.exec_module(module)
     with pytest.raises(CompilationError, match=message):
         module.bad[(1,)](np.zeros(4, np.float32), target="interp")
+
+
+@jit
+def ravel_kernel(x_ptr, out_ptr, M: pl.constexpr, N: pl.constexpr):
+    tile = pl.load(x_ptr + pl.arange(0, M)[:, None] * N + pl.arange(0, N)[None, :])
+    pl.store(out_ptr + pl.arange(0, M * N), pl.ravel(pl.trans(tile)))
+
+
+def test_ravel_is_row_major(target):
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    out = np.zeros(32, np.float32)
+    ravel_kernel[(1,)](x, out, M=4, N=8, target=target)
+    np.testing.assert_array_equal(out, x.T.ravel())

@@ -90,7 +90,10 @@ def test_mistakes_in_the_text_point_into_it():
         pt.JITFunction(template.fn)._unsafe_update_src(template.src.replace("X", "Y"))
 
 
-def test_functions_defined_by_exec_take_their_source_as_text():
+def test_functions_defined_by_exec_find_the_text_that_ran():
+    # Triton's tests exec a template's source with parts replaced, then launch: the text
+    # is still in the caller's variables when @jit runs, and compiling it gives the same
+    # bytecode as the function, so it is the function's source.
     namespace = {"pt": pt, "pl": pl}
     text = textwrap.dedent("""
         @pt.jit
@@ -99,11 +102,33 @@ def test_functions_defined_by_exec_take_their_source_as_text():
     """)
     exec(text, namespace)  # noqa: S102
     made, z = namespace["made"], np.zeros(4, np.float32)
-    with pytest.raises(CompilationError, match=r"cannot read the source of 'made'.*_unsafe_update_src\(text\)"):
-        made[(1,)](z, SIZE=4)
-    made._unsafe_update_src(text)
     made[(1,)](z, SIZE=4)
     assert z.tolist() == [7.0] * 4
+    assert made.src.lstrip().startswith("def made(Z, SIZE: pl.constexpr):")
+
+
+def test_a_function_whose_text_is_gone_says_how_to_give_it():
+    namespace = {"pt": pt, "pl": pl}
+    exec(textwrap.dedent("""
+        @pt.jit
+        def made(Z, SIZE: pl.constexpr):
+            pl.store(Z + pl.arange(0, SIZE), 7.0)
+    """), namespace)  # noqa: S102  (the text was never a variable: nothing to find)
+    made, z = namespace["made"], np.zeros(4, np.float32)
+    with pytest.raises(CompilationError, match=r"cannot read the source of 'made'.*_unsafe_update_src\(text\)"):
+        made[(1,)](z, SIZE=4)
+
+
+def test_a_text_that_is_not_the_function_is_not_taken():
+    namespace = {"pt": pt, "pl": pl}
+    # Texts of the same name and lines in the caller's variables, with other constants:
+    # neither is the code that ran (its text was never a variable).
+    near = "@pt.jit\ndef made(Z, SIZE: pl.constexpr):\n    pl.store(Z + pl.arange(0, SIZE), 7.0)\n"
+    other = near.replace("7.0", "8.0")
+    exec(compile(other.replace("8.0", "9.0"), "<string>", "exec"), namespace)  # noqa: S102
+    made, z = namespace["made"], np.zeros(4, np.float32)
+    with pytest.raises(CompilationError, match=r"cannot read the source of 'made'"):
+        made[(1,)](z, SIZE=4)
 
 
 @pytest.mark.parametrize("target", ["nvidia:sm_90a", "nvidia:sm_80", "amd:gfx942"])

@@ -140,3 +140,74 @@ def assigned_names(statements: list[ast.stmt]) -> set[str]:
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 names.add(node.id)
     return names
+
+
+#: How many frames above ``@jit`` to look for the text an ``exec`` ran (see below).
+_EXEC_FRAMES = 8
+
+
+def exec_source_text(fn: Any, frame: Any) -> str | None:
+    """The source text of ``fn`` when it was defined by ``exec`` of a string (Triton's
+    tests and code generators do this: ``exec(template_source.replace(...))``), found
+    among the string variables of the frames calling ``frame``, else None.
+
+    A string is taken only if compiling it gives ``fn``'s own code: a function of that
+    name at that line with the same bytecode, so the text is the one that ran.  Only
+    functions with no file are asked about (``inspect`` finds every other one)."""
+    code = fn.__code__
+    marker = f"def {fn.__name__}("
+    for _ in range(_EXEC_FRAMES):
+        if frame is None:
+            return None
+        for value in list(frame.f_locals.values()):
+            if isinstance(value, str) and marker in value:
+                text = _function_text(value, code)
+                if text is not None:
+                    return text
+        frame = frame.f_back
+    return None
+
+
+def _function_text(module_text: str, code: Any) -> str | None:
+    try:
+        compiled = compile(module_text, code.co_filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+    pending = [compiled]
+    while pending:
+        candidate = pending.pop()
+        if candidate.co_firstlineno == code.co_firstlineno and _same_code(candidate, code):
+            break
+        pending.extend(c for c in candidate.co_consts if inspect.iscode(c))
+    else:
+        return None
+    tree = ast.parse(module_text)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            if first == code.co_firstlineno:
+                lines = module_text.splitlines(keepends=True)
+                return "".join(lines[node.lineno - 1:node.end_lineno])  # without its decorators
+    return None
+
+
+def _same_code(a: Any, b: Any) -> bool:
+    """Whether two code objects are the same code: bytecode, names and constants (nested
+    functions' code compared the same way)."""
+    if (a.co_name, a.co_code, a.co_names, a.co_varnames) != (b.co_name, b.co_code, b.co_names, b.co_varnames):
+        return False
+    if len(a.co_consts) != len(b.co_consts):
+        return False
+    for x, y in zip(a.co_consts, b.co_consts):
+        if inspect.iscode(x) and inspect.iscode(y):
+            if not _same_code(x, y):
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return True
+
+
+def has_source_file(fn: Any) -> bool:
+    """Whether ``inspect`` can read ``fn``'s source (a file, or text linecache holds)."""
+    filename = fn.__code__.co_filename
+    return not (filename.startswith("<") and filename.endswith(">")) or bool(linecache.getlines(filename))

@@ -11,11 +11,15 @@ import importlib
 from typing import Any
 
 from .core import (
+    PropagateNan,
     bfloat16,
     constexpr,
     dtype,
     float8e4nv,
+    float8e4b8,
+    float8e4b15,
     float8e5,
+    float8e5b16,
     float16,
     float32,
     float64,
@@ -54,7 +58,7 @@ _HOMES = {
     "static_range": "standard", "store": "standard", "sum": "standard", "trans": "standard", "umulhi": "standard",
     "view": "standard", "where": "standard", "xor_sum": "standard", "zeros": "standard", "zeros_like": "standard",
     "WarpSpecialize": "loop_options", "interleave": "shape", "assume": "standard",
-    "flip": "sorting", "sort": "sorting", "topk": "sorting", "gather": "shape",
+    "flip": "sorting", "sort": "sorting", "topk": "sorting", "gather": "shape", "ravel": "shape",
     "inline_asm_elementwise": "assembly", "histogram": "reductions",
 }
 

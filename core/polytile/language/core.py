@@ -96,9 +96,22 @@ def unwrap(value: Any) -> Any:
 
 
 class dtype:
-    """An element type.  ``str(pl.float32) == "fp32"``, as in Triton."""
+    """An element type.  ``str(pl.float32) == "fp32"``, as in Triton; ``pl.dtype("int8")``
+    is ``pl.int8`` (Triton's constructor by name)."""
 
-    def __init__(self, name: str, ir_type: t.Type):
+    #: Triton's lists of type names, which its code and tests iterate.
+    SINT_TYPES = ("int8", "int16", "int32", "int64")
+    UINT_TYPES = ("int1", "uint8", "uint16", "uint32", "uint64")
+    FP_TYPES = ("fp8e4b15", "fp8e4nv", "fp8e4b8", "fp8e5", "fp8e5b16", "fp16", "bf16", "fp32", "fp64")
+    STANDARD_FP_TYPES = ("fp16", "bf16", "fp32", "fp64")
+    OTHER_TYPES = ("void",)
+
+    def __init__(self, name: str, ir_type: t.Type | None = None):
+        if ir_type is None:
+            known = _BY_NAME.get(name)
+            if known is None:
+                raise TypeError(f"unknown dtype name {name!r} (known: {', '.join(sorted(_BY_NAME))})")
+            ir_type = known.ir
         self.name = name
         self.ir = ir_type
 
@@ -189,11 +202,87 @@ float64 = dtype("fp64", t.f64)
 float8e4nv = dtype("fp8e4nv", t.f8e4m3)
 float8e5 = dtype("fp8e5", t.f8e5m2)
 
+
+
+class unsupported_dtype(dtype):
+    """A Triton element type polytile has no IR type for: the name exists (Triton code
+    that lists it imports and compares), and using it in a kernel is an error that says so."""
+
+    def __init__(self, name: str, python_name: str, why: str):
+        self.name = name
+        self._python_name = python_name
+        self._why = why
+
+    @property
+    def ir(self) -> t.Type:
+        raise TypeError(f"pl.{self._python_name} ({self._why}) is not supported by polytile: use pl.float8e4nv or "
+                        f"pl.float8e5")
+
+    def is_floating(self) -> bool:
+        return True
+
+    def is_fp8(self) -> bool:
+        return True
+
+    def is_int(self) -> bool:
+        return False
+
+    def is_int_signed(self) -> bool:
+        return False
+
+    def is_int_unsigned(self) -> bool:
+        return False
+
+    def is_bool(self) -> bool:
+        return False
+
+    def is_fp16(self) -> bool:
+        return False
+
+    def is_bf16(self) -> bool:
+        return False
+
+    def is_fp32(self) -> bool:
+        return False
+
+    def is_fp64(self) -> bool:
+        return False
+
+    @property
+    def primitive_bitwidth(self) -> int:
+        return 8
+
+    def __eq__(self, other: Any) -> bool:
+        return unwrap(other) is self
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"pl.{self._python_name}"
+
+
+#: Triton's fp8 variants with other exponent biases (pre-Hopper NVIDIA, AMD's FNUZ types).
+float8e4b15 = unsupported_dtype("fp8e4b15", "float8e4b15", "fp8 e4m3 with exponent bias 15")
+float8e4b8 = unsupported_dtype("fp8e4b8", "float8e4b8", "AMD's fp8 e4m3 FNUZ")
+float8e5b16 = unsupported_dtype("fp8e5b16", "float8e5b16", "AMD's fp8 e5m2 FNUZ")
+
+
+class PropagateNan:
+    """Triton's ``tl.PropagateNan``, for ``maximum``/``minimum``'s ``propagate_nan``:
+    ``NONE`` lets the result be either operand where one is NaN, ``ALL`` propagates NaN.
+    polytile always propagates NaN, which keeps both promises."""
+
+    NONE = 0x0000
+    ALL = 0xFFFF
+
+
 _ALL_DTYPES = (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
                float16, bfloat16, float32, float64, float8e4nv, float8e5)
 _PYTHON_NAMES = {"int1": "int1", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64",
                  "fp8e4nv": "float8e4nv", "fp8e5": "float8e5"}
 _BY_IR: dict[t.Type, dtype] = {d.ir: d for d in _ALL_DTYPES}
+_BY_NAME: dict[str, dtype] = {d.name: d for d in _ALL_DTYPES}
 
 
 def dtype_of(ir_type: t.Type) -> dtype:

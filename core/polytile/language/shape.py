@@ -1,5 +1,5 @@
 """Shape builtins over two tiles: ``pl.join``, ``pl.interleave``, ``pl.split``, ``pl.cat``,
-``pl.gather``."""
+``pl.gather``; and ``pl.ravel``."""
 
 from __future__ import annotations
 
@@ -92,3 +92,14 @@ def gather(src: Any, index: Any, axis: Any) -> tensor:
             raise semantic_error(f"pl.gather: the index's dimension {d} is {index.shape[d]} but the source's is "
                                  f"{src.shape[d]}: every dimension but the axis ({axis}) must match")
     return tensor(sem.emit(tile_shape.GatherOp, src.handle, index.handle, axis=axis).result)
+
+
+@builtin
+def ravel(x: Any, can_reorder: Any = False) -> tensor:
+    """``x`` as a 1-D tensor of all its elements, in row-major order (Triton's
+    ``tl.ravel``; ``can_reorder`` is accepted as Triton's, and the order kept)."""
+    x = sem.to_tensor(x)
+    count = 1
+    for d in x.shape:
+        count *= d
+    return reshape(x, (count,))
