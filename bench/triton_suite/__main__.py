@@ -1,0 +1,101 @@
+"""``python -m bench.triton_suite``: run Triton's language tests against polytile (or
+Triton itself, for the baseline), and compare the two runs.
+
+    # Triton's own interpreter on this machine (the baseline), then polytile's:
+    python -m bench.triton_suite run TRITON/python/test/unit/language/test_core.py --triton --out triton.json
+    python -m bench.triton_suite run TRITON/python/test/unit/language/test_core.py --out polytile.json
+    # On a GPU machine: --target nvidia --device cuda (and --triton --device cuda for Triton's)
+    python -m bench.triton_suite report polytile.json triton.json
+
+The test file is never changed: ``import triton`` finds the shim package (``shim/``)
+first on the path.  ``run`` needs pytest-xdist for ``-n``; it writes every test's outcome
+and first error line as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .groups import group_of, is_internals
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
+def run(args: argparse.Namespace) -> int:
+    tests = Path(args.tests).resolve()
+    env = dict(os.environ)
+    paths = [str(REPO)] if args.triton else [str(HERE / "shim"), str(REPO)]
+    env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["TRITON_SUITE_RESULTS"] = str(Path(args.out).resolve())
+    if args.triton:
+        if args.target == "interp":
+            env["TRITON_INTERPRET"] = "1"
+    else:
+        env["POLYTILE_TARGET"] = args.target
+        env.pop("TRITON_INTERPRET", None)
+    device = args.device or ("cpu" if args.target == "interp" else "cuda")
+    command = [sys.executable, "-m", "pytest", str(tests), "-q", "-p", "no:cacheprovider", "-p",
+               "bench.triton_suite.recorder", "--device", device]
+    if args.workers:
+        command += ["-n", str(args.workers)]
+    if args.k:
+        command += ["-k", args.k]
+    # Triton's conftest (the --device option, its fixtures) sits above the test file.
+    root = next((d for d in tests.parents if (d / "conftest.py").is_file() and d != tests.parent), tests.parent)
+    command += ["--rootdir", str(root)]
+    print("$", " ".join(command), flush=True)
+    return subprocess.call(command, env=env, cwd=str(root))
+
+
+def report(args: argparse.Namespace) -> int:
+    ours = json.loads(Path(args.polytile).read_text())
+    theirs = json.loads(Path(args.triton).read_text())
+    passed_by_triton = {test for test, (outcome, _) in theirs.items() if outcome == "passed"}
+    internals = {test for test in passed_by_triton if ours.get(test, ["missing", ""])[0] != "passed"
+                 and is_internals(ours.get(test, ["", ""])[1])}
+    counted = passed_by_triton - internals
+    passed = {test for test in counted if ours.get(test, ["missing", ""])[0] == "passed"}
+    groups: dict[str, list[str]] = collections.defaultdict(list)
+    for test in sorted(counted - passed):
+        outcome, message = ours.get(test, ["missing", "not run"])
+        groups[group_of(message) if outcome == "failed" else f"{outcome}: {group_of(message)}"].append(test)
+    total = len(counted)
+    print(f"Triton passes {len(passed_by_triton)} tests; {len(internals)} of them test Triton's internals "
+          f"(counted apart).")
+    print(f"polytile passes {len(passed)} of the other {total}: {100 * len(passed) / max(total, 1):.1f}%.")
+    print(f"polytile also passes {sum(1 for t, (o, _) in ours.items() if o == 'passed' and t not in passed_by_triton)} "
+          f"tests Triton does not pass here.\n")
+    print("| tests | failing group | example |\n|---|---|---|")
+    for name, tests in sorted(groups.items(), key=lambda item: -len(item[1]))[:args.groups]:
+        print(f"| {len(tests)} | {name.replace('|', '/')} | `{tests[0].split('::')[-1][:60]}` |")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.triton_suite", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser("run", help="run a Triton test file against polytile (or Triton)")
+    run_parser.add_argument("tests", help="Triton's test file, e.g. python/test/unit/language/test_core.py")
+    run_parser.add_argument("--triton", action="store_true", help="run Triton itself (the baseline)")
+    run_parser.add_argument("--target", default="interp", help="interp (default) or nvidia")
+    run_parser.add_argument("--device", help="the tests' --device (default: cpu for interp, else cuda)")
+    run_parser.add_argument("-n", "--workers", type=int, default=0, help="pytest-xdist workers")
+    run_parser.add_argument("-k", help="pytest's -k expression")
+    run_parser.add_argument("--out", required=True, help="where the JSON results go")
+    report_parser = commands.add_parser("report", help="compare polytile's results with Triton's")
+    report_parser.add_argument("polytile")
+    report_parser.add_argument("triton")
+    report_parser.add_argument("--groups", type=int, default=30, help="how many failing groups to list")
+    args = parser.parse_args(argv)
+    return run(args) if args.command == "run" else report(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

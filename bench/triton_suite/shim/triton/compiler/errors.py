@@ -1,0 +1,4 @@
+"""``triton.compiler.errors``."""
+
+from polytile.errors import CompilationError, CompilationError as CompileTimeAssertionFailure  # noqa: F401
+from polytile.errors import CompilationError as UnsupportedLanguageConstruct  # noqa: F401
