@@ -1,0 +1,84 @@
+"""``python -m bench.triton_suite`` end to end on a small Triton-style test file (with its
+own conftest, as Triton's has): the shim answers ``import triton`` with polytile's
+modules, the recorder writes every outcome, and the report counts what Triton passes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CONFTEST = '''
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--device", action="store", default="cuda")
+
+
+@pytest.fixture
+def device(request):
+    return request.config.getoption("--device")
+'''
+
+TESTS = '''
+import numpy as np
+import pytest
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+
+@triton.jit
+def add_kernel(x_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) + 1)
+
+
+def test_the_language_is_polytiles(device):
+    import polytile.language as pl
+
+    assert tl is pl and libdevice.tanh is pl.extra.libdevice.tanh and device == "cpu"
+
+
+@pytest.mark.parametrize("n", [8, 16])
+def test_add(n):
+    x = np.arange(n, dtype=np.float32)
+    out = np.zeros(n, np.float32)
+    add_kernel[(1,)](x, out, N=n)
+    assert (out == x + 1).all()
+
+
+def test_fails():
+    assert 1 == 2, "results differ"
+
+
+def test_internal():
+    triton.compile("kernel.ttir")
+'''
+
+
+def test_a_triton_style_file_runs_against_polytile_and_is_reported(tmp_path):
+    suite = tmp_path / "python" / "test"
+    (suite / "unit").mkdir(parents=True)
+    (suite / "conftest.py").write_text(CONFTEST)
+    (suite / "unit" / "test_small.py").write_text(textwrap.dedent(TESTS))
+    ours = tmp_path / "polytile.json"
+    done = subprocess.run([sys.executable, "-m", "bench.triton_suite", "run", str(suite / "unit" / "test_small.py"),
+                           "--out", str(ours)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    results = json.loads(ours.read_text())
+    outcomes = {test.split("::")[-1]: outcome for test, (outcome, _) in results.items()}
+    assert outcomes == {"test_the_language_is_polytiles": "passed", "test_add[8]": "passed",
+                        "test_add[16]": "passed", "test_fails": "failed", "test_internal": "failed"}, done.stdout
+    # As if Triton passed all five here: one is counted apart, one fails.
+    theirs = tmp_path / "triton.json"
+    theirs.write_text(json.dumps({test: ["passed", ""] for test in results}))
+    shown = subprocess.run([sys.executable, "-m", "bench.triton_suite", "report", str(ours), str(theirs)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    assert "Triton passes 5 tests; 1 of them test Triton's internals (counted apart)." in shown
+    assert "polytile passes 3 of the other 4: 75.0%." in shown
+    assert "| 1 | results differ from NumPy |" in shown or "results differ" in shown
