@@ -104,3 +104,26 @@ def test_fp8_variants_polytile_lacks_are_named_where_used():
     with pytest.raises(CompilationError, match=r"pl.float8e4b15 \(fp8 e4m3 with exponent bias 15\) is not "
                                                   r"supported by polytile: use pl.float8e4nv or pl.float8e5"):
         fp8_variant_kernel[(1,)](np.zeros(1, np.float32))
+
+
+@jit
+def rounding_kernel(x_ptr, y_ptr, ROUNDING: pl.constexpr, SPELLING: pl.constexpr):
+    v = pl.load(x_ptr + pl.arange(0, 4))
+    if SPELLING == "cast method":
+        half = v.cast(pl.float16, fp_downcast_rounding=ROUNDING)
+    else:
+        half = pl.cast(v, pl.float16, fp_downcast_rounding=ROUNDING)
+    pl.store(y_ptr + pl.arange(0, 4), half.to(pl.float32))
+
+
+@pytest.mark.parametrize("spelling", ["cast method", "pl.cast"])
+def test_downcast_rounding_is_to_nearest_even_or_refused(target, spelling):
+    x = np.array([1.0 + 2.0 ** -11, 2.25, -3.0, 65504.0], np.float32)  # the first: halfway, rounds to even
+    y = np.zeros(4, np.float32)
+    rounding_kernel[(1,)](x, y, ROUNDING="rtne", SPELLING=spelling, target=target)
+    np.testing.assert_array_equal(y, x.astype(np.float16).astype(np.float32))
+    from polytile.errors import CompilationError
+
+    with pytest.raises(CompilationError, match=r"fp_downcast_rounding='rtz' \(round toward zero\) is not supported "
+                                               r"yet"):
+        rounding_kernel[(1,)](x, y, ROUNDING="rtz", SPELLING=spelling, target=target)

@@ -400,7 +400,11 @@ class tensor:
 
     # Methods, as in Triton.
     def to(self, dtype: Any, fp_downcast_rounding: Any = None, bitcast: bool = False) -> "tensor":
-        return _sem().cast(self, unwrap(dtype), bitcast=bool(unwrap(bitcast)))
+        return _std().cast(self, dtype, fp_downcast_rounding, bitcast)
+
+    def cast(self, dtype: Any, fp_downcast_rounding: Any = None, bitcast: bool = False) -> "tensor":
+        """``pl.cast(self, ...)`` (Triton's ``tensor.cast``; ``to`` is the same)."""
+        return _std().cast(self, dtype, fp_downcast_rounding, bitcast)
 
     def reshape(self, *shape, can_reorder=False): return _std().reshape(self, *shape, can_reorder=can_reorder)
     def view(self, *shape): return _std().reshape(self, *shape)

@@ -146,7 +146,17 @@ def cdiv(x: Any, div: Any) -> Any:
 
 @builtin
 def cast(input: Any, dtype: Any, fp_downcast_rounding: Any = None, bitcast: Any = False) -> tensor:
-    return sem.cast(input, dtype, bool(unwrap(bitcast)))
+    """``input`` converted to ``dtype`` (``bitcast``: its bits reinterpreted).
+    ``fp_downcast_rounding``: None or ``"rtne"`` (round to nearest even, what every
+    conversion does); Triton's ``"rtz"`` is refused rather than silently rounded to
+    nearest."""
+    rounding = unwrap(fp_downcast_rounding)
+    if rounding not in (None, "rtne"):
+        if rounding == "rtz":
+            raise semantic_error("fp_downcast_rounding='rtz' (round toward zero) is not supported yet: conversions "
+                                 "round to nearest even ('rtne', the default)")
+        raise semantic_error(f"fp_downcast_rounding must be None, 'rtne' or 'rtz', got {rounding!r}")
+    return sem.cast(input, unwrap(dtype), bool(unwrap(bitcast)))
 
 
 @builtin
