@@ -34,5 +34,27 @@ def group_of(message: str) -> str:
     return normalized(message)
 
 
-def is_internals(message: str) -> bool:
-    return bool(INTERNALS.search(message))
+#: What a test function's source uses when it checks Triton's internals (its IR text,
+#: ``.asm`` keys, ``triton.compile``).
+INTERNAL_SOURCE = re.compile(r"\.asm\[|\.asm\.|ttgir|ttir|\bllir\b|triton\.compile|ASTSource|amdgcn|'ptx'|\"ptx\"")
+
+
+def internal_tests(source: str) -> list[str]:
+    """The test functions of a test file's ``source`` that use Triton's internals somewhere."""
+    import ast
+
+    found = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+            if INTERNAL_SOURCE.search(ast.get_source_segment(source, node) or ""):
+                found.append(node.name)
+    return found
+
+
+def is_internals(test: str, message: str, functions: list[str] | None) -> bool:
+    """Whether a failure is of Triton's internals: its message says so, and (where the
+    run recorded which test functions use internals) its test function uses them."""
+    if not INTERNALS.search(message):
+        return False
+    name = test.split("::")[-1].split("[")[0]
+    return functions is None or name in functions

@@ -309,8 +309,8 @@ def pipelined_break_kernel(out_ptr, n):
 
 def test_break_in_a_pipelined_loop_is_reported():
     _check_error(pipelined_break_kernel, [np.zeros(1, np.int32), 1], {}, "pl.range(n, num_stages=3)",
-                 "a loop that can 'break' runs as a 'while' loop, which cannot be software-pipelined: "
-                 "remove pl.range's num_stages or the 'break'")
+                 "a loop that can 'break' runs as a 'while' loop, which takes none of pl.range's loop options: "
+                 "remove num_stages or the 'break'")
 
 
 @jit

@@ -307,3 +307,82 @@ def test_nested_break_and_continue(target, n):
         if acc > 1000:
             break
     assert out[0] == acc
+
+
+@pt.jit
+def counted_condition_kernel(x_ptr, count_ptr):
+    i = 0
+    while pl.atomic_add(count_ptr, 1) < 100:  # a condition with an effect
+        if pl.load(x_ptr + i) < 0:
+            break
+        i += 1
+    pl.store(count_ptr + 1, i)
+
+
+def test_a_while_condition_is_not_evaluated_again_after_break(target):
+    x = np.array([1, 2, -1, 4, 5, 6, 7, 8], np.int32)
+    count = np.zeros(2, np.int32)
+    counted_condition_kernel[(1,)](x, count, target=target)
+    assert count.tolist() == [3, 2]  # Python evaluates the condition three times
+
+
+@pt.jit
+def run_time_step_kernel(out_ptr, start, stop, step, LIMIT: pl.constexpr):
+    count = 0
+    last = -1
+    for i in range(start, stop, step):
+        if count == LIMIT:
+            break
+        last = i
+        count += 1
+    pl.store(out_ptr, count)
+    pl.store(out_ptr + 1, last)
+
+
+@pytest.mark.parametrize("start, stop, step", [(0, 10, 3), (10, 0, -3), (0, 4, -1), (5, 5, 1),
+                                               (2147483000, 2147483647, 1000), (-5, 7, 2)])
+def test_a_loop_that_can_break_counts_as_range_does(target, start, stop, step):
+    out = np.zeros(2, np.int32)
+    run_time_step_kernel[(1,)](out, start, stop, step, LIMIT=100, target=target)
+    values = list(range(start, stop, step))
+    assert out.tolist() == [len(values), values[-1] if values else -1]
+    run_time_step_kernel[(1,)](out, start, stop, step, LIMIT=1, target=target)
+    assert out.tolist() == [min(1, len(values)), values[0] if values else -1]
+
+
+@pt.jit
+def defined_after_continue_kernel(x_ptr, out_ptr, n):
+    acc = 0
+    for i in range(n):
+        v = pl.load(x_ptr + i)
+        if v < 0:
+            continue
+        else:
+            w = v * 2  # defined only where the loop goes on, as Python allows
+        acc += w
+    pl.store(out_ptr, acc)
+
+
+def test_a_name_defined_on_the_branch_that_goes_on_stays_defined(target):
+    x = np.array([1, -2, 3, -4, 5], np.int32)
+    out = np.zeros(1, np.int32)
+    defined_after_continue_kernel[(1,)](x, out, 5, target=target)
+    assert out[0] == 2 * (1 + 3 + 5)
+
+
+@pt.jit
+def pipelined_continue_kernel(x_ptr, out_ptr, n):
+    acc = 0.0
+    for i in pl.range(n, num_stages=3):
+        v = pl.load(x_ptr + i)
+        if v < 0:
+            continue
+        acc += v
+    pl.store(out_ptr, acc)
+
+
+def test_continue_in_a_pipelined_loop_is_refused():
+    with pytest.raises(pt.CompilationError, match="a loop that can 'continue' runs the rest of its body under a "
+                                                  "condition, which cannot be software-pipelined: remove pl.range's "
+                                                  "num_stages or the 'continue'"):
+        pipelined_continue_kernel[(1,)](np.zeros(4, np.float32), np.zeros(1, np.float32), 4)

@@ -127,3 +127,27 @@ def test_downcast_rounding_is_to_nearest_even_or_refused(target, spelling):
     with pytest.raises(CompilationError, match=r"fp_downcast_rounding='rtz' \(round toward zero\) is not supported "
                                                r"yet"):
         rounding_kernel[(1,)](x, y, ROUNDING="rtz", SPELLING=spelling, target=target)
+
+
+@jit
+def rounding_on_other_casts_kernel(x_ptr, WHICH: pl.constexpr):
+    v = pl.load(x_ptr + pl.arange(0, 4))
+    if WHICH == "widening":
+        pl.store(x_ptr + pl.arange(0, 4), v.to(pl.float16).to(pl.float32, fp_downcast_rounding="rtne"))
+    elif WHICH == "to int":
+        pl.store(x_ptr + pl.arange(0, 4), v.to(pl.int32, fp_downcast_rounding="rtne").to(pl.float32))
+
+
+@pytest.mark.parametrize("which", ["widening", "to int"])
+def test_downcast_rounding_only_on_narrowing_float_casts(which):
+    from polytile.errors import CompilationError
+
+    with pytest.raises(CompilationError, match="fp_downcast_rounding applies only to a conversion from a float to "
+                                               "a narrower float"):
+        rounding_on_other_casts_kernel[(1,)](np.zeros(4, np.float32), WHICH=which)
+
+
+def test_every_name_in_the_dtype_lists_is_a_dtype():
+    for name in (*pl.dtype.SINT_TYPES, *pl.dtype.UINT_TYPES, *pl.dtype.FP_TYPES):
+        assert pl.dtype(name).name == name
+    assert pl.dtype("fp8e4b15") == pl.float8e4b15 and pl.dtype("fp8e4b15") != pl.float8e4b8

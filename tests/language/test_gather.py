@@ -30,7 +30,8 @@ def gather_1d_kernel(src_ptr, index_ptr, out_ptr, S: pl.constexpr, I: pl.constex
 @pytest.mark.parametrize("axis, source, index_shape", [
     (0, (16, 8), (32, 8)), (0, (32, 32), (8, 32)), (1, (16, 8), (16, 64)), (1, (64, 32), (64, 32)), (-1, (4, 16), (4, 2)),
 ])
-@pytest.mark.parametrize("dtype, index_dtype", [(np.float32, np.int32), (np.float16, np.int64), (np.int32, np.int16)])
+@pytest.mark.parametrize("dtype, index_dtype", [(np.float32, np.int32), (np.float16, np.int64), (np.int32, np.int16),
+                                                (np.float32, np.uint8)])
 def test_gather_2d(target, axis, source, index_shape, dtype, index_dtype):
     rng = np.random.default_rng(7)
     src = (rng.standard_normal(source) * 100).astype(dtype)
@@ -41,7 +42,7 @@ def test_gather_2d(target, axis, source, index_shape, dtype, index_dtype):
     np.testing.assert_array_equal(out, np.take_along_axis(src, index.astype(np.int64), axis))
 
 
-@pytest.mark.parametrize("size, count", [(128, 128), (32, 256), (256, 16)])
+@pytest.mark.parametrize("size, count", [(128, 128), (32, 256), (256, 16), (512, 64)])
 def test_gather_1d(target, size, count):
     programs = 3
     src = np.arange(programs * size, dtype=np.float32).reshape(programs, size) * 0.5
@@ -85,3 +86,18 @@ def test_bad_gathers_are_named(which, message):
     with pytest.raises(pt.CompilationError) as info:
         bad_gather_kernel[(1,)](np.zeros(64, np.float32), WHICH=which)
     assert message in str(info.value)
+
+
+@pt.jit
+def unsigned_index_kernel(src_ptr, index_ptr, out_ptr, S: pl.constexpr, I: pl.constexpr):
+    src = pl.load(src_ptr + pl.arange(0, S))
+    index = pl.load(index_ptr + pl.arange(0, I))  # uint8: 200 is 200, not -56
+    pl.store(out_ptr + pl.arange(0, I), src.gather(index, 0))
+
+
+def test_unsigned_narrow_indices_reach_past_128(target):
+    src = np.arange(512, dtype=np.float32)
+    index = np.array([200, 130, 255, 5, 128, 0, 17, 254], np.uint8)
+    out = np.zeros(8, np.float32)
+    unsigned_index_kernel[(1,)](src, index, out, S=512, I=8, target=target)
+    np.testing.assert_array_equal(out, src[index])

@@ -44,7 +44,7 @@ UNARY = {
 BINARY = {
     "atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign, "fmax": np.fmax, "fmin": np.fmin,
     "fdim": lambda x, y: np.where(x > y, x - y, 0.0), "pow": lambda x, y: np.abs(x) ** y,
-    "fmod": np.fmod, "div_rn": np.divide, "fast_dividef": np.divide,
+    "fmod": np.fmod, "div_rn": np.divide, "fast_dividef": np.divide, "nextafter": np.nextafter,
 }
 
 
@@ -86,7 +86,41 @@ def test_binary(target, name):
     out = np.zeros(N, np.float32)
     binary_kernel[(1,)](x, y, out, FN=getattr(libdevice, name), N=N, target=target)
     expected = BINARY[name](x.astype(np.float64), y.astype(np.float64))
-    np.testing.assert_allclose(out, expected, rtol=2e-5, atol=2e-6)
+    if name == "nextafter":  # one ulp away: compared exactly, at fp32
+        np.testing.assert_array_equal(out, np.nextafter(x, y))
+    else:
+        np.testing.assert_allclose(out, expected, rtol=2e-5, atol=2e-6)
+
+
+@pt.jit
+def edges_kernel(x_ptr, out_ptr, N: pl.constexpr):
+    offs = pl.arange(0, N)
+    x = pl.load(x_ptr + offs)
+    pl.store(out_ptr + offs, libdevice.tgamma(x))
+    pl.store(out_ptr + N + offs, libdevice.lgamma(x))
+    pl.store(out_ptr + 2 * N + offs, libdevice.round(x))
+
+
+def test_poles_overflow_and_signed_zeros(target):
+    x = np.array([172.0, 200.0, 0.0, -0.3, 1e10, 5.0, -2.5, 2.5], np.float32)
+    out = np.zeros(24, np.float32)
+    edges_kernel[(1,)](x, out, N=8, target=target)
+    tgamma, lgamma, rounded = out.reshape(3, 8)
+    assert np.isposinf(tgamma[[0, 1, 2, 4]]).all() and tgamma[5] == np.float32(24.0)
+    assert np.isposinf(lgamma[2]) and np.isfinite(lgamma[4])  # lgamma(1e10) is about 2.2e11
+    np.testing.assert_array_equal(rounded, np.array([172, 200, 0, -0.0, 1e10, 5, -3, 3], np.float32))
+    assert np.signbit(rounded[3])  # C's round(-0.3) is -0.0
+
+
+@pt.jit
+def narrow_nextafter_kernel(x_ptr):
+    v = pl.load(x_ptr + pl.arange(0, 4))
+    pl.store(x_ptr + pl.arange(0, 4), libdevice.nextafter(v, v + 1))
+
+
+def test_nextafter_of_narrow_floats_is_refused():
+    with pytest.raises(pt.CompilationError, match="libdevice.nextafter takes fp32 or fp64 values"):
+        narrow_nextafter_kernel[(1,)](np.zeros(4, np.float16))
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float64])

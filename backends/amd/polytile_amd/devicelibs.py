@@ -27,6 +27,7 @@ from typing import Any, Callable
 from llvmlite import ir
 
 from polytile.gpu.lowering.elementwise import LOG2E, intrinsic
+from polytile.gpu.lowering.types import BFloatType
 
 from .architectures import ARCHITECTURES
 from .errors import DeviceLibsMissingError
@@ -41,10 +42,15 @@ Emitter = Callable[[Any, list, ir.Type], Any]
 
 
 def _type_name(type_: ir.Type) -> str:
-    return {ir.HalfType: "f16", ir.FloatType: "f32", ir.DoubleType: "f64"}[type(type_)]
+    return {ir.HalfType: "f16", BFloatType: "bf16", ir.FloatType: "f32", ir.DoubleType: "f64"}[type(type_)]
 
 
 def _ocml_call(ctx: Any, name: str, args: list, type_: ir.Type) -> Any:
+    if isinstance(type_, BFloatType):
+        # ocml has no bf16 functions: computed in f32 and rounded back, as on NVIDIA.
+        b = ctx.builder
+        wide = [b.fpext(a, _F32) for a in args]
+        return b.fptrunc(ctx.call(f"{OCML_PREFIX}{name}_f32", _F32, wide), type_)
     return ctx.call(f"{OCML_PREFIX}{name}_{_type_name(type_)}", type_, args)
 
 

@@ -33,7 +33,10 @@ def _scalar(fn: Callable) -> Callable:
 
     def elementwise(x: np.ndarray) -> np.ndarray:
         x = np.asarray(x)
-        return np.vectorize(safe, otypes=[np.float64])(x).astype(x.dtype) if x.size else x.copy()
+        if not x.size:
+            return x.copy()
+        with np.errstate(all="ignore"):  # a result past the type's range is inf, as on the GPU
+            return np.vectorize(safe, otypes=[np.float64])(x).astype(x.dtype)
     return elementwise
 
 
@@ -49,7 +52,8 @@ def _round_half_away(x: np.ndarray) -> np.ndarray:
     """C's ``round``: halfway cases away from zero (NumPy's ``round`` goes to even).  The
     fraction ``x - trunc(x)`` is exact, so 0.49999997 stays 0 (adding 0.5 would round up)."""
     whole = np.trunc(x)
-    return (whole + np.sign(x) * (np.abs(x - whole) >= 0.5)).astype(x.dtype)
+    rounded = (whole + np.sign(x) * (np.abs(x - whole) >= 0.5)).astype(x.dtype)
+    return np.copysign(rounded, x).astype(x.dtype)  # -0.3 rounds to -0.0, as C's round
 
 
 def _gamma(v: float) -> float:
@@ -57,7 +61,10 @@ def _gamma(v: float) -> float:
         return math.inf
     if v <= 0 and v == math.floor(v):
         return math.nan if v < 0 else math.copysign(math.inf, v)
-    return math.gamma(v)
+    try:
+        return math.gamma(v)
+    except OverflowError:  # beyond about 171.6 the result is past every float's range
+        return math.inf
 
 
 # name, NumPy semantics, summary

@@ -36,6 +36,10 @@ from .values import (
 )
 
 
+#: pl.range options that software-pipeline a loop (which a loop body under a condition defeats).
+_PIPELINING = ("num_stages", "warp_specialize", "flatten", "disallow_acc_multi_buffer")
+
+
 class ControlFlowGen:
     """Control-flow visitors of :class:`~polytile.frontend.function.FunctionGen`."""
 
@@ -180,6 +184,11 @@ class ControlFlowGen:
         if exits.breaks:
             return self.breaking_for(node, start, stop, step, hints)
         if exits.continues:
+            pipelining = sorted(k for k in _PIPELINING if k in hints and not (k == "num_stages" and hints[k] < 2))
+            if pipelining:
+                raise self.error(node.iter, f"a loop that can 'continue' runs the rest of its body under a condition, "
+                                            f"which cannot be software-pipelined: remove pl.range's "
+                                            f"{', '.join(pipelining)} or the 'continue'")
             flags = self.exit_flags()
             body = [flag(node, flags.skip, False)] + rewrite_body(node.body, flags, self.error)
             node = ast.copy_location(ast.For(target=node.target, iter=node.iter, body=body, orelse=[]), node)
@@ -249,28 +258,42 @@ class ControlFlowGen:
             self.loop_depth -= 1
 
     def breaking_for(self, node: ast.For, start: Any, stop: Any, step: Any, hints: dict) -> None:
-        """A run-time ``for`` that may ``break``: a ``while`` over its counter (see loop_exits)."""
+        """A run-time ``for`` that may ``break``: a ``while`` over its trip number (see
+        loop_exits).  The trip count is computed first, in 64 bits, as Python's ``range``
+        counts (a negative step counts down, a run-time one too), so the counter never
+        overflows and the loop ends where ``range`` does."""
         if not isinstance(node.target, ast.Name):
             raise self.error(node.target, "the variable of a run-time loop must be a plain name")
-        pipelining = sorted(hints)
-        if pipelining:
-            raise self.error(node.iter, f"a loop that can 'break' runs as a 'while' loop, which cannot be "
-                                        f"software-pipelined: remove pl.range's {', '.join(pipelining)} or the "
-                                        f"'break'")
-        bounds, descending = self.loop_bounds(node, start, stop, step)
+        if hints:
+            raise self.error(node.iter, f"a loop that can 'break' runs as a 'while' loop, which takes none of "
+                                        f"pl.range's loop options: remove {', '.join(sorted(hints))} or the 'break'")
+        bounds, _ = self.loop_bounds(node, start, stop, step)
+        iv_type = bounds[0].type
+        first, last, stride = (sem.cast_type(b, t.i64) for b in bounds)
+        up = sem.compare("gt", stride, 0)
+        span = sem.where(up, sem.binary("sub", last, first), sem.binary("sub", first, last))
+        size = sem.where(up, stride, sem.binary("sub", 0, stride))
+        size = sem.where(sem.compare("eq", size, 0), 1, size)  # a zero step: no trips (range would refuse it)
+        trips = sem.binary("floordiv", sem.binary("add", span, sem.binary("sub", size, 1)), size)
+        trips = sem.where(sem.compare("gt", trips, 0), trips, 0)
         flags = self.exit_flags()
-        limit, stride = flags.counter + ".limit", flags.counter + ".step"
-        self.scope[flags.counter], self.scope[limit], self.scope[stride] = bounds
+        names = {part: f"{flags.counter}.{part}" for part in ("trips", "first", "step", "dtype")}
+        self.scope[flags.counter] = sem.cast_type(sem.to_tensor(0), t.i64)
+        self.scope[names["trips"]], self.scope[names["first"]], self.scope[names["step"]] = trips, first, stride
+        self.scope[names["dtype"]] = lc.dtype_of(iv_type)
         self.scope[flags.stop] = sem.to_tensor(False)
 
         def name(id_: str) -> ast.Name:
             return ast.Name(id=id_, ctx=ast.Load())
 
-        more = ast.Compare(left=name(flags.counter), ops=[ast.Gt() if descending else ast.Lt()],
-                           comparators=[name(limit)])
+        more = ast.Compare(left=name(flags.counter), ops=[ast.Lt()], comparators=[name(names["trips"])])
         test = ast.BoolOp(op=ast.And(), values=[more, ast.UnaryOp(op=ast.Not(), operand=name(flags.stop))])
-        bind = assign(node, node.target.id, name(flags.counter))
-        advance = assign(node, flags.counter, ast.BinOp(left=name(flags.counter), op=ast.Add(), right=name(stride)))
+        value = ast.BinOp(left=name(names["first"]), op=ast.Add(),
+                          right=ast.BinOp(left=name(flags.counter), op=ast.Mult(), right=name(names["step"])))
+        bind = assign(node, node.target.id, ast.Call(func=ast.Attribute(value=value, attr="to", ctx=ast.Load()),
+                                                     args=[name(names["dtype"])], keywords=[]))
+        advance = assign(node, flags.counter, ast.BinOp(left=name(flags.counter), op=ast.Add(),
+                                                        right=ast.Constant(value=1)))
         body = [bind, advance, flag(node, flags.skip, False)] + rewrite_body(node.body, flags, self.error)
         loop = ast.copy_location(ast.While(test=test, body=body, orelse=[]), node)
         ast.fix_missing_locations(loop)
@@ -332,8 +355,10 @@ class ControlFlowGen:
                 # `while test and not stop`: a run-time loop even where `test` is known at
                 # compile time (`while True:`), which the break ends.
                 self.scope[flags.stop] = sem.to_tensor(False)
-                stop = ast.UnaryOp(op=ast.Not(), operand=ast.Name(id=flags.stop, ctx=ast.Load()))
-                test = ast.BoolOp(op=ast.And(), values=[node.test, stop])
+                # `test if not stop else False`: after a break the test is not evaluated
+                # again (a test with effects, an atomic, runs as often as Python runs it).
+                going = ast.UnaryOp(op=ast.Not(), operand=ast.Name(id=flags.stop, ctx=ast.Load()))
+                test = ast.IfExp(test=going, body=node.test, orelse=ast.Constant(value=False))
             body = [flag(node, flags.skip, False)] + rewrite_body(node.body, flags, self.error)
             loop = ast.copy_location(ast.While(test=test, body=body, orelse=[]), node)
             return self.visit_While(ast.fix_missing_locations(loop))

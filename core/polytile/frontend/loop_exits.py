@@ -95,10 +95,22 @@ def unless(node: ast.AST, name: str, body: list[ast.stmt]) -> ast.stmt:
     return _at(node, ast.If(test=test, body=body, orelse=[]))
 
 
+def always_jumps(stmts: list[ast.stmt]) -> bool:
+    """Whether every path through ``stmts`` ends in a ``break`` or ``continue``."""
+    for stmt in stmts:
+        if isinstance(stmt, (ast.Break, ast.Continue)):
+            return True
+        if isinstance(stmt, ast.If) and always_jumps(stmt.body) and always_jumps(stmt.orelse):
+            return True
+    return False
+
+
 def rewrite_body(body: list[ast.stmt], flags: ExitFlags, error) -> list[ast.stmt]:
-    """``body`` with its own jumps written as flags: the statements after one that may jump
-    run under ``if not skip``.  ``error(node, message)`` makes the CompilationError for a
-    jump where it cannot be rewritten."""
+    """``body`` with its own jumps written as flags.  After an ``if`` one of whose branches
+    always jumps (``if c: continue``), the rest of the body moves into the other branch,
+    as Python runs it (what that branch defines stays defined); after any other statement
+    that may jump, the rest runs under ``if not skip``.  ``error(node, message)`` makes the
+    CompilationError for a jump where it cannot be rewritten."""
     out: list[ast.stmt] = []
     for index, stmt in enumerate(body):
         if isinstance(stmt, ast.Continue):
@@ -115,10 +127,17 @@ def rewrite_body(body: list[ast.stmt], flags: ExitFlags, error) -> list[ast.stmt
             word = "break" if isinstance(jump, ast.Break) else "continue"
             raise error(jump, f"'{word}' inside a '{type(stmt).__name__.lower()}' statement is not supported in "
                               f"kernels; use it directly in the loop body or in an 'if'")
-        branch = ast.If(test=stmt.test, body=rewrite_body(stmt.body, flags, error) or [ast.Pass()],
-                        orelse=rewrite_body(stmt.orelse, flags, error))
-        out.append(_at(stmt, branch))
         rest = body[index + 1:]
+        then, other = stmt.body, stmt.orelse
+        if always_jumps(then) and not always_jumps(other):
+            other, rest = other + rest, []
+        elif always_jumps(other) and not always_jumps(then):
+            then, rest = then + rest, []
+        elif always_jumps(then):
+            rest = []  # both branches jump: what follows never runs
+        branch = ast.If(test=stmt.test, body=rewrite_body(then, flags, error) or [ast.Pass()],
+                        orelse=rewrite_body(other, flags, error))
+        out.append(_at(stmt, branch))
         if rest:
             out.append(unless(rest[0], flags.skip, rewrite_body(rest, flags, error)))
         return out

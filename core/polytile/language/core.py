@@ -111,6 +111,11 @@ class dtype:
             known = _BY_NAME.get(name)
             if known is None:
                 raise TypeError(f"unknown dtype name {name!r} (known: {', '.join(sorted(_BY_NAME))})")
+            if isinstance(known, unsupported_dtype):
+                # Triton's other fp8 variants: pl.dtype("fp8e4b15") is pl.float8e4b15's twin.
+                self.__class__ = unsupported_dtype
+                self.__dict__.update(known.__dict__)
+                return
             ir_type = known.ir
         self.name = name
         self.ir = ir_type
@@ -253,7 +258,8 @@ class unsupported_dtype(dtype):
         return 8
 
     def __eq__(self, other: Any) -> bool:
-        return unwrap(other) is self
+        other = unwrap(other)
+        return isinstance(other, unsupported_dtype) and other.name == self.name
 
     def __hash__(self) -> int:
         return hash(self.name)
@@ -282,7 +288,7 @@ _ALL_DTYPES = (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
 _PYTHON_NAMES = {"int1": "int1", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64",
                  "fp8e4nv": "float8e4nv", "fp8e5": "float8e5"}
 _BY_IR: dict[t.Type, dtype] = {d.ir: d for d in _ALL_DTYPES}
-_BY_NAME: dict[str, dtype] = {d.name: d for d in _ALL_DTYPES}
+_BY_NAME: dict[str, dtype] = {d.name: d for d in (*_ALL_DTYPES, float8e4b15, float8e4b8, float8e5b16)}
 
 
 def dtype_of(ir_type: t.Type) -> dtype:
@@ -406,6 +412,11 @@ class tensor:
         """``pl.cast(self, ...)`` (Triton's ``tensor.cast``; ``to`` is the same)."""
         return _std().cast(self, dtype, fp_downcast_rounding, bitcast)
 
+    # Triton's member functions of builtins that live in other modules.
+    def ravel(self, can_reorder=False): return _module("shape").ravel(self, can_reorder)
+    def gather(self, index, axis): return _module("shape").gather(self, index, axis)
+    def histogram(self, num_bins, mask=None): return _module("reductions").histogram(self, num_bins, mask)
+
     def reshape(self, *shape, can_reorder=False): return _std().reshape(self, *shape, can_reorder=can_reorder)
     def view(self, *shape): return _std().reshape(self, *shape)
     def trans(self, *dims): return _std().trans(self, *dims)
@@ -456,3 +467,9 @@ def _std():
     from . import standard
 
     return standard
+
+
+def _module(name: str):
+    import importlib
+
+    return importlib.import_module(f"{__package__}.{name}")

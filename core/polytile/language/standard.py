@@ -16,6 +16,7 @@ from ..ir.builder import InsertionPoint
 from ..ir.operation import Block, Region
 from . import block as _block, semantic as sem
 from .core import builtin, constexpr, current_context, dtype, dtype_of, semantic_error, tensor, unwrap
+from .core import dtype as _dtype_class
 
 # --------------------------------------------------------------------------------------
 # Helpers
@@ -151,11 +152,19 @@ def cast(input: Any, dtype: Any, fp_downcast_rounding: Any = None, bitcast: Any 
     conversion does); Triton's ``"rtz"`` is refused rather than silently rounded to
     nearest."""
     rounding = unwrap(fp_downcast_rounding)
-    if rounding not in (None, "rtne"):
+    if rounding is not None:
+        if rounding not in ("rtne", "rtz"):
+            raise semantic_error(f"fp_downcast_rounding must be None, 'rtne' or 'rtz', got {rounding!r}")
+        source, target = sem.to_tensor(input), unwrap(dtype)
+        element = t.element_type(source.type)
+        narrowing = (not unwrap(bitcast) and isinstance(element, t.FloatType) and isinstance(target, _dtype_class)
+                     and isinstance(target.ir, t.FloatType) and target.ir.width < element.width)
+        if not narrowing:
+            raise semantic_error("fp_downcast_rounding applies only to a conversion from a float to a narrower "
+                                 f"float, not from {sem.type_name(element)} to {target}")
         if rounding == "rtz":
             raise semantic_error("fp_downcast_rounding='rtz' (round toward zero) is not supported yet: conversions "
                                  "round to nearest even ('rtne', the default)")
-        raise semantic_error(f"fp_downcast_rounding must be None, 'rtne' or 'rtz', got {rounding!r}")
     return sem.cast(input, unwrap(dtype), bool(unwrap(bitcast)))
 
 

@@ -81,7 +81,9 @@ def _gather(op: Any, operands: list, ctx: LoweringContext) -> list:
         if index.type.width > 32:
             index = b.trunc(index, i32)  # masked to the axis's size next: the low bits decide
         elif index.type.width < 32:
-            index = b.sext(index, i32)
+            # Zero-extended: a valid index is non-negative whatever its signedness (a uint8
+            # index of 200 is 200), and a negative one is out of range either way.
+            index = b.zext(index, i32)
         where = list(coords[register])
         where[axis] = b.and_(index, mask)
         offset = element_offset(ops, placement, where)

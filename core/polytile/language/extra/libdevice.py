@@ -131,7 +131,15 @@ fast_tanf = _unary("fast_tanf", "tan")
 atan2 = _binary("atan2", math_d.BINARY_OPS["atan2"])
 hypot = _binary("hypot", math_d.BINARY_OPS["hypot"])
 copysign = _binary("copysign", math_d.BINARY_OPS["copysign"])
-nextafter = _binary("nextafter", math_d.BINARY_OPS["nextafter"])
+@builtin
+def nextafter(arg0: Any, arg1: Any) -> tensor:
+    """The next representable value after arg0 toward arg1, in fp32 or fp64 (as
+    libdevice's: a narrower float's next value is not an fp32 step)."""
+    x, y = _floats("nextafter", arg0, arg1)
+    if t.element_type(x.type) not in (t.f32, t.f64):
+        raise semantic_error(f"libdevice.nextafter takes fp32 or fp64 values, got {sem._describe(x)}: convert them "
+                             f"with .to(pl.float32) first")
+    return tensor(sem.emit(math_d.BINARY_OPS["nextafter"], x.handle, y.handle).result)
 fdim = _binary("fdim", math_d.BINARY_OPS["fdim"])
 fmax = _binary("fmax", arith.MaxNumFOp, "The larger of two floats; a NaN operand is ignored.")
 fmin = _binary("fmin", arith.MinNumFOp, "The smaller of two floats; a NaN operand is ignored.")
