@@ -106,7 +106,7 @@ def test_poles_overflow_and_signed_zeros(target):
     out = np.zeros(24, np.float32)
     edges_kernel[(1,)](x, out, N=8, target=target)
     tgamma, lgamma, rounded = out.reshape(3, 8)
-    assert np.isposinf(tgamma[[0, 1, 2, 4]]).all() and tgamma[5] == np.float32(24.0)
+    assert np.isposinf(tgamma[[0, 1, 2, 4]]).all() and abs(tgamma[5] - 24.0) < 1e-4  # libdevice: 23.999998
     assert np.isposinf(lgamma[2]) and np.isfinite(lgamma[4])  # lgamma(1e10) is about 2.2e11
     np.testing.assert_array_equal(rounded, np.array([172, 200, 0, -0.0, 1e10, 5, -3, 3], np.float32))
     assert np.signbit(rounded[3])  # C's round(-0.3) is -0.0
