@@ -409,8 +409,8 @@ def error_kernel(x_ptr, u_ptr, f_ptr, WHAT: pl.constexpr):
 @pytest.mark.parametrize("what, message", [
     ("negative-unsigned", "the number -1 does not fit in uint32"),
     ("out-of-range", "the number 300 does not fit in int8"),
-    ("signedness-div", "cannot use '//' on uint32[4] and int32[4]: they differ in signedness"),
-    ("signedness-mod", "cannot use '%' on int32[4] and uint32[4]: they differ in signedness"),
+    ("signedness-div", "Cannot use // because they have different signedness: uint32[4] and int32[4]"),
+    ("signedness-mod", "Cannot use % because they have different signedness: int32[4] and uint32[4]"),
     ("float-floordiv", "'//' needs integer operands; for floats use pl.floor(a / b)"),
     ("float-and", "invalid operands of type fp32 and int32 for '&': it needs integer operands"),
     ("float-shift", "invalid operands of type fp32 and int32 for '<<': it needs integer operands"),

@@ -190,9 +190,11 @@ def computation_type(a: Any, b: Any, op: str) -> t.Type:
         result = promote_types(ea, eb)
         if op in _DIV_OR_MOD and isinstance(ea, t.IntType) and isinstance(eb, t.IntType) \
                 and ea.signed != eb.signed and t.i1 not in (ea, eb):
-            raise semantic_error(f"cannot use '{_SYMBOLS[op]}' on {type_name(a.type)} and {type_name(b.type)}: they "
-                                 "differ in signedness, which is unlikely to give a useful answer; convert one of "
-                                 "them first, e.g. x.to(pl.int32)")
+            # Triton's words first ("Cannot use % because they have different signedness"):
+            # code that ports checks them.
+            raise semantic_error(f"Cannot use {_SYMBOLS[op]} because they have different signedness: "
+                                 f"{type_name(a.type)} and {type_name(b.type)}, which is unlikely to give a useful "
+                                 "answer; convert one of them first, e.g. x.to(pl.int32)")
     if op == "truediv" and isinstance(result, t.IntType):
         return t.f32
     if op in _DIV_OR_MOD and result in (t.f16, t.bf16):
