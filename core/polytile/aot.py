@@ -43,7 +43,7 @@ def _dtype_names() -> dict[str, t.Type]:
 
     names: dict[str, t.Type] = {}
     for attribute, value in vars(lc).items():
-        if isinstance(value, lc.dtype) and not isinstance(value, lc.pointer_type):
+        if isinstance(value, lc.dtype) and not isinstance(value, (lc.pointer_type, lc.unsupported_dtype)):
             names[attribute] = value.ir
             names[value.name] = value.ir
             names[value.ir.spelling] = value.ir

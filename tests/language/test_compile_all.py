@@ -57,12 +57,16 @@ def test_a_wrong_code_object_note_is_reported(compiled, amd_linker):
     result = results["amd:gfx90a"]
     assert "explicit kernarg bytes is 20, expected 16" in check_artifacts(result, "amd:gfx90a", _param_types()[:2])
     shared = result.artifacts["shared_bytes"]
-    result.artifacts["shared_bytes"] = 4096
-    try:
-        problem = check_artifacts(result, "amd:gfx90a", _param_types())
-    finally:
-        result.artifacts["shared_bytes"] = shared
-    assert problem == f"code object note: LDS bytes (group segment) is {shared}, expected 4096"
+    # The code object may hold less LDS than polytile sized (LLVM shrinks an array it sees
+    # partly used), never more, and some wherever polytile sized any.
+    for claimed in (max(shared - 16, 0) if shared else 4096, ):
+        result.artifacts["shared_bytes"] = claimed
+        try:
+            problem = check_artifacts(result, "amd:gfx90a", _param_types())
+        finally:
+            result.artifacts["shared_bytes"] = shared
+        assert problem == f"code object note: LDS bytes (group segment) is {shared}, expected at most {claimed} " \
+                          "(and some)"
 
 
 def test_a_broken_cubin_is_reported(compiled):
