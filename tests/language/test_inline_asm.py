@@ -63,8 +63,7 @@ def test_nvidia_ptx_holds_the_assembly_and_assembles(arch):
     assembles(ptx, arch, "funnel_shift_kernel")
     u8 = np.zeros(512, np.uint8)
     ptx = _ptx(packed_bytes_kernel, u8, u8, N=512, arch=arch)
-    assert ptx.count("and.b32") - ptx.count("and.b32 \t") >= 1 and "0x1F1F1F1F" in ptx
-    assert ptx.count("0x1F1F1F1F") == 1  # four bytes per thread, one instance
+    assert ptx.count("0x1F1F1F1F") == 1  # four bytes per thread in one register: one instance
     assembles(ptx, arch, "packed_bytes_kernel")
     ptx = _ptx(two_results_kernel, np.zeros(128, np.int64), i32, i32, N=128, arch=arch)
     assert ptx.count("mov.b64 {") == 1
@@ -109,5 +108,4 @@ def bad_asm_kernel(x_ptr, WHICH: pl.constexpr):
 def test_mistakes_are_named(which, message):
     with pytest.raises(CompilationError) as info:
         bad_asm_kernel.lower(np.zeros(128, np.int32), WHICH=which)
-        compile_module(bad_asm_kernel.lower(np.zeros(128, np.int32), WHICH=which), "nvidia:sm_90a")
     assert message in str(info.value)

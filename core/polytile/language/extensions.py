@@ -156,16 +156,10 @@ class BuiltinNamespace:
     def __getattr__(self, attribute: str) -> Any:
         if attribute.startswith("__"):
             raise AttributeError(attribute)
-        found = plugin_builtin(f"{self._path}.{attribute}")
-        if found is None:
-            message = missing_name_message(f"{self._path}.{attribute}")
-            prefix = f"module 'polytile.language' has no attribute '{self._path}.{attribute}'"
-            raise AttributeError(f"'pl.{self._path}' has no attribute '{attribute}'" + message[len(prefix):])
-        return found
+        return namespace_attribute(f"pl.{self._path}", self._path, attribute)
 
     def __dir__(self) -> list[str]:
-        prefix = self._path + "."
-        return sorted({n[len(prefix):].split(".", 1)[0] for n in BUILTINS.functions.names() if n.startswith(prefix)})
+        return namespace_names(self._path)
 
     def __repr__(self) -> str:
         return f"<polytile.language namespace pl.{self._path}>"

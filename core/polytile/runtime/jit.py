@@ -260,12 +260,13 @@ class JITFunction:
         self.do_not_specialize = _parameter_names(fn.__name__, self.param_names, do_not_specialize)
         self._constexprs: set[str] | None = None
         self._source = None
-        from ..frontend.source import FunctionSource, exec_source_text, has_source_file
+        if fn.__code__.co_filename.startswith("<"):  # exec() of a string, say: no file to read later
+            from ..frontend.source import FunctionSource, exec_source_text, has_source_file
 
-        if not has_source_file(fn):  # made by exec() of a string: the text is still in a caller's frame
-            text = exec_source_text(fn, inspect.currentframe())
-            if text is not None:
-                self._source = FunctionSource(fn, text=text)
+            if not has_source_file(fn):  # its text may still be in a caller's frame
+                text = exec_source_text(fn, inspect.currentframe())
+                if text is not None:
+                    self._source = FunctionSource(fn, text=text)
         #: Compiled kernels by canonical key: (specialization key, resolved target, parsed options).
         self.cache: dict[Any, CompiledKernel] = {}
         #: The launch path's cache: the entry point's flat key -> compiled kernel.
