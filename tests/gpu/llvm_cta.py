@@ -643,6 +643,19 @@ def _ldmatrix(cta: CTA, text: str, inputs: list, warp: int) -> list:
     return out
 
 
+def _stmatrix(cta: CTA, text: str, inputs: list, warp: int) -> list:
+    count = int(re.search(r"\.x(\d)", text).group(1))
+    if ".trans" in text:
+        raise SimulationError(f"stmatrix.trans is not simulated: {text}")
+    for q in range(count):
+        for r in range(8):
+            # Row r of matrix q: lane 8q + r gives the address, lanes 4r..4r+3 the words.
+            row = b"".join((int(inputs[4 * r + t][1 + q]) & 0xFFFFFFFF).to_bytes(4, "little") for t in range(4))
+            thread = warp * cta.warp_size + q * 8 + r
+            cta.memory.store(3, inputs[q * 8 + r][0], row, thread)
+    return [None] * 32
+
+
 #: mma kind -> (M, N, K, element bits of A/B)
 _MMA = {("m16n8k16", "f16"): (16, 8, 16, 16), ("m16n8k16", "bf16"): (16, 8, 16, 16),
         ("m16n8k8", "tf32"): (16, 8, 8, 32), ("m16n8k32", "s8"): (16, 8, 32, 8), ("m8n8k4", "f64"): (8, 8, 4, 64),
@@ -780,7 +793,7 @@ def _amdgpu(cta: CTA, name: str, inputs: list, warp: int) -> list:
     return warp_step(cta, name, inputs, warp)
 
 
-_WARP_STEPS = {"ldmatrix": _ldmatrix, "mma": _mma, "shfl": _shfl, "amdgpu": _amdgpu}
+_WARP_STEPS = {"ldmatrix": _ldmatrix, "stmatrix": _stmatrix, "mma": _mma, "shfl": _shfl, "amdgpu": _amdgpu}
 
 
 def run_kernel(artifacts: dict, args: list, num_warps: int, warp_size: int = 32) -> CTA:

@@ -46,7 +46,8 @@ from polytile.gpu.lowering.context import linear_layout_of
 from polytile.gpu.lowering.dot import MatrixInstruction
 from polytile.gpu.lowering.dot_operands import shared_offset
 from polytile.gpu.lowering.indexing import LLVMOps, coordinates
-from polytile.gpu.lowering.types import bit_width, element_bits, llvm_type
+from polytile.gpu.lowering.shared import LLVMAddOps, PaddedPlacement, element_offset
+from polytile.gpu.lowering.types import BFloatType, bit_width, element_bits, llvm_type
 from polytile.ir import types as t
 
 from .architectures import ARCHITECTURES
@@ -100,6 +101,9 @@ def mma_ptx(shape: str, d: str, a: str, b: str, c: str, counts: tuple[int, int, 
 #: row (lanes 8q..8q+7: matrix q) and gets one 32-bit register per matrix.
 LDMATRIX_X4 = "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];"
 LDMATRIX_X4_TRANS = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {$0, $1, $2, $3}, [$4];"
+#: ``stmatrix`` (sm_90 and later), the reverse: each lane gives the address of one row and
+#: one 32-bit register per matrix, which the row's lanes' registers fill.
+STMATRIX_X4 = "stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0], {$1, $2, $3, $4};"
 #: Round to tf32 (nearest, ties away), as tf32x3's split does.
 CVT_TF32 = "cvt.rna.tf32.f32 $0, $1;"
 
@@ -129,11 +133,11 @@ def _bits(builder: ir.IRBuilder, value: Any) -> Any:
 
 def pack32(builder: ir.IRBuilder, values: list) -> list:
     """Elements packed into 32-bit registers, the first in the low bits."""
-    if values and isinstance(values[0].type, (ir.HalfType, ir.IntType)) and \
+    if values and isinstance(values[0].type, (ir.HalfType, BFloatType, ir.IntType)) and \
             getattr(values[0].type, "width", 16) == 16 and len(values) % 2 == 0:
         # Two 16-bit elements as a vector: LLVM packs them in one instruction (and a pair
-        # of f32 -> f16 conversions becomes one cvt.rn.f16x2.f32), where shifts and ors
-        # take four.
+        # of f32 -> f16 or bf16 conversions becomes one cvt.rn.f16x2.f32/.bf16x2.f32),
+        # where shifts and ors take four.
         vector = ir.VectorType(values[0].type, 2)
         words = []
         for start in range(0, len(values), 2):
@@ -320,6 +324,23 @@ class NvidiaMma:
                     f"and K >= {k}; this dot is {shape[0]}x{shape[1]}x{shape[2]} (M x N x K)")
         return None
 
+    def store_rows(self, ctx: Any, base: Any, registers: list, layout: LinearLayout, element: t.Type,
+                   placement: Any) -> bool:
+        """Store a thread's ``registers`` of a tile in ``layout`` as the padded row-major
+        ``placement`` of a layout conversion places them, with ``stmatrix.x4`` (sm_90 and
+        later, 16-bit elements in 8x8 matrix fragments: the MMA accumulators an epilogue
+        converts).  One instruction moves 16 bytes a thread where plain stores move the
+        4 bytes of two consecutive elements.  False where it does not apply (the caller
+        stores element by element)."""
+        architecture = ARCHITECTURES.get(ctx.target.arch)
+        if architecture is None or architecture.compute_capability < (9, 0):
+            return False
+        plan = stmatrix_plan(layout, placement, element_bits(element))
+        if plan is None:
+            return False
+        emit_stmatrix(ctx, base, placement, plan, registers)
+        return True
+
     def load_operand(self, ctx: Any, base: Any, shared: Any, op: Any, origin: tuple = (),
                      tile_shape: tuple = ()) -> list | None:
         """Read a dot operand from shared memory with ``ldmatrix`` (None where it does not
@@ -358,13 +379,22 @@ class LdmatrixPlan:
 def ldmatrix_plan(layout: LinearLayout, shared: Any, bits: int) -> LdmatrixPlan | None:
     """The plan for reading a tile of ``layout`` from ``shared`` (a ``SwizzledSharedLayout``),
     or None when ldmatrix cannot deliver it."""
+    # Every 16-byte row starts on a 16-byte boundary: one swizzle vector holds it whole.
+    if shared.vector * bits < 128:
+        return None
+    return _matrix_rows_plan(layout, shared.order[0], bits, transposed_ok=True)
+
+
+def _matrix_rows_plan(layout: LinearLayout, inner: int, bits: int, transposed_ok: bool) -> LdmatrixPlan | None:
+    """How ``ldmatrix``/``stmatrix`` ``.x4`` move the registers of ``layout`` to or from
+    16-byte rows along dimension ``inner`` (see :class:`LdmatrixPlan`); None when the
+    registers and lanes are not 8x8 matrix fragments."""
     if bits not in (8, 16, 32) or len(layout.lane) != 5:
         return None
     per_word = 32 // bits
     word_bits = log2(per_word)
     if len(layout.register) < word_bits + 2:
         return None
-    inner = shared.order[0]
     row_elements = 128 // bits  # 16 bytes
 
     def unit(basis: tuple, dim: int, step: int) -> bool:
@@ -374,14 +404,11 @@ def ldmatrix_plan(layout: LinearLayout, shared: Any, bits: int) -> LdmatrixPlan 
     matrices, calls = layout.register[word_bits:word_bits + 2], layout.register[word_bits + 2:]
     along_row = word + t_lanes          # what one lane's word and its 4 neighbours cover
     if all(unit(b, inner, 1 << i) for i, b in enumerate(along_row)):
-        trans, row_lanes, in_row = False, g_lanes, along_row
-    elif bits == 16 and all(unit(b, 1 - inner, 1 << i) for i, b in enumerate(along_row)) and \
+        trans, row_lanes = False, g_lanes
+    elif transposed_ok and bits == 16 and all(unit(b, 1 - inner, 1 << i) for i, b in enumerate(along_row)) and \
             all(unit(b, inner, 1 << i) for i, b in enumerate(g_lanes)):
-        trans, row_lanes, in_row = True, along_row, g_lanes
+        trans, row_lanes = True, along_row
     else:
-        return None
-    # Every 16-byte row starts on a 16-byte boundary: one swizzle vector holds it whole.
-    if shared.vector * bits < 128:
         return None
     if any(b[inner] % row_elements for b in (*row_lanes, *matrices, *calls, *layout.warp)):
         return None
@@ -411,7 +438,33 @@ def emit_ldmatrix(ctx: Any, base: Any, shared: Any, plan: LdmatrixPlan, element:
     return registers
 
 
+def stmatrix_plan(layout: LinearLayout, placement: Any, bits: int) -> LdmatrixPlan | None:
+    """The plan for storing a tile of ``layout`` into a ``PaddedPlacement`` with
+    ``stmatrix.x4`` (16-bit elements, not transposed), or None where it does not apply:
+    every row of 8 elements must start on a 16-byte boundary of the placement."""
+    if bits != 16 or not isinstance(placement, PaddedPlacement) or placement.row % 8 or \
+            placement.shape[placement.inner] < 8:
+        return None
+    return _matrix_rows_plan(layout, placement.inner, bits, transposed_ok=False)
+
+
+def emit_stmatrix(ctx: Any, base: Any, placement: Any, plan: LdmatrixPlan, registers: list) -> None:
+    b = ctx.builder
+    ops = LLVMAddOps(b)
+    coords = coordinates(ops, plan.address, ctx.lane_id, ctx.warp_id)
+    base_address = b.ptrtoint(base, _I32)
+    asm_type = ir.FunctionType(ir.VoidType(), [_I32] * 5)
+    words_per_call = 4 * plan.per_word
+    for c, call in enumerate(coords):
+        byte_offset = b.shl(element_offset(ops, placement, call), ir.Constant(_I32, 1))
+        values = registers[c * words_per_call:(c + 1) * words_per_call]
+        words = pack32(b, values)
+        # A memory clobber: the loads after the conversion's barrier must read what it wrote.
+        b.asm(asm_type, STMATRIX_X4, "r,r,r,r,r,~{memory}", [b.add(base_address, byte_offset), *words],
+              side_effect=True)
+
+
 NVIDIA_MMA = NvidiaMma()
 
-__all__ = ["CVT_TF32", "F64_STEPS", "LdmatrixPlan", "emit_ldmatrix", "ldmatrix_plan", "INSTR_SHAPE", "LDMATRIX_X4", "LDMATRIX_X4_TRANS", "NVIDIA_MMA", "NvidiaMma", "mma_ptx",
+__all__ = ["CVT_TF32", "F64_STEPS", "LdmatrixPlan", "STMATRIX_X4", "emit_ldmatrix", "emit_stmatrix", "ldmatrix_plan", "stmatrix_plan", "INSTR_SHAPE", "LDMATRIX_X4", "LDMATRIX_X4_TRANS", "NVIDIA_MMA", "NvidiaMma", "mma_ptx",
            "pack32", "result_layout", "unpack32", "warps_per_tile"]

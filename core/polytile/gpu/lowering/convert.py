@@ -171,9 +171,23 @@ class ShuffleThroughShared:
              element: Any) -> list:
         check_storable(ctx, op, element)
         base = ctx.scratch(op)
-        store_registers(ctx, base, registers, source, element, self.placement, self.store_width, self.to_placement)
+        if not self._store_rows(ctx, base, registers, source, element):
+            store_registers(ctx, base, registers, source, element, self.placement, self.store_width,
+                            self.to_placement)
         ctx.target.barrier(ctx.builder)
         return load_registers(ctx, base, result, element, self.placement, self.load_width)
+
+
+    def _store_rows(self, ctx: LoweringContext, base: Any, registers: list, source: LinearLayout,
+                    element: Any) -> bool:
+        """The matrix unit's own store of whole rows, where it has one that applies
+        (NVIDIA: ``stmatrix`` for MMA accumulators, see ``MatrixUnit.store_rows``)."""
+        if self.to_placement is not None:
+            return False
+        from .dot import MATRIX_UNITS
+
+        store = getattr(MATRIX_UNITS.get(ctx.target.backend_name), "store_rows", None)
+        return store is not None and store(ctx, base, registers, source, element, self.placement)
 
 
 class ShuffleInRounds:

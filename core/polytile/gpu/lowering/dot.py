@@ -107,6 +107,12 @@ class MatrixUnit(Protocol):
     # Optional, for units that read shared memory asynchronously: ``fence_async_shared(
     # builder)``, the lowering of ``gpu.fence_async_shared`` (this thread's shared-memory
     # writes become visible to those reads).
+    #
+    # Optional: ``store_rows(ctx, base, registers, layout, element, placement) -> bool``,
+    # store a thread's registers of a tile in ``layout`` (a LinearLayout) at the i8
+    # shared-memory pointer ``base`` as the ``PaddedPlacement`` of a layout conversion
+    # places them, with the unit's own instruction (NVIDIA: ``stmatrix``); False where it
+    # does not apply, and the conversion stores element by element.
 
 
 #: ``GpuTarget.backend_name`` -> its matrix unit, owned by the backend that registered it
