@@ -513,6 +513,12 @@ class CTA:
             if text.startswith("bar.sync"):
                 yield Collective("barrier", [])
                 return None
+            trap = re.search(r"and\.b32 r, \$0, (\d+); setp\.ne\.u32 p, r, 0; @p trap;", text)
+            if trap:  # the NVIDIA backend's shared-memory alignment check
+                if args[0] & int(trap.group(1)):
+                    raise SimulationError(f"thread {tid} traps: shared memory at {args[0]:#x} is not aligned "
+                                          f"to {int(trap.group(1)) + 1} bytes")
+                return None
             if text.startswith("cvt.rna.tf32.f32"):
                 return _round_tf32(args[0])
             if "wgmma." in text or text.startswith("fence.proxy.async"):  # tests/gpu/llvm_cta_wgmma.py

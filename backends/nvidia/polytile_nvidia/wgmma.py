@@ -741,16 +741,28 @@ def wait_group(b: ir.IRBuilder, pending: int, values: list[list]) -> list[list]:
     return out
 
 
+#: The check of :func:`_check_shared_alignment`: a trap where shared memory does not start
+#: on a ``SWIZZLE_ALIGNMENT`` boundary.
+ALIGNMENT_TRAP = (f"{{ .reg .pred p; .reg .b32 r; and.b32 r, $0, {SWIZZLE_ALIGNMENT - 1}; setp.ne.u32 p, r, 0; "
+                  "@p trap; }")
+
+
 def _check_shared_alignment(ctx: Any) -> None:
     """Ring slots are swizzled from the ring's start, and wgmma swizzles by address bits:
     they agree only where shared memory starts on a 1024-byte boundary (it does: polytile
     has no static shared memory).  A kernel where it did not would stop with a trap
-    rather than compute with scrambled operands."""
+    rather than compute with scrambled operands.
+
+    The check is inline assembly with side effects, so it stays where the dot is, inside
+    its loop, rather than being hoisted (an LLVM branch to ``llvm.trap`` was, in some
+    kernels and not others).  ptxas 13.0 serializes every wgmma of a loop whose body is
+    one basic block and keeps a wgmma group in flight across its back edge (C7514:
+    attention's ``P @ V`` waited for in the next iteration, with K and V through tensor
+    maps); a trap inside the loop makes it a loop with an exit, which it does not
+    serialize (tests/backends/nvidia/test_wgmma_ptx.py)."""
     b = ctx.builder
     start = b.ptrtoint(ctx.shared_base(), _I32)
-    misaligned = b.icmp_unsigned("!=", b.and_(start, ir.Constant(_I32, SWIZZLE_ALIGNMENT - 1)), ir.Constant(_I32, 0))
-    with b.if_then(misaligned, likely=False):
-        ctx.call("llvm.trap", ir.VoidType(), [])
+    b.asm(ir.FunctionType(ir.VoidType(), [_I32]), ALIGNMENT_TRAP, "r", [start], side_effect=True)
 
 
 def _a_fragments(b: ir.IRBuilder, op: Any, registers: list) -> Any:
