@@ -1,6 +1,8 @@
-"""Run a lowered kernel's LLVM IR on Python integers: every thread of one CTA, in lock
-step between barriers, with shared memory checked for out-of-bounds accesses, reads of
-bytes nobody wrote and races between barriers.
+"""Run a lowered kernel's LLVM IR on Python integers: every thread of one CTA, each warp
+from one collective step to the next (llvm_cta_schedule.py: warps wait only for the
+participants of their own step, so warp-specialized kernels run too), with shared memory
+checked for out-of-bounds accesses, reads of bytes nobody wrote and races: accesses no
+barrier or mbarrier phase orders after the other thread's.
 
 The lowering's own simulations check each piece against its layout; this runs the whole
 kernel as the hardware would (one block, NVIDIA: ``bar.sync``, ``ldmatrix``, ``mma.sync``
@@ -148,20 +150,52 @@ ASYNC_PROXY = -1
 
 @dataclass
 class Memory:
-    """A flat byte array per address space; shared bytes remember who wrote them when."""
+    """A flat byte array per address space; shared bytes remember who wrote and read them
+    when, in the writer's and readers' own clocks.
+
+    Happens-before is tracked with vector clocks (llvm_cta_schedule.py): ``clocks[t][u]``
+    is the latest clock of thread ``u`` whose accesses thread ``t`` is ordered after, through
+    barriers (``bar.sync``, named barriers) and mbarrier phases.  A read of a byte another
+    thread wrote, or a write over one another thread read, is a race unless the access is
+    ordered after the other one."""
 
     data: dict[int, bytearray] = field(default_factory=dict)
-    writer: dict[int, tuple[int, int]] = field(default_factory=dict)   # shared byte -> (epoch, thread)
-    readers: dict[int, tuple[int, set]] = field(default_factory=dict)  # shared byte -> (epoch, threads)
-    epoch: int = 0
+    writer: dict[int, tuple[int, int]] = field(default_factory=dict)   # shared byte -> (thread, its clock)
+    readers: dict[int, dict] = field(default_factory=dict)             # shared byte -> {thread: its clock}
+    #: One vector clock per thread (set by the scheduler).
+    clocks: Any = None
+    #: While the async proxy reads a wgmma's operands: (the joined clock of its warpgroup,
+    #: a thread of the warpgroup in whose name the reads are recorded).
+    async_view: Any = None
     #: Shared bytes a cp.async is still writing -> the copying thread (llvm_cta_async.py).
     in_flight: dict[int, int] = field(default_factory=dict)
     #: Shared bytes of live mbarriers (llvm_cta_mbarrier.py).
     live_barriers: set = field(default_factory=set)
     #: Shared bytes written through the generic proxy (a store, a cp.async landing) ->
-    #: the writing thread, until that thread's next ``fence.proxy.async``: the async
-    #: proxy (wgmma) must not read them before (llvm_cta_wgmma.py).
+    #: the writing thread, until a ``fence.proxy.async`` of a thread ordered after the
+    #: write: the async proxy (wgmma) must not read them before (llvm_cta_wgmma.py).
     unfenced: dict[int, int] = field(default_factory=dict)
+
+    def now(self, thread: int) -> int:
+        """``thread``'s own clock (the async proxy's: its warpgroup thread's)."""
+        if thread == ASYNC_PROXY:
+            thread = self.async_view[1]
+        return int(self.clocks[thread][thread])
+
+    def ordered(self, thread: int, who: int, clock: int) -> bool:
+        """Whether ``thread``'s accesses come after ``who``'s at ``clock``."""
+        if who == thread:
+            return True
+        view = self.async_view[0] if thread == ASYNC_PROXY else self.clocks[thread]
+        return int(view[who]) >= clock
+
+    def unordered_reader(self, address: int, thread: int) -> int | None:
+        """A thread that read the shared byte ``address`` without ``thread`` being ordered
+        after that read, or None."""
+        for reader, clock in self.readers.get(address, {}).items():
+            if reader != thread and not self.ordered(thread, reader, clock):
+                return reader
+        return None
 
     def _check_async(self, address: int, size: int, thread: int, access: str) -> None:
         for a in range(address, address + size):
@@ -181,21 +215,21 @@ class Memory:
                 self._check_async(address, size, thread, "reads")
             if thread == ASYNC_PROXY:
                 self._check_proxy_fence(address, size)
+            reader = self.async_view[1] if thread == ASYNC_PROXY else thread
+            clock = self.now(thread)
             for a in range(address, address + size):
                 if a not in self.writer:
                     raise SimulationError(f"thread {thread} reads shared byte {a} that no thread wrote")
-                epoch, who = self.writer[a]
-                if epoch == self.epoch and who != thread:
+                who, written = self.writer[a]
+                if not self.ordered(thread, who, written):
                     raise SimulationError(f"thread {thread} reads shared byte {a} that thread {who} wrote since "
-                                          "the last barrier")
-                e, threads = self.readers.get(a, (self.epoch, set()))
-                if e != self.epoch:
-                    threads = set()
-                threads.add(thread)
-                self.readers[a] = (self.epoch, threads)
+                                          "the last barrier (or mbarrier phase) between them")
+                self.readers.setdefault(a, {})[reader] = clock
         return bytes(buf[address:address + size])
 
-    def store(self, space: int, address: int, data: bytes, thread: int) -> None:
+    def store(self, space: int, address: int, data: bytes, thread: int, clock: int | None = None) -> None:
+        """``clock``: the writer's clock the write counts at (a cp.async landing: its
+        arrival's; default: the thread's clock now)."""
         buf = self.data[space]
         if address < 0 or address + len(data) > len(buf):
             raise SimulationError(f"thread {thread}: {len(data)}-byte store at {address:#x} outside address space "
@@ -203,16 +237,19 @@ class Memory:
         if space == 3:
             if self.in_flight or self.live_barriers:
                 self._check_async(address, len(data), thread, "writes")
+            clock = self.now(thread) if clock is None else clock
             for a in range(address, address + len(data)):
-                epoch, who = self.writer.get(a, (-1, thread))
-                if epoch == self.epoch and who != thread and bytes(buf[a:a + 1]) != data[a - address:a - address + 1]:
+                who, written = self.writer.get(a, (thread, 0))
+                if not self.ordered(thread, who, written) and \
+                        bytes(buf[a:a + 1]) != data[a - address:a - address + 1]:
                     raise SimulationError(f"threads {who} and {thread} write different values to shared byte {a} "
                                           "between two barriers")
-                e, threads = self.readers.get(a, (-1, set()))
-                if e == self.epoch and threads - {thread}:
-                    raise SimulationError(f"thread {thread} overwrites shared byte {a} that thread "
-                                          f"{min(threads - {thread})} read since the last barrier")
-                self.writer[a] = (self.epoch, thread)
+                reader = self.unordered_reader(a, thread)
+                if reader is not None:
+                    raise SimulationError(f"thread {thread} overwrites shared byte {a} that thread {reader} read "
+                                          "since the last barrier (or mbarrier phase) between them")
+                self.writer[a] = (thread, clock)
+                self.readers.pop(a, None)
                 self.unfenced[a] = thread
         buf[address:address + len(data)] = data
 
@@ -224,9 +261,13 @@ class Memory:
                                       "with no fence.proxy.async after the write")
 
     def fence_proxy_async(self, thread: int) -> None:
-        """``fence.proxy.async`` by ``thread``: its generic-proxy writes so far (its stores,
-        its cp.async copies that landed) are ordered before later async-proxy reads."""
-        for a in [a for a, who in self.unfenced.items() if who == thread]:
+        """``fence.proxy.async`` by ``thread``: the generic-proxy writes ordered before it
+        (its own stores and landed copies, and other threads' that it is ordered after:
+        a warp-specialized consumer fences the producer's copies it waited for) are
+        ordered before later async-proxy reads."""
+        view = self.clocks[thread]
+        for a in [a for a, who in self.unfenced.items()
+                  if who == thread or int(view[who]) >= self.writer[a][1]]:
             del self.unfenced[a]
 
 
@@ -315,41 +356,16 @@ class CTA:
         return np.frombuffer(data, like.dtype).reshape(like.shape).copy()
 
     def run(self, args: list) -> None:
+        from .llvm_cta_schedule import run_threads
+
         names = [a.name for a in self.function.arguments]
-        threads = [self._thread(tid, dict(zip(names, args))) for tid in range(self.num_warps * self.warp_size)]
-        pending = [next(t, None) for t in threads]
-        while any(p is not None for p in pending):
-            if any(p is None for p in pending):
-                raise SimulationError("some threads returned while others wait at a collective step")
-            kinds = {p.kind for p in pending}
-            if len(kinds) != 1:
-                raise SimulationError(f"threads wait at different collective steps: {sorted(kinds)[:3]}")
-            kind = kinds.pop()
-            results = self._collective(kind, pending)
-            pending = [_resume(t, r) for t, r in zip(threads, results)]
+        run_threads(self, [self._thread(tid, dict(zip(names, args)))
+                           for tid in range(self.num_warps * self.warp_size)])
 
-    def _collective(self, kind: str, pending: list[Collective]) -> list:
-        if kind == "barrier":
-            self.memory.epoch += 1
-            return [None] * len(pending)
-        results: list = [None] * len(pending)
-        if "mbarrier.try_wait" in kind:
-            from .llvm_cta_mbarrier import mbarrier_wait_step
-
-            return mbarrier_wait_step(self, [p.inputs for p in pending])
-        if "wgmma.mma_async" in kind:
-            from .llvm_cta_wgmma import warpgroup_step
-
-            size = 4 * self.warp_size
-            for group in range(self.num_warps // 4):
-                lanes = pending[group * size:(group + 1) * size]
-                results[group * size:(group + 1) * size] = warpgroup_step(self, kind, [p.inputs for p in lanes], group)
-            return results
-        for warp in range(self.num_warps):
-            lanes = pending[warp * self.warp_size:(warp + 1) * self.warp_size]
-            out = _WARP_STEPS[_step_name(kind)](self, kind, [p.inputs for p in lanes], warp)
-            results[warp * self.warp_size:(warp + 1) * self.warp_size] = out
-        return results
+    def warp_step(self, kind: str, inputs: list, warp: int) -> list:
+        """A step the 32 (AMD: 64) lanes of ``warp`` take together: ``inputs`` per lane;
+        returns each lane's result."""
+        return WARP_STEPS[_step_name(kind)](self, kind, inputs, warp)
 
     def _thread(self, tid: int, values: dict):
         values = dict(values)
@@ -510,9 +526,17 @@ class CTA:
         if callee.startswith("ptr asm") or " asm " in op.text:
             m = re.search(r'asm (?:sideeffect )?"([^"]*)"', op.text)
             text = m.group(1)
-            if text.startswith("bar.sync"):
-                yield Collective("barrier", [])
+            barrier = _BAR.match(text)
+            if barrier:  # bar.sync / bar.arrive [id[, threads]]: tests/gpu/llvm_cta_schedule.py
+                which = args[0] if barrier.group(2) == "$0" else int(barrier.group(2))
+                threads = int(barrier.group(3)) if barrier.group(3) else None
+                yield Collective("barrier", [which, threads, barrier.group(1) == "arrive"])
                 return None
+            if text.startswith("setmaxnreg."):
+                return None  # registers only: nothing the simulation holds
+            if "bar.warp.sync" in text:  # the warp's lanes together (an mbarrier arrival after it)
+                result = yield Collective(text, args)
+                return result
             trap = re.search(r"and\.b32 r, \$0, (\d+); setp\.ne\.u32 p, r, 0; @p trap;", text)
             if trap:  # the NVIDIA backend's shared-memory alignment check
                 if args[0] & int(trap.group(1)):
@@ -550,7 +574,7 @@ class CTA:
         if name.startswith(("llvm.nvvm.read.ptx.sreg.nctaid", "llvm.nvvm.read.ptx.sreg.ntid")):
             return 1  # one block of one dimension
         if name == "llvm.nvvm.barrier0" or name.startswith("llvm.nvvm.barrier.cta.sync"):
-            yield Collective("barrier", [])
+            yield Collective("barrier", [0, None, False])
             return None
         if name.startswith("llvm.masked.load"):
             ptr, mask, other = args[0], args[-2], args[-1]  # LLVM 22 moved the alignment to an attribute
@@ -613,7 +637,13 @@ def _round_tf32(value: Any) -> int:
     return ((bits + 0x1000) & ~0x1FFF) & 0xFFFFFFFF  # nearest, ties away from zero
 
 
+#: ``bar.sync``/``bar.arrive`` with a barrier (an immediate or ``$0``) and a thread count.
+_BAR = re.compile(r"bar\.(sync|arrive) (\$0|\d+)(?:, (\d+))?;")
+
+
 def _step_name(kind: str) -> str:
+    if "bar.warp.sync" in kind:
+        return "warp_sync"
     if kind.startswith("llvm.nvvm.shfl.sync"):
         return "shfl"
     if kind.startswith("llvm.amdgcn."):
@@ -621,185 +651,8 @@ def _step_name(kind: str) -> str:
     return kind.split(".")[0]
 
 
-# --------------------------------------------------------------------------------------
-# Warp steps, from the PTX ISA
-
-
-def _ldmatrix(cta: CTA, text: str, inputs: list, warp: int) -> list:
-    count = int(re.search(r"\.x(\d)", text).group(1))
-    trans = ".trans" in text
-    rows = []  # rows[q][r]: the 8 halves of row r of matrix q
-    for q in range(count):
-        rows.append([])
-        for r in range(8):
-            address = inputs[q * 8 + r][0]
-            data = cta.memory.load(3, address, 16, warp * cta.warp_size + q * 8 + r)
-            rows[q].append([int.from_bytes(data[2 * i:2 * i + 2], "little") for i in range(8)])
-    out = []
-    for lane in range(32):
-        words = []
-        for q in range(count):
-            g, t = lane // 4, lane % 4
-            if trans:
-                lo, hi = rows[q][2 * t][g], rows[q][2 * t + 1][g]
-            else:
-                lo, hi = rows[q][g][2 * t], rows[q][g][2 * t + 1]
-            words.append(lo | hi << 16)
-        out.append(tuple(words) if count > 1 else words[0])
-    return out
-
-
-def _stmatrix(cta: CTA, text: str, inputs: list, warp: int) -> list:
-    count = int(re.search(r"\.x(\d)", text).group(1))
-    if ".trans" in text:
-        raise SimulationError(f"stmatrix.trans is not simulated: {text}")
-    for q in range(count):
-        for r in range(8):
-            # Row r of matrix q: lane 8q + r gives the address, lanes 4r..4r+3 the words.
-            row = b"".join((int(inputs[4 * r + t][1 + q]) & 0xFFFFFFFF).to_bytes(4, "little") for t in range(4))
-            thread = warp * cta.warp_size + q * 8 + r
-            cta.memory.store(3, inputs[q * 8 + r][0], row, thread)
-    return [None] * 32
-
-
-#: mma kind -> (M, N, K, element bits of A/B)
-_MMA = {("m16n8k16", "f16"): (16, 8, 16, 16), ("m16n8k16", "bf16"): (16, 8, 16, 16),
-        ("m16n8k8", "tf32"): (16, 8, 8, 32), ("m16n8k32", "s8"): (16, 8, 32, 8), ("m8n8k4", "f64"): (8, 8, 4, 64),
-        ("m16n8k32", "e4m3"): (16, 8, 32, 8), ("m16n8k32", "e5m2"): (16, 8, 32, 8)}
-#: 8-bit kinds whose fragments are .s8's (the PTX ISA's m16n8k32 tables).
-_BYTE_KINDS = ("s8", "e4m3", "e5m2")
-
-
-def _frag_a(kind: str, lane: int, i: int) -> tuple[int, int]:
-    g, q = lane // 4, lane % 4
-    if kind == "f16":
-        return g + 8 * ((i >> 1) & 1), q * 2 + (i & 1) + 8 * (i >> 2)
-    if kind == "tf32":
-        return g + 8 * (i & 1), q + 4 * (i >> 1)
-    if kind in _BYTE_KINDS:
-        return g + 8 * ((i >> 2) & 1), q * 4 + (i & 3) + 16 * (i >> 3)
-    return g, q
-
-
-def _frag_b(kind: str, lane: int, i: int) -> tuple[int, int]:
-    g, q = lane // 4, lane % 4
-    if kind == "f16":
-        return q * 2 + (i & 1) + 8 * (i >> 1), g
-    if kind == "tf32":
-        return q + 4 * i, g
-    if kind in _BYTE_KINDS:
-        return q * 4 + (i & 3) + 16 * (i >> 2), g
-    return q, g
-
-
-def _frag_c(kind: str, lane: int, i: int) -> tuple[int, int]:
-    g, q = lane // 4, lane % 4
-    if kind == "f64":
-        return g, q * 2 + i
-    return g + 8 * (i >> 1), q * 2 + (i & 1)
-
-
-def _elements(word: Any, bits: int, kind: str) -> list:
-    """The A/B elements a register holds, as float64 or int."""
-    if bits == 64:
-        return [float(word)]
-    if kind == "tf32":
-        return [float(_from_bits("float", word & 0xFFFFE000))]
-    per = 32 // bits
-    parts = [(word >> (i * bits)) & ((1 << bits) - 1) for i in range(per)]
-    if kind == "f16":
-        return [float(np.frombuffer(p.to_bytes(2, "little"), np.float16)[0]) for p in parts]
-    if kind == "bf16":
-        return [float(_from_bits("float", p << 16)) for p in parts]
-    if kind in ("e4m3", "e5m2"):
-        return [fp8_value(p, kind) for p in parts]
-    return [_s(p, 8) for p in parts]
-
-
-def fp8_bytes(values: np.ndarray, kind: str) -> np.ndarray:
-    """``values`` (numbers an fp8 format holds exactly) as that format's bytes."""
-    codes = {fp8_value(byte, kind): byte for byte in range(256) if fp8_value(byte, kind) == fp8_value(byte, kind)}
-    return np.vectorize(lambda v: codes[float(v)])(values).astype(np.uint8)
-
-
-def fp8_value(byte: int, kind: str) -> float:
-    """The value of an fp8 byte: e4m3 (bias 7, no infinities, S.1111.111 NaN) or e5m2
-    (bias 15, IEEE-like)."""
-    exponent_bits, mantissa_bits, bias = (4, 3, 7) if kind == "e4m3" else (5, 2, 15)
-    sign = -1.0 if byte & 0x80 else 1.0
-    exponent = (byte >> mantissa_bits) & ((1 << exponent_bits) - 1)
-    mantissa = byte & ((1 << mantissa_bits) - 1)
-    top = (1 << exponent_bits) - 1
-    if kind == "e4m3" and exponent == top and mantissa == (1 << mantissa_bits) - 1:
-        return float("nan")
-    if kind == "e5m2" and exponent == top:
-        return sign * float("inf") if mantissa == 0 else float("nan")
-    if exponent == 0:
-        return sign * mantissa * 2.0 ** (1 - bias - mantissa_bits)
-    return sign * (1 + mantissa / (1 << mantissa_bits)) * 2.0 ** (exponent - bias)
-
-
-def _mma(cta: CTA, text: str, inputs: list, warp: int) -> list:
-    m = re.match(r"mma\.sync\.aligned\.(\w+)\.row\.col\.(\w+)\.(\w+)\.(\w+)\.(\w+)", text)
-    shape, d_type, a_type, _, c_type = m.groups()
-    rows, cols, depth, bits = _MMA[(shape, a_type)]
-    kind = a_type
-    groups = [len(g.split(",")) for g in re.findall(r"\{([^}]*)\}", text)]
-    n_d, n_a, n_b, n_c = groups
-    a, b, c = np.zeros((rows, depth)), np.zeros((depth, cols)), np.zeros((rows, cols))
-    per = 32 // bits if bits < 64 else 1
-    for lane in range(32):
-        regs = inputs[lane]
-        a_words, b_words, c_regs = regs[:n_a], regs[n_a:n_a + n_b], regs[n_a + n_b:]
-        for w, word in enumerate(a_words):
-            for e, v in enumerate(_elements(word, bits, kind)):
-                a[_frag_a(kind, lane, w * per + e)] = v
-        for w, word in enumerate(b_words):
-            for e, v in enumerate(_elements(word, bits, kind)):
-                b[_frag_b(kind, lane, w * per + e)] = v
-        if c_type == "f16":
-            halves = [e for w in c_regs for e in _elements(w, 16, "f16")]
-            for i, v in enumerate(halves):
-                c[_frag_c(kind, lane, i)] = v
-        else:
-            for i, v in enumerate(c_regs):
-                c[_frag_c(kind, lane, i)] = float(v) if c_type != "s32" else _s(v, 32)
-    d = a @ b + c
-    out = []
-    for lane in range(32):
-        if d_type == "f16":
-            halves = [np.float16(d[_frag_c(kind, lane, i)]) for i in range(2 * n_d)]
-            words = [_to_bits("half", halves[2 * i]) | _to_bits("half", halves[2 * i + 1]) << 16 for i in range(n_d)]
-            out.append(tuple(words))
-        elif d_type == "s32":
-            out.append(tuple(int(d[_frag_c(kind, lane, i)]) & 0xFFFFFFFF for i in range(n_d)))
-        else:
-            dtype = np.float32 if d_type == "f32" else np.float64
-            out.append(tuple(dtype(d[_frag_c(kind, lane, i)]) for i in range(n_d)))
-    return out
-
-
-def _shfl(cta: CTA, name: str, inputs: list, warp: int) -> list:
-    mode = name.split(".")[4]
-    out = []
-    for lane in range(32):
-        _, value, arg, clamp = inputs[lane]
-        source = {"bfly": lane ^ arg, "idx": arg, "up": lane - arg, "down": lane + arg}[mode]
-        if mode == "up":
-            source = source if source >= (clamp >> 8 & 31) else lane
-        elif not 0 <= source < 32 or (mode == "down" and source > (clamp & 31)):
-            source = lane
-        out.append(inputs[source % 32][1])
-    return out
-
-
-def _amdgpu(cta: CTA, name: str, inputs: list, warp: int) -> list:
-    from .llvm_cta_amdgpu import warp_step
-
-    return warp_step(cta, name, inputs, warp)
-
-
-_WARP_STEPS = {"ldmatrix": _ldmatrix, "stmatrix": _stmatrix, "mma": _mma, "shfl": _shfl, "amdgpu": _amdgpu}
+# The steps a warp takes together (ldmatrix, stmatrix, mma.sync, shuffles, ...).
+from .llvm_cta_warp import WARP_STEPS, fp8_bytes, fp8_value  # noqa: E402
 
 
 def run_kernel(artifacts: dict, args: list, num_warps: int, warp_size: int = 32) -> CTA:

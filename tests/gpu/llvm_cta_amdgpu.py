@@ -41,7 +41,7 @@ def amdgpu_call(cta: Any, op: Any, name: str, args: list, tid: int):
         below = max(_lane(cta, tid) - 32, 0)
         return (acc + bin(mask & ((1 << below) - 1)).count("1")) & 0xFFFFFFFF
     if name == "llvm.amdgcn.s.barrier":
-        yield Collective("barrier", [])
+        yield Collective("barrier", [0, None, False])
         return None
     if _warp_intrinsic(name) is not None:
         result = yield Collective(name, args)

@@ -64,10 +64,10 @@ def async_copy_step(cta: CTA, text: str, args: list, tid: int) -> None:
                               "the wgmma.wait_group that retires it")
     memory = cta.memory
     for a in range(shared, shared + size):
-        epoch, readers = memory.readers.get(a, (-1, set()))
-        if epoch == memory.epoch and readers - {tid}:
+        reader = memory.unordered_reader(a, tid)
+        if reader is not None:
             raise SimulationError(f"thread {tid} starts a cp.async into shared byte {a} that thread "
-                                  f"{min(readers - {tid})} read since the last barrier")
+                                  f"{reader} read since the last barrier (or mbarrier phase) between them")
     data = memory.load(1, source, source_size, tid) if source_size else b""
     memory._check_async(shared, size, tid, "starts a cp.async into")
     memory.in_flight.update(dict.fromkeys(range(shared, shared + size), tid))
@@ -82,13 +82,11 @@ def take_open_copies(cta: CTA, tid: int) -> list:
     return taken
 
 
-def land(cta: CTA, address: int, data: bytes, tid: int, visible: bool = False) -> None:
-    """A copy's bytes reach shared memory; ``visible``: an mbarrier phase shows them to
-    every thread that waited for it (else the next bar.sync does)."""
+def land(cta: CTA, address: int, data: bytes, tid: int, clock: int | None = None) -> None:
+    """A copy's bytes reach shared memory, written by ``tid`` at ``clock`` (an mbarrier
+    arrival's: what the phase's waiters acquire; default the thread's clock now: its own
+    wait_group, then the next barrier shows them to the others)."""
     memory = cta.memory
     for a in range(address, address + len(data)):
         memory.in_flight.pop(a, None)
-    memory.store(3, address, data, tid)
-    if visible:
-        for a in range(address, address + len(data)):
-            memory.writer[a] = (-1, tid)
+    memory.store(3, address, data, tid, clock=clock)

@@ -7,25 +7,36 @@ parity 0 waits and parity 1 passes at once (it names the phase before).
 
 ``cp.async.mbarrier.arrive.noinc`` arrives once all of this thread's earlier cp.async
 copies have landed.  Here the copies land, and the arrival counts, only when some thread
-waits on the barrier: the latest the hardware may take.  A completed phase shows the bytes
-of its copies to the threads that waited for it, with no ``bar.sync``.
+waits on the barrier: the latest the hardware may take.  ``mbarrier.arrive.release``
+(after ``bar.warp.sync``: a warp releasing a slot it read, warp specialization's empty
+barriers) counts at once.  A completed phase orders everything its arrivals did before
+them (their copies included) before what the threads that waited for it do next: the
+arrival releases the arriving thread's clock, the wait acquires the phase's
+(llvm_cta_schedule.py), with no ``bar.sync``.
 
-Reported, each where it happens: a wait for a phase that can never complete (too few
-arrivals are coming: a wait on the wrong phase, or a fill never issued), a read of shared
-bytes a copy is still writing (a wait that passed too early), a barrier used before
-every thread could see its ``init`` or after its ``inval``, ``inval`` while arrivals are
-still coming, ordinary loads and stores of a live barrier's bytes.
+A warp waits until the phase each lane waits for has completed; other warps run
+meanwhile (a producer waiting on an empty barrier while the consumers wait on a full
+one).  Reported, each where it happens: a wait for a phase that can never complete (no
+warp can make progress and too few arrivals are coming: a wait on the wrong phase, or a
+fill never issued), a read of shared bytes a copy is still writing (a wait that passed
+too early), a barrier used by a thread not ordered after its ``init`` or after its
+``inval``, ``inval`` while arrivals are still coming, ordinary loads and stores of a live
+barrier's bytes.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from .llvm_cta import CTA, SimulationError
 
 _INIT = re.compile(r"mbarrier\.init\.shared\.b64 \[\$0\], (\d+);")
 _ARRIVE = "cp.async.mbarrier.arrive.noinc.shared.b64"
+_RELEASE = "mbarrier.arrive.release"
 BARRIER_BYTES = 8
 
 
@@ -33,13 +44,18 @@ BARRIER_BYTES = 8
 class _Barrier:
     count: int
     initialized_by: int
-    epoch: int
+    #: The clock of the initializing thread at ``init``: users must be ordered after it.
+    init_clock: int
     #: Arrivals still missing in the running phase.
     missing: int = 0
     #: Phases completed.
     phase: int = 0
-    #: Arrivals in flight, in order: (thread, [(shared address, bytes), ...]).
+    #: Arrivals in flight, in order: (thread, [(shared address, bytes), ...], its clock).
     coming: list = field(default_factory=list)
+    #: The join of the clocks the running phase's arrivals released.
+    releasing: Any = None
+    #: Phase number -> the clock its arrivals released (what a wait for it acquires).
+    released: dict = field(default_factory=dict)
 
 
 def _barriers(cta: CTA) -> dict:
@@ -51,10 +67,17 @@ def _live(cta: CTA, address: int, tid: int, what: str) -> _Barrier:
     if barrier is None:
         raise SimulationError(f"thread {tid} {what} the mbarrier at shared {address}, which is not initialized "
                               "(or was invalidated)")
-    if barrier.epoch == cta.memory.epoch and tid != barrier.initialized_by:
+    if not cta.memory.ordered(tid, barrier.initialized_by, barrier.init_clock):
         raise SimulationError(f"thread {tid} {what} the mbarrier at shared {address} that thread "
                               f"{barrier.initialized_by} initialized since the last barrier")
     return barrier
+
+
+def release(cta: CTA, tid: int) -> np.ndarray:
+    """``tid``'s clock as a release gives it away; the thread moves on to its next clock."""
+    from .llvm_cta_schedule import release_clock
+
+    return release_clock(cta, tid)
 
 
 def mbarrier_step(cta: CTA, text: str, args: list, tid: int) -> None:
@@ -64,7 +87,8 @@ def mbarrier_step(cta: CTA, text: str, args: list, tid: int) -> None:
         barrier = _live(cta, args[0], tid, "arrives on")
         from .llvm_cta_async import take_open_copies
 
-        barrier.coming.append((tid, take_open_copies(cta, tid)))
+        copies = take_open_copies(cta, tid)
+        barrier.coming.append((tid, copies, release(cta, tid)))
         return None
     if "mbarrier.init" in text or "mbarrier.inval" in text:
         if not args[1]:
@@ -77,7 +101,7 @@ def mbarrier_step(cta: CTA, text: str, args: list, tid: int) -> None:
             if address in barriers:
                 raise SimulationError(f"thread {tid} initializes the live mbarrier at shared {address} again")
             count = int(_INIT.search(text).group(1))
-            barriers[address] = _Barrier(count, tid, memory.epoch, missing=count)
+            barriers[address] = _Barrier(count, tid, memory.now(tid), missing=count)
             memory.live_barriers.update(range(address, address + BARRIER_BYTES))
             return None
         barrier = _live(cta, address, tid, "invalidates")
@@ -90,34 +114,72 @@ def mbarrier_step(cta: CTA, text: str, args: list, tid: int) -> None:
     raise SimulationError(f"the simulator does not know the asm '{text}'")
 
 
-def _complete(cta: CTA, address: int, barrier: _Barrier) -> None:
-    """Let the next arrival in flight land and count."""
-    from .llvm_cta_async import land
-
-    tid, copies = barrier.coming.pop(0)
-    for shared, data in copies:
-        land(cta, shared, data, tid, visible=True)
+def _count(barrier: _Barrier, clock: np.ndarray) -> None:
+    """One arrival counts in the running phase, releasing ``clock`` to it."""
+    barrier.releasing = clock.copy() if barrier.releasing is None else np.maximum(barrier.releasing, clock)
     barrier.missing -= 1
     if barrier.missing == 0:
+        barrier.released[barrier.phase] = barrier.releasing
+        barrier.releasing = None
         barrier.phase += 1
         barrier.missing = barrier.count
 
 
-def mbarrier_wait_step(cta: CTA, waits: list) -> list:
-    """Every thread at one ``mbarrier.try_wait.parity`` loop, each with (address, parity):
-    returns once each thread's phase has completed."""
-    for tid, (address, parity) in enumerate(waits):
-        barrier = _live(cta, address, tid, "waits on")
-        if parity not in (0, 1):
-            raise SimulationError(f"thread {tid} waits on parity {parity} of an mbarrier: parities are 0 and 1")
-        while (barrier.phase & 1) == parity:
-            if not barrier.coming:
-                raise SimulationError(
-                    f"thread {tid} waits for the phase of parity {parity} of the mbarrier at shared {address}, which "
-                    f"can never complete: phase {barrier.phase} needs {barrier.missing} more arrivals and none are "
-                    "in flight (a wait on the wrong phase, or a fill that was never issued)")
-            _complete(cta, address, barrier)
-    return [None] * len(waits)
+def _complete(cta: CTA, address: int, barrier: _Barrier) -> None:
+    """Let the next arrival in flight land and count."""
+    from .llvm_cta_async import land
+
+    tid, copies, clock = barrier.coming.pop(0)
+    for shared, data in copies:
+        land(cta, shared, data, tid, clock=int(clock[tid]))
+    _count(barrier, clock)
 
 
-__all__ = ["mbarrier_step", "mbarrier_wait_step"]
+def warp_sync_step(cta: CTA, text: str, inputs: list, warp: int) -> list:
+    """``bar.warp.sync -1`` (the warp's lanes ordered with each other), then the lanes whose
+    predicate ($1) is set arrive on the mbarrier at $0 (``mbarrier.arrive.release``)."""
+    from .llvm_cta_schedule import join
+
+    lanes = [warp * cta.warp_size + lane for lane in range(cta.warp_size)]
+    join(cta, lanes)
+    if _RELEASE not in text:
+        return [None] * len(inputs)
+    for tid, args in zip(lanes, inputs):
+        if not args[1]:
+            continue
+        barrier = _live(cta, args[0], tid, "arrives on")
+        clock = release(cta, tid)
+        if barrier.coming:  # after the arrivals in flight before it
+            barrier.coming.append((tid, [], clock))
+        else:
+            _count(barrier, clock)
+    return [None] * len(inputs)
+
+
+def waited(cta: CTA, tid: int, address: int, parity: int) -> bool:
+    """Whether thread ``tid``'s ``mbarrier.try_wait.parity`` passes now (letting arrivals
+    in flight land and count as far as it needs); when it does, the thread acquires the
+    clock of the phase it waited for."""
+    barrier = _live(cta, address, tid, "waits on")
+    if parity not in (0, 1):
+        raise SimulationError(f"thread {tid} waits on parity {parity} of an mbarrier: parities are 0 and 1")
+    while (barrier.phase & 1) == parity:
+        if not barrier.coming:
+            return False
+        _complete(cta, address, barrier)
+    released = barrier.released.get(barrier.phase - 1)
+    if released is not None:
+        clocks = cta.memory.clocks
+        clocks[tid] = np.maximum(clocks[tid], released)
+    return True
+
+
+def never_completes(cta: CTA, tid: int, address: int, parity: int) -> str:
+    """Why thread ``tid``'s wait cannot pass (when no warp can move any more)."""
+    barrier = _barriers(cta)[address]
+    return (f"thread {tid} waits for the phase of parity {parity} of the mbarrier at shared {address}, which "
+            f"can never complete: phase {barrier.phase} needs {barrier.missing} more arrivals and none are "
+            "in flight (a wait on the wrong phase, or a fill that was never issued)")
+
+
+__all__ = ["mbarrier_step", "never_completes", "waited", "warp_sync_step"]

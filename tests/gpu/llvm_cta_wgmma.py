@@ -253,6 +253,13 @@ def warpgroup_step(cta: CTA, text: str, inputs: list, group: int) -> list:
             raise SimulationError("the threads of a warpgroup give different descriptors or scale-d to one wgmma")
     b_desc, scale_d = extra[a_words], extra[a_words + 1]
     ranges: list = []
+    # The async proxy reads for the whole warpgroup, whose warps issue the wgmma without
+    # waiting for each other: only what every one of its threads is ordered after (a
+    # write another thread made before a barrier they all passed) is ordered before it.
+    from .llvm_cta_schedule import common_clock
+
+    threads = range(group * len(inputs), (group + 1) * len(inputs))
+    cta.memory.async_view = (common_clock(cta, threads), threads[0])
     if a_in_registers:
         a = np.zeros((64, depth))
         for t, lane_inputs in enumerate(inputs):
@@ -263,6 +270,7 @@ def warpgroup_step(cta: CTA, text: str, inputs: list, group: int) -> list:
     else:
         a = _read_operand(cta, extra[0], 64, depth, a_kind, bool(trans_a), ranges)
     b = _read_operand(cta, b_desc, n, depth, b_kind, bool(trans_b), ranges).T
+    cta.memory.async_view = None
     c = np.zeros((64, n))
     if scale_d:
         for t, lane_inputs in enumerate(inputs):

@@ -1,0 +1,111 @@
+"""Warp-specialized kernels run by the CTA simulator (tests/gpu/llvm_cta.py), without a GPU.
+
+The simulator schedules warps apart (tests/gpu/llvm_cta_schedule.py): the producer warp
+group waits on the empty mbarriers and issues the copies while the consumer warps wait on
+the full ones, run the wgmma and release the slots; its vector clocks order each access
+after the barrier, mbarrier phase or named barrier that should order it.  So the split's
+channels are checked here end to end: the results against NumPy, and a slot reused too
+early, a wait taken out or a release that never comes reported where they happen."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from polytile import config
+from polytile.compiler import compile_module
+
+pytest.importorskip("polytile_nvidia")
+pytest.importorskip("polytile_warpspec")
+
+from tests.gpu.llvm_cta import SimulationError, run_kernel  # noqa: E402
+
+from .kernels import matmul_pointers  # noqa: E402
+
+
+def _compile(m, n, k, block, num_warps, num_stages, pingpong=False):
+    rng = np.random.default_rng(m * n + k + num_stages)
+    a = rng.integers(-2, 3, (m, k)).astype(np.float16)
+    b = rng.integers(-2, 3, (k, n)).astype(np.float16)
+    module = matmul_pointers.lower(a, b, np.zeros((m, n), np.float16), m, n, k, k, n, n, BLOCK_M=block[0],
+                                   BLOCK_N=block[1], BLOCK_K=block[2], WS=True)
+    with config.override(warpspec_pingpong=pingpong):
+        result = compile_module(module, "nvidia:sm_90a", num_warps=num_warps, num_stages=num_stages)
+    assert [e["specialised"] for e in result.metadata["warp_specialize"]] == [True]
+    return result, a, b
+
+
+def _run(result, a, b, edit=None):
+    m, k = a.shape
+    n = b.shape[1]
+    artifacts = result.context.artifacts
+    if edit is not None:
+        artifacts = {**artifacts, "llvm_ir": edit(artifacts["llvm_ir"])}
+    c = np.zeros((m, n), np.float16)
+    run_kernel(artifacts, [a, b, c, m, n, k, k, n, n], result.metadata["launch_warps"])
+    return c.astype(np.float64), a.astype(np.float64) @ b.astype(np.float64)
+
+
+@pytest.mark.parametrize("num_stages", [2, 3, 4])
+def test_the_split_pointer_matmul_matches_numpy(num_stages):
+    # A producer warp group of 4 warps copies with cp.async into a ring of num_stages
+    # slots; one consumer warp group runs the wgmma: 5 K blocks, more than the ring holds.
+    result, a, b = _compile(64, 64, 160, (64, 64, 32), 4, num_stages)
+    got, expected = _run(result, a, b)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_partial_tiles():
+    # M, N and K not multiples of the blocks: the producer's masked copies fill zeros.
+    # Strides multiples of 16 elements, as the copies need to be 16 bytes wide (cp.async).
+    result, a, b = _compile(50, 48, 112, (64, 64, 32), 4, 3)
+    got, expected = _run(result, a, b)
+    np.testing.assert_array_equal(got, expected)
+
+
+def _keep_more_dots_in_flight(llvm_ir: str) -> str:
+    # The consumers release the previous iteration's slot after a wait that leaves one
+    # group of wgmma in flight; leaving two makes the release come while the wgmma still
+    # reads the slot.
+    assert "wgmma.wait_group.sync.aligned 1;" in llvm_ir
+    return llvm_ir.replace("wgmma.wait_group.sync.aligned 1;", "wgmma.wait_group.sync.aligned 2;")
+
+
+def test_a_slot_released_while_a_wgmma_reads_it_is_caught():
+    result, a, b = _compile(64, 64, 160, (64, 64, 32), 4, 3)
+    with pytest.raises(SimulationError, match=r"thread 1\d\d starts a cp\.async into shared bytes .* which an "
+                                              r"in-flight wgmma\.mma_async of warpgroup 0 reads"):
+        _run(result, a, b, _keep_more_dots_in_flight)
+
+
+def _drop_line(llvm_ir: str, marker: str, which: int = 0) -> str:
+    lines = llvm_ir.splitlines()
+    del lines[[i for i, line in enumerate(lines) if marker in line][which]]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_producer_that_does_not_wait_for_an_empty_slot_is_caught():
+    # The first mbarrier wait of the kernel is the producer's wait for an empty slot.
+    result, a, b = _compile(64, 64, 160, (64, 64, 32), 4, 3)
+    with pytest.raises(SimulationError, match="starts a cp.async into shared byte .* still writing"):
+        _run(result, a, b, lambda text: _drop_line(text, "mbarrier.try_wait"))
+
+
+def test_a_consumer_that_never_releases_its_slot_hangs_and_is_reported():
+    result, a, b = _compile(64, 64, 160, (64, 64, 32), 4, 3)
+    with pytest.raises(SimulationError, match="no warp can make progress .* can never complete"):
+        _run(result, a, b, lambda text: _drop_line(text, "mbarrier.arrive.release"))
+
+
+def test_a_consumer_waiting_on_the_wrong_phase_reads_a_slot_still_being_filled():
+    result, a, b = _compile(64, 64, 160, (64, 64, 32), 4, 3)
+
+    def wrong_phase(text: str) -> str:
+        lines = text.splitlines()
+        waits = [i for i, line in enumerate(lines) if "mbarrier.try_wait" in line]
+        lines[waits[1]] = re.sub(r'i32 %"[^"]+"\)\s*$', "i32 1)", lines[waits[1]])  # the consumers' full wait
+        return "\n".join(lines) + "\n"
+    with pytest.raises(SimulationError, match="reads shared byte .* still writing"):
+        _run(result, a, b, wrong_phase)
