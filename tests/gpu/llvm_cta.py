@@ -118,6 +118,14 @@ class _Op:
     text: str
 
 
+def _value_name(value: Any) -> str:
+    """A value's name; an unnamed one (``%0 = ...``, LLVM's numbering) by its number."""
+    if value.name:
+        return value.name
+    m = re.match(r"\s*%([\w.]+) = ", str(value))
+    return f"#{m.group(1)}" if m else ""
+
+
 def _decode(function: Any, globals_: dict[str, int]) -> dict[str, list[_Op]]:
     blocks: dict[str, list[_Op]] = {}
     for block in function.blocks:
@@ -128,7 +136,7 @@ def _decode(function: Any, globals_: dict[str, int]) -> dict[str, list[_Op]]:
                 kind = o.value_kind.name
                 types.append(str(o.type))
                 if kind in ("instruction", "argument"):
-                    operands.append(("v", o.name))
+                    operands.append(("v", _value_name(o)))
                 elif kind == "basic_block":
                     operands.append(("b", o.name))
                 elif kind == "global_variable":
@@ -139,7 +147,7 @@ def _decode(function: Any, globals_: dict[str, int]) -> dict[str, list[_Op]]:
                     text = str(o)
                     ty = str(o.type)
                     operands.append(("c", _constant(ty, text[len(ty):])))
-            ops.append(_Op(ins.opcode, ins.name, str(ins.type), operands, types, str(ins).strip()))
+            ops.append(_Op(ins.opcode, _value_name(ins), str(ins.type), operands, types, str(ins).strip()))
         blocks[block.name] = ops
     return blocks
 
@@ -164,8 +172,8 @@ class Memory:
     readers: dict[int, dict] = field(default_factory=dict)             # shared byte -> {thread: its clock}
     #: One vector clock per thread (set by the scheduler).
     clocks: Any = None
-    #: While the async proxy reads a wgmma's operands: (the joined clock of its warpgroup,
-    #: a thread of the warpgroup in whose name the reads are recorded).
+    #: While the async proxy reads (a wgmma's operands, a bulk copy's source): (what every
+    #: issuing thread is ordered after, the thread in whose name the reads are recorded).
     async_view: Any = None
     #: Shared bytes a cp.async is still writing -> the copying thread (llvm_cta_async.py).
     in_flight: dict[int, int] = field(default_factory=dict)
@@ -256,7 +264,7 @@ class Memory:
     def _check_proxy_fence(self, address: int, size: int) -> None:
         for a in range(address, address + size):
             if a in self.unfenced:
-                raise SimulationError(f"the async proxy (wgmma) reads shared byte {a}, which thread "
+                raise SimulationError(f"the async proxy (wgmma or a bulk copy) reads shared byte {a}, which thread "
                                       f"{self.unfenced[a]} wrote through the generic proxy (a store or a cp.async) "
                                       "with no fence.proxy.async after the write")
 
@@ -551,6 +559,12 @@ class CTA:
                     result = yield Collective(text, args)
                     return result
                 return thread_step(self, text, args, tid)
+            if any(k in text for k in ("tensormap", "cp.async.bulk", "cp.reduce.async.bulk", "st.shared.b32 [$0], 0;")):
+                from .llvm_cta_bulk import bulk_step  # tensor maps and bulk copies: tests/gpu/llvm_cta_bulk.py
+                return bulk_step(self, text, args, tid)
+            if text.startswith("fence.mbarrier_init"):  # barriers initialized, seen by the async proxy
+                self.memory.fence_proxy_async(tid)
+                return None
             if "mbarrier." in text:  # tests/gpu/llvm_cta_mbarrier.py
                 from .llvm_cta_mbarrier import mbarrier_step
                 if "mbarrier.try_wait" in text:  # every thread waits together
@@ -599,6 +613,16 @@ class CTA:
                     return pick(_s(a, bits), _s(b, bits)) & ((1 << bits) - 1)
                 return pick(a, b)
             return _lanewise(extreme, op.type, *args)
+        if name.startswith("llvm.nvvm.div.full"):  # a / b to 2 ulp: exactly rounded here
+            return _lanewise(lambda t, a, b: _FLOATS[t](np.float64(a) / np.float64(b)), op.type, *args)
+        if name.startswith("llvm.nvvm.ex2.approx"):  # 2**x (the hardware's is exact to 2 ulp)
+            return _lanewise(lambda t, a: _FLOATS[t](np.exp2(np.float64(a))), op.type, *args)
+        if name.startswith(("llvm.maximum.", "llvm.minimum.", "llvm.maxnum.", "llvm.minnum.")):
+            # maximum/minimum propagate NaN; maxnum/minnum return the other operand.
+            pick = {"maximum": np.maximum, "minimum": np.minimum, "maxnum": np.fmax, "minnum": np.fmin}[name.split(".")[1]]
+            if "bfloat" in op.type:
+                raise SimulationError(f"the simulator does not model {name} on bfloat values")
+            return _lanewise(lambda t, a, b: _FLOATS[t](pick(_FLOATS[t](a), _FLOATS[t](b))), op.type, *args)
         if name.startswith("llvm.fmuladd") or name.startswith("llvm.fma."):
             dtype = _FLOATS[_element(op.type)]
             return _lanewise(lambda t, a, b, c: dtype(np.float64(a) * np.float64(b) + np.float64(c)), op.type, *args)

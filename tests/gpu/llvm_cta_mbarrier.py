@@ -50,12 +50,30 @@ class _Barrier:
     missing: int = 0
     #: Phases completed.
     phase: int = 0
-    #: Arrivals in flight, in order: (thread, [(shared address, bytes), ...], its clock).
+    #: Arrivals and bulk copies in flight, in order (:class:`_Coming`).
     coming: list = field(default_factory=list)
+    #: Transaction bytes the running phase still expects (expect_tx adds, copies complete).
+    tx: int = 0
     #: The join of the clocks the running phase's arrivals released.
     releasing: Any = None
     #: Phase number -> the clock its arrivals released (what a wait for it acquires).
     released: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Coming:
+    """Something in flight on a barrier: ``thread``'s copies (shared address, bytes) that
+    land when it counts, the clock it released, whether it is an arrival (``counts``) and
+    the transaction bytes it adds (expect_tx, positive) or completes (a bulk copy,
+    negative)."""
+
+    thread: int
+    copies: list
+    clock: Any
+    counts: bool = True
+    tx: int = 0
+    #: Written through the async proxy (bulk copies): wgmma reads them with no fence.
+    async_proxy: bool = False
 
 
 def _barriers(cta: CTA) -> dict:
@@ -88,7 +106,18 @@ def mbarrier_step(cta: CTA, text: str, args: list, tid: int) -> None:
         from .llvm_cta_async import take_open_copies
 
         copies = take_open_copies(cta, tid)
-        barrier.coming.append((tid, copies, release(cta, tid)))
+        barrier.coming.append(_Coming(tid, copies, release(cta, tid)))
+        return None
+    if "mbarrier.arrive.expect_tx" in text:
+        if args[2]:
+            # Counts where it is executed (the copies it expects land later, lazily), after
+            # any arrival still in flight before it.
+            barrier = _live(cta, args[0], tid, "arrives on")
+            coming = _Coming(tid, [], release(cta, tid), tx=int(args[1]))
+            if any(c.counts for c in barrier.coming):
+                barrier.coming.append(coming)
+            else:
+                _count(barrier, coming)
         return None
     if "mbarrier.init" in text or "mbarrier.inval" in text:
         if not args[1]:
@@ -114,11 +143,14 @@ def mbarrier_step(cta: CTA, text: str, args: list, tid: int) -> None:
     raise SimulationError(f"the simulator does not know the asm '{text}'")
 
 
-def _count(barrier: _Barrier, clock: np.ndarray) -> None:
-    """One arrival counts in the running phase, releasing ``clock`` to it."""
+def _count(barrier: _Barrier, coming: _Coming) -> None:
+    """``coming`` counts in the running phase, releasing its clock to it; the phase
+    completes once every arrival is in and no transaction byte is missing."""
+    clock = coming.clock
     barrier.releasing = clock.copy() if barrier.releasing is None else np.maximum(barrier.releasing, clock)
-    barrier.missing -= 1
-    if barrier.missing == 0:
+    barrier.missing -= 1 if coming.counts else 0
+    barrier.tx += coming.tx
+    if barrier.missing == 0 and barrier.tx == 0:
         barrier.released[barrier.phase] = barrier.releasing
         barrier.releasing = None
         barrier.phase += 1
@@ -126,13 +158,23 @@ def _count(barrier: _Barrier, clock: np.ndarray) -> None:
 
 
 def _complete(cta: CTA, address: int, barrier: _Barrier) -> None:
-    """Let the next arrival in flight land and count."""
+    """Let the next arrival or copy in flight land and count."""
     from .llvm_cta_async import land
 
-    tid, copies, clock = barrier.coming.pop(0)
-    for shared, data in copies:
-        land(cta, shared, data, tid, clock=int(clock[tid]))
-    _count(barrier, clock)
+    coming = barrier.coming.pop(0)
+    for shared, data in coming.copies:
+        land(cta, shared, data, coming.thread, clock=int(coming.clock[coming.thread]))
+        if coming.async_proxy:
+            for a in range(shared, shared + len(data)):
+                cta.memory.unfenced.pop(a, None)
+    _count(barrier, coming)
+
+
+def expect_transfer(cta: CTA, tid: int, address: int, copies: list, size: int) -> None:
+    """A bulk copy of ``size`` bytes (``copies``) that completes its bytes on the barrier
+    at ``address``."""
+    barrier = _live(cta, address, tid, "copies into a transaction of")
+    barrier.coming.append(_Coming(tid, copies, release(cta, tid), counts=False, tx=-size, async_proxy=True))
 
 
 def warp_sync_step(cta: CTA, text: str, inputs: list, warp: int) -> list:
@@ -148,11 +190,11 @@ def warp_sync_step(cta: CTA, text: str, inputs: list, warp: int) -> list:
         if not args[1]:
             continue
         barrier = _live(cta, args[0], tid, "arrives on")
-        clock = release(cta, tid)
+        coming = _Coming(tid, [], release(cta, tid))
         if barrier.coming:  # after the arrivals in flight before it
-            barrier.coming.append((tid, [], clock))
+            barrier.coming.append(coming)
         else:
-            _count(barrier, clock)
+            _count(barrier, coming)
     return [None] * len(inputs)
 
 
@@ -178,8 +220,9 @@ def never_completes(cta: CTA, tid: int, address: int, parity: int) -> str:
     """Why thread ``tid``'s wait cannot pass (when no warp can move any more)."""
     barrier = _barriers(cta)[address]
     return (f"thread {tid} waits for the phase of parity {parity} of the mbarrier at shared {address}, which "
-            f"can never complete: phase {barrier.phase} needs {barrier.missing} more arrivals and none are "
-            "in flight (a wait on the wrong phase, or a fill that was never issued)")
+            f"can never complete: phase {barrier.phase} needs {barrier.missing} more arrivals"
+            f"{f', its transaction count {barrier.tx} bytes from zero,' if barrier.tx else ''} and none are in flight (a "
+            "wait on the wrong phase, or a fill that was never issued)")
 
 
-__all__ = ["mbarrier_step", "never_completes", "waited", "warp_sync_step"]
+__all__ = ["expect_transfer", "mbarrier_step", "never_completes", "waited", "warp_sync_step"]

@@ -215,7 +215,7 @@ def test_a_wgmma_reading_generic_proxy_writes_without_a_proxy_fence_is_caught(nu
     # Stages 1: the operands stored to the dot's scratch; 3: ring slots cp.async filled,
     # read in place after the slot's mbarrier wait.  Either way the bytes were written
     # through the generic proxy, and wgmma reads through the async proxy.
-    with pytest.raises(SimulationError, match="the async proxy \\(wgmma\\) reads shared byte .* with no "
+    with pytest.raises(SimulationError, match="the async proxy \\(wgmma or a bulk copy\\) reads shared byte .* with no "
                                               "fence.proxy.async after the write"):
         _loop(64, 64, 128, 32, num_stages=num_stages, edit=_drop_proxy_fences)
 

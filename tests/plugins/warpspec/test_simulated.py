@@ -109,3 +109,60 @@ def test_a_consumer_waiting_on_the_wrong_phase_reads_a_slot_still_being_filled()
         return "\n".join(lines) + "\n"
     with pytest.raises(SimulationError, match="reads shared byte .* still writing"):
         _run(result, a, b, wrong_phase)
+
+
+# --------------------------------------------------------------------------------------
+# Through tensor maps made in the kernel: bulk copies by one producer thread, one or two
+# consumer warp groups, ping-pong (tests/gpu/llvm_cta_bulk.py simulates the copies).
+
+@pytest.mark.parametrize("num_warps, block", [(4, (64, 64, 32)), (8, (128, 64, 32))])
+def test_the_split_descriptor_matmul_matches_numpy(num_warps, block):
+    pytest.importorskip("polytile_tma")
+    from .kernels import matmul_device_descriptors
+
+    m, n, k = block[0], block[1], 5 * block[2]
+    rng = np.random.default_rng(m + n + k)
+    a = rng.integers(-2, 3, (m, k)).astype(np.float16)
+    b = rng.integers(-2, 3, (n, k)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float16)
+    module = matmul_device_descriptors.lower(a, b, c, m, n, k, BLOCK_M=block[0], BLOCK_N=block[1],
+                                             BLOCK_K=block[2], WS=True)
+    result = compile_module(module, "nvidia:sm_90a", num_warps=num_warps, num_stages=3)
+    assert [e["specialised"] for e in result.metadata["warp_specialize"]] == [True]
+    scratch = np.zeros(int(result.metadata["global_scratch_bytes"]), np.uint8)
+    run_kernel(result.context.artifacts, [a, b, c, m, n, k, scratch], result.metadata["launch_warps"])
+    np.testing.assert_array_equal(c.astype(np.float64), a.astype(np.float64) @ b.T.astype(np.float64))
+
+
+@pytest.mark.parametrize("block_m, num_warps, causal, ws, pingpong", [
+    (64, 4, False, False, False),   # unspecialised: P @ V in flight into the next iteration
+    (64, 4, False, True, False),
+    (64, 4, True, True, False),
+    (128, 8, False, True, False),   # two consumer warp groups
+    (128, 8, True, True, True),     # ... taking turns
+])
+def test_attention_through_descriptors_matches_numpy(block_m, num_warps, causal, ws, pingpong):
+    pytest.importorskip("polytile_tma")
+    from .kernels import attention_descriptors
+
+    seq, head_dim = 3 * 64, 64
+    rng = np.random.default_rng(block_m + causal)
+    q, k, v = (rng.standard_normal((seq, head_dim)).astype(np.float16) for _ in range(3))
+    out = np.full((seq, head_dim), np.nan, np.float16)
+    scale = 1 / np.sqrt(head_dim)
+    module = attention_descriptors.lower(q, k, v, out, scale, seq, seq, HEAD_DIM=head_dim, BLOCK_M=block_m,
+                                         BLOCK_N=64, CAUSAL=causal, WS=ws)
+    with config.override(warpspec_pingpong=pingpong):
+        result = compile_module(module, "nvidia:sm_90a", num_warps=num_warps, num_stages=2)
+    assert [e["specialised"] for e in result.metadata.get("warp_specialize", [])] == ([True] if ws else [])
+    assert ("ws.turn" in str(result.module)) == pingpong
+    scratch = np.zeros(int(result.metadata["global_scratch_bytes"]), np.uint8)
+    run_kernel(result.context.artifacts, [q, k, v, out, scale, seq, seq, scratch],
+               result.metadata.get("launch_warps", num_warps))
+    # One program: the first block of queries.
+    scores = q[:block_m].astype(np.float64) @ k.astype(np.float64).T * scale
+    if causal:
+        scores[np.arange(block_m)[:, None] < np.arange(seq)[None, :]] = -np.inf
+    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+    expected = weights @ v.astype(np.float64) / weights.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(out[:block_m].astype(np.float64), expected, atol=2e-3, rtol=2e-3)
