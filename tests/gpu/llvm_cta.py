@@ -173,16 +173,25 @@ class Memory:
     #: One vector clock per thread (set by the scheduler).
     clocks: Any = None
     #: While the async proxy reads (a wgmma's operands, a bulk copy's source): (what every
-    #: issuing thread is ordered after, the thread in whose name the reads are recorded).
+    #: issuing thread is ordered after, the thread in whose name the reads are recorded,
+    #: what any of them is: the proxy fences that order the read).
     async_view: Any = None
     #: Shared bytes a cp.async is still writing -> the copying thread (llvm_cta_async.py).
     in_flight: dict[int, int] = field(default_factory=dict)
     #: Shared bytes of live mbarriers (llvm_cta_mbarrier.py).
     live_barriers: set = field(default_factory=set)
-    #: Shared bytes written through the generic proxy (a store, a cp.async landing) ->
-    #: the writing thread, until a ``fence.proxy.async`` of a thread ordered after the
-    #: write: the async proxy (wgmma) must not read them before (llvm_cta_wgmma.py).
-    unfenced: dict[int, int] = field(default_factory=dict)
+    #: Shared bytes written through the generic proxy (a store, a cp.async landing) -> the
+    #: write, (thread, clock).  The async proxy (wgmma, a bulk copy) reads such a byte only
+    #: after a ``fence.proxy.async`` that came after the write, by a thread the read is
+    #: ordered after (llvm_cta_wgmma.py, llvm_cta_bulk.py).
+    unfenced: dict[int, tuple] = field(default_factory=dict)
+    #: Each such write -> {fencing thread: its clock at the first fence after the write}.
+    fences: dict[tuple, dict] = field(default_factory=dict)
+    #: How many bytes each write still holds (a write no byte holds any more is dropped).
+    write_bytes: dict[tuple, int] = field(default_factory=dict)
+    #: Shared bytes a bulk copy out still reads -> the issuing thread, until its
+    #: ``cp.async.bulk.wait_group.read`` (llvm_cta_bulk.py).
+    bulk_reading: dict[int, int] = field(default_factory=dict)
 
     def now(self, thread: int) -> int:
         """``thread``'s own clock (the async proxy's: its warpgroup thread's)."""
@@ -196,6 +205,11 @@ class Memory:
             return True
         view = self.async_view[0] if thread == ASYNC_PROXY else self.clocks[thread]
         return int(view[who]) >= clock
+
+    def _reader_name(self, thread: int) -> str:
+        if thread == ASYNC_PROXY:
+            return f"the async proxy (a wgmma or bulk copy issued by thread {self.async_view[1]})"
+        return f"thread {thread}"
 
     def unordered_reader(self, address: int, thread: int) -> int | None:
         """A thread that read the shared byte ``address`` without ``thread`` being ordered
@@ -230,8 +244,8 @@ class Memory:
                     raise SimulationError(f"thread {thread} reads shared byte {a} that no thread wrote")
                 who, written = self.writer[a]
                 if not self.ordered(thread, who, written):
-                    raise SimulationError(f"thread {thread} reads shared byte {a} that thread {who} wrote since "
-                                          "the last barrier (or mbarrier phase) between them")
+                    raise SimulationError(f"{self._reader_name(thread)} reads shared byte {a} that thread {who} wrote "
+                                          "since the last barrier (or mbarrier phase) between them")
                 self.readers.setdefault(a, {})[reader] = clock
         return bytes(buf[address:address + size])
 
@@ -256,27 +270,54 @@ class Memory:
                 if reader is not None:
                     raise SimulationError(f"thread {thread} overwrites shared byte {a} that thread {reader} read "
                                           "since the last barrier (or mbarrier phase) between them")
+                if a in self.bulk_reading:
+                    raise SimulationError(f"thread {thread} overwrites shared byte {a}, which a bulk copy of thread "
+                                          f"{self.bulk_reading[a]} still reads (no cp.async.bulk.wait_group.read "
+                                          "since)")
                 self.writer[a] = (thread, clock)
                 self.readers.pop(a, None)
-                self.unfenced[a] = thread
+                self._set_unfenced(a, (thread, clock))
         buf[address:address + len(data)] = data
 
-    def _check_proxy_fence(self, address: int, size: int) -> None:
+    def _set_unfenced(self, address: int, write: tuple | None) -> None:
+        old = self.unfenced.pop(address, None)
+        if old is not None:
+            self.write_bytes[old] -= 1
+            if not self.write_bytes[old]:
+                del self.write_bytes[old]
+                self.fences.pop(old, None)
+        if write is not None:
+            self.unfenced[address] = write
+            self.write_bytes[write] = self.write_bytes.get(write, 0) + 1
+            self.fences.setdefault(write, {})
+
+    def written_by_async_proxy(self, address: int, size: int) -> None:
+        """The bytes just written came through the async proxy (a bulk copy landed)."""
         for a in range(address, address + size):
-            if a in self.unfenced:
+            self._set_unfenced(a, None)
+
+    def _check_proxy_fence(self, address: int, size: int) -> None:
+        # The issuing threads issue together: the read comes after a fence any of them made.
+        view = self.async_view[2] if len(self.async_view) > 2 else self.async_view[0]
+        for a in range(address, address + size):
+            write = self.unfenced.get(a)
+            if write is None:
+                continue
+            if not any(int(view[fencer]) >= clock for fencer, clock in self.fences[write].items()):
                 raise SimulationError(f"the async proxy (wgmma or a bulk copy) reads shared byte {a}, which thread "
-                                      f"{self.unfenced[a]} wrote through the generic proxy (a store or a cp.async) "
-                                      "with no fence.proxy.async after the write")
+                                      f"{write[0]} wrote through the generic proxy (a store or a cp.async) with no "
+                                      "fence.proxy.async after the write by a thread the read is ordered after")
 
     def fence_proxy_async(self, thread: int) -> None:
         """``fence.proxy.async`` by ``thread``: the generic-proxy writes ordered before it
         (its own stores and landed copies, and other threads' that it is ordered after:
         a warp-specialized consumer fences the producer's copies it waited for) are
-        ordered before later async-proxy reads."""
+        ordered before the async-proxy reads ordered after this fence."""
         view = self.clocks[thread]
-        for a in [a for a, who in self.unfenced.items()
-                  if who == thread or int(view[who]) >= self.writer[a][1]]:
-            del self.unfenced[a]
+        clock = int(view[thread])
+        for (who, written), fencers in self.fences.items():
+            if thread not in fencers and (who == thread or int(view[who]) >= written):
+                fencers[thread] = clock
 
 
 def _space(ptr_type: str) -> int:
@@ -373,6 +414,8 @@ class CTA:
     def warp_step(self, kind: str, inputs: list, warp: int) -> list:
         """A step the 32 (AMD: 64) lanes of ``warp`` take together: ``inputs`` per lane;
         returns each lane's result."""
+        from .llvm_cta_warp import WARP_STEPS
+
         return WARP_STEPS[_step_name(kind)](self, kind, inputs, warp)
 
     def _thread(self, tid: int, values: dict):
@@ -473,7 +516,7 @@ class CTA:
             return _from_bits(ty, _to_bits(src, get[0]))
         if code in ("ptrtoint", "inttoptr", "addrspacecast", "freeze"):
             return get[0]
-        if code == "fence":  # threads run in lock step: memory is always in order here
+        if code == "fence":  # an LLVM fence orders nothing the vector clocks track (barriers do)
             return None
         raise SimulationError(f"the simulator does not know '{op.text}'")
 
@@ -563,6 +606,8 @@ class CTA:
                 from .llvm_cta_bulk import bulk_step  # tensor maps and bulk copies: tests/gpu/llvm_cta_bulk.py
                 return bulk_step(self, text, args, tid)
             if text.startswith("fence.mbarrier_init"):  # barriers initialized, seen by the async proxy
+                from .llvm_cta_mbarrier import fence_init
+                fence_init(self, tid)
                 self.memory.fence_proxy_async(tid)
                 return None
             if "mbarrier." in text:  # tests/gpu/llvm_cta_mbarrier.py
@@ -675,8 +720,14 @@ def _step_name(kind: str) -> str:
     return kind.split(".")[0]
 
 
-# The steps a warp takes together (ldmatrix, stmatrix, mma.sync, shuffles, ...).
-from .llvm_cta_warp import WARP_STEPS, fp8_bytes, fp8_value  # noqa: E402
+def __getattr__(name: str) -> Any:
+    # The steps a warp takes together (ldmatrix, stmatrix, mma.sync, shuffles, ...) and the
+    # fp8 helpers live in llvm_cta_warp.py, which imports this module: read lazily.
+    if name in ("WARP_STEPS", "fp8_bytes", "fp8_value"):
+        from . import llvm_cta_warp
+
+        return getattr(llvm_cta_warp, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run_kernel(artifacts: dict, args: list, num_warps: int, warp_size: int = 32) -> CTA:

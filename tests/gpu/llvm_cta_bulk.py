@@ -18,7 +18,13 @@
 - ``cp.async.bulk.tensor.Nd.global.shared::cta.tile.bulk_group`` writes a box out: the
   async proxy reads shared memory when it is issued (what the issuing thread is ordered
   after, and fenced: generic writes need a ``fence.proxy.async`` first) and writes the
-  elements inside ``global_dim``; the commit and wait that follow order nothing more.
+  elements inside ``global_dim``; until the issuing thread's ``cp.async.bulk.wait_group
+  .read`` the source bytes are still being read, and writing them is reported.
+- A thread copies through a map only after its own ``fence.proxy.tensormap`` acquire of
+  it, ordered after the map was written; a bulk copy completes on an mbarrier only after
+  a ``fence.mbarrier_init`` showed its ``init`` to the async proxy.  The maps' other
+  fields (element strides, interleave, the swizzle's width against the box) are checked
+  to be what the simulation models.
 
 Host descriptors (a map encoded by the driver and passed as a kernel parameter) are not
 simulated: their encoding is CUDA's, opaque here.
@@ -44,6 +50,8 @@ _ELEMENTS = {0: (1, None), 1: (2, None), 2: (4, None), 3: (4, None), 4: (8, None
 @dataclass
 class TensorMap:
     fields: dict = field(default_factory=dict)   # name -> value, or {ordinal: value}
+    #: In global memory: the thread that copied it there and its clock then.
+    written: tuple = (-1, 0)
 
     def get(self, name: str, ordinal: int | None = None) -> int:
         value = self.fields.get(name)
@@ -85,10 +93,22 @@ def bulk_step(cta: CTA, text: str, args: list, tid: int) -> None:
             built = _maps(cta, "shared").get(args[1])
             if built is None:
                 raise SimulationError(f"thread {tid} copies a tensor map from shared {args[1]} where none was built")
-            _maps(cta, "global")[args[0]] = TensorMap(dict(built.fields))
+            _maps(cta, "global")[args[0]] = TensorMap(dict(built.fields), (tid, memory.now(tid)))
         return None
-    if "fence.proxy.tensormap" in text or "prefetch.tensormap" in text or "cp.async.bulk.commit_group" in text:
-        return None  # the maps and copies here are complete where they are made
+    if "fence.proxy.tensormap::generic.acquire" in text:
+        # This thread's copies through the map at $0 see what was written there, if the
+        # write is ordered before this acquire.
+        found = _maps(cta, "global").get(args[0])
+        if found is not None and memory.ordered(tid, *found.written):
+            _acquired(cta)[(tid, args[0])] = found
+        return None
+    if "cp.async.bulk.wait_group" in text:  # the copies out so far have read shared memory
+        if args[0]:
+            for a in [a for a, who in memory.bulk_reading.items() if who == tid]:
+                del memory.bulk_reading[a]
+        return None
+    if "prefetch.tensormap" in text or "cp.async.bulk.commit_group" in text:
+        return None  # a hint; a group the copies out already form
     load = _LOAD.search(text)
     if load:
         rank = int(load.group(1))
@@ -106,12 +126,39 @@ def bulk_step(cta: CTA, text: str, args: list, tid: int) -> None:
     raise SimulationError(f"the simulator does not know the asm '{text}'")
 
 
+def _acquired(cta: CTA) -> dict:
+    return cta.__dict__.setdefault("tensormaps", {}).setdefault("acquired", {})
+
+
 def _map_at(cta: CTA, address: int, tid: int) -> TensorMap:
     found = _maps(cta, "global").get(address)
     if found is None:
         raise SimulationError(f"thread {tid} copies through a tensor map at {address:#x} that no thread wrote "
                               "(tensormap.cp_fenceproxy) there")
+    if _acquired(cta).get((tid, address)) is not found:
+        raise SimulationError(f"thread {tid} copies through the tensor map at {address:#x} with no "
+                              "fence.proxy.tensormap acquire of it after it was written")
+    _check_map(found)
     return found
+
+
+def _check_map(found: TensorMap) -> None:
+    """Only what the simulation models: every other value is reported, not ignored."""
+    rank = found.get("rank") + 1
+    if found.get("elemtype") not in _ELEMENTS:
+        raise SimulationError(f"a tensor map of element type {found.get('elemtype')}, which the simulator does not "
+                              "model")
+    if found.fields.get("interleave_layout", 0) != 0:
+        raise SimulationError("a tensor map with an interleaved layout, which the simulator does not model")
+    for d in range(rank):
+        if found.fields.get("element_stride", {}).get(d, 1) != 1:
+            raise SimulationError(f"a tensor map with element_stride[{d}] = {found.get('element_stride', d)}, which "
+                                  "the simulator does not model")
+    mode = found.get("swizzle_mode")
+    size = _ELEMENTS[found.get("elemtype")][0]
+    if mode and found.get("box_dim", 0) * size > 16 << mode:
+        raise SimulationError(f"a tensor map whose inner box row ({found.get('box_dim', 0) * size} bytes) is wider "
+                              f"than its swizzle ({16 << mode} bytes): the PTX ISA does not allow it")
 
 
 def _box(found: TensorMap, coords: list) -> tuple:
@@ -192,8 +239,9 @@ def _copy_out(cta: CTA, tid: int, map_address: int, coords: list, shared: int) -
     memory.async_view = (memory.clocks[tid].copy(), tid)
     try:
         for index, address in places:
-            data = memory.load(3, _swizzled(found, shared + _shared_offset(found, box, index, size)), size,
-                               ASYNC_PROXY)
+            source = _swizzled(found, shared + _shared_offset(found, box, index, size))
+            data = memory.load(3, source, size, ASYNC_PROXY)
+            memory.bulk_reading.update(dict.fromkeys(range(source, source + size), tid))
             if address is not None:
                 memory.store(1, address, data, tid)
     finally:

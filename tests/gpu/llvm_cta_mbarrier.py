@@ -58,6 +58,8 @@ class _Barrier:
     releasing: Any = None
     #: Phase number -> the clock its arrivals released (what a wait for it acquires).
     released: dict = field(default_factory=dict)
+    #: Whether a ``fence.mbarrier_init`` showed it to the async proxy (bulk copies).
+    seen_by_async_proxy: bool = False
 
 
 @dataclass
@@ -148,6 +150,9 @@ def _count(barrier: _Barrier, coming: _Coming) -> None:
     completes once every arrival is in and no transaction byte is missing."""
     clock = coming.clock
     barrier.releasing = clock.copy() if barrier.releasing is None else np.maximum(barrier.releasing, clock)
+    if coming.counts and barrier.missing == 0:
+        raise SimulationError(f"thread {coming.thread} arrives on an mbarrier whose phase has all {barrier.count} "
+                              "arrivals and still waits for transaction bytes")
     barrier.missing -= 1 if coming.counts else 0
     barrier.tx += coming.tx
     if barrier.missing == 0 and barrier.tx == 0:
@@ -165,8 +170,7 @@ def _complete(cta: CTA, address: int, barrier: _Barrier) -> None:
     for shared, data in coming.copies:
         land(cta, shared, data, coming.thread, clock=int(coming.clock[coming.thread]))
         if coming.async_proxy:
-            for a in range(shared, shared + len(data)):
-                cta.memory.unfenced.pop(a, None)
+            cta.memory.written_by_async_proxy(shared, len(data))
     _count(barrier, coming)
 
 
@@ -174,7 +178,18 @@ def expect_transfer(cta: CTA, tid: int, address: int, copies: list, size: int) -
     """A bulk copy of ``size`` bytes (``copies``) that completes its bytes on the barrier
     at ``address``."""
     barrier = _live(cta, address, tid, "copies into a transaction of")
+    if not barrier.seen_by_async_proxy:
+        raise SimulationError(f"thread {tid} starts a bulk copy that completes on the mbarrier at shared {address}, "
+                              "whose init no fence.mbarrier_init showed to the async proxy")
     barrier.coming.append(_Coming(tid, copies, release(cta, tid), counts=False, tx=-size, async_proxy=True))
+
+
+def fence_init(cta: CTA, tid: int) -> None:
+    """``fence.mbarrier_init``: the barriers whose ``init`` this thread is ordered after
+    are visible to the async proxy."""
+    for barrier in _barriers(cta).values():
+        if cta.memory.ordered(tid, barrier.initialized_by, barrier.init_clock):
+            barrier.seen_by_async_proxy = True
 
 
 def warp_sync_step(cta: CTA, text: str, inputs: list, warp: int) -> list:
@@ -225,4 +240,4 @@ def never_completes(cta: CTA, tid: int, address: int, parity: int) -> str:
             "wait on the wrong phase, or a fill that was never issued)")
 
 
-__all__ = ["expect_transfer", "mbarrier_step", "never_completes", "waited", "warp_sync_step"]
+__all__ = ["expect_transfer", "fence_init", "mbarrier_step", "never_completes", "waited", "warp_sync_step"]

@@ -56,6 +56,8 @@ def join(cta: CTA, threads: Iterable[int], released: Any = None) -> None:
     """A barrier of ``threads`` (and the clock ``released`` by threads that arrived without
     waiting): each is ordered after all of them, then moves to its next clock."""
     threads = list(threads)
+    if not threads:
+        return  # a round every thread of which arrived without waiting: nobody to order
     clocks = cta.memory.clocks
     together = clocks[threads].max(axis=0)
     if released is not None:
@@ -103,6 +105,7 @@ def run_threads(cta: CTA, threads: list) -> None:
 
     while True:
         if all(kind_of(w) is None for w in warps):
+            _check_nothing_left(cta)
             return
         moved = False
         for w in warps:
@@ -133,6 +136,27 @@ def run_threads(cta: CTA, threads: list) -> None:
             raise SimulationError(_deadlock(cta, {w: kind_of(w) for w in warps}, pending, barriers, size))
 
 
+def _check_nothing_left(cta: CTA) -> None:
+    """A kernel that returns with copies or wgmma still in flight (no wait retired them)
+    leaves shared memory to whatever runs next: reported."""
+    memory = cta.memory
+    if memory.in_flight:
+        a, tid = next(iter(memory.in_flight.items()))
+        raise SimulationError(f"the kernel ended with a copy of thread {tid} into shared byte {a} still in flight "
+                              "(no wait retired it)")
+    if memory.bulk_reading:
+        a, tid = next(iter(memory.bulk_reading.items()))
+        raise SimulationError(f"the kernel ended while a bulk copy of thread {tid} still read shared byte {a} "
+                              "(no cp.async.bulk.wait_group.read)")
+    for address, barrier in cta.__dict__.get("mbarriers", {}).items():
+        if barrier.coming:
+            raise SimulationError(f"the kernel ended with {len(barrier.coming)} arrivals or copies still in flight on "
+                                  f"the mbarrier at shared {address}")
+    state = cta.__dict__.get("wgmma")
+    if state is not None and (any(state.pending.values()) or any(state.open.values())):
+        raise SimulationError("the kernel ended with wgmma.mma_async instructions no wgmma.wait_group retired")
+
+
 def _arrive(cta: CTA, w: int, inputs: list, barriers: dict, total: int, resume: Any) -> bool:
     """Warp ``w`` at ``bar.sync``/``bar.arrive``: counted once; completes the round when
     every thread it expects is in.  Returns whether anything moved."""
@@ -140,6 +164,8 @@ def _arrive(cta: CTA, w: int, inputs: list, barriers: dict, total: int, resume: 
     if any(tuple(i) != tuple(inputs[0]) for i in inputs):
         raise SimulationError(f"the threads of warp {w} name different barriers or thread counts: {inputs[:2]}")
     count = total if count is None else count
+    if count % cta.warp_size:
+        raise SimulationError(f"barrier {which} counts {count} threads, not a multiple of the warp size")
     barrier = barriers.setdefault(which, _Barrier())
     if w in barrier.waiting:
         return False  # already counted, waiting for the others
@@ -197,8 +223,8 @@ def _deadlock(cta: CTA, kinds: dict, pending: list, barriers: dict, size: int) -
             which, count, _ = pending[first].inputs
             barrier = barriers.get(which)
             arrived = barrier.arrived if barrier is not None else 0
-            reasons.append(f"warp {w} waits at barrier {which}, which {arrived} of its "
-                           f"{count if count is not None else 'every'} threads reached")
+            expected = f"{count} threads" if count is not None else "the block's threads"
+            reasons.append(f"warp {w} waits at barrier {which}, which {arrived} of its {expected} reached")
         else:
             reasons.append(f"warp {w} waits at '{kind[:60]}' for the other warps of its warpgroup")
     return "no warp can make progress (the kernel would hang): " + "; ".join(reasons)

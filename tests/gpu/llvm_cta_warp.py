@@ -16,6 +16,12 @@ from .llvm_cta import CTA, SimulationError, _from_bits, _s, _to_bits
 
 
 
+def _check_row(address: int, what: str, thread: int) -> None:
+    if address % 16:
+        raise SimulationError(f"thread {thread} gives {what} the row address {address:#x}, not 16-byte aligned "
+                              "(the PTX ISA requires it)")
+
+
 def _ldmatrix(cta: CTA, text: str, inputs: list, warp: int) -> list:
     count = int(re.search(r"\.x(\d)", text).group(1))
     trans = ".trans" in text
@@ -24,6 +30,7 @@ def _ldmatrix(cta: CTA, text: str, inputs: list, warp: int) -> list:
         rows.append([])
         for r in range(8):
             address = inputs[q * 8 + r][0]
+            _check_row(address, "ldmatrix", warp * cta.warp_size + q * 8 + r)
             data = cta.memory.load(3, address, 16, warp * cta.warp_size + q * 8 + r)
             rows[q].append([int.from_bytes(data[2 * i:2 * i + 2], "little") for i in range(8)])
     out = []
@@ -49,6 +56,7 @@ def _stmatrix(cta: CTA, text: str, inputs: list, warp: int) -> list:
             # Row r of matrix q: lane 8q + r gives the address, lanes 4r..4r+3 the words.
             row = b"".join((int(inputs[4 * r + t][1 + q]) & 0xFFFFFFFF).to_bytes(4, "little") for t in range(4))
             thread = warp * cta.warp_size + q * 8 + r
+            _check_row(inputs[q * 8 + r][0], "stmatrix", thread)
             cta.memory.store(3, inputs[q * 8 + r][0], row, thread)
     return [None] * 32
 

@@ -259,7 +259,7 @@ def warpgroup_step(cta: CTA, text: str, inputs: list, group: int) -> list:
     from .llvm_cta_schedule import common_clock
 
     threads = range(group * len(inputs), (group + 1) * len(inputs))
-    cta.memory.async_view = (common_clock(cta, threads), threads[0])
+    cta.memory.async_view = (common_clock(cta, threads), threads[0], cta.memory.clocks[list(threads)].max(axis=0))
     if a_in_registers:
         a = np.zeros((64, depth))
         for t, lane_inputs in enumerate(inputs):

@@ -27,8 +27,10 @@ def _matmul(m, n, k, block=(64, 64, 32), num_warps=4, num_stages=3, ws=False, ed
     rng = np.random.default_rng(m + n + k)
     a = rng.integers(-2, 3, (m, k)).astype(np.float16)
     b = rng.integers(-2, 3, (n, k)).astype(np.float16)  # (N, K): used as b.T
-    c = np.full((m, n), np.nan, np.float16)
-    module = matmul_device_descriptors.lower(a, b, c, m, n, k, BLOCK_M=block[0], BLOCK_N=block[1],
+    # C with 8 rows of canaries below it: a store past M (or past N, into the next row)
+    # shows there or in C itself.
+    buffer = np.full((m + 8, n), np.nan, np.float16)
+    module = matmul_device_descriptors.lower(a, b, buffer, m, n, k, BLOCK_M=block[0], BLOCK_N=block[1],
                                              BLOCK_K=block[2], WS=ws)
     result = compile_module(module, "nvidia:sm_90a", num_warps=num_warps, num_stages=num_stages)
     artifacts = result.context.artifacts
@@ -36,11 +38,11 @@ def _matmul(m, n, k, block=(64, 64, 32), num_warps=4, num_stages=3, ws=False, ed
     if edit is not None:
         artifacts = {**artifacts, "llvm_ir": edit(artifacts["llvm_ir"])}
     scratch = np.zeros(int(result.metadata["global_scratch_bytes"]), np.uint8)  # where the maps are written
-    run_kernel(artifacts, [a, b, c, m, n, k, scratch], result.metadata.get("launch_warps", num_warps))
+    run_kernel(artifacts, [a, b, buffer, m, n, k, scratch], result.metadata.get("launch_warps", num_warps))
     # One program: the block at (0, 0).
     rows, cols = min(m, block[0]), min(n, block[1])
     expected = a.astype(np.float64) @ b.T.astype(np.float64)
-    return c[:rows, :cols].astype(np.float64), expected[:rows, :cols], c
+    return buffer[:rows, :cols].astype(np.float64), expected[:rows, :cols], buffer
 
 
 @pytest.mark.parametrize("num_stages", [2, 3])
@@ -52,9 +54,9 @@ def test_the_descriptor_matmul_matches_numpy(num_stages):
 def test_partial_boxes_read_zeros_and_store_only_inside():
     # M, N and K past the block's edge: the loads' boxes fill zeros beyond the tensor,
     # the store's box writes only the elements inside it.
-    got, expected, c = _matmul(50, 48, 80)
-    np.testing.assert_array_equal(got, expected)
-    assert c.shape == (50, 48)  # nothing was written outside (the simulator checks bounds)
+    got, expected, buffer = _matmul(50, 48, 80)
+    np.testing.assert_array_equal(got, expected)  # all of C: a column past N would land in the next row
+    assert np.isnan(buffer[50:]).all()  # nothing past M
 
 
 def test_a_transaction_expecting_too_few_bytes_is_caught():
@@ -81,3 +83,27 @@ def test_a_bulk_store_of_generic_writes_without_a_proxy_fence_is_caught():
         return "\n".join(lines) + "\n"
     with pytest.raises(SimulationError, match="the async proxy .* reads shared byte .* no fence.proxy.async"):
         _matmul(64, 64, 160, edit=no_fence)
+
+
+def _without(marker: str, text: str = ""):
+    """An edit that removes ``marker`` from the kernel's inline assembly (``text`` instead
+    of the lines that hold it, where given)."""
+    def edit(llvm_ir: str) -> str:
+        assert marker in llvm_ir
+        if text:
+            return llvm_ir.replace(marker, text)
+        return "\n".join(line for line in llvm_ir.splitlines() if marker not in line) + "\n"
+    return edit
+
+
+@pytest.mark.parametrize("edit, message", [
+    # The epilogue's copy out must have read shared memory before the kernel moves on.
+    (_without("@p cp.async.bulk.wait_group.read 0; ", " "), r"still read shared byte .* \(no cp\.async\.bulk\.wait_group\.read\)"),
+    # The copy engine sees the barriers' init only after fence.mbarrier_init.
+    (_without("fence.mbarrier_init"), "whose init no fence.mbarrier_init showed to the async proxy"),
+    # Each thread that copies through a map acquires it after it was written.
+    (_without("fence.proxy.tensormap::generic.acquire"), "with no fence.proxy.tensormap acquire"),
+])
+def test_ordering_the_copy_engine_needs_is_checked(edit, message):
+    with pytest.raises(SimulationError, match=message):
+        _matmul(64, 64, 160, edit=edit)
