@@ -46,7 +46,7 @@ from polytile.gpu.lowering.context import linear_layout_of
 from polytile.gpu.lowering.dot import MatrixInstruction
 from polytile.gpu.lowering.dot_operands import shared_offset
 from polytile.gpu.lowering.indexing import LLVMOps, coordinates
-from polytile.gpu.lowering.shared import LLVMAddOps, PaddedPlacement, element_offset
+from polytile.gpu.lowering.shared import LLVMAddOps, PaddedPlacement, register_offsets
 from polytile.gpu.lowering.types import BFloatType, bit_width, element_bits, llvm_type
 from polytile.ir import types as t
 
@@ -450,13 +450,15 @@ def stmatrix_plan(layout: LinearLayout, placement: Any, bits: int) -> LdmatrixPl
 
 def emit_stmatrix(ctx: Any, base: Any, placement: Any, plan: LdmatrixPlan, registers: list) -> None:
     b = ctx.builder
-    ops = LLVMAddOps(b)
-    coords = coordinates(ops, plan.address, ctx.lane_id, ctx.warp_id)
+    # Each call's row address; where they differ by constants (they do in a padded
+    # placement), one address and immediate offsets, as the conversion's plain stores get.
+    calls = range(plan.address.num_registers)
+    offsets = register_offsets(LLVMAddOps(b), plan.address, placement, calls, ctx.lane_id, ctx.warp_id)
     base_address = b.ptrtoint(base, _I32)
     asm_type = ir.FunctionType(ir.VoidType(), [_I32] * 5)
     words_per_call = 4 * plan.per_word
-    for c, call in enumerate(coords):
-        byte_offset = b.shl(element_offset(ops, placement, call), ir.Constant(_I32, 1))
+    for c, offset in zip(calls, offsets):
+        byte_offset = b.shl(offset, ir.Constant(_I32, 1))
         values = registers[c * words_per_call:(c + 1) * words_per_call]
         words = pack32(b, values)
         # A memory clobber: the loads after the conversion's barrier must read what it wrote.

@@ -177,7 +177,6 @@ class ShuffleThroughShared:
         ctx.target.barrier(ctx.builder)
         return load_registers(ctx, base, result, element, self.placement, self.load_width)
 
-
     def _store_rows(self, ctx: LoweringContext, base: Any, registers: list, source: LinearLayout,
                     element: Any) -> bool:
         """The matrix unit's own store of whole rows, where it has one that applies
