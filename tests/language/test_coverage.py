@@ -111,6 +111,9 @@ LANGUAGE = {
     "associative_scan": ["test_scans.py::test_associative_scan_with_a_non_commutative_combine"],
     # dot and random numbers
     "dot": ["test_dot.py::test_dot", "test_dot.py::test_dot_input_precision", "test_dot.py::test_dot_out_dtype"],
+    "dot_scaled": ["test_dot_scaled.py::test_dot_scaled_matches_the_emulation",
+                   "test_dot_scaled.py::test_every_pair_of_formats_on_the_interpreter",
+                   "test_dot_scaled.py::test_mistakes_are_located_errors"],
     "rand": ["test_random.py::test_randint_and_rand"],
     "randn": ["test_random.py::test_randn"],
     "randint": ["test_random.py::test_randint_and_rand"],

@@ -58,6 +58,7 @@ from .executor import (
     _rules_changed,
     rules_version,
     unsupported_type_message,
+    value_of,
 )
 from .memory import Access, Memory
 from .rules import describe_lane
@@ -331,7 +332,7 @@ def _bind_results(op: Operation, result: Any, env: dict, ctx: BatchContext) -> N
         dtype = dtype_of(type_)
         if dtype is None:
             raise ctx.error(op, unsupported_type_message(type_), InterpreterUnsupportedError, lane=0)
-        array = as_value(value, dtype)
+        array = value_of(type_, value, dtype)
         if ctx.strict:
             shape = t.shape_of(type_)
             if array.shape != shape and array.shape != (ctx.size,) + shape:

@@ -14,7 +14,10 @@ Values
     Every SSA value is a NumPy array of the dtype of its IR type
     (:func:`polytile.dialects.semantics.numpy_dtype`): a 0-d array for a scalar, an array
     of the tile's shape for a tile.  Pointers are int64 byte addresses into a simulated
-    flat address space (:mod:`polytile.interpreter.memory`).
+    flat address space (:mod:`polytile.interpreter.memory`).  bf16 and the 8-bit floats,
+    which NumPy lacks, are float32 arrays holding the type's values: every result of
+    such a type is rounded to it, and memory holds their bits
+    (:mod:`polytile.dialects.emulated_floats`, :func:`memory_element`).
 
 Rules
     A rule is ``rule(op, operands, ctx)``: ``operands`` are the NumPy values of
@@ -46,6 +49,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..dialects import semantics as sem
+from ..dialects.emulated_floats import EMULATED_FLOATS, EmulatedFloat
 from ..errors import InterpreterArgumentError, InterpreterError, InterpreterUnsupportedError
 from ..ir import types as t
 from ..ir.opdef import Elementwise
@@ -233,21 +237,46 @@ def unsupported_type_message(type_: t.Type) -> str:
 
 _DTYPES: dict[t.Type, np.dtype | None] = {}
 _OBJECT = np.dtype(object)
+_FLOAT32 = np.dtype(np.float32)
+
+
+_EMULATED: dict[t.Type, EmulatedFloat | None] = {}
+
+
+def emulated_of(type_: t.Type) -> EmulatedFloat | None:
+    """The emulation of ``type_``'s elements when NumPy has no dtype for them (bf16, fp8)."""
+    try:
+        return _EMULATED[type_]
+    except (KeyError, TypeError):
+        pass
+    element = t.element_type(type_)
+    found = EMULATED_FLOATS.get(element.kind) if isinstance(element, t.FloatType) else None
+    try:
+        _EMULATED[type_] = found
+    except TypeError:  # an unhashable plugin type
+        pass
+    return found
+
+
+def _numpy_dtype(type_: t.Type) -> np.dtype | None:
+    dtype = sem.numpy_dtype(type_)
+    if dtype is not None:
+        return np.dtype(dtype)
+    return _FLOAT32 if emulated_of(type_) is not None else None
 
 
 def dtype_of(type_: t.Type) -> np.dtype | None:
-    """The NumPy dtype of ``type_``'s elements (int64 for pointers), or None (bf16, fp8)."""
+    """The NumPy dtype of ``type_``'s values (int64 for pointers; float32 for bf16 and
+    the 8-bit floats, holding their values), or None for a type the interpreter lacks."""
     if isinstance(type_, t.BlockPointerType):
         return _OBJECT  # a block pointer is a Python object (rules_block.BlockPointer)
     try:
         return _DTYPES[type_]
     except KeyError:
-        dtype = sem.numpy_dtype(type_)
-        found = _DTYPES[type_] = None if dtype is None else np.dtype(dtype)
+        found = _DTYPES[type_] = _numpy_dtype(type_)
         return found
     except TypeError:  # an unhashable plugin type
-        dtype = sem.numpy_dtype(type_)
-        return None if dtype is None else np.dtype(dtype)
+        return _numpy_dtype(type_)
 
 
 def as_value(value: Any, dtype: np.dtype) -> np.ndarray:
@@ -256,6 +285,57 @@ def as_value(value: Any, dtype: np.dtype) -> np.ndarray:
     if array.dtype != dtype:
         array = array.astype(dtype)
     return array
+
+
+def value_of(type_: t.Type, value: Any, dtype: np.dtype) -> np.ndarray:
+    """``value`` as a value of ``type_`` (whose :func:`dtype_of` is ``dtype``): converted,
+    and rounded to the type where it is emulated."""
+    emulated = emulated_of(type_) if dtype is _FLOAT32 else None
+    if emulated is not None:
+        return emulated.round(np.asarray(value))
+    return as_value(value, dtype)
+
+
+class MemoryElement:
+    """How elements of one type sit in memory: ``storage``, the dtype of their bytes
+    there, and ``value``, the dtype of the values loads give and stores take (the same,
+    except for the emulated floats, whose bits are stored)."""
+
+    __slots__ = ("value", "storage", "emulated")
+
+    def __init__(self, value: np.dtype, storage: np.dtype, emulated: EmulatedFloat | None):
+        self.value, self.storage, self.emulated = value, storage, emulated
+
+    @property
+    def itemsize(self) -> int:
+        return self.storage.itemsize
+
+    def read(self, stored: np.ndarray) -> np.ndarray:
+        """Values from elements read from memory (a view of ``storage``)."""
+        return stored if self.emulated is None else self.emulated.decode(stored)
+
+    def write(self, values: np.ndarray) -> np.ndarray:
+        """What memory holds for ``values`` (of ``value``)."""
+        return values if self.emulated is None else self.emulated.encode(values)
+
+
+_ELEMENTS: dict[t.Type, MemoryElement | None] = {}
+
+
+def memory_element(type_: t.Type) -> MemoryElement | None:
+    """How ``type_``'s elements are stored (None: a type the interpreter lacks)."""
+    try:
+        return _ELEMENTS[type_]
+    except (KeyError, TypeError):
+        pass
+    dtype = dtype_of(type_)
+    emulated = emulated_of(type_) if dtype is not None else None
+    found = None if dtype is None else MemoryElement(dtype, emulated.storage if emulated else dtype, emulated)
+    try:
+        _ELEMENTS[type_] = found
+    except TypeError:  # an unhashable plugin type
+        pass
+    return found
 
 
 # --------------------------------------------------------------------------------------
@@ -368,7 +448,7 @@ class Interpreter:
             dtype = dtype_of(value_ir.type)
             if dtype is None:
                 raise ctx.error(op, unsupported_type_message(value_ir.type), InterpreterUnsupportedError)
-            env[value_ir] = as_value(value, dtype)
+            env[value_ir] = value_of(value_ir.type, value, dtype)
 
 
 # --------------------------------------------------------------------------------------
@@ -448,6 +528,16 @@ def _bind_one(type_: t.Type, arg: Any, arg_name: str, memory: Memory, fail: Call
             raise fail(f"a NumPy array, but {what} not supported by the interpreter yet", InterpreterUnsupportedError)
         if arg is None:
             return np.asarray(0, dtype=np.int64)  # the null pointer
+        emulated = emulated_of(pointee)
+        if emulated is not None:
+            # NumPy has no such dtype: an array of the type's bits, or of a NumPy extension
+            # dtype of that name and size (ml_dtypes' bfloat16, float8_e4m3fn, ...).
+            wanted = f"a NumPy array of {pointee}'s bits ({emulated.storage})"
+            if not isinstance(arg, np.ndarray):
+                raise fail(wanted)
+            if arg.dtype.itemsize != emulated.storage.itemsize or arg.dtype.kind not in "uiV":
+                raise fail(f"{wanted}, or one viewed as {pointee} with polytile.reinterpret")
+            dtype = arg.dtype
         if not isinstance(arg, np.ndarray):
             raise fail(f"a NumPy array of {dtype}")
         if arg.dtype != dtype:
@@ -475,7 +565,7 @@ def _bind_one(type_: t.Type, arg: Any, arg_name: str, memory: Memory, fail: Call
             raise fail(f"a float, but type {type_} is not supported by the interpreter yet", InterpreterUnsupportedError)
         if isinstance(arg, (bool, np.bool_)) or not isinstance(arg, (int, float, np.integer, np.floating)):
             raise fail(f"a float scalar ({type_})")
-        return np.asarray(arg, dtype=dtype)
+        return value_of(type_, np.float64(arg), dtype)
     raise fail("a value the interpreter can pass, but parameters of this type are not supported yet",
                InterpreterUnsupportedError)
 

@@ -22,8 +22,11 @@ from .executor import (
     InterpreterUnsupportedError,
     ProgramContext,
     as_value,
+    MemoryElement,
     dtype_of,
+    emulated_of,
     exit_rule,
+    memory_element,
     register_rule,
     unsupported_type_message,
 )
@@ -59,18 +62,20 @@ def describe_lane(lane: int, shape: tuple[int, ...]) -> str:
     return f" (at element {position[0] if len(position) == 1 else position} of the pointer tile)"
 
 
-def _pointee(op: Operation, ctx: ProgramContext, pointer_type: t.Type) -> tuple[t.Type, np.dtype]:
+def _pointee(op: Operation, ctx: ProgramContext, pointer_type: t.Type) -> tuple[t.Type, MemoryElement]:
+    """The pointee type of ``pointer_type`` and how its elements are stored."""
     pointee = t.element_type(pointer_type).pointee
-    dtype = dtype_of(pointee)
-    if dtype is None:
+    element = memory_element(pointee)
+    if element is None:
         raise ctx.error(op, unsupported_type_message(pointee), InterpreterUnsupportedError)
-    return pointee, dtype
+    return pointee, element
 
 
 def element_size(pointee: t.Type) -> int:
-    dtype = dtype_of(pointee)
-    if dtype is not None:
-        return dtype.itemsize
+    """Bytes of one element of ``pointee`` in memory (what pointer arithmetic steps by)."""
+    element = memory_element(pointee)
+    if element is not None:
+        return element.itemsize
     return max(getattr(pointee, "width", 8) // 8, 1)
 
 
@@ -166,8 +171,17 @@ for _name in ("shli", "shrsi", "shrui"):
         "shifts by a negative amount or by at least the bit width, which is undefined")
 
 def cast_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
-    """Casts through their ``semantics(a, dtype)``, shared with constant folding."""
+    """Casts through their ``semantics(a, dtype)``, shared with constant folding; casts
+    from or to bf16 and the 8-bit floats see their bits (bitcast) or round once, from
+    the exact source value (see :mod:`polytile.dialects.emulated_floats`)."""
     (value,) = operands
+    source, target = emulated_of(op.operands[0].type), emulated_of(op.results[0].type)
+    if source is not None or target is not None:
+        if isinstance(op, arith.BitcastOp):
+            return _bitcast_emulated(np.asarray(value), source, target, result_dtype(op, ctx))
+        if target is not None and not isinstance(op, arith.ExtFOp):
+            # To bf16 or fp8: computed exactly in f64, rounded once when the result is bound.
+            return type(op).semantics(np.asarray(value), np.float64)
     result = type(op).semantics(np.asarray(value), result_dtype(op, ctx))
     if result is None:
         raise ctx.error(op, "converts NaN, infinity or a value out of the integer type's range to an integer, "
@@ -177,6 +191,12 @@ def cast_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
 
 for _name in ("extsi", "extui", "trunci", "sitofp", "uitofp", "fptosi", "fptoui", "extf", "truncf", "bitcast"):
     register_rule(arith.CASTS[_name], cast_rule)
+
+
+def _bitcast_emulated(value: np.ndarray, source: Any, target: Any, dtype: np.dtype) -> np.ndarray:
+    """A bitcast with an emulated float on either side: through the bits memory holds."""
+    bits = source.encode(value) if source is not None else value.view(f"u{value.dtype.itemsize}")
+    return target.decode(bits) if target is not None else bits.view(dtype)
 
 
 @register_rule(arith.PtrToIntOp)
@@ -248,14 +268,14 @@ def addptr_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarra
 def load_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
     named = named_operands(op, operands)
     pointers, mask, other = named["ptr"], named["mask"], named["other"]
-    _, dtype = _pointee(op, ctx, op.operands[0].type)
-    access = locate(op, ctx, pointers, mask, dtype.itemsize)
+    _, element = _pointee(op, ctx, op.operands[0].type)
+    access = locate(op, ctx, pointers, mask, element.itemsize)
     fill = 0 if other is None else other
-    result = np.empty(pointers.shape, dtype=dtype)  # C order: flat below must be a view
-    result[...] = np.asarray(fill).astype(dtype)
+    result = np.empty(pointers.shape, dtype=element.value)  # C order: flat below must be a view
+    result[...] = np.asarray(fill).astype(element.value)
     flat = result.reshape(-1)
     for buffer, lanes, indices in access:
-        flat[lanes] = buffer.view(dtype)[indices]
+        flat[lanes] = element.read(buffer.view(element.storage)[indices])
     return result
 
 
@@ -263,14 +283,23 @@ def load_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
 def store_rule(op: Operation, operands: list, ctx: ProgramContext) -> None:
     named = named_operands(op, operands)
     pointers, value, mask = named["ptr"], named["value"], named["mask"]
-    _, dtype = _pointee(op, ctx, op.operands[0].type)
-    access = locate(op, ctx, pointers, mask, dtype.itemsize)
+    _, element = _pointee(op, ctx, op.operands[0].type)
+    access = locate(op, ctx, pointers, mask, element.itemsize)
     _check_writeable(op, ctx, access)
-    values = np.broadcast_to(np.asarray(value).astype(dtype), pointers.shape).reshape(-1)
+    values = np.broadcast_to(np.asarray(value).astype(element.value), pointers.shape).reshape(-1)
     for buffer, lanes, indices in access:
         # Lanes storing to one address: NumPy keeps the last, the GPU keeps one of them.
-        buffer.view(dtype)[indices] = values[lanes]
+        buffer.view(element.storage)[indices] = element.write(values[lanes])
     return None
+
+
+def atomic_dtype(op: Operation, ctx: ProgramContext) -> np.dtype:
+    """The dtype an atomic on ``op``'s pointer updates memory in; bf16 and the 8-bit
+    floats are refused (the GPU backends have no atomics on them either)."""
+    pointee, element = _pointee(op, ctx, op.operands[0].type)
+    if element.emulated is not None:
+        raise ctx.error(op, f"atomics on {pointee} are not supported", InterpreterUnsupportedError)
+    return element.value
 
 
 def _signed(fn: Callable) -> Callable:
@@ -300,7 +329,7 @@ _INTEGER_ONLY_KINDS = {"umax", "umin", "and", "or", "xor"}
 def _atomic(op: Operation, ctx: ProgramContext, pointers: np.ndarray, mask: np.ndarray | None,
             combine: Callable, *values: np.ndarray) -> np.ndarray:
     """Serialize the active lanes' read-modify-writes; return the old values (0 where masked)."""
-    _, dtype = _pointee(op, ctx, op.operands[0].type)
+    dtype = atomic_dtype(op, ctx)
     access = locate(op, ctx, pointers, mask, dtype.itemsize)
     _check_writeable(op, ctx, access)
     flat_values = [np.broadcast_to(np.asarray(v).astype(dtype), pointers.shape).reshape(-1) for v in values]

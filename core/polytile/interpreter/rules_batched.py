@@ -169,14 +169,14 @@ def _memory_operands(op: Operation, operands: list, ctx: BatchContext) -> dict[s
 def load_batched(op: Operation, operands: list, ctx: BatchContext) -> np.ndarray:
     named = _memory_operands(op, operands, ctx)
     pointers, mask, other = named["ptr"], named["mask"], named["other"]
-    _, dtype = rules._pointee(op, ctx, op.operands[0].type)
-    access = locate_batched(op, ctx, pointers, mask, dtype.itemsize)
+    _, element = rules._pointee(op, ctx, op.operands[0].type)
+    access = locate_batched(op, ctx, pointers, mask, element.itemsize)
     fill = 0 if other is None else other
-    result = np.empty(pointers.shape, dtype=dtype)  # C order: flat below must be a view
-    result[...] = np.asarray(fill).astype(dtype)
+    result = np.empty(pointers.shape, dtype=element.value)  # C order: flat below must be a view
+    result[...] = np.asarray(fill).astype(element.value)
     flat = result.reshape(-1)
     for buffer, lanes, indices in access:
-        flat[lanes] = buffer.view(dtype)[indices]
+        flat[lanes] = element.read(buffer.view(element.storage)[indices])
     return result
 
 
@@ -185,13 +185,13 @@ def load_batched(op: Operation, operands: list, ctx: BatchContext) -> np.ndarray
 def store_batched(op: Operation, operands: list, ctx: BatchContext) -> None:
     named = _memory_operands(op, operands, ctx)
     pointers, value, mask = named["ptr"], named["value"], named["mask"]
-    _, dtype = rules._pointee(op, ctx, op.operands[0].type)
-    access = locate_batched(op, ctx, pointers, mask, dtype.itemsize)
+    _, element = rules._pointee(op, ctx, op.operands[0].type)
+    access = locate_batched(op, ctx, pointers, mask, element.itemsize)
     rules._check_writeable(op, ctx, access)
-    values = np.broadcast_to(np.asarray(value).astype(dtype), pointers.shape).reshape(-1)
+    values = np.broadcast_to(np.asarray(value).astype(element.value), pointers.shape).reshape(-1)
     for buffer, lanes, indices in access:
         # Lanes storing to one address: the last program's value stays, as in program order.
-        buffer.view(dtype)[indices] = values[lanes]
+        buffer.view(element.storage)[indices] = element.write(values[lanes])
     return None
 
 
@@ -215,7 +215,7 @@ def _atomic_batched(op: Operation, ctx: BatchContext, pointers: np.ndarray, mask
                     combine: Callable, unordered: tuple | None, *values: np.ndarray) -> np.ndarray:
     """Every program's read-modify-writes, lanes serialized program after program;
     returns the old values (0 where masked)."""
-    _, dtype = rules._pointee(op, ctx, op.operands[0].type)
+    dtype = rules.atomic_dtype(op, ctx)
     access = locate_batched(op, ctx, pointers, mask, dtype.itemsize)
     rules._check_writeable(op, ctx, access)
     flat_values = [np.broadcast_to(np.asarray(v).astype(dtype), pointers.shape).reshape(-1) for v in values]

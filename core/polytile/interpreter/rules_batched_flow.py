@@ -211,26 +211,26 @@ def advance_batched(op: Operation, operands: list, ctx: BatchContext) -> np.ndar
 @register_batched_rule(tile_block.LoadBlockOp)
 @uniform_or(rules_block.load_block_rule)
 def load_block_batched(op: Operation, operands: list, ctx: BatchContext) -> np.ndarray:
-    dtype = rules_block._element_dtype(op, ctx)
-    addresses, mask = rules_block.block_addresses(op, _pointers(operands[0], ctx.size), dtype.itemsize)
+    element = rules_block.memory_element_of(op, ctx)
+    addresses, mask = rules_block.block_addresses(op, _pointers(operands[0], ctx.size), element.itemsize)
     fill = np.nan if op.attributes.get("padding", "") == "nan" else 0
-    result = np.full(addresses.shape, fill, dtype=dtype)
+    result = np.full(addresses.shape, fill, dtype=element.value)
     flat = result.reshape(-1)
-    for buffer, lanes, indices in locate_batched(op, ctx, addresses, mask, dtype.itemsize):
-        flat[lanes] = buffer.view(dtype)[indices]
+    for buffer, lanes, indices in locate_batched(op, ctx, addresses, mask, element.itemsize):
+        flat[lanes] = element.read(buffer.view(element.storage)[indices])
     return result
 
 
 @register_batched_rule(tile_block.StoreBlockOp)
 @uniform_or(rules_block.store_block_rule)
 def store_block_batched(op: Operation, operands: list, ctx: BatchContext) -> None:
-    dtype = rules_block._element_dtype(op, ctx)
-    addresses, mask = rules_block.block_addresses(op, _pointers(operands[0], ctx.size), dtype.itemsize)
-    access = locate_batched(op, ctx, addresses, mask, dtype.itemsize)
+    element = rules_block.memory_element_of(op, ctx)
+    addresses, mask = rules_block.block_addresses(op, _pointers(operands[0], ctx.size), element.itemsize)
+    access = locate_batched(op, ctx, addresses, mask, element.itemsize)
     rules._check_writeable(op, ctx, access)
-    values = np.broadcast_to(np.asarray(operands[1]).astype(dtype), addresses.shape).reshape(-1)
+    values = np.broadcast_to(np.asarray(operands[1]).astype(element.value), addresses.shape).reshape(-1)
     for buffer, lanes, indices in access:
-        buffer.view(dtype)[indices] = values[lanes]
+        buffer.view(element.storage)[indices] = element.write(values[lanes])
     return None
 
 

@@ -17,7 +17,8 @@ import numpy as np
 from ..dialects import tile_block
 from ..ir.operation import Operation
 from . import rules
-from .executor import InterpreterUnsupportedError, ProgramContext, dtype_of, register_rule, unsupported_type_message
+from .executor import (InterpreterUnsupportedError, MemoryElement, ProgramContext, memory_element, register_rule,
+                       unsupported_type_message)
 
 
 @dataclass(frozen=True)
@@ -54,12 +55,12 @@ def advance_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarr
     return _box(BlockPointer(ptr.base, ptr.shape, ptr.strides, offsets))
 
 
-def _element_dtype(op: Operation, ctx: ProgramContext) -> np.dtype:
+def memory_element_of(op: Operation, ctx: ProgramContext) -> MemoryElement:
     element = op.operands[0].type.tile.element
-    dtype = dtype_of(element)
-    if dtype is None:
+    found = memory_element(element)
+    if found is None:
         raise ctx.error(op, unsupported_type_message(element), InterpreterUnsupportedError)
-    return dtype
+    return found
 
 
 def _addresses(op: Operation, ptr: BlockPointer, itemsize: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -96,25 +97,25 @@ def block_addresses(op: Operation, ptrs: list[BlockPointer], itemsize: int) -> t
 @register_rule(tile_block.LoadBlockOp)
 def load_block_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
     ptr = _unbox(operands[0])
-    dtype = _element_dtype(op, ctx)
-    addresses, mask = _addresses(op, ptr, dtype.itemsize)
+    element = memory_element_of(op, ctx)
+    addresses, mask = _addresses(op, ptr, element.itemsize)
     # Padding "" is undefined: the interpreter gives zeros, as the GPUs do in practice.
     fill = np.nan if op.attributes.get("padding", "") == "nan" else 0
-    result = np.full(addresses.shape, fill, dtype=dtype)
+    result = np.full(addresses.shape, fill, dtype=element.value)
     flat = result.reshape(-1)
-    for buffer, lanes, indices in rules.locate(op, ctx, addresses, mask, dtype.itemsize):
-        flat[lanes] = buffer.view(dtype)[indices]
+    for buffer, lanes, indices in rules.locate(op, ctx, addresses, mask, element.itemsize):
+        flat[lanes] = element.read(buffer.view(element.storage)[indices])
     return result
 
 
 @register_rule(tile_block.StoreBlockOp)
 def store_block_rule(op: Operation, operands: list, ctx: ProgramContext) -> None:
     ptr, value = _unbox(operands[0]), operands[1]
-    dtype = _element_dtype(op, ctx)
-    addresses, mask = _addresses(op, ptr, dtype.itemsize)
-    access = rules.locate(op, ctx, addresses, mask, dtype.itemsize)
+    element = memory_element_of(op, ctx)
+    addresses, mask = _addresses(op, ptr, element.itemsize)
+    access = rules.locate(op, ctx, addresses, mask, element.itemsize)
     rules._check_writeable(op, ctx, access)
-    values = np.asarray(value).astype(dtype).reshape(-1)
+    values = np.asarray(value).astype(element.value).reshape(-1)
     for buffer, lanes, indices in access:
-        buffer.view(dtype)[indices] = values[lanes]
+        buffer.view(element.storage)[indices] = element.write(values[lanes])
     return None

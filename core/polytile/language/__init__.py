@@ -59,7 +59,7 @@ _HOMES = {
     "view": "standard", "where": "standard", "xor_sum": "standard", "zeros": "standard", "zeros_like": "standard",
     "WarpSpecialize": "loop_options", "interleave": "shape", "assume": "standard",
     "flip": "sorting", "sort": "sorting", "topk": "sorting", "gather": "shape", "ravel": "shape",
-    "inline_asm_elementwise": "assembly", "histogram": "reductions",
+    "inline_asm_elementwise": "assembly", "histogram": "reductions", "dot_scaled": "scaled_dot",
 }
 
 #: Submodules that are namespaces of builtins, as Triton's (``pl.math.exp``).

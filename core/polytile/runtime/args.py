@@ -67,8 +67,25 @@ def _from_torch(kernel: str, name: str, tensor: Any, error: Any) -> Any:
     try:
         return tensor.numpy()
     except (RuntimeError, TypeError) as exc:
+        bits = _torch_bits(tensor)
+        if bits is not None:
+            return bits
         raise error(f"kernel '{kernel}': argument '{name}' (a torch tensor) cannot be viewed as a NumPy "
                     f"array: {exc}") from None
+
+
+#: torch's dtypes NumPy has none for, whose bits the interpreter reads (it emulates them).
+_TORCH_BITS = {"torch.bfloat16": "int16", "torch.float8_e4m3fn": "uint8", "torch.float8_e5m2": "uint8"}
+
+
+def _torch_bits(tensor: Any) -> Any:
+    """A bf16 or fp8 tensor's memory as a NumPy array of its bits, or None."""
+    bits = _TORCH_BITS.get(str(getattr(tensor, "dtype", "")))
+    if bits is None:
+        return None
+    import torch
+
+    return tensor.view(getattr(torch, bits)).numpy()
 
 
 def data_pointer(array: Any) -> int:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 from llvmlite import ir
 
+from ...dialects.emulated_floats import FP8_FORMATS, Fp8Format
 from ...ir import types as t
 
 
@@ -44,26 +44,6 @@ class BFloatType(ir.Type):
 BFLOAT = BFloatType()
 _FLOATS = {"f16": ir.HalfType(), "bf16": BFLOAT, "f32": ir.FloatType(), "f64": ir.DoubleType()}
 _FLOAT_BITS = {ir.HalfType: 16, BFloatType: 16, ir.FloatType: 32, ir.DoubleType: 64}
-
-
-@dataclass(frozen=True)
-class Fp8Format:
-    """An 8-bit float format: exponent and mantissa bits, bias, and whether the top
-    exponent holds infinities (e5m2, IEEE-like) or finite values (e4m3fn)."""
-
-    exponent_bits: int
-    mantissa_bits: int
-    bias: int
-    has_inf: bool
-    #: Largest finite value's bits (without sign): where ``satfinite`` saturates.
-    max_finite: int
-    nan: int
-
-
-FP8_FORMATS = {
-    "f8e4m3": Fp8Format(4, 3, 7, False, 0x7E, 0x7F),   # Triton's float8e4nv (e4m3fn): max 448
-    "f8e5m2": Fp8Format(5, 2, 15, True, 0x7B, 0x7F),   # Triton's float8e5: max 57344
-}
 
 
 class UnsupportedType(Exception):
