@@ -457,9 +457,9 @@ class CTA:
             fn = _INT_BINARY[code]
             return _lanewise(lambda t, a, b: fn(a, b, _bits(t)) & ((1 << _bits(t)) - 1), ty, get[0], get[1])
         if code in _FLOAT_BINARY:
-            return _lanewise(lambda t, a, b: _FLOATS[t](_FLOAT_BINARY[code](a, b)), ty, get[0], get[1])
+            return _lanewise(lambda t, a, b: _float_binary(code, t, a, b), ty, get[0], get[1])
         if code == "fneg":
-            return _lanewise(lambda t, a: -a, ty, get[0])
+            return _lanewise(lambda t, a: a ^ 0x8000 if t == "bfloat" else -a, ty, get[0])
         if code == "icmp":
             pred = op.text.split("icmp ")[1].split()[0]
             bits = _bits(_element(op.types[0])) if op.types[0][0] in "i<" and "ptr" not in op.types[0] else 64
@@ -596,6 +596,9 @@ class CTA:
                 return None
             if text.startswith("cvt.rna.tf32.f32"):
                 return _round_tf32(args[0])
+            fp8 = _FP8_CVT.match(text)
+            if fp8:  # the NVIDIA backend's 8-bit float conversions (sm_90+)
+                return _fp8_cvt(fp8, args)
             if "wgmma." in text or text.startswith("fence.proxy.async"):  # tests/gpu/llvm_cta_wgmma.py
                 from .llvm_cta_wgmma import thread_step
                 if "wgmma.mma_async" in text:  # the warpgroup's four warps together
@@ -687,6 +690,33 @@ def _resume(thread, value):
         return thread.send(value)
     except StopIteration:
         return None
+
+
+#: ``cvt`` to a pair of 8-bit floats from two f32 (``$1`` the upper byte), or from a pair
+#: of them to two f16 (the low byte to the low half).
+_FP8_CVT = re.compile(r"cvt\.rn\.(?:satfinite\.(e4m3|e5m2)x2\.f32|f16x2\.(e4m3|e5m2)x2) ")
+
+
+def _fp8_cvt(match: "re.Match", args: list) -> int:
+    from polytile.gpu.lowering.types import FP8_FORMATS, PyBitOps, fp8_from_f32, fp8_to_f64
+
+    if match.group(1):  # satfinite: PTX's rounding and saturation, as the lowering's integer code
+        fmt = FP8_FORMATS["f8" + match.group(1)]
+        high, low = (fp8_from_f32(PyBitOps(), fmt, _to_bits("float", np.float32(v))) for v in args[:2])
+        return high << 8 | low
+    fmt = FP8_FORMATS["f8" + match.group(2)]
+    halves = [_to_bits("half", np.float16(fp8_to_f64(fmt, (args[0] >> (8 * i)) & 0xFF))) for i in range(2)]
+    return halves[1] << 16 | halves[0]
+
+
+def _float_binary(code: str, ty: str, a: Any, b: Any) -> Any:
+    """An LLVM float binary op; bfloat operands (their bits) compute in f32 and round once,
+    as the GPUs' bf16 arithmetic does."""
+    if ty != "bfloat":
+        return _FLOATS[ty](_FLOAT_BINARY[code](a, b))
+    wide = [_from_bits("float", v << 16) for v in (a, b)]
+    with np.errstate(all="ignore"):
+        return _bfloat_bits(float(_FLOAT_BINARY[code](np.float64(wide[0]), np.float64(wide[1]))))
 
 
 def _bfloat_bits(value: float) -> int:

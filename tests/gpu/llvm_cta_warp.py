@@ -67,11 +67,13 @@ _MMA = {("m16n8k16", "f16"): (16, 8, 16, 16), ("m16n8k16", "bf16"): (16, 8, 16, 
         ("m16n8k32", "e4m3"): (16, 8, 32, 8), ("m16n8k32", "e5m2"): (16, 8, 32, 8)}
 #: 8-bit kinds whose fragments are .s8's (the PTX ISA's m16n8k32 tables).
 _BYTE_KINDS = ("s8", "e4m3", "e5m2")
+#: 16-bit kinds, whose fragments are .f16's (bf16 has f16's tables).
+_HALF_KINDS = ("f16", "bf16")
 
 
 def _frag_a(kind: str, lane: int, i: int) -> tuple[int, int]:
     g, q = lane // 4, lane % 4
-    if kind == "f16":
+    if kind in _HALF_KINDS:
         return g + 8 * ((i >> 1) & 1), q * 2 + (i & 1) + 8 * (i >> 2)
     if kind == "tf32":
         return g + 8 * (i & 1), q + 4 * (i >> 1)
@@ -82,7 +84,7 @@ def _frag_a(kind: str, lane: int, i: int) -> tuple[int, int]:
 
 def _frag_b(kind: str, lane: int, i: int) -> tuple[int, int]:
     g, q = lane // 4, lane % 4
-    if kind == "f16":
+    if kind in _HALF_KINDS:
         return q * 2 + (i & 1) + 8 * (i >> 1), g
     if kind == "tf32":
         return q + 4 * i, g

@@ -108,6 +108,7 @@ def _launch_through_device_memory(monkeypatch) -> None:
 
     from polytile.runtime import allocator
     from polytile.runtime.jit import JITFunction
+    from polytile.runtime.reinterpret import TensorWrapper
 
     # Kernels with global scratch (descriptors made in the kernel, on Hopper) need an
     # allocator, as a user sets one (polytile.set_allocator); a test's own wins.
@@ -123,6 +124,9 @@ def _launch_through_device_memory(monkeypatch) -> None:
             if id(value) not in copies:
                 copies[id(value)] = (value, torch.from_numpy(np.ascontiguousarray(value)).cuda())
             return copies[id(value)][1]
+        if isinstance(value, TensorWrapper) and isinstance(value.base, np.ndarray):
+            # pt.reinterpret(array, pl.bfloat16): the array moves, the wrapper stays.
+            return TensorWrapper(to_device(value.base, copies), value.dtype)
         return value
 
     def round_trip(launch, args, kwargs):

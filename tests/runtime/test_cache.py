@@ -390,4 +390,28 @@ def test_a_gpu_kernel_from_the_disk_cache_parses_its_ir_only_when_asked(tmp_path
     assert not first.from_disk and second.from_disk
     assert second.binaries["cubin"] == first.binaries["cubin"]
     assert second._module is None  # the launcher was made from the cubin alone
-    assert second.asm() == first.asm()
+    assert second.asm["ir"] == first.asm["ir"]
+
+
+def test_asm_names_what_the_compile_made_even_from_the_disk_cache(tmp_path, _private_kernel_cache):
+    # Triton's CompiledKernel.asm: the disk cache keeps the IR and the cubin; the PTX and
+    # the LLVM IR come from one compile more, made when first asked for.
+    from tests.toolchains import ptxas_or_skip
+
+    ptxas_or_skip()
+    path = _write_module(tmp_path)
+    from polytile.ir import types as t
+
+    arg_types = {"out_ptr": t.PointerType(t.f32), "n": t.i32}
+    with config.override(nvidia_assembler="ptxas"):
+        first = _fresh_kernel(path, "ck_t").compile(arg_types, {"BLOCK": 16}, target="nvidia:sm_90a")
+        kernel = _fresh_kernel(path, "ck_u")
+        second = kernel.compile(arg_types, {"BLOCK": 16}, target="nvidia:sm_90a")
+        assert second.from_disk and kernel.compile_count == 0
+        assert set(first.asm) == {"ir", "llvm_ir", "llir", "ptx", "cubin"}
+        assert second.asm["cubin"] == first.asm["cubin"] and kernel.compile_count == 0
+        assert ".entry ck_u" in second.asm["ptx"] or ".entry" in second.asm["ptx"]
+        assert kernel.compile_count == 1 and second.asm["llir"] == second.asm["llvm_ir"]
+        assert second.asm["ptx"] == first.asm["ptx"] and kernel.compile_count == 1  # once
+    with pytest.raises(KeyError, match=r"kernel '.*' for nvidia:sm_90a has no 'hsaco'; it has 'ir', "):
+        first.asm["hsaco"]

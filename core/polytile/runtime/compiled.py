@@ -6,7 +6,8 @@ launch's arguments make, and :class:`MockTensor`, the stand-in for an array that
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from typing import Any, Callable, NamedTuple
 
 from ..backend import (GLOBAL_SCRATCH_ALIGNMENT, GLOBAL_SCRATCH_BYTES, GLOBAL_SCRATCH_PARAMETER, GLOBAL_SCRATCH_USERS,
                        LaunchParam)
@@ -26,8 +27,11 @@ class CompiledKernel:
                  globals_used: list, result: Any = None, cache_key: str | None = None, from_disk: bool = False, *,
                  options: Any = None, params: tuple[LaunchParam, ...] | None = None, binaries: dict | None = None,
                  metadata: dict | None = None, select: tuple[int, ...] | None = None, ir_text: str | None = None,
-                 adapters: list | None = None):
+                 adapters: list | None = None, rebuild: Callable[[], Any] | None = None):
         self.name = name
+        #: For a kernel read from the disk cache: compiles it again (bypassing the cache)
+        #: and returns the ``CompileResult``, for ``asm`` keys the cache does not keep.
+        self.rebuild = rebuild
         #: The IR text of a kernel read from the disk cache with ``module`` None: parsed on first use.
         self._ir_text = ir_text
         self.module = module
@@ -102,11 +106,60 @@ class CompiledKernel:
     def module(self, module: Any) -> None:
         self._module = module
 
-    def asm(self) -> str:
-        """The kernel's IR after the pipeline, as text."""
-        from ..ir import print_ir
+    @property
+    def asm(self) -> "KernelAssembly":
+        """What the compile made, by name, as Triton's ``CompiledKernel.asm``:
+        ``asm["ir"]`` (the IR after the pipeline), ``asm["llir"]`` (LLVM IR; also
+        ``"llvm_ir"``), ``asm["ptx"]`` and ``asm["cubin"]`` on NVIDIA, ``asm["amdgcn"]``
+        and ``asm["hsaco"]`` on AMD."""
+        return KernelAssembly(self)
 
-        return print_ir(self.module)
+
+class KernelAssembly(Mapping):
+    """``CompiledKernel.asm``: the IR, and the text and binary artifacts of the compile.
+
+    A kernel read from the on-disk cache kept only its IR and binary: asked for anything
+    else, it compiles again (once, bypassing the cache) to have them."""
+
+    #: Triton's names for artifacts polytile names otherwise.
+    ALIASES = {"llir": "llvm_ir"}
+
+    def __init__(self, kernel: CompiledKernel):
+        self._kernel = kernel
+
+    def _artifacts(self) -> dict[str, Any]:
+        kernel = self._kernel
+        if kernel.result is None and kernel.rebuild is not None:
+            kernel.result, kernel.rebuild = kernel.rebuild(), None
+        found = dict(kernel.binaries)
+        if kernel.result is not None:
+            from ..passes.instrumentation import file_artifacts
+
+            found.update(file_artifacts(kernel.result.artifacts))  # text and bytes, not values
+        return found
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "ir":
+            from ..ir import print_ir
+
+            return print_ir(self._kernel.module)
+        if key in self._kernel.binaries:
+            return self._kernel.binaries[key]
+        artifacts = self._artifacts()
+        name = self.ALIASES.get(key, key)
+        if name not in artifacts:
+            raise KeyError(f"kernel '{self._kernel.name}' for {self._kernel.target} has no {key!r}; it has "
+                           + ", ".join(repr(k) for k in self))
+        return artifacts[name]
+
+    def __iter__(self) -> Any:
+        names = ["ir", *self._artifacts()]
+        if "llvm_ir" in names:
+            names.append("llir")
+        return iter(names)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 class Specialization(NamedTuple):

@@ -603,7 +603,8 @@ class JITFunction:
                 if module is None and not entry.binaries:
                     raise EntryProblem("its IR does not parse or verify")
                 compiled = make(entry.name, module, global_snapshot(self), cache_key=disk_key, from_disk=True,
-                                binaries=entry.binaries, metadata=entry.metadata.get("kernel"), ir_text=entry.ir)
+                                binaries=entry.binaries, metadata=entry.metadata.get("kernel"), ir_text=entry.ir,
+                                rebuild=lambda: build(None)[0].result)
                 self.disk_hits += 1
                 return compiled
 
