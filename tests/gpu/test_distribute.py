@@ -261,3 +261,69 @@ def test_a_conversion_from_a_third_layout_stays_a_conversion():
                                                  f"%m: tile<64xf32, #gpu.slice<dim = 1, parent = {B3}>>")
     out = apply_passes(text, RemoveRedundantConverts())
     assert out.count("gpu.convert_layout") == 2
+
+
+TRANSPOSE = """
+func.func @transpose(%x: ptr<f32>, %out: ptr<f32>) attributes {kernel = true, pt.divisibility = [16, 16]} {
+  %0 = tile.arange {end = 64, start = 0} : tile<64xi32>
+  %1 = tile.expand_dims %0 {axis = 1} : tile<64x1xi32>
+  %2 = tile.expand_dims %0 {axis = 0} : tile<1x64xi32>
+  %3 = arith.constant {value = 64} : tile<1x64xi32>
+  %4 = arith.muli %2, %3 : tile<1x64xi32>
+  %5 = tile.broadcast %1 : tile<64x64xi32>
+  %6 = tile.broadcast %4 : tile<64x64xi32>
+  %7 = arith.addi %5, %6 : tile<64x64xi32>
+  %8 = tile.splat %x : tile<64x64xptr<f32>>
+  %9 = tile.addptr %8, %7 : tile<64x64xptr<f32>>
+  %10 = tile.load %9 : tile<64x64xf32>
+  %11 = arith.constant {value = 64} : tile<64x1xi32>
+  %12 = arith.muli %1, %11 : tile<64x1xi32>
+  %13 = tile.broadcast %12 : tile<64x64xi32>
+  %14 = tile.broadcast %2 : tile<64x64xi32>
+  %15 = arith.addi %13, %14 : tile<64x64xi32>
+  %16 = tile.splat %out : tile<64x64xptr<f32>>
+  %17 = tile.addptr %16, %15 : tile<64x64xptr<f32>>
+  tile.store %17, %10
+  func.return
+}
+"""
+
+
+def test_a_load_and_a_store_contiguous_along_different_dimensions_each_stay_coalesced():
+    # x is read down its columns (i + 64 j) and out written along its rows (64 i + j),
+    # through one shared arange: each access keeps its own coalesced layout (four f32 a
+    # thread along its contiguous dimension), the data changes layout once in between,
+    # and the store's index arithmetic is recomputed in its layout.
+    L = blocked([4, 1], [16, 2], [1, 4], [0, 1])  # the load's: down the columns
+    S = blocked([1, 4], [2, 16], [4, 1], [1, 0])  # the store's: along the rows
+    expected = f"""
+    func.func @transpose(%x: ptr<f32>, %out: ptr<f32>) attributes {{gpu.num_warps = 4, gpu.warp_size = 32, kernel = true, pt.divisibility = [16, 16]}} {{
+      %0 = tile.arange {{end = 64, start = 0}} : tile<64xi32, #gpu.slice<dim = 1, parent = {L}>>
+      %1 = tile.expand_dims %0 {{axis = 1}} : tile<64x1xi32, {L}>
+      %2 = tile.arange {{end = 64, start = 0}} : tile<64xi32, #gpu.slice<dim = 0, parent = {L}>>
+      %3 = tile.expand_dims %2 {{axis = 0}} : tile<1x64xi32, {L}>
+      %4 = arith.constant {{value = 64}} : tile<1x64xi32, {L}>
+      %5 = arith.muli %3, %4 : tile<1x64xi32, {L}>
+      %6 = tile.broadcast %1 : tile<64x64xi32, {L}>
+      %7 = tile.broadcast %5 : tile<64x64xi32, {L}>
+      %8 = arith.addi %6, %7 : tile<64x64xi32, {L}>
+      %9 = tile.splat %x : tile<64x64xptr<f32>, {L}>
+      %10 = tile.addptr %9, %8 : tile<64x64xptr<f32>, {L}>
+      %11 = tile.load %10 : tile<64x64xf32, {L}>
+      %12 = tile.splat %out : tile<64x64xptr<f32>, {S}>
+      %13 = tile.arange {{end = 64, start = 0}} : tile<64xi32, #gpu.slice<dim = 1, parent = {S}>>
+      %14 = tile.expand_dims %13 {{axis = 1}} : tile<64x1xi32, {S}>
+      %15 = arith.constant {{value = 64}} : tile<64x1xi32, {S}>
+      %16 = arith.muli %14, %15 : tile<64x1xi32, {S}>
+      %17 = tile.broadcast %16 : tile<64x64xi32, {S}>
+      %18 = tile.arange {{end = 64, start = 0}} : tile<64xi32, #gpu.slice<dim = 0, parent = {S}>>
+      %19 = tile.expand_dims %18 {{axis = 0}} : tile<1x64xi32, {S}>
+      %20 = tile.broadcast %19 : tile<64x64xi32, {S}>
+      %21 = arith.addi %17, %20 : tile<64x64xi32, {S}>
+      %22 = tile.addptr %12, %21 : tile<64x64xptr<f32>, {S}>
+      %23 = gpu.convert_layout %11 : tile<64x64xf32, {S}>
+      tile.store %22, %23
+      func.return
+    }}
+    """
+    assert apply_passes(TRANSPOSE, AssignLayouts(), RemoveRedundantConverts(), context=context(4)) == dedent(expected)

@@ -28,9 +28,12 @@ of A and columns of B).
 
 A load or store whose pointers or mask the dot's group still shares is cut at those
 operands too; a value broadcast to tiles of different shapes gives each further shape a
-conversion; and a dot operand's load that its group's layout would not coalesce gets a
-group of its own (the layouts are then chosen again): each load keeps the coalesced
-layout of its own pointers, and the index arithmetic is recomputed, not moved.
+conversion; and a dot operand's load that its group's layout would not coalesce, or any
+load or store whose group runs along another dimension than its own pointers (a column-
+major operand and a row-major result sharing ``offs_m[:, None]``), gets a group of its
+own (the layouts are then chosen again): each access keeps the coalesced layout of its
+own pointers, the data changes layout in between, and the index arithmetic is
+recomputed, not moved.
 
 Where a value cannot have the layout a use needs (``x[:, None] + x[None, :]``), a
 ``gpu.convert_layout`` goes in between.  ``remove-redundant-converts`` then drops
@@ -262,17 +265,25 @@ def _assign(function: Any, infos: Any, num_warps: int, target: Any, retry: bool 
     if retry:
         # A dot operand's load that its group's layout would not coalesce (a tile of K
         # next to a tile of V of the same shape, contiguous along the other dimension)
-        # gets a group of its own, and the layouts are chosen again.
-        misplaced = [op for op, ptr in groups.accesses if type(op) is tile.LoadOp and _feeds_dot(op.result)
+        # gets a group of its own, and the layouts are chosen again.  So does any load or
+        # store whose group runs its threads along another dimension than its own pointers
+        # are contiguous in (a result stored row by row through the same ``offs_m[:, None]``
+        # as a column-major operand's pointers): each access stays coalesced, and the data
+        # changes layout between them, as Triton's Coalesce gives each access its own.
+        def own(op: Any, ptr: Any) -> BlockedLayout:
+            return _coalesced([(op, ptr)], tuple(ptr.type.shape), infos, num_warps, warp_size, max_vector_bits)
+
+        misplaced = [op for op, ptr in groups.accesses if type(op) in (tile.LoadOp, tile.StoreOp)
                      and not any(_carried(v) for v in op.operands)
-                     and chosen[groups.find(ptr)] != _coalesced([(op, ptr)], tuple(ptr.type.shape), infos, num_warps,
-                                                                warp_size, max_vector_bits)]
+                     and ((type(op) is tile.LoadOp and _feeds_dot(op.result) and chosen[groups.find(ptr)] != own(op, ptr))
+                          or _runs_across(chosen[groups.find(ptr)], own(op, ptr)))]
         if misplaced:
             for op in misplaced:
                 for index, value in enumerate(op.operands):
                     if isinstance(value.type, t.TileType):
                         _convert_operand(op, index, None)
-                _convert_result(op, op.result, None)
+                for result in op.results:
+                    _convert_result(op, result, None)
             _assign(function, infos, num_warps, target, retry=False)
             return
     for root, values in members.items():
@@ -311,6 +322,15 @@ def _assign(function: Any, infos: Any, num_warps: int, target: Any, retry: bool 
 
     for op in groups.scans:
         _make_scannable(op, num_warps, warp_size)
+
+
+def _runs_across(layout: Any, own: BlockedLayout) -> bool:
+    """Whether ``layout`` (a group's) puts consecutive elements of a thread along another
+    dimension than ``own`` (an access's coalesced layout), which has more than one."""
+    if not isinstance(layout, BlockedLayout) or layout.rank < 2 or own.rank != layout.rank:
+        return False
+    fastest = own.order[0]
+    return layout.order[0] != fastest and own.size_per_thread[fastest] > 1
 
 
 def _make_scannable(op: Any, num_warps: int, warp_size: int) -> None:
