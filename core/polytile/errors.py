@@ -139,6 +139,11 @@ class CompilationError(PolytileError):
             text += f"\n    {source_line}\n    {caret}"
         super().__init__(text)
 
+    @property
+    def error_message(self) -> str:
+        """What is wrong, without the place (Triton's ``CompilationError.error_message``)."""
+        return self.message
+
 
 class OutOfResourcesError(CompilationError):
     """A kernel needs more of a per-block resource (shared memory, LDS, registers) than

@@ -388,3 +388,14 @@ def test_reduce_is_pure_only_when_its_combine_region_is():
           func.return
         }
     """)
+
+
+def test_const_pointers_round_trip_and_are_never_written():
+    # ptr<T, const>: a pl.const parameter's pointers; loads read them, writes are refused.
+    assert_roundtrip(func("%p: ptr<f32, const>, %q: ptr<f16, 3, const>",
+                          "%0 = tile.load %p : f32", "func.return"))
+    signature = "%p: ptr<f32, const>, %x: f32, %i: i32"
+    for line in ("tile.store %p, %x", '%0 = tile.atomic_rmw %p, %x {kind = "fadd"} : f32'):
+        assert_verify_error(func(signature, "!" + line, "func.return"), line.split()[0] if line.startswith("tile")
+                            else line.split()[2], "writes through ptr<f32, const>, a const pointer (read only)")
+    assert t.PointerType(t.f32, const=True) != t.PointerType(t.f32)

@@ -151,3 +151,22 @@ def test_print_is_device_print_and_f_strings_format_compile_time_values(capsys):
     text = print_ir(print_kernel.lower(np.zeros(2, np.float32), BLOCK=2))
     assert 'tile.print' in text and 'prefix = "x "' in text
     assert capsys.readouterr().out == "'floating' 002\n"
+
+
+@jit
+def numbers_as_tensors_kernel(out_ptr, lo, hi, B: pl.constexpr):
+    # Triton makes an assigned literal a tensor: numbers answer tensor attributes.
+    acc = 0
+    acc = acc.to(pl.int64)
+    for i in range(lo, hi):
+        acc += i
+    value = 1
+    pl.static_assert(value.dtype == pl.int32)
+    pl.static_assert((1 << 40).dtype == pl.int64 and (2.5).dtype == pl.float32 and True.dtype == pl.int1)
+    pl.store(out_ptr + pl.arange(0, B), pl.full([B], value, dtype=value.dtype) + acc)
+
+
+def test_numbers_answer_tensor_attributes():
+    out = np.zeros(4, np.int64)
+    numbers_as_tensors_kernel[(1,)](out, 2 ** 35, 2 ** 35 + 3, B=4)
+    assert out.tolist() == [3 * 2 ** 35 + 3 + 1] * 4

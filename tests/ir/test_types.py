@@ -154,7 +154,7 @@ def test_repr_shows_the_text():
     ("tile<f32>", "expected the shape of the tile, like '128x64x' before the element type", 6),
     ("tile<0x4xf32>", "tile shape must be a non-empty tuple of positive integers, got (0, 4)", 1),
     ("tile<4xtile<4xf32>>", "tile elements must be scalars or pointers", 1),
-    ("ptr<f32, x>", "expected an address space, found 'x>'", 10),
+    ("ptr<f32, x>", "expected an address space or 'const', found 'x>'", 10),
     ("f32 f32", "unexpected 'f32' after the type", 5),
     ("!test.nope<1>", "unknown type 'test.nope'", 1),
     ("!test.desc<[1]>", "expected ',', found '>'", 15),

@@ -85,6 +85,12 @@ def test_triton_names_of_dtypes():
     with pytest.raises(TypeError, match="unknown dtype name 'int7'"):
         pl.dtype("int7")
     assert pl.PropagateNan.NONE == 0 and pl.PropagateNan.ALL == 0xFFFF
+    # Triton's float layout facts, which its tests decode fp8 bits with.
+    assert [(d.primitive_bitwidth, d.fp_mantissa_width, d.exponent_bias) for d in
+            (pl.float32, pl.float16, pl.bfloat16, pl.float8e4nv, pl.float8e5, pl.float8e4b15)] == [
+        (32, 23, 127), (16, 10, 15), (16, 7, 127), (8, 3, 7), (8, 2, 15), (8, 3, 15)]
+    with pytest.raises(AttributeError, match="pl.int32 is not a float type"):
+        pl.int32.fp_mantissa_width
 
 
 @jit

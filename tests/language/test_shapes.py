@@ -160,3 +160,38 @@ def test_ravel_is_row_major(target):
     out = np.zeros(32, np.float32)
     ravel_kernel[(1,)](x, out, M=4, N=8, target=target)
     np.testing.assert_array_equal(out, x.T.ravel())
+
+
+@jit
+def triton_index_kernel(z_ptr, x_ptr):
+    # Triton's indexing: position i adds a dimension at i where it is None, ':' keeps what
+    # is there, and a ':' past the last dimension keeps nothing (a scalar pointer indexed
+    # [None, None, :] is 1 x 1, as Triton's test_reduce stores a keep_dims sum).
+    x = pl.load(x_ptr + pl.arange(0, 4))
+    total = pl.sum(x[:, None], axis=None, keep_dims=True)
+    pl.store(z_ptr[None, None, :], total)
+
+
+def test_indexing_follows_triton(target):
+    x = np.arange(4, dtype=np.float32)
+    z = np.zeros(1, np.float32)
+    triton_index_kernel[(1,)](z, x, target=target)
+    assert z[0] == 6
+
+
+@jit
+def bad_index_kernel(x_ptr, WHAT: pl.constexpr):
+    x = pl.load(x_ptr + pl.arange(0, 4))
+    if WHAT == "past the end":
+        x[:, :, None]
+    else:
+        pl.store(x_ptr + pl.arange(0, 4)[:, None] + pl.arange(0, 4)[None, :], x)
+
+
+@pytest.mark.parametrize("what, message", [
+    ("past the end", r"None at position 2 of the index adds a dimension past the end of a tensor of rank 1"),
+    ("store rank", r"pl.store: the value's shape \[4\] has another rank than the pointers' \[4, 4\]"),
+])
+def test_indexing_and_store_rank_mistakes(what, message):
+    with pytest.raises(CompilationError, match=message):
+        bad_index_kernel[(1,)](np.zeros(16, np.float32), WHAT=what)

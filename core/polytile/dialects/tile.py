@@ -243,10 +243,16 @@ class StoreOp(Operation):
     evict = Attr(str, default="")
 
     def verify_op(self) -> None:
+        _check_writable(self)
         pointee = t.element_type(self.ptr.type).pointee
         if t.element_type(self.value.type) != pointee or _shape(self.value) != _shape(self.ptr):
             raise op_error(self, f"cannot store {self.value.type} through {self.ptr.type}")
         _check_mask_and_shape(self, self.ptr, self.mask, "pointer")
+
+
+def _check_writable(op: Operation) -> None:
+    if t.element_type(op.ptr.type).const:
+        raise op_error(op, f"writes through {op.ptr.type}, a const pointer (read only)")
 
 
 ATOMIC_KINDS = ("add", "fadd", "max", "min", "umax", "umin", "and", "or", "xor", "xchg")
@@ -269,6 +275,7 @@ class AtomicRMWOp(Operation):
     infer_result_types = staticmethod(lambda operands, attributes: [operands["value"].type])
 
     def verify_op(self) -> None:
+        _check_writable(self)
         if self.kind not in ATOMIC_KINDS:
             raise op_error(self, f"unknown kind '{self.kind}'; use one of {', '.join(ATOMIC_KINDS)}")
         _check_memory_order(self)
@@ -294,6 +301,7 @@ class AtomicCASOp(Operation):
     infer_result_types = staticmethod(lambda operands, attributes: [operands["value"].type])
 
     def verify_op(self) -> None:
+        _check_writable(self)
         _check_memory_order(self)
         if not self.compare.type == self.value.type == self.result.type:
             raise op_error(self, f"compare, value and result must have one type, got {self.compare.type}, "

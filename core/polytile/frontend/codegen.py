@@ -105,6 +105,14 @@ class ModuleGen:
 # Entry point
 
 
+def _read_only(src: Any, name: str, type_: t.Type) -> t.Type:
+    """The type of parameter ``name`` annotated ``pl.const``: its pointer type, const."""
+    if isinstance(type_, t.PointerType):
+        return t.PointerType(type_.pointee, type_.address_space, const=True)
+    raise src.error(src.tree, f"parameter '{name}' is annotated pl.const, which marks pointers a kernel only reads "
+                              f"through, but it is passed {sem.type_name(type_)}")
+
+
 def generate_kernel(jit_fn: Any, arg_types: dict[str, t.Type], constexprs: dict[str, Any],
                     adapted: dict | None = None) -> tuple[Any, dict]:
     """The module for one specialization of ``jit_fn``: run-time parameters get
@@ -117,6 +125,10 @@ def generate_kernel(jit_fn: Any, arg_types: dict[str, t.Type], constexprs: dict[
     src = jit_fn.source()
     mod = ModuleGen()
     params = [p for p in jit_fn.param_names if p in arg_types]
+    const = jit_fn.const_names() if hasattr(jit_fn, "const_names") else set()
+    if const:
+        arg_types = {name: _read_only(src, name, type_) if name in const else type_
+                     for name, type_ in arg_types.items()}
     expanded = expand_parameters(params, arg_types, ("",) * len(params), adapted)
     kernel = func_d.FuncOp.create(src.name, [type_ for _, type_, _, _ in expanded], [],
                                   arg_names=[name for name, _, _, _ in expanded],

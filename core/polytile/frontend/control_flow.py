@@ -101,8 +101,11 @@ class ControlFlowGen:
         then_values, else_values, structures = [], [], []
         for name, a, b in yields:
             what = {_RETURN: "the return value", "$ifexp": "the conditional expression"}.get(name, f"'{name}'")
+            lead = {_RETURN: "Inconsistent return types: ",
+                    "$ifexp": "Ternary expression with dynamic condition has inconsistent type: "}.get(
+                        name, f"Mismatched type for {name}: ")
             try:
-                structure = _structure(a, b, what, self, node)
+                structure = _structure(a, b, what, self, node, lead)
             except CompilationError:
                 mergeable = all(_is_tensor(v) or isinstance(v, (bool, int, float, tuple)) for v in (a, b))
                 if name in before or name == _RETURN or mergeable:

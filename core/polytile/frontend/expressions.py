@@ -82,6 +82,12 @@ class ExpressionGen:
         except AttributeError as exc:
             from ..language.extensions import BuiltinNamespace
 
+            if type(base) in (bool, int, float) and hasattr(lc.tensor, node.attr):
+                # A number used as a tensor (``acc = 0; acc.to(pl.int64)``, ``value.dtype``):
+                # the scalar tensor Triton makes of it (int32, int64 or uint64 by size,
+                # fp32, int1), as Triton's frontend makes an assigned literal a tensor.
+                return getattr(sem.to_tensor(base), node.attr)
+
             if isinstance(base, BuiltinNamespace) or str(getattr(base, "__name__", "")).startswith(
                     "polytile.language.extra"):  # pl.extra.cuda: its message names the plugin, if known
                 raise self.error(node, str(exc)) from None

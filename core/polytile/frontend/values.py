@@ -33,11 +33,12 @@ def _same_constant(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _structure(a: Any, b: Any, what: str, gen: Any, node: ast.AST) -> Any:
-    """How two branch values line up: a type for a leaf, a tuple of structures, or a constant."""
+def _structure(a: Any, b: Any, what: str, gen: Any, node: ast.AST, lead: str = "") -> Any:
+    """How two branch values line up: a type for a leaf, a tuple of structures, or a constant.
+    ``lead`` opens the message of a mismatch (Triton's words for it, which ports check)."""
     a, b = lc.unwrap(a), lc.unwrap(b)
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
-        return tuple(_structure(x, y, what, gen, node) for x, y in zip(a, b))
+        return tuple(_structure(x, y, what, gen, node, lead) for x, y in zip(a, b))
     if _same_constant(a, b):
         return ("const", a)
     numbers = (bool, int, float)
@@ -46,8 +47,8 @@ def _structure(a: Any, b: Any, what: str, gen: Any, node: ast.AST) -> Any:
             if a.type != b.type:
                 fix = ("convert one with .to(...) so that both match" if t.shape_of(a.type) == t.shape_of(b.type)
                        else "give both the same shape (pl.broadcast_to, pl.reshape)")
-                raise gen.error(node, f"{what} is {sem.type_name(a.type)} on one path and {sem.type_name(b.type)} "
-                                      f"on the other; {fix}")
+                raise gen.error(node, f"{lead}{what} is {sem.type_name(a.type)} on one path and "
+                                      f"{sem.type_name(b.type)} on the other; {fix}")
             return a.type
         if _is_tensor(a) or _is_tensor(b):
             tensor_value, number = (a, b) if _is_tensor(a) else (b, a)

@@ -173,11 +173,15 @@ class Parser:
         if name == "ptr":
             self.expect("<", "after 'ptr'")
             pointee = self.parse_type()
-            space = 1
-            if self.accept(","):
-                space = self.parse_integer("an address space")
+            space, const = 1, False
+            while self.accept(","):
+                if self.peek_identifier() == "const":
+                    self.parse_identifier()
+                    const = True
+                else:
+                    space = self.parse_integer("an address space or 'const'")
             self.expect(">", "to close 'ptr<'")
-            return PointerType(pointee, space)
+            return PointerType(pointee, space, const)
         if name in ("tile", "block_ptr"):
             self.expect("<", f"after '{name}'")
             dims = self.match(_DIMS)

@@ -5,6 +5,7 @@ Types are immutable and compared by value.  The builtin ones print as::
     i1 i8 i16 i32 i64 u8 u16 u32 u64      integers (i = signed or signless, u = unsigned)
     f16 bf16 f32 f64 f8e4m3 f8e5m2        floats
     ptr<f32>  ptr<f16, 3>                 pointers (default address space 1, global)
+    ptr<f32, const>                       a pointer the kernel only reads through (tl.const)
     tile<128x64xf16>  tile<128xf32, #l>   tiles, with an optional layout attribute
     block_ptr<64x64xf16>                  block pointers (make_block_ptr)
     (i32, f32) -> (f32)                   function types
@@ -108,14 +109,19 @@ class FloatType(ScalarType):
 
 
 class PointerType(_BuiltinType):
-    __slots__ = ("pointee", "address_space")
+    """A pointer to ``pointee`` in ``address_space``; ``const``: the kernel only reads
+    through it (Triton's ``tl.const`` parameters): storing through it is an error."""
+
+    __slots__ = ("pointee", "address_space", "const")
     pointee: Type
     address_space: int
+    const: bool
 
-    def __init__(self, pointee: Type, address_space: int = 1):
+    def __init__(self, pointee: Type, address_space: int = 1, const: bool = False):
         _set(self, "pointee", pointee)
         _set(self, "address_space", address_space)
-        _set(self, "_key", (pointee, address_space))
+        _set(self, "const", bool(const))
+        _set(self, "_key", (pointee, address_space, bool(const)))
 
 
 class TileType(_BuiltinType):
@@ -283,7 +289,8 @@ def format_type(t: Type) -> str:
         return t.spelling
     if isinstance(t, PointerType):
         inner = format_type(t.pointee)
-        return f"ptr<{inner}>" if t.address_space == 1 else f"ptr<{inner}, {t.address_space}>"
+        space = "" if t.address_space == 1 else f", {t.address_space}"
+        return f"ptr<{inner}{space}{', const' if t.const else ''}>"
     if isinstance(t, TileType):
         dims = "x".join(str(d) for d in t.shape)
         if t.layout is None:

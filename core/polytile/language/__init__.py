@@ -13,6 +13,7 @@ from typing import Any
 from .core import (
     PropagateNan,
     bfloat16,
+    const,
     constexpr,
     dtype,
     float8e4nv,

@@ -42,6 +42,7 @@ def _prepare(name: str, pointer: Any, values: list[Any], mask: Any) -> tuple[ten
     if not isinstance(pointer, tensor) or not t.is_pointer(pointer.type):
         raise semantic_error(f"pl.{name} needs a pointer (a kernel argument bound to an array, plus offsets), "
                              f"got {sem._describe(pointer)}")
+    sem.check_writable(pointer, f"pl.{name}")
     pointee = t.element_type(pointer.type).pointee
     if isinstance(pointee, t.PointerType) or pointee == t.i1:
         raise semantic_error(f"pl.{name} works on integers and floats, not on {sem.type_name(pointee)}")

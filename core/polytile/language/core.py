@@ -159,6 +159,16 @@ class dtype:
         return self.ir.width
 
     @property
+    def fp_mantissa_width(self) -> int:
+        """A float type's stored mantissa bits (Triton's name): 23 for fp32, 3 for fp8e4nv."""
+        return _float_layout(self)[0]
+
+    @property
+    def exponent_bias(self) -> int:
+        """A float type's exponent bias (Triton's name): 127 for fp32, 7 for fp8e4nv."""
+        return _float_layout(self)[1]
+
+    @property
     def scalar(self) -> "dtype":
         return self
 
@@ -176,19 +186,43 @@ class dtype:
         return f"pl.{_PYTHON_NAMES.get(self.name, self.name)}"
 
 
-class pointer_type(dtype):
-    """A pointer to ``element_ty`` elements (``pl.pointer_type(pl.float32)``)."""
+#: (mantissa bits, exponent bias) of each float type, by its Triton name.
+_FLOAT_LAYOUTS = {"fp16": (10, 15), "bf16": (7, 127), "fp32": (23, 127), "fp64": (52, 1023), "fp8e4nv": (3, 7),
+                  "fp8e5": (2, 15), "fp8e4b15": (3, 15), "fp8e4b8": (3, 8), "fp8e5b16": (2, 16)}
 
-    def __init__(self, element_ty: dtype, address_space: int = 1):
+
+def _float_layout(dt: "dtype") -> tuple[int, int]:
+    found = _FLOAT_LAYOUTS.get(dt.name)
+    if found is None:
+        raise AttributeError(f"{dt!r} is not a float type: it has no mantissa or exponent bias")
+    return found
+
+
+class pointer_type(dtype):
+    """A pointer to ``element_ty`` elements (``pl.pointer_type(pl.float32)``); ``const``:
+    one the kernel only reads through (a parameter annotated ``pl.const``)."""
+
+    def __init__(self, element_ty: dtype, address_space: int = 1, const: bool = False):
         self.element_ty = element_ty
         self.address_space = address_space
-        super().__init__(f"pointer<{element_ty}>", t.PointerType(element_ty.ir, address_space))
+        self.const = bool(const)
+        name = f"{'const_' if const else ''}pointer<{element_ty}>"
+        super().__init__(name, t.PointerType(element_ty.ir, address_space, const))
 
     def is_ptr(self) -> bool:
         return True
 
+    def is_const(self) -> bool:
+        return self.const
+
     def __repr__(self) -> str:
-        return f"pl.pointer_type({self.element_ty!r})"
+        return f"pl.pointer_type({self.element_ty!r}{', const=True' if self.const else ''})"
+
+
+class const:
+    """The annotation of a pointer parameter the kernel only reads through (Triton's
+    ``tl.const``): ``def kernel(x_ptr: pl.const, out_ptr)``.  Storing through it, or
+    through a pointer computed from it, is a compile error."""
 
 
 int1 = dtype("int1", t.i1)
@@ -295,7 +329,7 @@ def dtype_of(ir_type: t.Type) -> dtype:
     """The language dtype of an IR type's elements."""
     element = t.element_type(ir_type)
     if isinstance(element, t.PointerType):
-        return pointer_type(dtype_of(element.pointee), element.address_space)
+        return pointer_type(dtype_of(element.pointee), element.address_space, element.const)
     found = _BY_IR.get(element)
     if found is None:
         raise semantic_error(f"type {element} has no language dtype")

@@ -447,16 +447,28 @@ def _pointer_cast(x: tensor, src: t.Type, dst: t.Type, result: t.Type) -> tensor
 # Indexing: x[None, :] and x[:, None]
 
 
+def check_writable(pointer: tensor, what: str) -> None:
+    """Refuse a write through a ``pl.const`` pointer (in Triton's words, which ports check)."""
+    if t.element_type(pointer.type).const:
+        raise semantic_error(f"Cannot store to a constant pointer: {what} writes through a pointer made from a "
+                             "parameter annotated pl.const, which the kernel only reads through")
+
+
 def subscript(x: tensor, index: Any) -> tensor:
     items = index if isinstance(index, tuple) else (index,)
     items = tuple(unwrap(i) for i in items)
-    slices = sum(1 for i in items if isinstance(i, slice))
-    if slices > len(x.shape):
-        raise semantic_error(f"too many ':' for a tensor of rank {len(x.shape)}")
+    # Triton's rule: position i of the index adds a dimension at i where it is None, and
+    # ':' keeps what is there (a ':' past the last dimension keeps nothing, as in Triton).
     axis = 0
     for item in items:
         if item is None:
-            x = tensor(emit(tile.ExpandDimsOp, x.handle, axis=axis).result)
+            if axis > len(x.shape):
+                raise semantic_error(f"None at position {axis} of the index adds a dimension past the end of a "
+                                     f"tensor of rank {len(x.shape)}")
+            if x.shape:
+                x = tensor(emit(tile.ExpandDimsOp, x.handle, axis=axis).result)
+            else:  # a scalar becomes a tensor of one element
+                x = broadcast_to_shape(x, (1,))
             axis += 1
         elif isinstance(item, slice) and item == slice(None):
             axis += 1

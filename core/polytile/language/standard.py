@@ -363,12 +363,19 @@ def store(pointer: Any, value: Any, mask: Any = None, boundary_check: Any = (), 
     if _block.is_block_pointer(pointer):
         return _block.store_block(unwrap(pointer), value, mask, boundary_check)
     pointer = _pointer_operand(pointer, "store")
+    sem.check_writable(pointer, "pl.store")
     value, mask = unwrap(value), unwrap(mask)
     if unwrap(boundary_check):
         raise semantic_error("boundary_check applies to block pointers (pl.make_block_ptr); "
                              "with plain pointers use mask")
     pointee = t.element_type(pointer.type).pointee
     value = sem.to_tensor(value, pointee) if not isinstance(value, tensor) else value
+    if value.shape and pointer.shape and len(value.shape) != len(pointer.shape):
+        # Triton refuses it too: a value of another rank is most often stored through
+        # pointers built for another shape (and would write past them).
+        raise semantic_error(f"pl.store: the value's shape {list(value.shape)} has another rank than the pointers' "
+                             f"{list(pointer.shape)}; a value broadcasts only along dimensions of size 1 (add them "
+                             f"with None, as value[None, :])")
     shape = sem.broadcast_shapes(pointer.shape, value.shape)
     if mask is not None:
         mask = sem.to_bool(sem.to_tensor(mask))

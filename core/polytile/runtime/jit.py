@@ -202,18 +202,28 @@ class JITFunction:
     def constexpr_names(self) -> set[str]:
         """Parameters annotated ``pl.constexpr`` (the annotation may be a string)."""
         if self._constexprs is None:
-            names = set()
-            for name, param in self.signature.parameters.items():
-                annotation = param.annotation
-                if isinstance(annotation, str):
-                    try:
-                        annotation = eval(annotation, self.fn.__globals__)  # noqa: S307 - the user's own annotation
-                    except Exception:
-                        annotation = annotation.rsplit(".", 1)[-1]
-                if annotation is lc.constexpr or isinstance(annotation, lc.constexpr) or annotation == "constexpr":
-                    names.add(name)
-            self._constexprs = names
+            self._constexprs = {name for name, annotation in self._annotations().items()
+                                if annotation is lc.constexpr or isinstance(annotation, lc.constexpr)
+                                or annotation == "constexpr"}
         return self._constexprs
+
+    def const_names(self) -> set[str]:
+        """Pointer parameters annotated ``pl.const`` (Triton's ``tl.const``): read only."""
+        return {name for name, annotation in self._annotations().items() if annotation is lc.const
+                or annotation == "const"}
+
+    def _annotations(self) -> dict[str, Any]:
+        """Each parameter's annotation, a string one evaluated (or its last name)."""
+        found = {}
+        for name, param in self.signature.parameters.items():
+            annotation = param.annotation
+            if isinstance(annotation, str):
+                try:
+                    annotation = eval(annotation, self.fn.__globals__)  # noqa: S307 - the user's own annotation
+                except Exception:
+                    annotation = annotation.rsplit(".", 1)[-1]
+            found[name] = annotation
+        return found
 
     def bind(self, args: list | tuple, kwargs: dict, error: Callable[[str], Exception] | None = None) -> dict:
         """Arguments by parameter name, defaults filled in."""
