@@ -671,6 +671,8 @@ class CTA:
             if "bfloat" in op.type:
                 raise SimulationError(f"the simulator does not model {name} on bfloat values")
             return _lanewise(lambda t, a, b: _FLOATS[t](pick(_FLOATS[t](a), _FLOATS[t](b))), op.type, *args)
+        if name.startswith("llvm.fabs.") and "bfloat" not in op.type:
+            return _lanewise(lambda t, a: _FLOATS[t](abs(a)), op.type, *args)
         if name.startswith("llvm.fmuladd") or name.startswith("llvm.fma."):
             dtype = _FLOATS[_element(op.type)]
             return _lanewise(lambda t, a, b, c: dtype(np.float64(a) * np.float64(b) + np.float64(c)), op.type, *args)

@@ -152,3 +152,31 @@ def test_every_name_in_the_dtype_lists_is_a_dtype():
     for name in (*pl.dtype.SINT_TYPES, *pl.dtype.UINT_TYPES, *pl.dtype.FP_TYPES):
         assert pl.dtype(name).name == name
     assert pl.dtype("fp8e4b15") == pl.float8e4b15 and pl.dtype("fp8e4b15") != pl.float8e4b8
+
+
+@jit
+def fp8_arith_kernel(x_ptr, y_ptr, out_ptr, DT: pl.constexpr):
+    offs = pl.arange(0, 16)
+    x = pl.load(x_ptr + offs)
+    y = pl.load(y_ptr + offs)
+    # Arithmetic on 8-bit floats computes in f32 and rounds once to the type (saturating),
+    # on every target (Triton keeps fp8 op fp8 in fp8).
+    pl.store(out_ptr + offs, pl.abs(x) * y + pl.maximum(x, y))
+
+
+@pytest.mark.parametrize("dt, kind", [(pl.float8e4nv, "f8e4m3"), (pl.float8e5, "f8e5m2")], ids=["e4m3", "e5m2"])
+def test_fp8_arithmetic(target, dt, kind):
+    from polytile import reinterpret
+    from polytile.dialects.emulated_floats import EMULATED_FLOATS
+
+    fp8 = EMULATED_FLOATS[kind]
+    rng = np.random.default_rng(4)
+    x = fp8.encode(fp8.round(rng.standard_normal(16).astype(np.float32) * 8))
+    y = fp8.encode(fp8.round(rng.standard_normal(16).astype(np.float32) * 8))
+    x[0], y[0] = fp8.encode(np.float32(300.0)), fp8.encode(np.float32(2.0))  # 600 + 300 saturates (e4m3)
+    out = np.zeros(16, np.uint8)
+    fp8_arith_kernel[(1,)](*(reinterpret(a, dt) for a in (x, y, out)), DT=dt, target=target)
+    xv, yv = fp8.decode(x), fp8.decode(y)
+    product = fp8.round(np.abs(xv) * yv)
+    expected = fp8.round(product + fp8.round(np.maximum(xv, yv)))
+    np.testing.assert_array_equal(fp8.decode(out), expected)

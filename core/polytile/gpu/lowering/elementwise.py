@@ -280,6 +280,18 @@ def equal_register_bits(ctx: LoweringContext, value: Any) -> int:
     return bits
 
 
+def _through_f32(emit: ElementEmitter) -> ElementEmitter:
+    """``emit`` on 8-bit float operands (their bits): each converted to f32, the op computed
+    there, an 8-bit float result rounded once (nearest even, saturating), as the
+    interpreter computes it (polytile.dialects.emulated_floats)."""
+    def wide(ctx: LoweringContext, op: Any, args: list) -> Any:
+        kinds = [t.element_type(v.type).kind if fp8_format(v.type) else None for v in op.operands]
+        result = emit(ctx, op, [fp8_to_float(ctx, a, kind, _F32) if kind else a for a, kind in zip(args, kinds)])
+        result_type = op.results[0].type
+        return float_to_fp8(ctx, result, t.element_type(result_type).kind) if fp8_format(result_type) else result
+    return wide
+
+
 def lower_elementwise(op: Any, operands: list, ctx: LoweringContext) -> list:
     emit = ELEMENTWISE[type(op)]
     try:
@@ -289,11 +301,8 @@ def lower_elementwise(op: Any, operands: list, ctx: LoweringContext) -> list:
             llvm_type(value.type)
     except UnsupportedType as exc:
         raise ctx.unsupported(op, f"'{op.name}' on {exc}") from None
-    if type(op) not in FP8_OPS:
-        for value in (*op.operands, *op.results):
-            if fp8_format(value.type):
-                raise ctx.error(op, f"'{op.name}' on {t.element_type(value.type)} values: 8-bit floats are "
-                                    "for storage and dot operands; convert them to f16 or f32 first (x.to(pl.float32))")
+    if type(op) not in FP8_OPS and any(fp8_format(value.type) for value in (*op.operands, *op.results)):
+        emit = _through_f32(emit)
     if not isinstance(result_type, t.TileType):
         return [emit(ctx, op, operands)]
     count = len(next(o for o in operands if isinstance(o, list)))
