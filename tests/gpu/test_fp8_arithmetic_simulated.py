@@ -29,11 +29,7 @@ _SPEC.loader.exec_module(test_dtypes)
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 @pytest.mark.parametrize("dt, kind", [(pl.float8e4nv, "f8e4m3"), (pl.float8e5, "f8e5m2")], ids=["e4m3", "e5m2"])
 def test_fp8_arithmetic_on_the_simulator(arch, dt, kind):
-    fp8 = EMULATED_FLOATS[kind]
-    rng = np.random.default_rng(5)
-    x = fp8.encode(fp8.round(rng.standard_normal(16).astype(np.float32) * 8))
-    y = fp8.encode(fp8.round(rng.standard_normal(16).astype(np.float32) * 8))
-    x[0], y[0] = fp8.encode(np.float32(300.0)), fp8.encode(np.float32(2.0))
+    x, y = test_dtypes.fp8_operands(EMULATED_FLOATS[kind], 5)
     expected = np.zeros(16, np.uint8)
     test_dtypes.fp8_arith_kernel[(1,)](*(reinterpret(a, dt) for a in (x, y, expected)), DT=dt, target="interp")
     out = np.zeros(16, np.uint8)

@@ -164,16 +164,22 @@ def fp8_arith_kernel(x_ptr, y_ptr, out_ptr, DT: pl.constexpr):
     pl.store(out_ptr + offs, pl.abs(x) * y + pl.maximum(x, y))
 
 
+def fp8_operands(fp8, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two 16-element operands of ``fp8`` (an emulated format) as bits; the first pair
+    overflows e4m3 (600 + 300 saturates)."""
+    rng = np.random.default_rng(seed)
+    x, y = (fp8.encode(fp8.round(rng.standard_normal(16).astype(np.float32) * 8)) for _ in range(2))
+    x[0], y[0] = fp8.encode(np.float32(300.0)), fp8.encode(np.float32(2.0))
+    return x, y
+
+
 @pytest.mark.parametrize("dt, kind", [(pl.float8e4nv, "f8e4m3"), (pl.float8e5, "f8e5m2")], ids=["e4m3", "e5m2"])
 def test_fp8_arithmetic(target, dt, kind):
     from polytile import reinterpret
     from polytile.dialects.emulated_floats import EMULATED_FLOATS
 
     fp8 = EMULATED_FLOATS[kind]
-    rng = np.random.default_rng(4)
-    x = fp8.encode(fp8.round(rng.standard_normal(16).astype(np.float32) * 8))
-    y = fp8.encode(fp8.round(rng.standard_normal(16).astype(np.float32) * 8))
-    x[0], y[0] = fp8.encode(np.float32(300.0)), fp8.encode(np.float32(2.0))  # 600 + 300 saturates (e4m3)
+    x, y = fp8_operands(fp8, 4)
     out = np.zeros(16, np.uint8)
     fp8_arith_kernel[(1,)](*(reinterpret(a, dt) for a in (x, y, out)), DT=dt, target=target)
     xv, yv = fp8.decode(x), fp8.decode(y)
