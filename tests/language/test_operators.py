@@ -423,3 +423,19 @@ def test_operator_errors(target, what, message):
     with pytest.raises(CompilationError, match=re.escape(message)) as info:
         error_kernel[(1,)](*arrays, WHAT=what, target=target)
     assert "test_operators.py" in str(info.value)  # the kernel line at fault
+
+
+@jit
+def mixed_shift_kernel(x_ptr, y_ptr, out_ptr):
+    offs = pl.arange(0, 8)
+    pl.store(out_ptr + offs, pl.load(x_ptr + offs) >> pl.load(y_ptr + offs))
+
+
+def test_a_signed_value_shifts_arithmetically_whatever_the_promotion(target):
+    # int16 >> uint16 computes in uint16 (C's promotion, as Triton) but, as in Triton,
+    # shifts in the sign bit: the shifted value decides.
+    x = np.array([-86, -1, -32768, 5, 1000, -7, 0, 32767], np.int16)
+    y = np.array([1, 3, 15, 1, 2, 8, 4, 14], np.uint16)
+    out = np.zeros(8, np.uint16)
+    mixed_shift_kernel[(1,)](x, y, out, target=target)
+    np.testing.assert_array_equal(out.view(np.int16), x >> y.astype(np.int16))

@@ -301,6 +301,10 @@ def binary(op: str, a: Any, b: Any) -> tensor:
         name = _INT_OPS[op]
     else:  # division, remainder and right shift depend on signedness (C semantics, as Triton)
         signed = element.signed
+        if op == "rshift" and isinstance(a, tensor):
+            # Triton shifts arithmetically when the shifted value is signed, whatever the
+            # operands were promoted to (int16 >> uint16 computes in uint16, sign-extending).
+            signed = t.element_type(a.type).signed
         name = {"floordiv": "divsi" if signed else "divui", "mod": "remsi" if signed else "remui",
                 "rshift": "shrsi" if signed else "shrui"}[op]
     return tensor(emit(arith.BINARY_OPS[name], x.handle, y.handle).result)
