@@ -364,3 +364,26 @@ def test_hints_and_clamp(target):
     out = np.zeros_like(x)
     hints_kernel[(pl.cdiv(40, 16) if False else 3,)](x, out, 40, BLOCK=16, target=target)
     np.testing.assert_array_equal(out, np.clip(x, -1, 1))
+
+
+@jit
+def propagate_nan_kernel(a_ptr, b_ptr, out_ptr, PROPAGATE: pl.constexpr):
+    a, b = pl.load(a_ptr + pl.arange(0, 4)), pl.load(b_ptr + pl.arange(0, 4))
+    how = pl.PropagateNan.ALL if PROPAGATE else pl.PropagateNan.NONE
+    pl.store(out_ptr + pl.arange(0, 4), pl.maximum(a, b, propagate_nan=how))
+    pl.store(out_ptr + 4 + pl.arange(0, 4), pl.minimum(a, b))  # the default: NONE
+    pl.store(out_ptr + 8 + pl.arange(0, 4), pl.clamp(a, -1.0, 1.0, propagate_nan=how))
+
+
+@pytest.mark.parametrize("propagate", [False, True])
+def test_propagate_nan_follows_triton(target, propagate):
+    # NONE (the default): a NaN operand gives the other one (IEEE maxNum); ALL: NaN.
+    nan = np.nan
+    a = np.array([nan, 2.0, nan, 0.5], np.float32)
+    b = np.array([3.0, nan, nan, -0.5], np.float32)
+    out = np.zeros(12, np.float32)
+    propagate_nan_kernel[(1,)](a, b, out, PROPAGATE=propagate, target=target)
+    maximum = [nan, nan, nan, 0.5] if propagate else [3.0, 2.0, nan, 0.5]
+    np.testing.assert_array_equal(out[:4], maximum)
+    np.testing.assert_array_equal(out[4:8], [3.0, 2.0, nan, -0.5])
+    np.testing.assert_array_equal(out[8:], [nan, 1.0, nan, 0.5] if propagate else [-1.0, 1.0, -1.0, 0.5])

@@ -178,8 +178,16 @@ def _minmax(kind: str, x: Any, y: Any, propagate_nan: Any) -> tensor:
     x, y = sem.unify([x, y])
     element = t.element_type(x.type)
     if isinstance(element, t.FloatType):
-        # propagate_nan=NONE (Triton's default) may return either; we always propagate.
-        name = "maximumf" if kind == "max" else "minimumf"
+        # Triton's propagate_nan: NONE (the default) gives the other operand where one is
+        # NaN (IEEE maxNum, NVIDIA's max.f32); ALL gives NaN.
+        propagate = unwrap(propagate_nan)
+        if propagate not in (None, 0, 0xFFFF):
+            raise semantic_error(f"pl.{kind}imum: propagate_nan must be pl.PropagateNan.NONE or .ALL, got "
+                                 f"{propagate!r}")
+        if propagate == 0xFFFF:
+            name = "maximumf" if kind == "max" else "minimumf"
+        else:
+            name = "maxnumf" if kind == "max" else "minnumf"
     elif isinstance(element, t.IntType):
         name = ("max" if kind == "max" else "min") + ("si" if element.signed else "ui")
     else:
@@ -199,7 +207,9 @@ def minimum(x: Any, y: Any, propagate_nan: Any = None) -> tensor:
 
 @builtin
 def clamp(x: Any, min: Any, max: Any, propagate_nan: Any = None) -> tensor:
-    return minimum(maximum(x, min), max)
+    """``x`` limited to ``[min, max]``; a NaN ``x`` gives NaN only with
+    ``propagate_nan=pl.PropagateNan.ALL`` (Triton's rule)."""
+    return minimum(maximum(x, min, propagate_nan), max, propagate_nan)
 
 
 # --------------------------------------------------------------------------------------
