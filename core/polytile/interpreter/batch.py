@@ -51,7 +51,6 @@ from .executor import (
     InterpreterError,
     InterpreterUnsupportedError,
     ProgramContext,
-    as_value,
     batched_rule_for,
     dtype_of,
     elementwise_rule,

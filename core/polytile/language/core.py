@@ -222,7 +222,8 @@ class pointer_type(dtype):
 class const:
     """The annotation of a pointer parameter the kernel only reads through (Triton's
     ``tl.const``): ``def kernel(x_ptr: pl.const, out_ptr)``.  Storing through it, or
-    through a pointer computed from it, is a compile error."""
+    through a pointer computed from it, is a compile error (block pointers and tensor
+    descriptors made from it do not keep the mark, as in Triton)."""
 
 
 int1 = dtype("int1", t.i1)

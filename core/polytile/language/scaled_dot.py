@@ -116,7 +116,7 @@ def _as_format(x: tensor, fmt: str, what: str) -> tensor:
         return x
     if x.dtype == _BITS[fmt]:
         return x if kind is None else x.to(kind, bitcast=True)
-    wanted = f"uint8 (two elements a byte)" if kind is None else f"{kind!r} or {_BITS[fmt]!r} (its bits)"
+    wanted = "uint8 (two elements a byte)" if kind is None else f"{kind!r} or {_BITS[fmt]!r} (its bits)"
     raise semantic_error(f"pl.dot_scaled: {what} in {fmt} must be {wanted}, got {x.dtype!r}")
 
 

@@ -182,7 +182,8 @@ def _fp8_cast(ctx: LoweringContext, method: str, value: Any, source: Any, result
     return float_to_fp8(ctx, getattr(b, method)(value, _F32), dst.kind)  # sitofp / uitofp
 
 
-#: Ops that may take or give 8-bit floats: they move bits or convert (no arithmetic).
+#: Ops that take or give 8-bit floats as their bits (they move bits or convert); any other
+#: op on them computes in f32 (:func:`_through_f32`).
 FP8_OPS: set[type] = {*arith.CASTS.values(), arith.SelectOp}
 
 
