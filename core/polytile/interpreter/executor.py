@@ -237,7 +237,6 @@ def unsupported_type_message(type_: t.Type) -> str:
 
 _DTYPES: dict[t.Type, np.dtype | None] = {}
 _OBJECT = np.dtype(object)
-_FLOAT32 = np.dtype(np.float32)
 
 
 _EMULATED: dict[t.Type, EmulatedFloat | None] = {}
@@ -258,11 +257,17 @@ def emulated_of(type_: t.Type) -> EmulatedFloat | None:
     return found
 
 
+#: The dtype of an emulated type's values: float32, marked with the type's kind, so that
+#: binding a result knows it must round without looking the type up (every op binds one).
+_EMULATED_DTYPES = {kind: np.dtype(np.float32, metadata={"polytile_emulated": kind}) for kind in EMULATED_FLOATS}
+
+
 def _numpy_dtype(type_: t.Type) -> np.dtype | None:
     dtype = sem.numpy_dtype(type_)
     if dtype is not None:
         return np.dtype(dtype)
-    return _FLOAT32 if emulated_of(type_) is not None else None
+    emulated = emulated_of(type_)
+    return None if emulated is None else _EMULATED_DTYPES[emulated.name]
 
 
 def dtype_of(type_: t.Type) -> np.dtype | None:
@@ -290,9 +295,9 @@ def as_value(value: Any, dtype: np.dtype) -> np.ndarray:
 def value_of(type_: t.Type, value: Any, dtype: np.dtype) -> np.ndarray:
     """``value`` as a value of ``type_`` (whose :func:`dtype_of` is ``dtype``): converted,
     and rounded to the type where it is emulated."""
-    emulated = emulated_of(type_) if dtype is _FLOAT32 else None
-    if emulated is not None:
-        return emulated.round(np.asarray(value))
+    marked = dtype.metadata
+    if marked is not None and "polytile_emulated" in marked:
+        return EMULATED_FLOATS[marked["polytile_emulated"]].round(np.asarray(value))
     return as_value(value, dtype)
 
 
