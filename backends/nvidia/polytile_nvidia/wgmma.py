@@ -47,6 +47,7 @@ offset.  The descriptor format is the PTX ISA's "Matrix Descriptor Format".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -573,23 +574,31 @@ def _store_operand(ctx: Any, base: Any, placement: OperandPlacement, value: Any,
         b.store(packed, b.inttoptr(address, pointer), align=width * bytes_)
 
 
-def _descriptors(b: ir.IRBuilder, base: Any, placement: OperandPlacement, mn: Any, k: int, k_step: int) -> list:
-    """The descriptors of ``placement`` at the i32 shared address ``base``, row (or
-    column) ``mn``, for each K step of ``k``.  The first one is built from the address;
-    each later one adds its constant distance from the first, over 16, to it: one add
-    per wgmma (in uniform registers where ``mn`` is warp-uniform) instead of a shift,
-    mask and or.  The add cannot carry out of the 14-bit address field (bits 0-13):
+def _descriptors(b: ir.IRBuilder, base: Any, placement: OperandPlacement, mn: Any) -> Callable[[int, int], Any]:
+    """The descriptors of ``placement`` at the i32 shared address ``base``: a function of
+    (``m0``, ``k0``) giving the one whose rows (or columns) start at ``mn + m0`` and K at
+    ``k0``.  Only the first is built from the address (a shift, mask and or); every other
+    is that descriptor plus its constant distance from it, over 16: one 64-bit add per
+    wgmma (in uniform registers where ``mn`` is warp-uniform), as Triton builds them.
+    Built word by word instead, ptxas rebuilds each register pair around every wgmma
+    (two moves of the constant high word), which showed in issue-bound loops such as
+    attention's.  The add cannot carry out of the 14-bit address field (bits 0-13):
     shared addresses are below 2^18."""
     high = descriptor_high(placement.leading_bytes(), placement.stride_bytes(), placement.swizzle)
     field = b.and_(b.lshr(b.add(base, _start(b, placement, mn, 0)), ir.Constant(_I32, 4)), ir.Constant(_I32, 0x3FFF))
     low = b.or_(field, ir.Constant(_I32, high & 0xFFFFFFFF))
-    first = placement.k_start(0)
-    out = []
-    for k0 in range(0, k, k_step):
-        delta = placement.k_start(k0) - first
-        word = b.add(low, ir.Constant(_I32, delta >> 4)) if delta else low
-        out.append(b.or_(b.zext(word, _I64), ir.Constant(_I64, high & ~0xFFFFFFFF)))
-    return out
+    first = b.or_(b.zext(low, _I64), ir.Constant(_I64, high & ~0xFFFFFFFF))
+    made: dict = {}
+
+    def descriptor(m0: int, k0: int) -> Any:
+        if (m0, k0) not in made:
+            delta = placement.start(m0, k0) - placement.start(0, 0)
+            if delta % 16 or (not placement.k_major and m0 % placement.row_elements):
+                raise AssertionError(f"internal error: wgmma operand step ({m0}, {k0}) is not a whole descriptor "
+                                     "step")
+            made[m0, k0] = b.add(first, ir.Constant(_I64, delta >> 4)) if delta else first
+        return made[m0, k0]
+    return descriptor
 
 
 def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str) -> list:
@@ -690,19 +699,18 @@ def lower_wgmma_dot(op: Any, operands: list, ctx: Any, d_type: str, a_type: str)
         at += count
     if not fenced:
         _asm_void(b, WGMMA_FENCE)
+    b_descriptor = _descriptors(b, b_base, b_place, group_n)
+    a_descriptor = None if fragments else _descriptors(b, a_base, a_place, group_m)
     for start, m0, n0 in tiles:
         first, count = start // per_word, fragment // per_word
         tied = words_out[first:first + count]
         trans_a = 0 if a_place is None else int(not a_place.k_major)
         text = wgmma_ptx(instr_n, k_step, d_type, a_type, len(tied), trans_a, int(not b_place.k_major),
                          a_registers=a_source.in_registers)
-        b_descriptors = _descriptors(b, b_base, b_place, b.add(group_n, ir.Constant(_I32, n0)), k, k_step)
-        if not fragments:
-            a_descriptors = _descriptors(b, a_base, a_place, b.add(group_m, ir.Constant(_I32, m0)), k, k_step)
-        for step, k0 in enumerate(range(0, k, k_step)):
-            a_inputs = fragments[(m0, k0)] if fragments else [a_descriptors[step]]
+        for k0 in range(0, k, k_step):
+            a_inputs = fragments[(m0, k0)] if fragments else [a_descriptor(m0, k0)]
             scale_d = zero if zero_acc and k0 == 0 else one
-            tied = _asm_tied(b, text, tied, a_inputs + [b_descriptors[step], scale_d])
+            tied = _asm_tied(b, text, tied, a_inputs + [b_descriptor(n0, k0), scale_d])
         words_out[first:first + count] = tied
     _asm_void(b, WGMMA_COMMIT)
     if op.attributes.get(ASYNC_DOT_ATTR):  # in flight: a gpu.dot_wait retires it (async-dots; f32/i32 only)
