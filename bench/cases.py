@@ -395,15 +395,19 @@ def _launch_attention(causal: bool) -> Callable[[Any, Problem], None]:
 
 def _launch_attention_descriptor(causal: bool, warp_specialize: bool = False) -> Callable[[Any, Problem], None]:
     def launch(lib: Any, p: Problem) -> None:
-        # The same blocks as attention's; descriptors made in the kernel (set_allocator).
+        # Descriptors made in the kernel (set_allocator).  The pointer attention's blocks,
+        # except at d = 128 on long sequences: 128 x 128 blocks and two stages (what fits
+        # in shared memory), the fastest configuration of `python -m bench.attention_configs`
+        # for Triton's unspecialised run of this source on an H200 as for polytile's.
         big = p.seq_len >= 1024
         block_m, warps = (128, 8 if p.head_dim >= 128 else 4) if big else (64, 4)
+        block_n, stages = (128, 2) if big and p.head_dim >= 128 else (64, 3 if big else 2)
         lib.set_allocator(_scratch_allocator)
         grid = (cdiv(p.seq_len, block_m), p.heads)
         lib.attention_descriptor_kernel[grid](p.q, p.k, p.v, p.out, 1.0 / float(np.sqrt(p.head_dim)), p.seq_len,
-                                              p.heads * p.seq_len, HEAD_DIM=p.head_dim, BLOCK_M=block_m, BLOCK_N=64,
-                                              CAUSAL=causal, WS=warp_specialize, num_warps=warps,
-                                              num_stages=3 if big else 2)
+                                              p.heads * p.seq_len, HEAD_DIM=p.head_dim, BLOCK_M=block_m,
+                                              BLOCK_N=block_n, CAUSAL=causal, WS=warp_specialize, num_warps=warps,
+                                              num_stages=stages)
     return launch
 
 
