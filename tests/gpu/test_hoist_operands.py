@@ -80,3 +80,45 @@ def test_an_operand_the_unit_cannot_read_in_place_stays():
     out = run(b_outside, HoistDotOperands())
     assert "gpu.local_alloc source(%a)" in out  # A is K-major: read in place
     assert "source(%b)" not in out
+
+
+# A loaded whole from a ring slot before the loop (a descriptor's bulk copy, here a
+# cp.async copy of the same shape): the dot reads the slot itself in the loop.
+SLOT = LOOP.replace(
+    "  %a = tile.load %a_ptrs : tile<64x16xf16, {BA}>\n",
+    "  %ra = gpu.local_alloc : !gpu.buffer<1x64x16xf16, {SA}>\n"
+    "  gpu.async_copy %a_ptrs, %ra, %c0\n"
+    "  gpu.async_commit_group\n"
+    "  gpu.async_wait {pending = 0}\n"
+    "  %a = gpu.local_load_slot %ra, %c0 : tile<64x16xf16, {BA}>\n")
+
+
+def test_a_slot_loaded_before_the_loop_is_read_in_place_without_a_copy():
+    out = run(SLOT, HoistDotOperands())
+    assert out[out.index("  %a = gpu.local_load_slot"):] == dedent("""
+      %a = gpu.local_load_slot %ra, %c0 : tile<64x16xf16, {BA}>
+      %sum = scf.for %c0, %n, %c1, %acc : tile<64x64xf32, {W}> {
+      ^bb0(%i: i32, %acc_1: tile<64x64xf32, {W}>):
+        %b = tile.load %b_ptrs : tile<16x64xf16, {BB}>
+        %0 = gpu.local_load_slot %ra, %c0 : tile<64x16xf16, {BA}>
+        %acc_2 = tile.dot %0, %b, %acc_1 : tile<64x64xf32, {W}>
+        scf.yield %acc_2
+      }
+      func.return %sum
+    }
+    """)
+
+
+@pytest.mark.parametrize("where", ["in the loop", "after the load"])
+def test_a_slot_written_again_before_the_loop_ends_is_copied(where):
+    # The slot's contents at the load are what the dot must read: a later write to the
+    # ring (in the loop, or between the load and the loop) would change them, so the
+    # value is stored in a buffer of its own as any other.
+    copy = "gpu.async_copy %a_ptrs, %ra, %c0\n"
+    if where == "in the loop":
+        text = SLOT.replace("    %b = tile.load", "    " + copy + "    %b = tile.load")
+    else:
+        text = SLOT.replace("  %sum = scf.for", "  " + copy + "  %sum = scf.for")
+    out = run(text, HoistDotOperands())
+    assert "gpu.local_alloc source(%a)" in out and "gpu.local_load_slot %ra, %c0 : tile<64x16xf16, {BA}>\n" \
+        not in out[out.index("scf.for"):]

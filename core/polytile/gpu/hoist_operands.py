@@ -20,6 +20,12 @@ names the buffer for the dot (its registers go unused).  A value several dots of
 loop read is stored once, followed by ``gpu.fence_async_shared`` (each thread's stores
 become visible to the unit's asynchronous reads); ``insert-barriers`` puts the barrier
 between the store and the first read.
+
+A value loaded whole from a ring slot before the loop (a tensor descriptor's ``q``
+arriving through a bulk copy) needs no buffer of its own: where the unit reads that slot
+in place and nothing writes the ring from then until the loop ends, the dot reads the
+slot itself (a ``gpu.local_load_slot`` of it in the loop, as for the loop's own ring
+slots), which saves the copy and the buffer (32 KiB for attention's 128 x 128 ``q``).
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..dialects import scf, tile
-from ..dialects.gpu import IN_PLACE_ATTR, BufferType, FenceAsyncSharedOp, LocalAllocOp, LocalLoadOp
+from ..dialects.gpu import (IN_PLACE_ATTR, BufferType, FenceAsyncSharedOp, LocalAllocOp, LocalLoadOp,
+                            LocalLoadSlotOp)
 from ..ir import types as t
 from ..ir.builder import Builder
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
@@ -50,6 +57,7 @@ class HoistDotOperands(Pass):
         target = gpu_target_of(context)
         num_warps = num_warps_of(context)
         changed = False
+        order = {op: index for index, op in enumerate(module.walk())}
         for loop in [op for op in module.walk() if isinstance(op, scf.ForOp)]:
             stored: dict = {}  # value -> its buffer, one per loop
             for dot in [op for op in loop.body.block if isinstance(op, tile.DotOp)]:
@@ -58,7 +66,7 @@ class HoistDotOperands(Pass):
                         instruction.result_layout(dot.result.type.shape, num_warps) != dot.result.type.layout:
                     continue
                 for index in (0, 1):
-                    if _hoist(loop, dot, index, instruction.reads_in_place, stored):
+                    if _hoist(loop, dot, index, instruction.reads_in_place, stored, order):
                         context.count("hoist-dot-operands.operands")
                         changed = True
         return PreservedAnalyses.none() if changed else PreservedAnalyses.all()
@@ -73,13 +81,15 @@ def _invariant(loop: Any, value: Any) -> bool:
     return block_op is not loop and (block_op is None or not loop.is_ancestor_of(block_op))
 
 
-def _hoist(loop: Any, dot: Any, index: int, reads_in_place: Any, stored: dict) -> bool:
+def _hoist(loop: Any, dot: Any, index: int, reads_in_place: Any, stored: dict, order: dict) -> bool:
     from .lowering.dot_operands import operand_shared_layout
 
     value = dot.operands[index]
     layout = value.type.layout
     if not isinstance(layout, BlockedLayout) or len(value.type.shape) != 2 or not _invariant(loop, value):
         return False
+    if _read_slot_in_place(loop, dot, index, reads_in_place, order):
+        return True
     buffer = stored.get(value)
     if buffer is None:
         element = t.element_type(value.type)
@@ -94,6 +104,33 @@ def _hoist(loop: Any, dot: Any, index: int, reads_in_place: Any, stored: dict) -
         return False
     read = Builder.before(dot, dot.location).create(LocalLoadOp, buffer, result_types=[value.type])
     read.set_attr(IN_PLACE_ATTR, True)
+    dot.set_operand(index, read.result)
+    return True
+
+
+def _read_slot_in_place(loop: Any, dot: Any, index: int, reads_in_place: Any, order: dict) -> bool:
+    """Where operand ``index`` of ``dot`` is a whole ring slot's load from before ``loop``,
+    the unit reads that slot in place and no op writes the ring after the load's program
+    point but before the loop ends: read the slot in the loop (see the module docstring)."""
+    from .lowering.async_copy import slot_layout
+
+    value = dot.operands[index]
+    load = value.defining_op
+    if not isinstance(load, LocalLoadSlotOp) or load.offsets is not None:
+        return False
+    ring = load.ring
+    slot = BufferType(tuple(ring.type.shape[1:]), ring.type.element, slot_layout(ring.type))
+    if not reads_in_place(dot, index, slot):
+        return False
+    for user in ring.users():
+        if isinstance(user, (LocalLoadSlotOp, LocalLoadOp)):
+            continue  # reads
+        # Any other use may write the ring: it must come before the load in program order,
+        # outside the loop (a write in an enclosing loop before the load runs before each
+        # run of this loop and before the load alike).
+        if loop.is_ancestor_of(user) or order[user] > order[load]:
+            return False
+    read = Builder.before(dot, dot.location).create(LocalLoadSlotOp, ring, load.slot, result_types=[value.type])
     dot.set_operand(index, read.result)
     return True
 

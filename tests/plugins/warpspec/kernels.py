@@ -68,7 +68,8 @@ def matmul_pointers(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_c
 
 @jit
 def attention_descriptors(q_ptr, k_ptr, v_ptr, out_ptr, scale, rows, seq_len, HEAD_DIM: pl.constexpr,
-                          BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr, CAUSAL: pl.constexpr, WS: pl.constexpr):
+                          BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr, CAUSAL: pl.constexpr, WS: pl.constexpr,
+                          Q_POINTERS: pl.constexpr = False):
     # Flash attention forward (Triton's tutorial 06 on Hopper): q, k, v and out are
     # (batch * heads * seq_len, HEAD_DIM) rows; each program reads its head through
     # descriptors of that head's rows made here, so that blocks past seq_len are partial
@@ -81,7 +82,12 @@ def attention_descriptors(q_ptr, k_ptr, v_ptr, out_ptr, scale, rows, seq_len, HE
     block = pl.program_id(0)
     offs_m = block * BLOCK_M + pl.arange(0, BLOCK_M)
     offs_n = pl.arange(0, BLOCK_N)
-    q = q_desc.load([block * BLOCK_M, 0])
+    if Q_POINTERS:  # the same rows through pointers: stored in shared memory for wgmma, not read from a slot
+        dims = pl.arange(0, HEAD_DIM)
+        q = pl.load(q_ptr + head + offs_m[:, None] * HEAD_DIM + dims[None, :], mask=offs_m[:, None] < seq_len,
+                    other=0.0)
+    else:
+        q = q_desc.load([block * BLOCK_M, 0])
     m_i = pl.full((BLOCK_M,), float("-inf"), pl.float32)
     l_i = pl.zeros((BLOCK_M,), dtype=pl.float32)
     acc = pl.zeros((BLOCK_M, HEAD_DIM), dtype=pl.float32)

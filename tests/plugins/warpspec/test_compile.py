@@ -210,15 +210,16 @@ def test_with_pingpong_the_consumer_groups_take_turns_issuing_each_dot():
 
 
 def test_the_proxy_fence_after_a_moved_store_moves_with_it():
-    # Attention's Q, staged in shared memory before the loop for wgmma to read in place,
-    # is stored by the consumers (its layout is theirs): the proxy fence after the store
-    # must come after it, in the consumer region, not before the split (a race on an H100:
-    # wgmma read Q before the generic proxy's writes were ordered).
+    # Attention's Q, loaded through pointers and staged in shared memory before the loop
+    # for wgmma to read in place, is stored by the consumers (its layout is theirs): the
+    # proxy fence after the store must come after it, in the consumer region, not before
+    # the split (a race on an H100: wgmma read Q before the generic proxy's writes were
+    # ordered).  (A Q loaded through its descriptor is read in its slot: no store.)
     from polytile.ir import print_ir
 
     q = np.zeros((512, 64), np.float16)
     module = attention_descriptors.lower(q, q, q, q, 0.1, 512, 256, HEAD_DIM=64, BLOCK_M=64, BLOCK_N=64,
-                                         CAUSAL=True, WS=True)
+                                         CAUSAL=True, WS=True, Q_POINTERS=True)
     result = compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=3)
     assert _outcome(result) == [{"specialised": True, "producer_registers": 40, "consumer_registers": 240}]
     lines = [line.strip() for line in print_ir(result.module).splitlines()]

@@ -47,6 +47,29 @@ def test_specialised_attention_matches_torch(hopper, causal, shape, block_m, war
     torch.testing.assert_close(out.reshape(batch, heads, seq_len, head_dim).float(), expected, atol=2e-2, rtol=2e-2)
 
 
+@pytest.mark.parametrize("q_pointers, block_n, stages", [(False, 128, 3), (True, 64, 3), (True, 128, 2)],
+                         ids=["q-in-its-slot-128x128x3", "q-stored-128x64x3", "q-stored-128x128x2"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_specialised_attention_wide_key_blocks_and_q_read_where_it_lies(hopper, causal, q_pointers, block_n, stages):
+    # Q through its descriptor is read by wgmma in its own ring slot (which lets 128 x 128
+    # blocks take three stages); Q through pointers is stored in shared memory by the
+    # consumers first.  seq_len 448: partial key blocks at 128.
+    batch, heads, seq_len, head_dim = 1, 2, 448, 128
+    polytile.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+    torch.manual_seed(7)
+    q, k, v = (torch.randn(batch, heads, seq_len, head_dim, device="cuda", dtype=torch.float16) for _ in range(3))
+    rows = batch * heads * seq_len
+    out = torch.empty(rows, head_dim, device="cuda", dtype=torch.float16)
+    compiled = attention_descriptors[((seq_len + 127) // 128, batch * heads)](
+        q.reshape(rows, head_dim), k.reshape(rows, head_dim), v.reshape(rows, head_dim), out,
+        1.0 / math.sqrt(head_dim), rows, seq_len, HEAD_DIM=head_dim, BLOCK_M=128, BLOCK_N=block_n, CAUSAL=causal,
+        WS=True, Q_POINTERS=q_pointers, num_warps=8, num_stages=stages)
+    torch.cuda.synchronize()
+    _assert_split(compiled)
+    expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    torch.testing.assert_close(out.reshape(batch, heads, seq_len, head_dim).float(), expected, atol=2e-2, rtol=2e-2)
+
+
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_pingpong_attention_matches_torch(hopper, causal):
     # Two consumer warp groups taking turns (the setting warpspec_pingpong): same results.
