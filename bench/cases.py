@@ -396,12 +396,12 @@ def _launch_attention(causal: bool) -> Callable[[Any, Problem], None]:
 def _launch_attention_descriptor(causal: bool, warp_specialize: bool = False) -> Callable[[Any, Problem], None]:
     def launch(lib: Any, p: Problem) -> None:
         # Descriptors made in the kernel (set_allocator).  The pointer attention's blocks,
-        # except at d = 128 on long sequences: 128 x 128 blocks and two stages (what fits
-        # in shared memory), the fastest configuration of `python -m bench.attention_configs`
-        # for Triton's unspecialised run of this source on an H200 as for polytile's.
+        # except at d = 128 on long sequences: 128 x 128 blocks, three stages, Triton's
+        # fastest configuration of this source in `python -m bench.attention_configs` on an
+        # H200, with and without warp specialization (polytile's is two stages, 1-2% faster).
         big = p.seq_len >= 1024
         block_m, warps = (128, 8 if p.head_dim >= 128 else 4) if big else (64, 4)
-        block_n, stages = (128, 2) if big and p.head_dim >= 128 else (64, 3 if big else 2)
+        block_n, stages = (128, 3) if big and p.head_dim >= 128 else (64, 3 if big else 2)
         lib.set_allocator(_scratch_allocator)
         grid = (cdiv(p.seq_len, block_m), p.heads)
         lib.attention_descriptor_kernel[grid](p.q, p.k, p.v, p.out, 1.0 / float(np.sqrt(p.head_dim)), p.seq_len,
