@@ -42,6 +42,12 @@ class BackendOptions:
     num_warps: int = 4
     num_stages: int = 3
     debug: bool = False
+    #: Let the compiler contract ``a * b + c`` into one fused multiply-add, rounded once
+    #: (Triton's option, on by default; it changes results in the last bit).  GPU
+    #: backends mark float adds, subtracts and multiplies ``contract`` in the LLVM IR
+    #: (``polytile.llvm_codegen.allow_contraction``); the interpreter never fuses, which
+    #: either value allows.
+    enable_fp_fusion: bool = True
 
 
 #: Compile metadata of a kernel with global scratch (polytile.gpu.global_scratch): the

@@ -24,6 +24,7 @@ rest is here.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any, Callable, ClassVar
 
 from .errors import PolytileError
@@ -85,10 +86,24 @@ def optimized_module(llvm_ir: str, triple: str, cpu: str, features: str = "",
     return module, machine
 
 
+#: A float add, subtract or multiply in llvmlite's printed IR (``%"x" = fmul float ...``).
+_FLOAT_ARITHMETIC = re.compile(r"= (fadd|fsub|fmul) ")
+
+
+def allow_contraction(llvm_ir: str) -> str:
+    """The IR with every float add, subtract and multiply marked ``contract``, so that
+    LLVM may fuse ``a * b + c`` into one fused multiply-add (NVPTX: ``fma.rn``, and the
+    rest printed without ``.rn``, whose explicit rounding forbids ptxas to fuse; AMDGPU:
+    ``v_fma``/``v_fmac``): the option ``enable_fp_fusion``, Triton's default."""
+    return _FLOAT_ARITHMETIC.sub(r"= \1 contract ", llvm_ir)
+
+
 class EmitFromLLVM(Pass):
     """The base of a backend's pass from LLVM IR (artifact ``'llvm_ir'``, which
     ``lower-to-llvm`` makes) to what its assembler takes.  A subclass (a dataclass, as
-    every pass) sets ``name`` and ``summary`` and implements :meth:`emit`."""
+    every pass) sets ``name`` and ``summary`` and implements :meth:`emit`, which gets the
+    IR with float arithmetic marked ``contract`` where the kernel's ``enable_fp_fusion``
+    is on (:func:`allow_contraction`), so every backend honours the option alike."""
 
     name: ClassVar[str] = ""
 
@@ -96,6 +111,8 @@ class EmitFromLLVM(Pass):
         llvm_ir = context.artifacts.get(LLVM_IR)
         if llvm_ir is None:
             raise PolytileError(f"{self.name} needs the LLVM IR that lower-to-llvm makes; put it after lower-to-llvm")
+        if getattr(context.options, "enable_fp_fusion", True):
+            llvm_ir = allow_contraction(llvm_ir)
         self.emit(llvm_ir, context, context.artifacts.get("kernel_name", "kernel"))
         return PreservedAnalyses.all()
 

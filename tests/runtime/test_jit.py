@@ -338,3 +338,25 @@ def test_launch_cooperative_grid_is_an_nvidia_option():
 
     options = NvidiaBackend().parse_options({"launch_cooperative_grid": True})
     assert options.launch_cooperative_grid is True
+
+
+@jit
+def multiply_add(x_ptr, out_ptr, BLOCK: pl.constexpr):
+    offs = pl.arange(0, BLOCK)
+    x = pl.load(x_ptr + offs)
+    pl.store(out_ptr + offs, x * 1.5 + 1.0)
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+def test_enable_fp_fusion_is_a_launch_option_of_every_target(fusion):
+    # Triton's option (on by default); the interpreter never fuses, which either value
+    # allows, so it takes both and computes a * b + c with two roundings.
+    x = np.linspace(-3, 3, 16, dtype=np.float32)
+    out = np.zeros(16, np.float32)
+    from polytile.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="option 'enable_fp_fusion' of backend 'interp' must be True or False, got 2"):
+        multiply_add[(1,)](x, out, BLOCK=16, enable_fp_fusion=2, target="interp")
+    compiled = multiply_add[(1,)](x, out, BLOCK=16, enable_fp_fusion=fusion, target="interp")
+    assert compiled.options.enable_fp_fusion is fusion
+    assert (out == x * np.float32(1.5) + np.float32(1.0)).all()

@@ -46,8 +46,6 @@ class NvidiaOptions(BackendOptions):
     num_ctas: int = 1
     #: Register cap per thread passed to ptxas as ``.maxnreg``; None lets ptxas choose.
     maxnreg: int | None = None
-    #: Let LLVM and ptxas contract a * b + c into fma (changes rounding).
-    enable_fp_fusion: bool = True
     #: On sm_90a, lower the dots that fit a warpgroup to wgmma.mma_async (False: mma.sync
     #: everywhere, as on sm_80).
     enable_wgmma: bool = True

@@ -532,19 +532,6 @@ def _link_libdevice(module: Any, kernel: str, needed: list[str]) -> None:
 _REFLECT_FLAGS = '!llvm.module.flags = !{!90000}\n!90000 = !{i32 4, !"nvvm-reflect-ftz", i32 0}\n'
 
 
-#: A float add, subtract or multiply in llvmlite's printed IR (``%"x" = fmul float ...``).
-_FLOAT_ARITHMETIC = re.compile(r"= (fadd|fsub|fmul) ")
-
-
-def allow_contraction(llvm_ir: str) -> str:
-    """The IR with every float add, subtract and multiply marked ``contract``, so that
-    LLVM fuses a * b + c into one ``fma.rn`` and prints the rest without ``.rn`` (an
-    explicit rounding mode forbids ptxas to fuse them): Triton's default,
-    ``enable_fp_fusion``.  Without it the option reached only ptxas, which never saw a
-    pair it was allowed to fuse."""
-    return _FLOAT_ARITHMETIC.sub(r"= \1 contract ", llvm_ir)
-
-
 @functools.lru_cache(maxsize=None)
 def _short_shared_pointers() -> None:
     """NVPTX with 32-bit pointers into shared, constant and local memory (Triton sets the
@@ -557,12 +544,11 @@ def _short_shared_pointers() -> None:
     llvm().set_option("polytile", "-nvptx-short-ptr")
 
 
-def emit_ptx(llvm_ir: str, arch: str, kernel: str = "kernel", fp_fusion: bool = False) -> str:
-    """PTX for ``arch`` from LLVM IR text (libdevice linked in when it is called);
-    ``fp_fusion``: contract a * b + c into fma (:func:`allow_contraction`)."""
+def emit_ptx(llvm_ir: str, arch: str, kernel: str = "kernel") -> str:
+    """PTX for ``arch`` from LLVM IR text (libdevice linked in when it is called); float
+    arithmetic the IR marks ``contract`` may become ``fma.rn`` (``emit-ptx`` marks it
+    where ``enable_fp_fusion`` is on: ``polytile.llvm_codegen.allow_contraction``)."""
     _short_shared_pointers()
-    if fp_fusion:
-        llvm_ir = allow_contraction(llvm_ir)
     needed = sorted({name for name in _declared(llvm_ir) if name.startswith(LIBDEVICE_PREFIX)})
     module, machine = optimized_module(
         llvm_ir + ("\n" + _REFLECT_FLAGS if needed else ""), TRIPLE, arch, ptx_features(llvm_ir),
@@ -587,8 +573,7 @@ class EmitPTX(EmitFromLLVM):
     summary: ClassVar[str] = "LLVM IR to PTX through the NVPTX target machine"
 
     def emit(self, llvm_ir: str, context: PassContext, kernel: str) -> None:
-        context.artifacts[PTX] = emit_ptx(llvm_ir, context.target.arch, kernel,
-                                          fp_fusion=getattr(context.options, "enable_fp_fusion", True))
+        context.artifacts[PTX] = emit_ptx(llvm_ir, context.target.arch, kernel)
 
 
 #: The artifact holding the cubin that ptx-to-cubin makes.

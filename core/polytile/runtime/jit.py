@@ -46,7 +46,8 @@ from .binder import (MISSING, Unkeyed, adapter_of, constexpr_piece, describe_arg
 from .compiled import CompiledKernel, MockTensor, Specialization, parse_cached
 
 #: Launch keywords that are options, not kernel arguments (unless the kernel has such a parameter).
-_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "debug", "launch_cooperative_grid")
+_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "debug", "launch_cooperative_grid",
+                   "enable_fp_fusion")
 #: How many calls of one @jit function may make a dispatcher plan (:mod:`.dispatch`).
 _PLAN_BUDGET = 64
 

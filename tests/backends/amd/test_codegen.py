@@ -5,11 +5,15 @@ checked against what the compiler decided.  No AMD GPU is needed; ld.lld is (./d
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from llvmlite import ir
 
 import polytile.gpu.lowering.reduce  # noqa: F401  (registers tile.reduce; module.py will import it)
+import polytile as pt
+import polytile.language as pl
 from polytile import config
 from polytile.errors import PassFailure
 from polytile_amd import codegen, devicelibs, toolchain
@@ -174,6 +178,29 @@ def test_waves_per_eu_option_reaches_the_kernel():
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), []), "k")
     target.annotate_kernel(fn, 256)
     assert '"amdgpu-waves-per-eu"="2,2"' in str(fn) and '"amdgpu-flat-work-group-size"="1,256"' in str(fn)
+
+
+@pt.jit
+def scale_and_shift(x, w, b, out, BLOCK: pl.constexpr):
+    offs = pl.arange(0, BLOCK)
+    pl.store(out + offs, pl.load(x + offs) * pl.load(w + offs) + pl.load(b + offs))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("fusion", [True, False])
+def test_enable_fp_fusion_decides_whether_a_multiply_add_is_one_fma(arch, fusion):
+    # The core option, honoured as on NVIDIA: with it, LLVM may contract a * b + c into
+    # one fused multiply-add (v_fma/v_fmac, rounded once); without it, never.
+    v = f32(1024)
+    artifacts = compile_amd(scale_and_shift, v, v, v, v, arch=arch, options={"enable_fp_fusion": fusion}, BLOCK=1024)
+    assembly = artifacts["amdgcn"]
+    fused = re.findall(r"\bv_(?:dual_|pk_)?fmac?_f32", assembly)
+    multiplies = re.findall(r"\bv_(?:dual_|pk_)?mul_f32", assembly)
+    if fusion:
+        assert fused and not multiplies
+    else:  # RDNA3 pairs them (v_dual_mul_f32, v_dual_add_f32)
+        assert not fused and multiplies and re.search(r"\bv_(?:dual_|pk_)?add_f32", assembly)
+        assert "contract" not in artifacts["llvm_ir_optimized"]
 
 
 # -- math: ocml when found, intrinsics otherwise -------------------------------------------
