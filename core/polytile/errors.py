@@ -179,6 +179,12 @@ class LaunchError(PolytileError, TypeError):
     """A kernel was launched with arguments or a grid that do not fit; names the kernel and argument."""
 
 
+class ArgumentOverflowError(LaunchError, OverflowError):
+    """An integer argument does not fit in 64 bits (signed or unsigned): a
+    :class:`LaunchError` naming the kernel and argument, and an ``OverflowError`` as
+    Triton raises for it."""
+
+
 class LaunchOutOfResourcesError(OutOfResourcesError, LaunchError):
     """The device would not launch a compiled kernel for want of a per-block resource
     (threads, registers, shared memory): both an :class:`OutOfResourcesError`, so the

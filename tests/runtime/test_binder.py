@@ -82,6 +82,29 @@ def test_parameters_named_like_launch_keywords_are_arguments():
     assert out[0] == 456
 
 
+def test_parameters_named_like_python_builtins_are_arguments():
+    # The generated launcher and argument namer call builtins (type, len, callable, id):
+    # parameters of those names must not shadow them (Triton's test_call names one 'type').
+    import polytile as pt
+
+    @jit
+    def k(out_ptr, type, len, id, callable, int, tuple, MODE: pl.constexpr):
+        pl.store(out_ptr, type * 100000 + len * 10000 + id * 1000 + callable * 100 + int * 10 + tuple + MODE)
+
+    for target in (None, "interp"):
+        out = np.zeros(1, np.int32)
+        k[(1,)](out, 1, 2, 3, 4, 5, 6, MODE=0, target=target)
+        assert out[0] == 123456
+        k[lambda meta: (meta["len"] - 1,)](out, type=6, len=2, id=4, callable=3, int=2, tuple=1, MODE=0)
+        assert out[0] == 624321
+    tuned = pt.heuristics({"MODE": lambda args: args["type"] - args["type"]})(k)  # names the arguments
+    out = np.zeros(1, np.int32)
+    tuned[(1,)](out, 1, 1, 1, 1, 1, 1)
+    assert out[0] == 111111
+    with pytest.raises(LaunchError, match="too many positional arguments"):
+        tuned[(1,)](out, 1, 1, 1, 1, 1, 1, 0, 9)
+
+
 def test_keyword_only_and_positional_only_parameters():
     @jit
     def k(out_ptr, /, value, *, BLOCK: pl.constexpr):
@@ -236,6 +259,11 @@ def test_describe_argument_reads_each_protocol_without_converting():
     assert describe_argument("k", "x", np.float16(1)) == (t.f16, "")
     with pytest.raises(LaunchError, match="kernel 'k': argument 'n' = .* does not fit in 64 bits"):
         describe_argument("k", "n", 2**64)
+    for value in (2**64, -2**63 - 1):  # also an OverflowError, as Triton raises
+        with pytest.raises(OverflowError, match=f"argument 'n' = {value} does not fit in 64 bits"):
+            describe_argument("k", "n", value)
+    for value in (2**64 - 1, -2**63):
+        describe_argument("k", "n", value)
     with pytest.raises(LaunchError, match="kernel 'k': argument 'p' is an array of complex64"):
         describe_argument("k", "p", np.zeros(2, np.complex64))
     with pytest.raises(LaunchError, match="argument 'p' has NumPy type complex128"):

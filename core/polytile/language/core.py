@@ -347,6 +347,23 @@ NUMPY_TO_DTYPE = {"bool": int1, "int8": int8, "int16": int16, "int32": int32, "i
 # tensor
 
 
+
+class Shape(tuple):
+    """A tensor's shape: a tuple of ints that also equals the list of the same ints, as
+    Triton's shapes (lists) do, so that ``pl.static_assert(t.shape == [1, N])`` holds
+    where Triton's does."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return tuple.__eq__(self, tuple(other) if isinstance(other, list) else other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
+
+
 class tensor:
     """A run-time value inside a kernel: a scalar or a tile, wrapping one IR value.
 
@@ -378,8 +395,8 @@ class tensor:
         return dtype_of(self.handle.type)
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        return t.shape_of(self.handle.type)
+    def shape(self) -> Shape:
+        return Shape(t.shape_of(self.handle.type))
 
     @property
     def numel(self) -> int:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Hashable
 
 import numpy as np
 
-from ..errors import LaunchError
+from ..errors import ArgumentOverflowError, LaunchError
 from ..ir import types as t
 from ..language import core as lc
 from .args import as_writable_array, dlpack_element_and_address, is_torch_tensor, numpy_address
@@ -192,7 +192,7 @@ def _ndarray_kind() -> ArgumentKind:
         return x.dtype, None
 
     return ArgumentKind("numpy array", probe, plain, _describe_array(_numpy_name, "NumPy array"),
-                        inline=("", f"({{x}}.dtype, not {{p}}memory[(id({{x}}) + {offset}) >> 3] & 15)",
+                        inline=("", f"({{x}}.dtype, not {{p}}memory[({{p}}id({{x}}) + {offset}) >> 3] & 15)",
                                 "({x}.dtype, None)"),
                         names={"memory": memory})
 
@@ -365,7 +365,8 @@ def describe_argument(kernel: str, name: str, value: Any, specialize: bool = Tru
             "(or torch tensors, objects with __cuda_array_interface__, __array_interface__ or DLPack), Python "
             "numbers and bools (or constexpr parameters)")
     if isinstance(value, int) and not isinstance(value, bool) and isinstance(_int_plain(value), Unkeyed):
-        raise error(f"= {value} does not fit in 64 bits")
+        raise ArgumentOverflowError(f"kernel '{kernel}': argument '{name}' = {value} does not fit in 64 bits "
+                                    "(integers pass as i32, i64 or u64)")
     if is_torch_tensor(value) and kind.name == "array view":
         as_writable_array(kernel, name, value, _launch_error)  # raises what is wrong with it
     piece = kind.probe(value) if specialize else kind.plain(value)
@@ -543,6 +544,8 @@ def make_entry(kernel: str, signature: Any, constexprs: set[str], plain: frozens
         f"{p}M": MISSING, f"{p}get": PROBES.get, f"{p}new": probe_new, f"{p}pget": PLAIN_PROBES.get,
         f"{p}pnew": plain_new, f"{p}cx": constexpr_piece, f"{p}optkey": option_key, f"{p}hot": hot,
         f"{p}miss": miss, f"{p}fail": fail, f"{p}grid3": grid3, f"{p}tuple": tuple,
+        # Builtins under the prefix too: a parameter may be named ``type``, ``len``...
+        f"{p}type": type, f"{p}int": int, f"{p}len": len, f"{p}callable": callable, f"{p}id": id,
     }
     params = [f"{p}grid"]
     required = []
@@ -564,10 +567,10 @@ def make_entry(kernel: str, signature: Any, constexprs: set[str], plain: frozens
         if param.kind is param.POSITIONAL_ONLY:
             last_positional_only = len(params)
         if name in constexprs:
-            pieces.append(f"{name} if type({name}) is int else {p}cx({name})")
+            pieces.append(f"{name} if {p}type({name}) is {p}int else {p}cx({name})")
         else:
-            generic = f"{p}pget(type({name}), {p}pnew)({name})" if name in plain else \
-                f"{p}get(type({name}), {p}new)({name})"
+            generic = f"{p}pget({p}type({name}), {p}pnew)({name})" if name in plain else \
+                f"{p}get({p}type({name}), {p}new)({name})"
             kind = _KINDS.get((seen or {}).get(name))  # type: ignore[arg-type]
             if kind is not None and kind.inline is not None:
                 condition, specialized, unspecialized = kind.inline
@@ -575,7 +578,7 @@ def make_entry(kernel: str, signature: Any, constexprs: set[str], plain: frozens
                 for key, value in kind.names.items():
                     namespace[p + key] = value
                 expression = (unspecialized if name in plain else specialized).format(x=name, p=p)
-                probes += [f"    if type({name}) is {p}t{index}{condition.format(x=name, p=p)}:",
+                probes += [f"    if {p}type({name}) is {p}t{index}{condition.format(x=name, p=p)}:",
                            f"        {p}p{index} = {expression}",
                            "    else:",
                            f"        {p}p{index} = {generic}"]
@@ -604,12 +607,12 @@ def make_entry(kernel: str, signature: Any, constexprs: set[str], plain: frozens
         f"    {p}k = {p}hot.get({p}key)",
         f"    if {p}k is None or ({p}k.guard is not None and not {p}k.guard()):",
         f"        {p}k, {p}values = {p}miss({p}key, ({every}), {p}opts)",
-        f"    if type({p}grid) is {p}tuple and len({p}grid) == 1:",
+        f"    if {p}type({p}grid) is {p}tuple and {p}len({p}grid) == 1:",
         f"        {p}g = {p}grid[0]",
-        f"        if type({p}g) is int and 0 <= {p}g <= {MAX_GRID[0]}:",
+        f"        if {p}type({p}g) is {p}int and 0 <= {p}g <= {MAX_GRID[0]}:",
         f"            {p}k.launcher(({p}g, 1, 1), {p}values)",
         f"            return {p}k",
-        f"    elif callable({p}grid):",
+        f"    elif {p}callable({p}grid):",
         f"        {p}grid = {p}grid({{**{p}k.grid_defaults, **{p}opts, {meta}}})",
         f"    {p}k.launcher({p}grid3({p}grid), {p}values)",
         f"    return {p}k",
@@ -631,7 +634,7 @@ def make_namer(kernel: str, signature: Any, error: Callable[[str], Exception]) -
     while any(name.startswith(prefix) for name in names):
         prefix = "_" + prefix
     p = prefix
-    namespace: dict[str, Any] = {f"{p}M": MISSING, f"{p}error": error}
+    namespace: dict[str, Any] = {f"{p}M": MISSING, f"{p}error": error, f"{p}len": len}
     params = []
     star_done = False
     last_positional_only = None
@@ -655,7 +658,7 @@ def make_namer(kernel: str, signature: Any, error: Callable[[str], Exception]) -
     source = (
         f"def named({', '.join(params)}):\n"
         f"    if {p}more:\n"
-        f"        raise {p}error({kernel!r}, len({p}more))\n"
+        f"        raise {p}error({kernel!r}, {p}len({p}more))\n"
         f"    {p}named = {{k: v for k, v in {{{entries}}}.items() if v is not {p}M}}\n"
         f"    if {p}extra:\n"
         f"        {p}named.update({p}extra)\n"
