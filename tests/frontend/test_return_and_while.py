@@ -56,6 +56,53 @@ def test_helper_returning_on_some_paths_of_a_nested_if(v, w, expected):
     assert out[0] == expected
 
 
+@pt.jit
+def return_under_a_static_if(o, e, MODE: pl.constexpr):
+    # Triton's test_if_return: the run-time if that returns sits in a compile-time if; the
+    # store after the compile-time if must run on the paths that did not return (it was
+    # dropped: a silent wrong result on every target).
+    if MODE == "dynamic":
+        if pl.load(e):
+            pl.store(o, 0)
+            return
+    else:
+        pl.store(o + 1, 5)
+    pl.store(o, 1)
+
+
+@pt.jit
+def value_under_a_static_if(v, CHECK: pl.constexpr):
+    if CHECK:
+        if v > 3:
+            return 10
+    return v + 1
+
+
+@pt.jit
+def calls_value_under_a_static_if(o, v, CHECK: pl.constexpr):
+    pl.store(o, value_under_a_static_if(v, CHECK))
+
+
+@pytest.mark.parametrize("exit_early, expected", [(1, [0, 0]), (0, [1, 0])])
+def test_code_after_a_static_if_runs_where_a_run_time_if_inside_did_not_return(exit_early, expected):
+    out = np.zeros(2, np.int32)
+    return_under_a_static_if[(1,)](out, np.array([exit_early], np.int32), "dynamic", target="interp")
+    assert out.tolist() == expected
+    # In the IR the store after the ifs is on the path that did not return (any target).
+    text = str(return_under_a_static_if.lower(out, np.zeros(1, np.int32), "dynamic"))
+    assert text.count("tile.store") == 2 and text.index("scf.if") < text.rindex("tile.store")
+    out = np.zeros(2, np.int32)
+    return_under_a_static_if[(1,)](out, np.array([exit_early], np.int32), "static", target="interp")
+    assert out.tolist() == [1, 5]
+
+
+@pytest.mark.parametrize("v, check, expected", [(5, True, 10), (2, True, 3), (5, False, 6)])
+def test_a_helper_returning_under_a_static_if(v, check, expected):
+    out = np.zeros(1, np.int32)
+    calls_value_under_a_static_if[(1,)](out, v, check, target="interp")
+    assert out[0] == expected
+
+
 def test_a_while_condition_runs_as_often_as_written():
     # Evaluating the condition once more before the loop would take the lock and spin forever.
     lock, count = np.zeros(1, np.int32), np.zeros(1, np.int32)

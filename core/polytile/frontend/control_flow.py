@@ -47,7 +47,14 @@ class ControlFlowGen:
         """Returns True when it generated ``rest`` (the statements after it) itself."""
         cond = lc.unwrap(self.visit(node.test))
         if not _is_tensor(cond):
-            self.visit_stmts(node.body if cond else node.orelse)
+            chosen = node.body if cond else node.orelse
+            if rest and _may_return(chosen):
+                # A run-time if in the chosen branch may return: it must generate the
+                # statements after this if on its paths that do not (see below), so they
+                # go along with the branch.
+                self.visit_stmts(chosen + rest)
+                return True
+            self.visit_stmts(chosen)
             return False
         cond = self.condition(cond, node.test, "an 'if'")
         rest = rest or []
