@@ -170,3 +170,27 @@ def test_numbers_answer_tensor_attributes():
     out = np.zeros(4, np.int64)
     numbers_as_tensors_kernel[(1,)](out, 2 ** 35, 2 ** 35 + 3, B=4)
     assert out.tolist() == [3 * 2 ** 35 + 3 + 1] * 4
+
+
+@jit
+def isinstance_of_run_time_values(x_ptr, out_ptr):
+    offs = pl.arange(0, 2)
+    low, high = pl.split(pl.load(x_ptr + offs))
+    pl.static_assert(isinstance(low, pl.tensor) and not isinstance(low, pl.dtype))
+    pl.static_assert(low.shape == [] and isinstance(low.dtype, pl.dtype))
+    pl.store(out_ptr, high - low)
+
+
+def test_isinstance_of_a_run_time_value_is_known_while_compiling():
+    # What a value is does not depend on its run-time contents (Triton's test_split_to_scalar).
+    out = np.zeros(1, np.int32)
+    isinstance_of_run_time_values[(1,)](np.array([3, 10], np.int32), out, target="interp")
+    assert out[0] == 7
+
+    @jit
+    def class_at_run_time(x_ptr):
+        x = pl.load(x_ptr)
+        pl.static_assert(isinstance(x, x))
+
+    with pytest.raises(CompilationError, match=r"Python's isinstance\(\) works on compile-time values only"):
+        class_at_run_time[(1,)](np.zeros(1, np.int32), target="interp")

@@ -125,6 +125,10 @@ class CallGen:
         kernel_meaning = next((meaning for f, meaning in _PYTHON_CALLS if f is fn), None)
         if kernel_meaning is not None and (run_time or fn is _py.print):
             return kernel_meaning(self, node, plain, plain_kwargs)
+        if fn is _py.isinstance and len(plain) == 2 and not plain_kwargs and not _is_tensor(plain[1]):
+            # What a value is, is known while compiling, a run-time value's too
+            # (``isinstance(z, pl.tensor)``, as Triton allows).
+            return isinstance(plain[0], plain[1])
         if fn is _py.range or _one_of(fn, _PY_BUILTINS.values()):
             if run_time:
                 raise self.error(node, f"Python's {fn.__name__}() works on compile-time values only")
