@@ -10,7 +10,8 @@ from typing import ClassVar
 import pytest
 
 from polytile.errors import PolytileError
-from polytile.llvm_codegen import EmitFromLLVM, link_library, llvm, optimized_module, target_machine
+from polytile.llvm_codegen import (EmitFromLLVM, allow_contraction, link_library, llvm, optimized_module,
+                                   target_machine)
 from polytile.passes.pass_base import PassContext
 
 KERNEL = """
@@ -83,3 +84,23 @@ def test_the_emit_pass_without_llvm_ir_says_where_it_belongs():
     with pytest.raises(PolytileError, match="^emit-text needs the LLVM IR that lower-to-llvm makes; put it after "
                                             "lower-to-llvm$"):
         EmitText().run(None, PassContext())
+
+
+def test_allow_contraction_marks_instructions_and_leaves_string_constants_alone():
+    # A device_assert message may read like an instruction; marking it would change the
+    # string's length and LLVM would refuse the module.
+    text = '''@"msg" = private constant [11 x i8] c"y = fmul x\\00"
+
+define float @k(float %a, float %"b c") {
+  %".2" = fmul float %a, %"b c"
+  %d = fadd float %".2", %a
+  %e = fsub float %d, %a
+  %f = fdiv float %e, %a
+  ret float %f
+}
+'''
+    marked = allow_contraction(text)
+    assert 'c"y = fmul x\\00"' in marked
+    assert '%".2" = fmul contract float' in marked and "%d = fadd contract float" in marked
+    assert "%e = fsub contract float" in marked and "%f = fdiv float" in marked
+    llvm().parse_assembly(marked).verify()

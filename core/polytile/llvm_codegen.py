@@ -86,8 +86,10 @@ def optimized_module(llvm_ir: str, triple: str, cpu: str, features: str = "",
     return module, machine
 
 
-#: A float add, subtract or multiply in llvmlite's printed IR (``%"x" = fmul float ...``).
-_FLOAT_ARITHMETIC = re.compile(r"= (fadd|fsub|fmul) ")
+#: A float add, subtract or multiply in llvmlite's printed IR (``  %"x" = fmul float ...``):
+#: an instruction line, so that the words in a string constant (a ``device_assert``
+#: message) are left alone.
+_FLOAT_ARITHMETIC = re.compile(r'^(\s+%(?:"[^"\n]*"|[-\w.$]+) = )(fadd|fsub|fmul) ', re.MULTILINE)
 
 
 def allow_contraction(llvm_ir: str) -> str:
@@ -95,7 +97,7 @@ def allow_contraction(llvm_ir: str) -> str:
     LLVM may fuse ``a * b + c`` into one fused multiply-add (NVPTX: ``fma.rn``, and the
     rest printed without ``.rn``, whose explicit rounding forbids ptxas to fuse; AMDGPU:
     ``v_fma``/``v_fmac``): the option ``enable_fp_fusion``, Triton's default."""
-    return _FLOAT_ARITHMETIC.sub(r"= \1 contract ", llvm_ir)
+    return _FLOAT_ARITHMETIC.sub(r"\1\2 contract ", llvm_ir)
 
 
 class EmitFromLLVM(Pass):
@@ -122,4 +124,4 @@ class EmitFromLLVM(Pass):
         raise NotImplementedError
 
 
-__all__ = ["EmitFromLLVM", "link_library", "llvm", "optimize", "optimized_module", "target_machine"]
+__all__ = ["EmitFromLLVM", "allow_contraction", "link_library", "llvm", "optimize", "optimized_module", "target_machine"]
