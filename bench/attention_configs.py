@@ -83,10 +83,11 @@ def run(batch: int = 4, heads: int = 32, seq_len: int = 4096, head_dims: tuple[i
                             error = (out.float() - expected).abs().max().item()
                         except Exception as failure:  # noqa: BLE001 (reported in the table, the sweep goes on)
                             # Such as a configuration that needs more shared memory than the GPU has.
-                            notes[key] = f"{tool}: {type(failure).__name__}: {str(failure).splitlines()[0][:120]}"
+                            notes.setdefault(key, []).append(
+                                f"{tool}: {type(failure).__name__}: {str(failure).splitlines()[0][:120]}")
                             continue
                         if not error <= 2e-2:
-                            notes[key] = f"{tool}: wrong result (max error {error:.3g})"
+                            notes.setdefault(key, []).append(f"{tool}: wrong result (max error {error:.3g})")
                             continue
                         launches[key + (tool,)] = launch
     times: dict = {key: [] for key in launches}
@@ -100,7 +101,8 @@ def run(batch: int = 4, heads: int = 32, seq_len: int = 4096, head_dims: tuple[i
         flops = 4 * batch * heads * seq_len * seq_len * head_dim / (2 if causal else 1)
         rate = {tool: flops / statistics.median(times[key + (tool,)]) / 1e9 if key + (tool,) in times else None
                 for tool in ("polytile", "triton")}
-        result.append(Row(head_dim, kernel, causal, config, rate["polytile"], rate["triton"], notes.get(key, "")))
+        result.append(Row(head_dim, kernel, causal, config, rate["polytile"], rate["triton"],
+                          "; ".join(notes.get(key, ()))))
     return result
 
 
@@ -150,6 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as file:
             json.dump([asdict(row) for row in rows], file, indent=1)
+    return exit_status(rows)
+
+
+def exit_status(rows: list[Row]) -> int:
+    """1 where either tool gave a wrong result in some row (whatever else its note says), else 0."""
     return 1 if any("wrong result" in row.note for row in rows) else 0
 
 

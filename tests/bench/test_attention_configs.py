@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.attention_configs import CONFIGS, KERNELS, Row, format_rows, main
+from bench.attention_configs import CONFIGS, KERNELS, Row, exit_status, format_rows, main
 
 
 def test_table_gives_ratios_notes_and_each_tools_fastest_configuration():
@@ -32,3 +32,12 @@ def test_every_head_dim_has_configs_and_the_cli_refuses_unknown_kernels(capsys):
         main(["--kernels", "nope"])
     assert exit_.value.code == 2
     assert "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+def test_a_wrong_result_fails_the_run_even_when_the_other_tool_failed_too():
+    # Both tools' notes are kept: Triton's failure at a configuration must not hide
+    # polytile's wrong result there.
+    row = Row(128, "descriptor", False, (128, 128, 8, 3), None, None,
+              "polytile: wrong result (max error 0.5); triton: OutOfResources: out of shared memory")
+    assert exit_status([row]) == 1 and "wrong result" in format_rows([row])
+    assert exit_status([Row(64, "pointer", True, (128, 64, 4, 3), 300.0, None, "triton: OutOfResources")]) == 0

@@ -194,3 +194,21 @@ def test_isinstance_of_a_run_time_value_is_known_while_compiling():
 
     with pytest.raises(CompilationError, match=r"Python's isinstance\(\) works on compile-time values only"):
         class_at_run_time[(1,)](np.zeros(1, np.int32), target="interp")
+
+
+@jit
+def shapes_as_lists(x_ptr, out_ptr, M: pl.constexpr, N: pl.constexpr):
+    rows = pl.arange(0, M)[:, None] * N + pl.arange(0, N)[None, :]
+    x = pl.load(x_ptr + rows)
+    pl.static_assert(x.shape == [M, N] and x.shape == (M, N) and x.shape != [N, M])
+    pl.static_assert(x.shape[1:] == [N] and x.shape[:1] == [M] and pl.sum(x).shape == [])
+    y = pl.reshape(pl.reshape(x, x.shape + [1]), [1] + x.shape[1:] + x.shape[:1])
+    pl.store(out_ptr + rows, pl.reshape(y, x.shape))
+
+
+def test_a_shape_behaves_as_the_list_triton_gives():
+    # Triton's shapes are lists: compared with lists, sliced, extended with lists.
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    out = np.zeros_like(x)
+    shapes_as_lists[(1,)](x, out, M=4, N=8, target="interp")
+    assert (out == x).all()

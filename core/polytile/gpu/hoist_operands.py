@@ -110,8 +110,10 @@ def _hoist(loop: Any, dot: Any, index: int, reads_in_place: Any, stored: dict, o
 
 def _read_slot_in_place(loop: Any, dot: Any, index: int, reads_in_place: Any, order: dict) -> bool:
     """Where operand ``index`` of ``dot`` is a whole ring slot's load from before ``loop``,
-    the unit reads that slot in place and no op writes the ring after the load's program
-    point but before the loop ends: read the slot in the loop (see the module docstring)."""
+    the unit reads that slot in place and no op but reads uses the ring after the load in
+    program order (stricter than needed: a write after the loop would do no harm), read the
+    slot in the loop (see the module docstring).  Rings are never yielded or passed as
+    block arguments, so the ring value's users are all its uses."""
     from .lowering.async_copy import slot_layout
 
     value = dot.operands[index]
@@ -132,6 +134,8 @@ def _read_slot_in_place(loop: Any, dot: Any, index: int, reads_in_place: Any, or
             return False
     read = Builder.before(dot, dot.location).create(LocalLoadSlotOp, ring, load.slot, result_types=[value.type])
     dot.set_operand(index, read.result)
+    if not load.result.has_uses:
+        load.erase()  # not pure (it reads memory), so dce would keep it; insert-barriers would count it
     return True
 
 

@@ -349,9 +349,10 @@ NUMPY_TO_DTYPE = {"bool": int1, "int8": int8, "int16": int16, "int32": int32, "i
 
 
 class Shape(tuple):
-    """A tensor's shape: a tuple of ints that also equals the list of the same ints, as
-    Triton's shapes (lists) do, so that ``pl.static_assert(t.shape == [1, N])`` holds
-    where Triton's does."""
+    """A tensor's shape: a tuple of ints that also behaves as the list of the same ints
+    Triton's shapes are: it equals that list (``pl.static_assert(t.shape == [1, N])``),
+    its slices are shapes too (``t.shape[1:] == [N]``), and a list or tuple added on
+    either side gives a shape (``t.shape + [1]``, ``[1] + t.shape``)."""
 
     __slots__ = ()
 
@@ -362,6 +363,20 @@ class Shape(tuple):
         return not self == other
 
     __hash__ = tuple.__hash__
+
+    def __getitem__(self, index: Any) -> Any:
+        item = tuple.__getitem__(self, index)
+        return Shape(item) if isinstance(index, slice) else item
+
+    def __add__(self, other: Any) -> Any:
+        if isinstance(other, (list, tuple)):
+            return Shape(tuple(self) + tuple(other))
+        return NotImplemented
+
+    def __radd__(self, other: Any) -> Any:
+        if isinstance(other, (list, tuple)):
+            return Shape(tuple(other) + tuple(self))
+        return NotImplemented
 
 
 class tensor:
