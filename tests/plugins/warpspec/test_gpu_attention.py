@@ -25,26 +25,33 @@ def _assert_split(compiled):
     assert [entry["specialised"] for entry in entries] == [True], entries
 
 
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("shape, block_m, warps", [((1, 2, 256, 64), 64, 4), ((2, 2, 384, 128), 128, 8),
-                                                   ((1, 1, 1024, 128), 128, 8), ((1, 3, 200, 64), 64, 4),
-                                                   ((2, 1, 300, 128), 128, 8)])
-def test_specialised_attention_matches_torch(hopper, causal, shape, block_m, warps):
-    batch, heads, seq_len, head_dim = shape  # seq_len 200: the last query and key blocks partial
+def _specialised_attention_matches_torch(shape, seed, causal, block_m, block_n, warps, stages, **meta):
+    """Runs the warp-specialised descriptor attention on torch data of ``shape`` (batch,
+    heads, seq_len, head_dim) and checks it split the loop and matches SDPA."""
+    batch, heads, seq_len, head_dim = shape
     polytile.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
-    torch.manual_seed(3)
+    torch.manual_seed(seed)
     q, k, v = (torch.randn(batch, heads, seq_len, head_dim, device="cuda", dtype=torch.float16) for _ in range(3))
     rows = batch * heads * seq_len
     out = torch.empty(rows, head_dim, device="cuda", dtype=torch.float16)
     grid = ((seq_len + block_m - 1) // block_m, batch * heads)
     compiled = attention_descriptors[grid](q.reshape(rows, head_dim), k.reshape(rows, head_dim),
                                            v.reshape(rows, head_dim), out, 1.0 / math.sqrt(head_dim), rows, seq_len,
-                                           HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=64, CAUSAL=causal, WS=True,
-                                           num_warps=warps, num_stages=3)
+                                           HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, WS=True,
+                                           num_warps=warps, num_stages=stages, **meta)
     torch.cuda.synchronize()
     _assert_split(compiled)
     expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     torch.testing.assert_close(out.reshape(batch, heads, seq_len, head_dim).float(), expected, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape, block_m, warps", [((1, 2, 256, 64), 64, 4), ((2, 2, 384, 128), 128, 8),
+                                                   ((1, 1, 1024, 128), 128, 8), ((1, 3, 200, 64), 64, 4),
+                                                   ((2, 1, 300, 128), 128, 8)])
+def test_specialised_attention_matches_torch(hopper, causal, shape, block_m, warps):
+    # seq_len 200: the last query and key blocks partial
+    _specialised_attention_matches_torch(shape, 3, causal, block_m, 64, warps, 3)
 
 
 @pytest.mark.parametrize("q_pointers, block_n, stages", [(False, 128, 3), (True, 64, 3), (True, 128, 2)],
@@ -54,20 +61,7 @@ def test_specialised_attention_wide_key_blocks_and_q_read_where_it_lies(hopper, 
     # Q through its descriptor is read by wgmma in its own ring slot (which lets 128 x 128
     # blocks take three stages); Q through pointers is stored in shared memory by the
     # consumers first.  seq_len 448: partial key blocks at 128.
-    batch, heads, seq_len, head_dim = 1, 2, 448, 128
-    polytile.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
-    torch.manual_seed(7)
-    q, k, v = (torch.randn(batch, heads, seq_len, head_dim, device="cuda", dtype=torch.float16) for _ in range(3))
-    rows = batch * heads * seq_len
-    out = torch.empty(rows, head_dim, device="cuda", dtype=torch.float16)
-    compiled = attention_descriptors[((seq_len + 127) // 128, batch * heads)](
-        q.reshape(rows, head_dim), k.reshape(rows, head_dim), v.reshape(rows, head_dim), out,
-        1.0 / math.sqrt(head_dim), rows, seq_len, HEAD_DIM=head_dim, BLOCK_M=128, BLOCK_N=block_n, CAUSAL=causal,
-        WS=True, Q_POINTERS=q_pointers, num_warps=8, num_stages=stages)
-    torch.cuda.synchronize()
-    _assert_split(compiled)
-    expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
-    torch.testing.assert_close(out.reshape(batch, heads, seq_len, head_dim).float(), expected, atol=2e-2, rtol=2e-2)
+    _specialised_attention_matches_torch((1, 2, 448, 128), 7, causal, 128, block_n, 8, stages, Q_POINTERS=q_pointers)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
@@ -77,18 +71,5 @@ def test_pingpong_attention_matches_torch(hopper, causal):
 
     # seq_len 320: a specialization no other test compiles (the setting is in the disk
     # cache's key; a specialization this process compiled before would be reused).
-    batch, heads, seq_len, head_dim = 1, 2, 320, 128
-    polytile.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
-    torch.manual_seed(5)
-    q, k, v = (torch.randn(batch, heads, seq_len, head_dim, device="cuda", dtype=torch.float16) for _ in range(3))
-    rows = batch * heads * seq_len
-    out = torch.empty(rows, head_dim, device="cuda", dtype=torch.float16)
     with config.override(warpspec_pingpong=True):
-        compiled = attention_descriptors[((seq_len + 127) // 128, batch * heads)](
-            q.reshape(rows, head_dim), k.reshape(rows, head_dim), v.reshape(rows, head_dim), out,
-            1.0 / math.sqrt(head_dim), rows, seq_len, HEAD_DIM=head_dim, BLOCK_M=128, BLOCK_N=64, CAUSAL=causal,
-            WS=True, num_warps=8, num_stages=3)
-    torch.cuda.synchronize()
-    _assert_split(compiled)
-    expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
-    torch.testing.assert_close(out.reshape(batch, heads, seq_len, head_dim).float(), expected, atol=2e-2, rtol=2e-2)
+        _specialised_attention_matches_torch((1, 2, 320, 128), 5, causal, 128, 64, 8, 3)
