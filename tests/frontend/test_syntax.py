@@ -212,3 +212,14 @@ def test_a_shape_behaves_as_the_list_triton_gives():
     out = np.zeros_like(x)
     shapes_as_lists[(1,)](x, out, M=4, N=8, target="interp")
     assert (out == x).all()
+
+
+def test_indexing_a_tensor_with_a_number_is_an_error_in_tritons_words():
+    @jit
+    def index_with_a_number(x_ptr):
+        x = pl.load(x_ptr + pl.arange(0, 4))
+        pl.store(x_ptr, x[0])
+
+    with pytest.raises(CompilationError, match=r"unsupported tensor index: tensors can be indexed only with None and "
+                                               r"':' \(to add or keep dimensions\), got"):
+        index_with_a_number[(1,)](np.zeros(4, np.float32), target="interp")

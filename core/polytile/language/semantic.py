@@ -477,8 +477,8 @@ def subscript(x: tensor, index: Any) -> tensor:
         elif isinstance(item, slice) and item == slice(None):
             axis += 1
         else:
-            raise semantic_error(f"tensors can be indexed only with None and ':' (to add or keep dimensions), "
-                                 f"got {_describe(item)}")
+            raise semantic_error(f"unsupported tensor index: tensors can be indexed only with None and ':' (to "
+                                 f"add or keep dimensions), got {_describe(item)}")
     return x
 
 
