@@ -6,9 +6,6 @@ sm_80), without a GPU (tests/language/test_dot_scaled.py runs them on devices)."
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
@@ -17,14 +14,12 @@ import polytile.language as pl
 from polytile import reinterpret
 from polytile.compiler import compile_module
 
+from .language_tests import language_tests
 from .llvm_cta import run_kernel
 
 pytest.importorskip("polytile_nvidia")
 
-_PATH = pathlib.Path(__file__).parents[1] / "language" / "test_dot_scaled.py"
-_SPEC = importlib.util.spec_from_file_location("_simulated_test_dot_scaled", _PATH)
-test_dot_scaled = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(test_dot_scaled)
+test_dot_scaled = language_tests("test_dot_scaled")
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])

@@ -5,9 +5,6 @@ run on the CTA simulator against the interpreter's emulation, bit for bit
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
@@ -16,14 +13,12 @@ from polytile import reinterpret
 from polytile.compiler import compile_module
 from polytile.dialects.emulated_floats import EMULATED_FLOATS
 
+from .language_tests import language_tests
 from .llvm_cta import run_kernel
 
 pytest.importorskip("polytile_nvidia")
 
-_PATH = pathlib.Path(__file__).parents[1] / "language" / "test_dtypes.py"
-_SPEC = importlib.util.spec_from_file_location("_simulated_test_dtypes", _PATH)
-test_dtypes = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(test_dtypes)
+test_dtypes = language_tests("test_dtypes")
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])

@@ -11,8 +11,6 @@ tests take a barrier out of a kernel, or shared memory away from it, and expect 
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 import re
 
 import numpy as np
@@ -21,22 +19,14 @@ import pytest
 import polytile.language as pl
 from polytile.compiler import compile_module
 
+from .language_tests import language_tests
 from .llvm_cta import SimulationError, run_kernel
 
 pytest.importorskip("polytile_nvidia")
 
 
-def _language_tests(name: str):
-    """A module of tests/language (not a package), loaded under a name of its own."""
-    path = pathlib.Path(__file__).parents[1] / "language" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_simulated_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-test_dot = _language_tests("test_dot")
-test_builtins = _language_tests("test_builtins")
+test_dot = language_tests("test_dot")
+test_builtins = language_tests("test_builtins")
 
 NUM_WARPS = 4
 

@@ -4,22 +4,17 @@ shared memory, without a GPU (tests/language/test_sorting.py runs them on device
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
 from polytile.compiler import compile_module
 
+from .language_tests import language_tests
 from .llvm_cta import run_kernel
 
 pytest.importorskip("polytile_nvidia")
 
-_PATH = pathlib.Path(__file__).parents[1] / "language" / "test_sorting.py"
-_SPEC = importlib.util.spec_from_file_location("_simulated_test_sorting", _PATH)
-test_sorting = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(test_sorting)
+test_sorting = language_tests("test_sorting")
 
 
 @pytest.mark.parametrize("dtype, shape, k, dim, descending", [
