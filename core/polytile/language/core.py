@@ -347,7 +347,6 @@ NUMPY_TO_DTYPE = {"bool": int1, "int8": int8, "int16": int16, "int32": int32, "i
 # tensor
 
 
-
 class Shape(tuple):
     """A tensor's shape: a tuple of ints that also behaves as the list of the same ints
     Triton's shapes are: it equals that list (``pl.static_assert(t.shape == [1, N])``),
