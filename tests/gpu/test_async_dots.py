@@ -151,3 +151,56 @@ def test_the_copies_wait_for_every_warp_group_after_the_dot_wait():
     body = ops[ops.index("scf.for") + 1:ops.index("scf.yield")]
     assert body == ["gpu.async_wait", "gpu.barrier", "gpu.local_load_slot", "gpu.local_load_slot", "tile.dot",
                     "gpu.dot_wait", "gpu.barrier", "gpu.async_copy", "gpu.async_copy", "gpu.async_commit_group"]
+
+
+# FlashAttention-3's order: the scores of this iteration and the previous iteration's
+# P @ V issued together; the softmax (here a multiply) reads the scores while the second
+# dot runs, and the rescale reads the second's result. No dot crosses iterations.
+OVERLAPPED = """
+func.func @k(%n: i32, %alpha: tile<64x64xf32, {W}>) -> tile<64x64xf32, {W}> attributes {kernel = true} {
+  %zero = arith.constant {value = 0.0} : tile<64x64xf32, {W}>
+  %c0 = arith.constant {value = 0} : i32
+  %c1 = arith.constant {value = 1} : i32
+  %ra = gpu.local_alloc : !gpu.buffer<3x64x16xf16, {SA}>
+  %rb = gpu.local_alloc : !gpu.buffer<3x16x64xf16, {SB}>
+  %sum, %r = scf.for %c0, %n, %c1, %zero, %c0 : tile<64x64xf32, {W}>, i32 {
+  ^bb0(%i: i32, %acc: tile<64x64xf32, {W}>, %read: i32):
+    %a = gpu.local_load_slot %ra, %read : tile<64x16xf16, {BA}>
+    %b = gpu.local_load_slot %rb, %read : tile<16x64xf16, {BB}>
+    %s = tile.dot %a, %b, %zero : tile<64x64xf32, {W}>
+    %acc_1 = tile.dot %a, %b, %acc : tile<64x64xf32, {W}>
+    %p = arith.mulf %s, %alpha : tile<64x64xf32, {W}>
+    %acc_2 = arith.addf %acc_1, %p : tile<64x64xf32, {W}>
+    scf.yield %acc_2, %read
+  }
+  func.return %sum
+}
+"""
+
+
+def test_a_dot_issued_before_the_previous_ones_reader_overlaps_it():
+    out = run(OVERLAPPED, AsyncDots())
+    assert out[out.index("  %sum, %r = scf.for"):] == dedent("""
+      %sum, %r = scf.for %c0, %n, %c1, %zero, %c0 : tile<64x64xf32, {W}>, i32 {
+      ^bb0(%i: i32, %acc: tile<64x64xf32, {W}>, %read: i32):
+        %a = gpu.local_load_slot %ra, %read : tile<64x16xf16, {BA}>
+        %b = gpu.local_load_slot %rb, %read : tile<16x64xf16, {BB}>
+        %s = tile.dot %a, %b, %zero {gpu.async = true} : tile<64x64xf32, {W}>
+        %acc_1 = tile.dot %a, %b, %acc {gpu.async = true} : tile<64x64xf32, {W}>
+        %0 = gpu.dot_wait values(%s) buffers(%ra, %rb) {pending = 1} : tile<64x64xf32, {W}>
+        %p = arith.mulf %0, %alpha : tile<64x64xf32, {W}>
+        %1 = gpu.dot_wait values(%acc_1) buffers(%ra, %rb) {pending = 0} : tile<64x64xf32, {W}>
+        %acc_2 = arith.addf %1, %p : tile<64x64xf32, {W}>
+        scf.yield %acc_2, %read
+      }
+      func.return %sum
+    }
+    """)
+
+
+def test_dots_each_read_right_after_it_stay_synchronous():
+    # Nothing would run beside them: the pass leaves the loop alone.
+    text = OVERLAPPED.replace("""    %acc_1 = tile.dot %a, %b, %acc : tile<64x64xf32, {W}>
+    %p = arith.mulf %s, %alpha : tile<64x64xf32, {W}>""", """    %p = arith.mulf %s, %alpha : tile<64x64xf32, {W}>
+    %acc_1 = tile.dot %a, %b, %acc : tile<64x64xf32, {W}>""")
+    assert run(text, AsyncDots()) == run(text)

@@ -6,6 +6,13 @@ no toolkit library: a development machine with only a toolkit still compiles); t
 assembler in use enters the cache key.  A user who chose 'nvjitlink' gets an error when
 it cannot load, since they asked for it.
 
+nvJitLink compiles PTX as relocatable code (``ptxas -c``), and there ptxas ignores
+``setmaxnreg`` "to maintain compatibility across compilation units" (C7504): a
+warp-specialised kernel's consumers would keep the launch's register count and spill.
+So at 'auto' a kernel whose PTX reallocates registers goes through the ptxas executable
+(whole-program compilation) when one is found; without one, or with 'nvjitlink' chosen,
+it is linked anyway and a warning says what is lost and how to get it back.
+
 An assembler failure is a :class:`PTXAssemblyError` that names the kernel, gives the
 assembler's own messages, and quotes the PTX lines they point at.
 """
@@ -82,6 +89,8 @@ class Assembled:
 
     cubin: bytes
     log: str = ""
+    #: Which assembler made it: 'nvjitlink' or 'ptxas'.
+    assembler: str = ""
 
 
 def assemble_ptx(ptx: str, arch: str, *, kernel_name: str, options: Any = None,
@@ -94,8 +103,22 @@ def assemble_ptx(ptx: str, arch: str, *, kernel_name: str, options: Any = None,
     :class:`AssemblerUnavailableError` when no assembler can run.
     """
     flags = AssembleFlags.from_options(options)
-    name = select_assembler(assembler)
+    name = select_assembler(assembler, ptx=ptx, kernel_name=kernel_name)
     return ASSEMBLERS[name].assemble(ptx, arch, flags, kernel_name)
+
+
+#: PTX that ptxas honours only when it compiles the whole program: what, and the pattern.
+_WHOLE_PROGRAM_FEATURES = (("setmaxnreg (register reallocation between warp groups)",
+                            re.compile(r"^\s*setmaxnreg\.", re.MULTILINE)),)
+
+
+def whole_program_feature(ptx: str) -> str | None:
+    """What in ``ptx`` only whole-program compilation honours (relocatable compilation,
+    which nvJitLink does, drops it), or None."""
+    for what, pattern in _WHOLE_PROGRAM_FEATURES:
+        if pattern.search(ptx):
+            return what
+    return None
 
 
 def ptx_to_cubin(ptx: str, arch: str, *, kernel_name: str, options: Any = None, assembler: str | None = None) -> bytes:
@@ -115,8 +138,10 @@ def ptxas_report(ptx: str, arch: str, *, kernel_name: str, options: Any = None) 
         return ""
 
 
-def select_assembler(explicit: str | None = None) -> str:
-    """The assembler that will run: 'nvjitlink' or 'ptxas' (see the module docstring)."""
+def select_assembler(explicit: str | None = None, *, ptx: str | None = None, kernel_name: str = "") -> str:
+    """The assembler that will run: 'nvjitlink' or 'ptxas' (see the module docstring).
+    With ``ptx``, the one for that PTX: the ptxas executable at 'auto' where the PTX needs
+    whole-program compilation (:func:`whole_program_feature`) and ptxas is found."""
     choice = explicit if explicit is not None else config.get("nvidia_assembler")
     if choice not in ("auto", *ASSEMBLERS):
         raise ConfigError(f"unknown NVIDIA assembler {choice!r}; use 'auto', " + " or ".join(map(repr, ASSEMBLERS)))
@@ -124,6 +149,11 @@ def select_assembler(explicit: str | None = None) -> str:
         return "ptxas"
     problem = nvjitlink_problem()
     if problem is None:
+        feature = whole_program_feature(ptx) if ptx is not None else None
+        if feature is not None:
+            if choice == "auto" and whole_program_assembler() is not None:
+                return "ptxas"
+            _warn_relocatable(kernel_name, feature, chosen=choice != "auto")
         return "nvjitlink"
     if choice == "nvjitlink":
         where = "the assembler= argument" if explicit is not None else config.source_of("nvidia_assembler")
@@ -132,6 +162,33 @@ def select_assembler(explicit: str | None = None) -> str:
             "Install it (pip install nvidia-nvjitlink), or set nvidia_assembler to 'ptxas' "
             "(POLYTILE_NVIDIA_ASSEMBLER=ptxas) to run the ptxas executable instead")
     return "ptxas"
+
+
+def whole_program_assembler() -> str | None:
+    """The ptxas executable 'auto' runs for PTX that needs whole-program compilation, with
+    its version ("ptxas 13.0.88"), or None when none is found."""
+    try:
+        return f"ptxas {ptxas_version()}"
+    except (PolytileError, OSError):
+        return None
+
+
+_warned_relocatable: set = set()
+
+
+def _warn_relocatable(kernel_name: str, feature: str, *, chosen: bool) -> None:
+    import warnings
+
+    if kernel_name in _warned_relocatable:
+        return
+    _warned_relocatable.add(kernel_name)
+    why = ("nvidia_assembler is 'nvjitlink'" if chosen else
+           "no ptxas executable was found (the CUDA toolkit's, or pip install nvidia-cuda-nvcc)")
+    fix = ("set nvidia_assembler to 'auto' or 'ptxas'" if chosen else
+           "install ptxas, or set ptxas_path (POLYTILE_PTXAS) to one")
+    warnings.warn(f"kernel '{kernel_name}': its PTX uses {feature}, which nvJitLink's relocatable "
+                  f"compilation ignores (ptxas C7504), so its warp groups keep the launch's register count "
+                  f"and may spill; {why}. To compile it whole, {fix}.", RuntimeWarning, stacklevel=4)
 
 
 # -- nvJitLink -------------------------------------------------------------------------
@@ -193,7 +250,7 @@ class NvJitLinkAssembler:
                 raise PTXAssemblyError(kernel_name, arch, "nvJitLink", log, ptx) from None
             cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
             nvjitlink.get_linked_cubin(handle, cubin)
-            return Assembled(bytes(cubin), _nvjitlink_log(nvjitlink, handle, info=True))
+            return Assembled(bytes(cubin), _nvjitlink_log(nvjitlink, handle, info=True), self.name)
         finally:
             nvjitlink.destroy(handle)
 
@@ -272,8 +329,8 @@ class PtxasAssembler:
                 if not log.strip():
                     log = f"exit status {result.returncode}"
                 raise PTXAssemblyError(kernel_name, arch, f"ptxas ({ptxas})", log, ptx)
-            return Assembled(target.read_bytes(), (result.stdout + result.stderr).replace(str(source),
-                                                                                          f"{kernel_name}.ptx"))
+            log = (result.stdout + result.stderr).replace(str(source), f"{kernel_name}.ptx")
+            return Assembled(target.read_bytes(), log, self.name)
 
     def version(self) -> str:
         return ptxas_version()

@@ -622,6 +622,7 @@ class PtxToCubin(Pass):
                                      shared_bytes=int(context.artifacts.get("shared_bytes", 0)))
         if source is not None:
             resources["notes"].append(source)
+        resources["assembler"] = assembled.assembler
         context.artifacts[RESOURCES] = resources
         return PreservedAnalyses.all()
 

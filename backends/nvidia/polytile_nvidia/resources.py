@@ -30,6 +30,9 @@ _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) b
 _USED = re.compile(r"Used (\d+) registers")
 #: ptxas's remarks about speed: "ptxas info : (C7511) Potential Performance Loss: ...".
 _REMARK = re.compile(r"ptxas (?:info|warning)\s*:\s*(\(C\d+\) .*Performance.*)$", re.MULTILINE)
+#: The function a remark is about, where it names one ("... for the function 'k'"); a
+#: remark naming none ("'setmaxnreg' ignored ...", C7504) is about the whole module.
+_NAMED_FUNCTION = re.compile(r"function '([^']+)'")
 
 
 def assembler_report(log: str, kernel: str) -> dict[str, Any]:
@@ -62,7 +65,8 @@ def assembler_report(log: str, kernel: str) -> dict[str, Any]:
     if reported:
         found["spills"] = spills
         found.setdefault("stack_bytes", 0)
-    notes = [remark.strip() for remark in _REMARK.findall(log) if kernel in remark or "'" not in remark]
+    notes = [remark.strip() for remark in _REMARK.findall(log)
+             if all(name == kernel for name in _NAMED_FUNCTION.findall(remark))]
     if notes:
         found["notes"] = notes
     return found

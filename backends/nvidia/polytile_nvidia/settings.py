@@ -22,15 +22,16 @@ SETTINGS = (
     Setting(
         "ptxas_path", PATH, None, ("POLYTILE_PTXAS",), optional=True,
         recompiles=True,
-        doc="The ptxas executable used when nvidia_assembler is 'ptxas' (or 'auto' without nvJitLink). When unset, it "
-        "is looked for under cuda_home, in the nvidia-cuda-nvcc wheel, on PATH, then under /usr/local/cuda*.",
+        doc="The ptxas executable used when nvidia_assembler is 'ptxas', or 'auto' without nvJitLink or for a kernel "
+        "whose PTX needs whole-program compilation (setmaxnreg: warp specialization). When unset, it is looked for under cuda_home, in the nvidia-cuda-nvcc wheel, on PATH, then under /usr/local/cuda*.",
     ),
     Setting(
         "nvidia_assembler", Choice("auto", "nvjitlink", "ptxas"), "auto", ("POLYTILE_NVIDIA_ASSEMBLER",),
         recompiles=True,
         doc="How PTX becomes a cubin: 'auto' links in process with nvJitLink when libnvJitLink loads, else runs "
-        "ptxas; 'nvjitlink' requires nvJitLink (an error when it cannot load); 'ptxas' runs the ptxas executable "
-        "(see ptxas_path).",
+        "ptxas, and runs ptxas for PTX that reallocates registers (setmaxnreg, which nvJitLink's relocatable "
+        "compilation ignores) when one is found; 'nvjitlink' requires nvJitLink (an error when it cannot load); "
+        "'ptxas' runs the ptxas executable (see ptxas_path).",
     ),
     Setting(
         "nvidia_launch", Choice("auto", "native", "bindings"), "auto", ("POLYTILE_NVIDIA_LAUNCH",),

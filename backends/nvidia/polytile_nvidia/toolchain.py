@@ -39,6 +39,9 @@ def toolchain_versions() -> dict[str, str]:
     try:
         name = assemble.select_assembler()
         found = {"nvidia-assembler": f"{name} {assemble.ASSEMBLERS[name].version()}"}
+        if name == "nvjitlink" and config.get("nvidia_assembler") == "auto":
+            # What assembles a kernel whose PTX needs whole-program compilation.
+            found["nvidia-whole-program-assembler"] = assemble.whole_program_assembler() or "none"
     except (PolytileError, OSError, subprocess.SubprocessError) as exc:
         # Not remembered: the next process explains (or finds) the assembler afresh.
         return {"nvidia-assembler": f"unavailable ({type(exc).__name__})"}
@@ -47,6 +50,9 @@ def toolchain_versions() -> dict[str, str]:
     return found
 
 
+#: Changes whenever what the memo holds does, so that no process reads an older answer
+#: (2: the whole-program assembler joined the key).
+_MEMO_FORMAT = 2
 #: Distributions that can bring libnvJitLink or ptxas, or change how they are found.
 _TOOLCHAIN_DISTRIBUTION_PREFIXES = ("nvidia-", "cuda-")
 #: Environment variables cuda.pathfinder and the dynamic linker read to find libnvJitLink.
@@ -64,7 +70,7 @@ def _toolchain_fingerprint() -> str:
 
     from polytile.plugins.distributions import distributions
 
-    parts = [sys.executable, sys.prefix, *sys.path]
+    parts = [f"memo format {_MEMO_FORMAT}", sys.executable, sys.prefix, *sys.path]
     parts += [f"{name}={config.get(name)}" for name in ("nvidia_assembler", "cuda_home", "ptxas_path")]
     parts += [f"{name}={os.environ.get(name, '')}" for name in _TOOLCHAIN_ENVIRONMENT]
     parts += sorted(f"{d.name}=={d.version}" for d in distributions() if d.key.startswith(_TOOLCHAIN_DISTRIBUTION_PREFIXES))
@@ -99,7 +105,9 @@ def _read_memo(path: Path) -> dict[str, str] | None:
         found = json.loads(path.read_text("utf-8"))
     except (OSError, ValueError):
         return None
-    valid = isinstance(found, dict) and set(found) == {"nvidia-assembler"} and isinstance(found["nvidia-assembler"], str)
+    valid = (isinstance(found, dict) and "nvidia-assembler" in found
+             and set(found) <= {"nvidia-assembler", "nvidia-whole-program-assembler"}
+             and all(isinstance(value, str) for value in found.values()))
     return found if valid else None
 
 

@@ -147,16 +147,32 @@ def _plan(loop: Any, candidates: list) -> _Plan | None:
             uses_ok = all(order[_top(use.owner, body)] > order[first] for use in arg.uses)
         if uses_ok:
             carried[dot] = index
-    if not carried:
-        return None
-    dots = [d for d in candidates if d in carried or d in read]
     retired_in_body = set(read)
-    dots = [d for d in dots if not _a_in_registers(d) or _from_retired(d.a, retired_in_body, body)]
-    carried = {d: i for d, i in carried.items() if d in dots}
-    read = [d for d in read if d in dots]
-    if not carried or first not in dots:
-        return None
-    return _Plan(dots, carried, read)
+    carried = {d: i for d, i in carried.items()
+               if not _a_in_registers(d) or _from_retired(d.a, retired_in_body, body)}
+    if carried and first not in carried and first not in read:
+        carried = {}
+    dots = [d for d in candidates if d in carried or d in read]
+    if carried:
+        return _Plan(dots, carried, read)
+    # No dot crosses iterations in flight; the loop still overlaps where a dot the body
+    # reads has another issued between it and its first reader (FlashAttention-3's
+    # order: ``qk = q @ k_j`` and ``acc = p_prev @ v_prev`` issued together, the softmax
+    # of ``qk`` running while the second one does).
+    if any(_issued_before_read(dot, dots, order) for dot in read):
+        return _Plan(dots, {}, read)
+    return None
+
+
+def _first_reader(dot: Any, order: dict) -> Any:
+    body = dot.parent
+    return min((_top(use.owner, body) for use in dot.result.uses), key=order.__getitem__)
+
+
+def _issued_before_read(dot: Any, dots: list, order: dict) -> bool:
+    """Whether another of ``dots`` is issued between ``dot`` and its first reader."""
+    reader = _first_reader(dot, order)
+    return any(order[dot] < order[other] < order[reader] for other in dots)
 
 
 def _top(op: Any, body: Any) -> Any:
@@ -212,12 +228,32 @@ def _fills_body_buffer(op: Any, body: Any) -> bool:
 
 def _make_async(loop: Any, plan: _Plan, pending: int) -> None:
     body = loop.body.block
-    terminator = body.last_op
-    args = list(loop.region_iter_args)
     rings: list = []
     for dot in plan.dots:
         dot.set_attr(ASYNC_DOT_ATTR, True)
         rings += [r for r in dot_buffers(dot) if r not in rings]
+    order = {op: i for i, op in enumerate(body)}
+    if plan.carried:
+        _retire_previous_iteration(loop, plan, pending, rings)
+    # A dot the body reads: retired right before the first reader, behind the dots
+    # issued since (they may stay in flight).
+    for dot in plan.read:
+        reader = _first_reader(dot, order)
+        behind = sum(1 for d in plan.dots if order[dot] < order[d] < order[reader])
+        retire = Builder.before(reader, reader.location).create(DotWaitOp, [dot.result], dot_buffers(dot),
+                                                                pending=behind, result_types=[dot.result.type])
+        for use in list(dot.result.uses):
+            if use.owner is not retire:
+                use.owner.set_operand(use.index, retire.results[0])
+
+
+def _retire_previous_iteration(loop: Any, plan: _Plan, pending: int, rings: list) -> None:
+    """The wait after the iteration's first dot that retires the dots the previous
+    iteration left in flight, the ring copies moved after it, and the waits before and
+    after the loop for the carried results."""
+    body = loop.body.block
+    terminator = body.last_op
+    args = list(loop.region_iter_args)
     first = plan.dots[0]
 
     # After the first dot: the previous iteration's dots are retired (only this one may
@@ -234,18 +270,6 @@ def _make_async(loop: Any, plan: _Plan, pending: int) -> None:
                 use.owner.set_operand(use.index, waited)
     if through:
         terminator.set_operand(plan.carried[first], wait.results[-1])
-
-    # A dot the body reads: retired right before the first reader, behind the dots
-    # issued since (they may stay in flight).
-    order = {op: i for i, op in enumerate(body)}
-    for dot in plan.read:
-        reader = min((_top(use.owner, body) for use in dot.result.uses), key=order.__getitem__)
-        behind = sum(1 for d in plan.dots if order[dot] < order[d] < order[reader])
-        retire = Builder.before(reader, reader.location).create(DotWaitOp, [dot.result], dot_buffers(dot),
-                                                                pending=behind, result_types=[dot.result.type])
-        for use in list(dot.result.uses):
-            if use.owner is not retire:
-                use.owner.set_operand(use.index, retire.results[0])
 
     # The copies into the rings (issued ahead, into the slots the previous iteration's
     # dots read) go after the wait that retires those dots.

@@ -219,14 +219,21 @@ def _in_place(dot: Any) -> bool:
 
 
 def _retire_register_dots(body: Any) -> None:
-    """A wait right after each asynchronous dot of ``body`` that reads A from registers."""
+    """A wait right after each asynchronous dot of ``body`` that reads A from registers,
+    unless the body already retires it (a dot whose result the body reads, retired
+    before the reader: FlashAttention-3's order, ``p_prev @ v_prev`` running during the
+    softmax)."""
     from polytile.dialects import tile
     from polytile.dialects.gpu import ASYNC_DOT_ATTR, DotWaitOp
     from polytile.gpu.async_dots import dot_buffers
     from polytile.gpu.layouts import DotOperandLayout
 
+    def retired_in_body(dot: Any) -> bool:
+        return any(isinstance(use.owner, DotWaitOp) and use.owner.parent is body for use in dot.result.uses)
+
     for dot in [op for op in body if isinstance(op, tile.DotOp) and op.attributes.get(ASYNC_DOT_ATTR)
-                and isinstance(getattr(op.a.type, "layout", None), DotOperandLayout)]:
+                and isinstance(getattr(op.a.type, "layout", None), DotOperandLayout)
+                and not retired_in_body(op)]:
         retire = Builder.after(dot, dot.location).create(DotWaitOp, [dot.result], dot_buffers(dot), pending=0,
                                                          result_types=[dot.result.type])
         dot.result.replace_uses_if(retire.results[0], lambda use: use.owner is not retire)

@@ -147,3 +147,35 @@ $L__done:
 	ret;
 }
 """
+
+
+# Warp groups that move registers (what a warp-specialised loop does): 3 warp groups,
+# the first two take 232 registers, the third gives back to 40.  sm_90a only.
+SETMAXNREG = """\
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry ws_kernel(
+	.param .u64 ws_kernel_param_0
+)
+.maxntid 384, 1, 1
+.maxnreg 168
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<4>;
+	.reg .b64 	%rd<3>;
+
+	ld.param.u64 	%rd1, [ws_kernel_param_0];
+	mov.u32 	%r1, %tid.x;
+	setp.lt.u32 	%p1, %r1, 256;
+	@%p1 bra 	$CONSUMER;
+	setmaxnreg.dec.sync.aligned.u32 40;
+	ret;
+$CONSUMER:
+	setmaxnreg.inc.sync.aligned.u32 232;
+	cvta.to.global.u64 	%rd2, %rd1;
+	st.global.u32 	[%rd2], %r1;
+	ret;
+}
+"""

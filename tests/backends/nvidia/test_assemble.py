@@ -22,7 +22,7 @@ from polytile_nvidia import NvidiaOptions, assemble, toolkit
 from polytile_nvidia.assemble import (AssembleFlags, AssemblerUnavailableError, 
                                       PTXAssemblyError, ptx_to_cubin, select_assembler)
 
-from .ptx_kernels import BROKEN_LINE, BROKEN_VECTOR_ADD, VECTOR_ADD
+from .ptx_kernels import BROKEN_LINE, BROKEN_VECTOR_ADD, SETMAXNREG, VECTOR_ADD
 
 
 @pytest.fixture(autouse=True)
@@ -208,6 +208,12 @@ def fake_nvjitlink(error_log: str = "", info_log: str = ""):
     return module, calls
 
 
+def nvjitlink_versions(version: str = "13.0") -> dict:
+    """toolchain_versions() with nvJitLink at 'auto': the ptxas that whole-program kernels get beside it."""
+    return {"nvidia-assembler": f"nvjitlink {version}",
+            "nvidia-whole-program-assembler": assemble.whole_program_assembler() or "none"}
+
+
 def _new_process() -> None:
     """Forget what this process found, keeping what the cache directory remembers."""
     assemble._nvjitlink.cache_clear()
@@ -217,12 +223,12 @@ def _new_process() -> None:
 def test_toolchain_versions_are_remembered_in_the_cache_directory(monkeypatch):
     module, _ = fake_nvjitlink()
     monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: module)
-    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0"}
+    assert assemble.toolchain_versions() == nvjitlink_versions()
     assert list((Path(config.get("cache_dir")) / "toolchains").glob("nvidia-*.json"))
     _new_process()
     # A launch from the disk cache needs the key only: nvJitLink is not loaded for it.
     monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: pytest.fail("nvJitLink was loaded"))
-    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0"}
+    assert assemble.toolchain_versions() == nvjitlink_versions()
 
 
 def test_the_toolchain_memo_follows_the_umask(monkeypatch):
@@ -243,7 +249,7 @@ def test_the_toolchain_memo_follows_the_umask(monkeypatch):
 def test_a_changed_toolchain_is_probed_again(monkeypatch, tmp_path):
     module, _ = fake_nvjitlink()
     monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: module)
-    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0"}
+    assert assemble.toolchain_versions() == nvjitlink_versions()
     _new_process()
     module.version = lambda: (13, 1)
     folder = tmp_path / "nvidia_nvjitlink-13.1.0.dist-info"
@@ -251,7 +257,7 @@ def test_a_changed_toolchain_is_probed_again(monkeypatch, tmp_path):
     (folder / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-nvjitlink\nVersion: 13.1.0\n\n")
     installed = [distributions.Distribution(str(folder), "nvidia-nvjitlink")]
     monkeypatch.setattr(distributions, "distributions", lambda: installed)
-    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.1"}
+    assert assemble.toolchain_versions() == nvjitlink_versions("13.1")
     _new_process()
     monkeypatch.setenv("POLYTILE_PTXAS", str(_fake_ptxas(tmp_path / "bin", "12.8.93")))
     config.set(nvidia_assembler="ptxas")
@@ -271,14 +277,14 @@ def test_a_corrupt_memo_is_probed_again(monkeypatch):
     (memo,) = (Path(config.get("cache_dir")) / "toolchains").glob("nvidia-*.json")
     memo.write_text('{"nvidia-assembler": ')
     _new_process()
-    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0"}
+    assert assemble.toolchain_versions() == nvjitlink_versions()
 
 
 def test_without_the_cache_nothing_is_remembered(monkeypatch):
     module, _ = fake_nvjitlink()
     monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: module)
     config.set(cache=False)
-    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0"}
+    assert assemble.toolchain_versions() == nvjitlink_versions()
     assert not (Path(config.get("cache_dir")) / "toolchains").exists()
 
 
@@ -294,7 +300,7 @@ def test_nvjitlink_links_in_process(monkeypatch):
         ("complete", 77),
         ("destroy", 77),
     ]
-    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0"}
+    assert assemble.toolchain_versions() == nvjitlink_versions()
 
 
 def test_nvjitlinks_verbose_report_comes_back_with_the_cubin(monkeypatch):
@@ -332,6 +338,78 @@ def test_real_nvjitlink(arch, sm):
     with pytest.raises(PTXAssemblyError) as info:
         ptx_to_cubin(BROKEN_VECTOR_ADD, arch, kernel_name="add_kernel", assembler="nvjitlink")
     assert info.value.lines == [BROKEN_LINE]
+
+
+# -- kernels that need whole-program compilation ----------------------------------------
+
+
+def test_setmaxnreg_is_a_whole_program_feature():
+    assert assemble.whole_program_feature(SETMAXNREG) == "setmaxnreg (register reallocation between warp groups)"
+    assert assemble.whole_program_feature(VECTOR_ADD) is None
+    # Only an instruction counts, not the word in a comment.
+    assert assemble.whole_program_feature(VECTOR_ADD.replace("{", "{\n\t// no setmaxnreg.inc here", 1)) is None
+
+
+@pytest.fixture
+def fake_nvjitlink_loaded(monkeypatch):
+    module, calls = fake_nvjitlink()
+    monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: module)
+    return calls
+
+
+@pytest.fixture
+def no_ptxas(monkeypatch):
+    def missing():
+        raise toolkit.ToolkitNotFoundError("ptxas", ["nowhere"], "install one")
+
+    monkeypatch.setattr(assemble, "find_ptxas", missing)
+
+
+def test_auto_gives_setmaxnreg_to_ptxas(fake_nvjitlink_loaded, monkeypatch, tmp_path):
+    monkeypatch.setenv("POLYTILE_PTXAS", str(_fake_ptxas(tmp_path, "13.0.88")))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert select_assembler(ptx=SETMAXNREG, kernel_name="ws_kernel") == "ptxas"
+        assert select_assembler(ptx=VECTOR_ADD, kernel_name="add_kernel") == "nvjitlink"
+    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0",
+                                             "nvidia-whole-program-assembler": "ptxas 13.0.88"}
+
+
+def test_without_ptxas_setmaxnreg_is_linked_with_a_warning(fake_nvjitlink_loaded, no_ptxas):
+    with pytest.warns(RuntimeWarning) as caught:
+        assembled = assemble.assemble_ptx(SETMAXNREG, "sm_90a", kernel_name="ws_kernel")
+    assert assembled.assembler == "nvjitlink"
+    (warning,) = caught
+    message = str(warning.message)
+    assert message.startswith("kernel 'ws_kernel': its PTX uses setmaxnreg (register reallocation between warp groups)")
+    assert "ptxas C7504" in message and "no ptxas executable was found" in message
+    assert "pip install nvidia-cuda-nvcc" in message and "ptxas_path (POLYTILE_PTXAS)" in message
+    # Once per kernel and process.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assemble.assemble_ptx(SETMAXNREG, "sm_90a", kernel_name="ws_kernel")
+    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0",
+                                             "nvidia-whole-program-assembler": "none"}
+
+
+def test_chosen_nvjitlink_links_setmaxnreg_with_a_warning(fake_nvjitlink_loaded, monkeypatch, tmp_path):
+    monkeypatch.setenv("POLYTILE_PTXAS", str(_fake_ptxas(tmp_path, "13.0.88")))
+    config.set(nvidia_assembler="nvjitlink")
+    with pytest.warns(RuntimeWarning, match="nvidia_assembler is 'nvjitlink'.*set nvidia_assembler to 'auto' or 'ptxas'"):
+        assert select_assembler(ptx=SETMAXNREG, kernel_name="ws_kernel_2") == "nvjitlink"
+    # What the user chose is what runs, and all the key needs to say.
+    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0"}
+
+
+@pytest.mark.skipif(assemble.nvjitlink_problem() is not None, reason="libnvJitLink cannot be loaded here")
+def test_real_assemblers_on_setmaxnreg(ptxas):
+    """Why 'auto' sends such PTX to ptxas: nvJitLink's relocatable compilation drops setmaxnreg (C7504)."""
+    linked = assemble.assemble_ptx(SETMAXNREG, "sm_90a", kernel_name="ws_kernel_3", assembler="nvjitlink")
+    assert "(C7504)" in linked.log and "'setmaxnreg' ignored" in linked.log
+    whole = assemble.assemble_ptx(SETMAXNREG, "sm_90a", kernel_name="ws_kernel_3")
+    assert whole.assembler == "ptxas"
+    assert "C7504" not in whole.log and "Used 168 registers" in whole.log
+    assert cubin_sm(whole.cubin) == 90
 
 
 # -- quoting ---------------------------------------------------------------------------

@@ -226,6 +226,12 @@ def test_versions_are_installed_distributions_and_the_assembler(backend):
     assembler = versions.pop("nvidia-assembler")
     # The assembler that will run, with its version, or why none can (keys are still computed).
     assert assembler.split()[0] in ("nvjitlink", "ptxas", "unavailable")
+    # Beside nvJitLink: the ptxas that kernels needing whole-program compilation get.
+    whole_program = versions.pop("nvidia-whole-program-assembler", None)
+    if assembler.startswith("nvjitlink"):
+        assert whole_program is not None and whole_program.split()[0] in ("ptxas", "none")
+    else:
+        assert whole_program is None
     # The libdevice math links from: its path, size and time, or why there is none.
     libdevice = versions.pop("libdevice")
     assert libdevice.startswith("none (") or len(libdevice.split()) >= 3

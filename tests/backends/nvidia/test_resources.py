@@ -42,6 +42,17 @@ def test_the_assemblers_report_gives_registers_stack_spills_and_remarks():
                   "insufficient register resources for the wgmma pipeline in the function 'matmul_kernel'"]}
 
 
+def test_remarks_about_the_module_are_kept_and_about_other_functions_not():
+    """C7504 (setmaxnreg dropped by relocatable compilation) names no function: it is the
+    kernel's too.  A remark naming another function is that function's."""
+    log = ("ptxas info    : (C7504) Potential Performance Loss: 'setmaxnreg' ignored to maintain compatibility "
+           "across compilation units.\n"
+           "ptxas info    : (C7512) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+           "insufficient register resources for the function 'other_kernel'\n")
+    assert assembler_report(log, "ws_kernel")["notes"] == [
+        "(C7504) Potential Performance Loss: 'setmaxnreg' ignored to maintain compatibility across compilation units."]
+
+
 def test_a_callees_spills_count_and_its_registers_do_not():
     log = ("ptxas info    : Function properties for helper\n"
            "ptxas         .     64 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"

@@ -88,6 +88,23 @@ def test_attention_is_split_and_assembles():
     assembles(result.artifacts["ptx"], "sm_90a", "attention_descriptors")
 
 
+def test_the_cubin_keeps_setmaxnreg():
+    """nvJitLink compiles PTX as relocatable code, where ptxas drops setmaxnreg (C7504) and
+    the consumers keep 168 registers: the kernel goes through the ptxas executable."""
+    from polytile_nvidia import assemble
+
+    if assemble.whole_program_assembler() is None:
+        pytest.skip("no ptxas executable here")
+    for result in (_attention(), _matmul(num_warps=8, block=(128, 256, 64))):
+        resources = result.metadata["resources"]
+        assert resources["assembler"] == "ptxas"
+        assert not any("C7504" in note or "setmaxnreg" in note for note in resources["notes"]), resources
+        assert resources["spills"] == {"store_bytes": 0, "load_bytes": 0}
+    # Without the hint the kernel is linked as before.
+    if assemble.nvjitlink_problem() is None:
+        assert _matmul(ws=False).metadata["resources"]["assembler"] == "nvjitlink"
+
+
 def test_without_the_hint_nothing_changes():
     result = _matmul(ws=False)
     assert "warp_specialize" not in result.metadata and "launch_warps" not in result.metadata
