@@ -11,9 +11,12 @@ configuration one tool cannot compile or launch (more shared memory than the GPU
 shows why in the row's note; the exit status is 1 only for a wrong result.
 
 Kernels: ``pointer`` (examples/flash_attention.py's kernel), ``descriptor`` (the same
-through descriptors made in the kernel, Triton's tutorial 06 on Hopper) and
+through descriptors made in the kernel, Triton's tutorial 06 on Hopper),
 ``descriptor_ws`` (that one with ``warp_specialize=True``; Triton's own
-warp-specialised pipeline beside it).
+warp-specialised pipeline beside it) and ``descriptor_ws_overlap`` (polytile with
+``warp_specialize=pl.WarpSpecialize(overlap=True)``: FlashAttention-3's overlap of the
+softmax with the previous ``p @ v``; Triton beside it with ``warp_specialize=True``, the
+nearest it has).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ CONFIGS = {
     64: ((128, 64, 4, 3), (128, 128, 8, 3), (128, 128, 4, 2)),
     128: ((128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3)),
 }
-KERNELS = ("pointer", "descriptor", "descriptor_ws")
+KERNELS = ("pointer", "descriptor", "descriptor_ws", "descriptor_ws_overlap")
 
 
 @dataclass(frozen=True)
@@ -113,9 +116,14 @@ def _launcher(lib, kernel, q, k, v, out, seq_len, heads, head_dim, causal, confi
     if kernel == "pointer":
         return lambda: lib.attention_kernel[grid](q, k, v, out, scale, seq_len, HEAD_DIM=head_dim, BLOCK_M=block_m,
                                                   BLOCK_N=block_n, CAUSAL=causal, num_warps=warps, num_stages=stages)
+    ws = kernel != "descriptor"
+    if kernel == "descriptor_ws_overlap" and lib.__name__.endswith("polytile_kernels"):
+        import polytile.language as pl
+
+        ws = pl.WarpSpecialize(overlap=True)
     return lambda: lib.attention_descriptor_kernel[grid](
         q, k, v, out, scale, seq_len, heads * seq_len, HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
-        CAUSAL=causal, WS=kernel == "descriptor_ws", num_warps=warps, num_stages=stages)
+        CAUSAL=causal, WS=ws, num_warps=warps, num_stages=stages)
 
 
 def format_rows(rows: list[Row]) -> str:

@@ -393,7 +393,8 @@ def _launch_attention(causal: bool) -> Callable[[Any, Problem], None]:
     return launch
 
 
-def _launch_attention_descriptor(causal: bool, warp_specialize: bool = False) -> Callable[[Any, Problem], None]:
+def _launch_attention_descriptor(causal: bool, warp_specialize: bool = False,
+                                 overlap: bool = False) -> Callable[[Any, Problem], None]:
     def launch(lib: Any, p: Problem) -> None:
         # Descriptors made in the kernel (set_allocator).  The pointer attention's blocks,
         # except at d = 128 on long sequences: 128 x 128 blocks, three stages, Triton's
@@ -402,11 +403,19 @@ def _launch_attention_descriptor(causal: bool, warp_specialize: bool = False) ->
         big = p.seq_len >= 1024
         block_m, warps = (128, 8 if p.head_dim >= 128 else 4) if big else (64, 4)
         block_n, stages = (128, 3) if big and p.head_dim >= 128 else (64, 3 if big else 2)
+        ws: Any = warp_specialize
+        if overlap and lib.__name__.endswith("polytile_kernels"):
+            # FlashAttention-3's overlap (polytile only; Triton runs its warp_specialize=True
+            # beside it): one more tile outside the rings, so 128 x 128 blocks take two stages.
+            import polytile.language as pl
+
+            ws = pl.WarpSpecialize(overlap=True)
+            stages = 2 if block_n == 128 else stages
         lib.set_allocator(_scratch_allocator)
         grid = (cdiv(p.seq_len, block_m), p.heads)
         lib.attention_descriptor_kernel[grid](p.q, p.k, p.v, p.out, 1.0 / float(np.sqrt(p.head_dim)), p.seq_len,
                                               p.heads * p.seq_len, HEAD_DIM=p.head_dim, BLOCK_M=block_m,
-                                              BLOCK_N=block_n, CAUSAL=causal, WS=warp_specialize, num_warps=warps,
+                                              BLOCK_N=block_n, CAUSAL=causal, WS=ws, num_warps=warps,
                                               num_stages=stages)
     return launch
 
@@ -559,6 +568,13 @@ CASES: dict[str, Case] = {case.name: case for case in (
          _attention_reference(False), _attention_flops(False)),
     Case("attention_descriptor_causal_ws", "matmul", "the same, causal", ("f16",),
          _ATTENTION_DESCRIPTOR_SIZES, _make_attention, _launch_attention_descriptor(True, True),
+         _attention_reference(True), _attention_flops(True)),
+    Case("attention_descriptor_ws_overlap", "matmul", "the same with pl.WarpSpecialize(overlap=True): the softmax "
+         "runs beside the previous p @ v (FlashAttention-3's overlap; Triton with warp_specialize=True)", ("f16",),
+         _ATTENTION_DESCRIPTOR_SIZES, _make_attention, _launch_attention_descriptor(False, True, True),
+         _attention_reference(False), _attention_flops(False)),
+    Case("attention_descriptor_causal_ws_overlap", "matmul", "the same, causal", ("f16",),
+         _ATTENTION_DESCRIPTOR_SIZES, _make_attention, _launch_attention_descriptor(True, True, True),
          _attention_reference(True), _attention_flops(True)),
 )}
 

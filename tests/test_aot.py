@@ -110,6 +110,11 @@ def test_warp_specialize_options_on_the_command_line():
     # Its repr (what the metadata records) reads back; Triton's and the bare spelling too.
     options = pl.WarpSpecialize(consumer_registers=232, pingpong=False)
     assert parse_constexpr_value(repr(options)) == options
+    overlapped = pl.WarpSpecialize(overlap=True)
+    assert repr(overlapped) == ("pl.WarpSpecialize(producer_registers=0, consumer_registers=0, pingpong=None, "
+                                "overlap=True)")
+    assert parse_constexpr_value(repr(overlapped)) == overlapped
+    assert overlapped.attributes() == {"pt.warp_specialize.overlap": True}
     assert parse_constexpr_value("WarpSpecialize(producer_registers=24)") == pl.WarpSpecialize(producer_registers=24)
     assert parse_constexpr_value("tl.WarpSpecialize()") == pl.WarpSpecialize()
 

@@ -140,7 +140,8 @@ def test_opt_prints_a_targets_whole_pipeline(capsys):
     printed = capsys.readouterr().out.strip()
     backend, resolved = get_plugin_manager().backends.resolve("nvidia:sm_90a")
     assert printed == str(build_pipeline(target=resolved, options=backend.parse_options({}), backend=backend))
-    assert "distribute(lower-block-pointers,unbatch-dots,assign-layouts" in printed
+    assert "distribute(lower-block-pointers,unbatch-dots," in printed
+    assert "assign-layouts,remove-redundant-converts,pipeline-loops" in printed
     assert "assemble(emit-ptx,keep-loop-offsets,ptx-to-cubin)" in printed
     for args, message in [(["--print-pipeline"], "--print-pipeline prints a target's pipeline: give the target"),
                           ([], "give the IR file to run the passes on"),

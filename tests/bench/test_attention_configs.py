@@ -27,7 +27,7 @@ def test_table_gives_ratios_notes_and_each_tools_fastest_configuration():
 
 def test_every_head_dim_has_configs_and_the_cli_refuses_unknown_kernels(capsys):
     assert set(CONFIGS) == {64, 128} and all(len(c) == 4 for cs in CONFIGS.values() for c in cs)
-    assert KERNELS == ("pointer", "descriptor", "descriptor_ws")
+    assert KERNELS == ("pointer", "descriptor", "descriptor_ws", "descriptor_ws_overlap")
     with pytest.raises(SystemExit) as exit_:
         main(["--kernels", "nope"])
     assert exit_.value.code == 2

@@ -42,15 +42,20 @@ class WarpSpecialize:
     (``setmaxnreg.dec``); ``consumer_registers``: registers per thread the consumer warp
     groups grow to (``setmaxnreg.inc``); each a multiple of 8 from 24 to 256, or 0 for the
     setting.  ``pingpong``: whether two consumer warp groups take turns issuing their dots
-    (True, False, or None for the setting).  A split that does not fit the register file
+    (True, False, or None for the setting).  ``overlap``: whether the loop's second dot
+    runs one iteration behind, during the work between the dots (FlashAttention-3's
+    intra-warpgroup overlap: attention's softmax beside the previous ``p @ v``; True,
+    False, or None for the setting ``warpspec_overlap``).  A split that does not fit the register file
     leaves the loop unspecialised, and the compile metadata says why.
     """
 
     producer_registers: int = 0
     consumer_registers: int = 0
     pingpong: bool | None = None
+    overlap: bool | None = None
 
-    def __init__(self, producer_registers: Any = 0, consumer_registers: Any = 0, pingpong: Any = None):
+    def __init__(self, producer_registers: Any = 0, consumer_registers: Any = 0, pingpong: Any = None,
+                 overlap: Any = None):
         for name, value in (("producer_registers", producer_registers), ("consumer_registers", consumer_registers)):
             value = unwrap(value)
             if not isinstance(value, bool) and hasattr(value, "__index__"):
@@ -64,14 +69,15 @@ class WarpSpecialize:
                                       f"a multiple of 8 from {LOWEST_REGISTERS} to {HIGHEST_REGISTERS} (0: the "
                                       "setting)")
             object.__setattr__(self, name, value)
-        pingpong = unwrap(pingpong)
-        if pingpong is not None and not isinstance(pingpong, bool):
-            raise LoopOptionError(f"pl.WarpSpecialize(pingpong={pingpong!r}): use True, False or None (the setting)")
-        object.__setattr__(self, "pingpong", pingpong)
+        for name, value in (("pingpong", pingpong), ("overlap", overlap)):
+            value = unwrap(value)
+            if value is not None and not isinstance(value, bool):
+                raise LoopOptionError(f"pl.WarpSpecialize({name}={value!r}): use True, False or None (the setting)")
+            object.__setattr__(self, name, value)
 
     def __repr__(self) -> str:  # as written in a kernel (and read back by `polytile compile -c`)
         return (f"pl.WarpSpecialize(producer_registers={self.producer_registers}, "
-                f"consumer_registers={self.consumer_registers}, pingpong={self.pingpong})")
+                f"consumer_registers={self.consumer_registers}, pingpong={self.pingpong}, overlap={self.overlap})")
 
     def __bool__(self) -> bool:
         return True  # asks for the split, as warp_specialize=True does
@@ -79,7 +85,8 @@ class WarpSpecialize:
     def attributes(self) -> dict[str, Any]:
         """The loop attributes that carry the options that differ from the settings."""
         values = {"producer_registers": self.producer_registers or None,
-                  "consumer_registers": self.consumer_registers or None, "pingpong": self.pingpong}
+                  "consumer_registers": self.consumer_registers or None, "pingpong": self.pingpong,
+                  "overlap": self.overlap}
         return {f"{OPTION_PREFIX}{name}": value for name, value in values.items() if value is not None}
 
 

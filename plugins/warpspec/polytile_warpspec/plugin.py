@@ -9,6 +9,9 @@ from polytile.plugins import hookimpl
 SPLIT_ANCHOR = "distribute/async-dots"
 #: Where the loops asking for it are noted: every pipeline has the tile stage's inlining.
 NOTE_ANCHOR = "tile/inline"
+#: Where the second dot of a loop asking for the overlap is rotated: before layouts are
+#: assigned (the rotated loop's new ops get theirs like any other) and loads pipelined.
+OVERLAP_ANCHOR = "distribute/assign-layouts"
 
 
 @hookimpl
@@ -23,11 +26,13 @@ def polytile_register_dialects(registry):
 
 @hookimpl
 def polytile_register_passes(registry):
+    from .overlap import OverlapDots
     from .partition import WarpSpecializeLoops
     from .report import NoteWarpSpecialize
 
     registry.register(WarpSpecializeLoops)
     registry.register(NoteWarpSpecialize)
+    registry.register(OverlapDots)
 
 
 @hookimpl
@@ -45,6 +50,10 @@ def polytile_configure_pipeline(pipeline, target, options):
 
     if NOTE_ANCHOR in pipeline.anchors():
         pipeline.insert_after(NOTE_ANCHOR, NoteWarpSpecialize())
+    if OVERLAP_ANCHOR in pipeline.anchors():
+        from .overlap import OverlapDots
+
+        pipeline.insert_before(OVERLAP_ANCHOR, OverlapDots())
     if SPLIT_ANCHOR in pipeline.anchors():
         from . import lowering  # noqa: F401 - registers the op's GPU lowering (owned by this plugin)
 
@@ -58,7 +67,8 @@ def polytile_cache_key(target, options):
     # The sources name the rewrite (an edited checkout must not reuse kernels), the
     # settings the registers it asks for.
     return (f"polytile-warpspec={_source_hash()};producer={config.get('warpspec_producer_registers')};"
-            f"consumer={config.get('warpspec_consumer_registers')};pingpong={config.get('warpspec_pingpong')}")
+            f"consumer={config.get('warpspec_consumer_registers')};pingpong={config.get('warpspec_pingpong')};"
+            f"overlap={config.get('warpspec_overlap')}")
 
 
 _SOURCE_HASH: list = []

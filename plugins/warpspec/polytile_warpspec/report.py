@@ -51,7 +51,9 @@ def record_outcome(artifacts: dict, loop: Any, why: str | None, seen: dict, deta
     nth = seen[where] = seen.get(where, -1) + 1
     same = [index for index, entry in enumerate(entries) if entry.get("loop") == where]
     if nth < len(same):
-        entries[same[nth]] = outcome
+        # What earlier passes said of the loop (overlap-dots: "overlap") stays.
+        earlier = {key: value for key, value in entries[same[nth]].items() if key not in outcome and key != "why"}
+        entries[same[nth]] = {**outcome, **earlier}
     else:
         entries.append(outcome)
 

@@ -362,6 +362,7 @@ def test_a_loops_pingpong_wins_over_the_setting():
     (dict(consumer_registers=250), "a multiple of 8 from 24 to 256"),
     (dict(producer_registers=1.5), "use a compile-time integer"),
     (dict(pingpong="yes"), "use True, False or None"),
+    (dict(overlap=1), r"pl.WarpSpecialize\(overlap=1\): use True, False or None"),
 ])
 def test_warp_specialize_options_are_checked(value, message):
     import polytile.language as pl

@@ -19,10 +19,13 @@ from .kernels import attention_descriptors  # noqa: E402
 pytestmark = pytest.mark.gpu
 
 
-def _assert_split(compiled):
-    """The launch ran the loop warp-specialised (not merely right, unspecialised)."""
+def _assert_split(compiled, overlap: bool = False):
+    """The launch ran the loop warp-specialised (not merely right, unspecialised), and
+    with its second dot one iteration behind where asked."""
     entries = compiled.metadata["warp_specialize"]
     assert [entry["specialised"] for entry in entries] == [True], entries
+    if overlap:
+        assert [entry.get("overlap") for entry in entries] == [True], entries
 
 
 def _specialised_attention_matches_torch(shape, seed, causal, block_m, block_n, warps, stages, **meta):
@@ -37,10 +40,10 @@ def _specialised_attention_matches_torch(shape, seed, causal, block_m, block_n, 
     grid = ((seq_len + block_m - 1) // block_m, batch * heads)
     compiled = attention_descriptors[grid](q.reshape(rows, head_dim), k.reshape(rows, head_dim),
                                            v.reshape(rows, head_dim), out, 1.0 / math.sqrt(head_dim), rows, seq_len,
-                                           HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, WS=True,
-                                           num_warps=warps, num_stages=stages, **meta)
+                                           HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
+                                           num_warps=warps, num_stages=stages, **{"WS": True, **meta})
     torch.cuda.synchronize()
-    _assert_split(compiled)
+    _assert_split(compiled, overlap=bool(getattr(meta.get("WS"), "overlap", False)))
     expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     torch.testing.assert_close(out.reshape(batch, heads, seq_len, head_dim).float(), expected, atol=2e-2, rtol=2e-2)
 
@@ -73,3 +76,20 @@ def test_pingpong_attention_matches_torch(hopper, causal):
     # cache's key; a specialization this process compiled before would be reused).
     with config.override(warpspec_pingpong=True):
         _specialised_attention_matches_torch((1, 2, 320, 128), 5, causal, 128, 64, 8, 3)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape, block_n, stages", [((2, 2, 384, 128), 128, 2), ((1, 1, 1024, 128), 128, 2),
+                                                    ((1, 3, 200, 64), 64, 3), ((2, 1, 300, 128), 64, 3),
+                                                    ((1, 2, 100, 128), 128, 2)],
+                         ids=["384-d128", "1024-d128", "200-d64", "300-d128-bn64", "100-one-key-block"])
+def test_overlapped_attention_matches_torch(hopper, causal, shape, block_n, stages):
+    # pl.WarpSpecialize(overlap=True): p_{j-1} @ v_{j-1} runs during the softmax of j.
+    # seq_len 100 with 128-key blocks: one iteration, run by the prologue and the
+    # epilogue alone; 200 and 300: partial blocks.
+    import polytile.language as pl
+
+    warps = 8 if shape[3] == 128 else 4
+    block_m = 128 if shape[3] == 128 else 64
+    _specialised_attention_matches_torch(shape, 11, causal, block_m, block_n, warps, stages,
+                                         WS=pl.WarpSpecialize(overlap=True))
