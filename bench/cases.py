@@ -570,7 +570,8 @@ CASES: dict[str, Case] = {case.name: case for case in (
          _ATTENTION_DESCRIPTOR_SIZES, _make_attention, _launch_attention_descriptor(True, True),
          _attention_reference(True), _attention_flops(True)),
     Case("attention_descriptor_ws_overlap", "matmul", "the same with pl.WarpSpecialize(overlap=True): the softmax "
-         "runs beside the previous p @ v (FlashAttention-3's overlap; Triton with warp_specialize=True)", ("f16",),
+         "runs beside the previous p @ v (FlashAttention-3's overlap), two stages where 128x128 blocks leave no room "
+         "for it with three (the _ws rows overlap where it fits; Triton with warp_specialize=True)", ("f16",),
          _ATTENTION_DESCRIPTOR_SIZES, _make_attention, _launch_attention_descriptor(False, True, True),
          _attention_reference(False), _attention_flops(False)),
     Case("attention_descriptor_causal_ws_overlap", "matmul", "the same, causal", ("f16",),

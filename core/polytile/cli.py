@@ -302,6 +302,9 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             print(f"polytile: resources: {describe(result.metadata[RESOURCES])}", file=sys.stderr)
         for loop in result.metadata.get(WARP_SPECIALIZE) or ():
             done = "specialised" if loop.get("specialised") else f"not specialised ({loop.get('why')})"
+            overlap = loop.get("overlap")  # polytile-warpspec's overlap-dots, where it was asked for
+            if overlap is not None:
+                done += "; the second dot overlapped" if overlap is True else f"; {overlap}"
             print(f"polytile: warp_specialize loop at {loop.get('loop')}: {done}", file=sys.stderr)
     if emitted is not None:
         if isinstance(emitted, bytes):

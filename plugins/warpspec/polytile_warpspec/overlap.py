@@ -23,15 +23,18 @@ The result is the same sum in the same order (``acc_j = H_j(acc_{j-1}) + P_j V_j
 loop carries ``H_j(acc_{j-1})``); ``async-dots`` then retires the scores behind the
 second dot and the second dot before the rescale reads it.
 
-It applies to ``pl.range(..., warp_specialize=pl.WarpSpecialize(overlap=True))`` (or the
-setting ``warpspec_overlap``) on targets that split loops, at the kernel's top level,
+It applies to loops with ``pl.range(..., warp_specialize=True)`` (the setting
+``warpspec_overlap``, on by default; ``pl.WarpSpecialize(overlap=False)`` turns it off for
+one loop) on targets that split loops, at the kernel's top level,
 where the body has exactly two dots, the first's result is read in the body, the
 second's only accumulates into a carried value that nothing else reads, the second's B
 is loaded from addresses that depend on the index and loop-invariant values only, the
 body writes no memory, and the step is a positive constant.  Anything else is left
 alone, and the compile metadata says why (``warp_specialize`` entries, ``overlap``).
 The cost: the prologue's and epilogue's tiles are loaded outside the loop's rings (one
-more tile of shared memory), and ``p`` stays in registers across iterations.
+more tile of shared memory), and ``p`` stays in registers across iterations; where the
+estimates say either would not fit (:func:`shared_estimate`, :func:`register_estimate`),
+the loop is left alone too.
 """
 
 from __future__ import annotations
@@ -67,12 +70,29 @@ class OverlapDots(Pass):
             for loop in hinted_loops(function):
                 if not wants_overlap(loop):
                     continue
-                why = missing if missing is not None else overlap_loop(function, loop)
-                _record(context.artifacts, loop, why)
+                # Asked for on this loop, the metadata says why it was not done; by the
+                # setting alone, only where the loop has the shape and not the room (a
+                # matmul's loop, one dot, says nothing).
+                asked = _asked(loop)
+                if missing is not None:
+                    why = missing if asked else ""
+                elif not asked and isinstance(_examine(function, loop), str):
+                    why = ""
+                else:
+                    why = overlap_loop(function, loop, _shared_limit(context), _stages(context),
+                                       _consumer_registers(context, loop))
+                if why != "":
+                    _record(context.artifacts, loop, why)
                 if why is None:
                     changed = True
                     context.count("overlap-dots.loops")
         return PreservedAnalyses.none() if changed else PreservedAnalyses.all()
+
+
+def _asked(loop: Any) -> bool:
+    from polytile.language.loop_options import OPTION_PREFIX
+
+    return loop.attributes.get(OPTION_PREFIX + "overlap") is not None
 
 
 def wants_overlap(loop: Any) -> bool:
@@ -229,12 +249,130 @@ def _inside(op: Any, loop: Any) -> bool:
     return False
 
 
-def overlap_loop(function: Any, loop: Any) -> str | None:
+def _shared_limit(context: PassContext) -> int | None:
+    from polytile.gpu.lowering.target import gpu_target_of
+
+    return getattr(gpu_target_of(context), "max_shared_bytes", None)
+
+
+def _consumer_registers(context: PassContext, loop: Any) -> "tuple[int, int] | str":
+    """Registers per thread the consumer warps will have, with their thread count, as
+    ``warp-specialize`` will plan them (or why it cannot split the loop)."""
+    from polytile.gpu.lowering.target import gpu_target_of, num_warps_of
+
+    from .partition import PRODUCER_WARPS, loop_options
+    from .registers import plan_registers
+
+    options = loop_options(loop)
+    num_warps = num_warps_of(context)
+    plan = plan_registers(gpu_target_of(context), num_warps, PRODUCER_WARPS, options.get("producer_registers") or 0,
+                          options.get("consumer_registers") or 0, getattr(context.options, "maxnreg", None))
+    return plan if isinstance(plan, str) else (plan.consumer, num_warps * gpu_target_of(context).warp_size)
+
+
+def _stages(context: PassContext) -> int:
+    return int(getattr(getattr(context, "options", None), "num_stages", 1) or 1)
+
+
+#: Shared memory besides the tiles (barriers, reductions' and conversions' scratch where
+#: it does not reuse the rings' bytes) that the estimate leaves room for.
+SHARED_MARGIN = 4096
+
+
+def shared_estimate(function: Any, loop: Any, shape: _Shape, stages: int) -> tuple[int, int]:
+    """Shared memory the rotated loop's kernel takes at least, and what the rotation adds:
+    a ring of ``stages`` slots for each tile the body loads for a dot, the tiles loaded
+    before it for the dots once (attention's ``q``), and the first iteration's and the
+    last's tiles outside the rings (one buffer: they are not live together)."""
+    from polytile.gpu.pipelining import NUM_STAGES_HINT
+
+    stages = max(int(loop.attributes.get(NUM_STAGES_HINT) or stages), 1)
+    body = loop.body.block
+    rings = sum(_tile_bytes(op.result.type) for op in body if _loads_for_dot(op))
+    before = sum(_tile_bytes(op.result.type) for op in function.body.block
+                 if _loads_for_dot(op) and list(function.body.block).index(op) < list(function.body.block).index(loop))
+    operands = [v for v in (shape.first.a, shape.first.b) if _loaded_in(v, body)] + [shape.second.b]
+    added = max(_tile_bytes(v.type) for v in operands)
+    return stages * rings + before + added, added
+
+
+def _tile_bytes(type_: Any) -> int:
+    from polytile.ir import types as t
+
+    count = 1
+    for extent in getattr(type_, "shape", ()):
+        count *= extent
+    return count * max(t.element_type(type_).width // 8, 1)
+
+
+#: Ops a dot operand may pass through from its load (transposes, layout conversions).
+_PASS_THROUGH = ("tile.trans", "gpu.convert_layout")
+
+
+def _loads_for_dot(op: Any) -> bool:
+    """Whether ``op`` loads a tile (reads memory) that some dot takes as A or B."""
+    from polytile.ir.opdef import ReadsMemory
+
+    if not op.has_trait(ReadsMemory) or len(op.results) != 1 or not hasattr(op.result.type, "shape"):
+        return False
+    work = [op.result]
+    while work:
+        value = work.pop()
+        for use in value.uses:
+            if isinstance(use.owner, tile.DotOp) and use.index in (0, 1):
+                return True
+            if use.owner.name in _PASS_THROUGH:
+                work.extend(use.owner.results)
+    return False
+
+
+def _loaded_in(value: Any, body: Any) -> bool:
+    """Whether ``value`` is a tile loaded in ``body`` (through transposes)."""
+    from polytile.ir.opdef import ReadsMemory
+
+    op = value.defining_op
+    while op is not None and op.name in _PASS_THROUGH:
+        op = op.operands[0].defining_op
+    return op is not None and op.parent is body and op.has_trait(ReadsMemory)
+
+
+#: Registers per consumer thread besides the three tiles :func:`register_estimate` counts
+#: (addresses, the softmax's row values, masks, loop control).
+REGISTER_RESERVE = 40
+
+
+def register_estimate(shape: _Shape, threads: int) -> int:
+    """Registers per consumer thread the rotated loop keeps at the softmax: the
+    accumulator, the first dot's result and the second dot's A of the previous iteration
+    (carried in registers), each spread over ``threads``, plus :data:`REGISTER_RESERVE`."""
+    return sum(-(-_tile_bytes(v.type) // (4 * threads)) for v in (shape.second.result, shape.first.result,
+                                                                   shape.second.a)) + REGISTER_RESERVE
+
+
+def overlap_loop(function: Any, loop: Any, shared_limit: int | None = None, stages: int = 1,
+                 registers: "tuple[int, int] | str | None" = None) -> str | None:
     """Rotate ``loop``'s second dot (see the module docstring); None when done, else why
-    not (the IR is then unchanged)."""
+    not (the IR is then unchanged).  ``shared_limit``: the bytes of shared memory a block
+    may take, for :func:`shared_estimate`; ``registers``: the consumers' registers per
+    thread and their threads, for :func:`register_estimate` (or why the loop cannot be
+    split)."""
     shape = _examine(function, loop)
     if isinstance(shape, str):
         return shape
+    if isinstance(registers, str):
+        return registers
+    if registers is not None:
+        available, threads = registers
+        needed = register_estimate(shape, threads)
+        if needed > available:
+            return (f"the accumulator, the scores and the carried A would take about {needed} registers per "
+                    f"consumer thread, more than its {available} (more warps or smaller blocks leave room)")
+    if shared_limit is not None:
+        needed, added = shared_estimate(function, loop, shape, stages)
+        if needed + SHARED_MARGIN > shared_limit:
+            return (f"the tiles it loads outside the loop's rings take {added} more bytes of shared memory: about "
+                    f"{needed} with the rings, more than the {shared_limit} a block has (fewer stages or smaller "
+                    "blocks leave room)")
     location = loop.location
     iv = loop.induction_variable
     args = list(loop.region_iter_args)

@@ -18,12 +18,12 @@ SETTINGS = (
         "up attention (docs/warpspec.md).",
     ),
     Setting(
-        "warpspec_overlap", BOOL, False, ("POLYTILE_WARPSPEC_OVERLAP",),
+        "warpspec_overlap", BOOL, True, ("POLYTILE_WARPSPEC_OVERLAP",),
         recompiles=True,
         doc="Whether a warp-specialized loop with two dots runs its second dot one iteration behind, during the work "
-        "between them (FlashAttention-3's intra-warpgroup overlap: attention's softmax beside the previous p @ v). "
-        "Off by default: it loads one more tile outside the loop's rings, so a configuration at the shared-memory "
-        "limit no longer fits (docs/warpspec.md).",
+        "between them (FlashAttention-3's intra-warpgroup overlap: attention's softmax beside the previous p @ v), "
+        "where the one more tile of shared memory and the registers it takes fit (docs/warpspec.md). "
+        "pl.WarpSpecialize(overlap=...) decides for one loop.",
     ),
     Setting(
         "warpspec_producer_registers", INT, 40, ("POLYTILE_WARPSPEC_PRODUCER_REGISTERS",), validator=_registers,

@@ -32,18 +32,22 @@ def _matmul(target="nvidia:sm_90a", num_warps=4, num_stages=3, ws=True, block=(1
     return compile_module(module, target, num_warps=num_warps, num_stages=num_stages)
 
 
-def _attention(num_warps=8, causal=False, pingpong=False, ws=True):
+def _attention(num_warps=8, causal=False, pingpong=False, ws=True, overlap=False):
+    """The attention's loop split, by default without overlap-dots' rotation (what these
+    tests look at is the split; test_overlap.py has the rotated loop)."""
     from polytile import config
 
     q = np.zeros((512, 128), np.float16)
     module = attention_descriptors.lower(q, q, q, q, 0.1, 512, 256, HEAD_DIM=128, BLOCK_M=128, BLOCK_N=64,
                                          CAUSAL=causal, WS=ws)
-    with config.override(warpspec_pingpong=pingpong):
+    with config.override(warpspec_pingpong=pingpong, warpspec_overlap=overlap):
         return compile_module(module, "nvidia:sm_90a", num_warps=num_warps, num_stages=3)
 
 
 def _outcome(result):
-    return [{k: v for k, v in entry.items() if k != "loop"} for entry in result.metadata["warp_specialize"]]
+    """The metadata entries, without the loop's place and overlap-dots' word (test_overlap.py's)."""
+    return [{k: v for k, v in entry.items() if k not in ("loop", "overlap")}
+            for entry in result.metadata["warp_specialize"]]
 
 
 @pytest.mark.parametrize("num_warps, threads, registers, consumer", [(4, 256, 240, 240), (8, 384, 168, 232)])
@@ -224,6 +228,22 @@ def test_with_pingpong_the_consumer_groups_take_turns_issuing_each_dot():
     ptx = result.artifacts["ptx"]
     assert "bar.arrive 3, 256;" in ptx and "bar.sync 3, 256;" in ptx and re.search(r"bar\.sync %r\d+, 256;", ptx)
     assembles(ptx, "sm_90a", "attention_descriptors")
+
+
+def test_with_pingpong_and_the_overlap_the_groups_take_turns_issuing_each_dot():
+    # overlap-dots issues q @ k_j and then p_{j-1} @ v_{j-1} (its slot read and A
+    # converted between them): each dot still in its own turn.
+    from polytile.ir import print_ir
+
+    result = _attention(pingpong=True, overlap=True)
+    assert result.metadata["warp_specialize"][0]["overlap"] is True
+    text = print_ir(result.module)
+    lines = [line.strip() for line in text[text.index("scf.for"):text.index("ws.yield")].splitlines()]
+    dots = [i for i, line in enumerate(lines) if " = tile.dot " in line]
+    assert len(dots) == 2 and not any("gpu.dot_wait" in line for line in lines[dots[0]:dots[1]]), lines
+    for dot in dots:
+        assert lines[dot - 1] == 'ws.turn {step = "wait"}' and lines[dot + 1] == 'ws.turn {step = "pass"}'
+    assembles(result.artifacts["ptx"], "sm_90a", "attention_descriptors")
 
 
 def test_the_proxy_fence_after_a_moved_store_moves_with_it():

@@ -119,9 +119,17 @@ def test_the_second_dot_runs_one_iteration_behind():
     """)
 
 
-def test_without_the_option_or_the_hardware_nothing_changes():
+def test_the_setting_decides_where_the_loop_does_not_and_the_loop_wins():
+    from polytile import config
+
     plain = LOOP.replace(", pt.warp_specialize.overlap = true", "")
-    assert apply_passes(plain, OverlapDots(), context=_context()) == apply_passes(plain)
+    assert apply_passes(plain, OverlapDots(), context=_context()) == \
+        apply_passes(LOOP, OverlapDots(), context=_context()).replace(", pt.warp_specialize.overlap = true", "")
+    with config.override(warpspec_overlap=False):
+        assert apply_passes(plain, OverlapDots(), context=_context()) == apply_passes(plain)
+        assert apply_passes(LOOP, OverlapDots(), context=_context()) != apply_passes(LOOP)
+    declined = LOOP.replace("pt.warp_specialize.overlap = true", "pt.warp_specialize.overlap = false")
+    assert apply_passes(declined, OverlapDots(), context=_context()) == apply_passes(declined)
     # sm_80 splits no loops: the rotation would only cost registers there.
     assert apply_passes(LOOP, OverlapDots(), context=_context("sm_80")) == apply_passes(LOOP)
 
@@ -281,3 +289,21 @@ def test_the_metadata_says_why_a_loop_is_not_overlapped():
     with config.override(warpspec_overlap=True):
         (entry,) = _attention(False, overlap=False).metadata["warp_specialize"]
     assert "overlap" not in entry and entry["specialised"] is True
+
+
+@pytest.mark.parametrize("head_dim, block_n, warps, stages, why", [
+    # Three stages of 128x128 blocks fill shared memory (229,536 bytes): no room for the
+    # first k and the last v outside the rings.
+    (128, 128, 8, 3, "the tiles it loads outside the loop's rings take 32768 more bytes of shared memory: about "
+                     "262144 with the rings, more than the 232448 a block has"),
+    # One consumer warp group with 128x128 scores: 64 + 128 + 64 registers before the rest.
+    (64, 128, 4, 2, "the accumulator, the scores and the carried A would take about 296 registers per consumer "
+                    "thread, more than its 240"),
+])
+def test_by_the_setting_a_loop_without_room_is_left_as_it_was(head_dim, block_n, warps, stages, why):
+    q = np.zeros((512, head_dim), np.float16)
+    module = attention_descriptors.lower(q, q, q, q, 0.1, 512, 256, HEAD_DIM=head_dim, BLOCK_M=128,
+                                         BLOCK_N=block_n, CAUSAL=True, WS=True)
+    result = compile_module(module, "nvidia:sm_90a", num_warps=warps, num_stages=stages)
+    (entry,) = result.metadata["warp_specialize"]
+    assert entry["specialised"] is True and entry["overlap"].startswith("not overlapped: " + why), entry
