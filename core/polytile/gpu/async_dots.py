@@ -23,9 +23,16 @@ So the copies, the address arithmetic, the loop's control and the next iteration
 dot overlap the tensor cores' work on this iteration's last one (Triton and CUTLASS do
 the same).  A dot with A in registers (``p @ v``) stays in flight only where A is
 computed from a dot retired in the same iteration: its registers are written again only
-after the next iteration's first wait.  The pass leaves a loop alone where no dot's
-result crosses iterations in flight, a carried result is read before the first dot, or
-the unit cannot read the operands in place.
+after the next iteration's first wait.
+
+A loop where no dot's result crosses iterations still overlaps where a dot the body
+reads has another dot issued between it and its first reader (FlashAttention-3's order,
+which polytile-warpspec's ``overlap-dots`` makes: ``qk = q @ k_j``, then
+``acc = p_prev @ v_prev``): each is retired right before its first reader, the scores
+behind the second dot, so the work between them runs beside it; nothing is left in
+flight at the end of an iteration.  The pass leaves a loop alone where neither holds, a
+carried result is read before the first dot, or the unit cannot read the operands in
+place.
 """
 
 from __future__ import annotations
