@@ -366,7 +366,7 @@ def _rewrite(loop: Any, plan: _Plan, stages: int, k_slice: Any, completion: str,
         yields.append(_next_phase(at_end, phase, next_read, one, zero))
         inits.append(zero)
     terminator.set_operands(yields)
-    loop = _add_carried(loop, inits)
+    loop = add_carried(loop, inits)
     after = Builder.after(loop, loop.location)
     if barriers is None:
         after.create(AsyncWaitOp, pending=0)
@@ -458,9 +458,10 @@ def _next_slot(builder: Builder, slot: Any, one: Any, zero: Any, count: Any) -> 
     return builder.create(arith.SelectOp, wraps, zero, bumped).result
 
 
-def _add_carried(loop: Any, inits: list) -> Any:
+def add_carried(loop: Any, inits: list) -> Any:
     """Rebuild ``loop`` with ``inits`` as extra carried values (the body has already got
-    their block arguments and yields); the old results keep their uses."""
+    their block arguments and yields); the old results keep their uses.  Returns the new
+    loop (its last results are the new values')."""
     segments = loop.operand_segments
     if segments is not None:
         segments = (*segments[:-1], segments[-1] + len(inits))
@@ -476,5 +477,5 @@ def _add_carried(loop: Any, inits: list) -> Any:
     return new
 
 
-__all__ = ["MIN_COPY_BYTES", "NUM_STAGES_HINT", "PipelineLoops", "read_slot_instead", "ring_slot_layout", "ring_type",
+__all__ = ["MIN_COPY_BYTES", "NUM_STAGES_HINT", "PipelineLoops", "add_carried", "read_slot_instead", "ring_slot_layout", "ring_type",
            "transposed_operand", "transposed_slot_layout", "writes_memory"]

@@ -48,7 +48,7 @@ from ..dialects import arith, func, scf, tile
 from ..dialects.gpu import (AsyncWaitOp, ConvertLayoutOp, IssuesIntoRing, LocalAllocOp, MBarrierInvalOp,
                             MBarrierWaitOp)
 from ..ir.builder import Builder
-from ..ir.opdef import Pure
+from ..ir.opdef import Pure, WritesMemory
 from ..plugins.tables import OwnedTable
 
 #: Loop hint (``pl.range(..., flatten=True)``) that asks for it.
@@ -242,6 +242,46 @@ def _root(value: Any) -> Any:
     return None
 
 
+def overtaken_write(copies: list, ops: list) -> str | None:
+    """Why the ring ``copies`` may not be issued before ``ops`` (and the ops in their
+    regions) have run, in words, or None: a copy issued early (the next tile's, by a warp
+    group of its own) must not read where one of them writes, so each write goes through
+    a kernel argument the copies do not read (distinct arguments are taken not to
+    overlap), and none orders memory against other programs (atomics), calls unknown
+    code or spins on a volatile load.  Writes to shared memory do not matter."""
+    read = _roots_read(copies)
+    if read is None:
+        return "the copies read through values whose kernel argument is not known"
+
+    def clash(op: Any, value: Any) -> str | None:
+        root = _root(value)
+        if root is None:
+            return f"'{op.name}' writes through a pointer whose kernel argument is not known"
+        if root in read:
+            return (f"'{op.name}' writes through '{root.name_hint or 'an argument'}', which the copies read: the "
+                    "next tile's copies could read it before the write")
+        return None
+
+    for op in ops:
+        for nested in op.walk():
+            accesses = GLOBAL_ACCESSES.get(type(nested))
+            why = None
+            if accesses is not None:
+                why = next((w for value, kind in accesses(nested) if kind == "w" for w in [clash(nested, value)]
+                            if w is not None), None)
+            elif isinstance(nested, _WRITES):
+                why = clash(nested, nested.ptr)
+            elif isinstance(nested, (func.CallOp, *_SYNCHRONIZES)):
+                why = f"'{nested.name}' may order or write memory the copies read"
+            elif isinstance(nested, tile.LoadOp) and nested.volatile:
+                why = f"a volatile '{nested.name}' may wait for memory another program writes"
+            elif nested.has_trait(WritesMemory):
+                why = f"'{nested.name}' writes global memory without saying where (register_global_access)"
+            if why is not None:
+                return why
+    return None
+
+
 def _writes_elsewhere(outer: Any, inner: Any, setup: set, read: set | None) -> bool:
     """Whether every write of the outer body (outside the K loop and ``setup``) goes
     through a pointer argument the copies do not read, and nothing else has effects."""
@@ -272,5 +312,5 @@ def _writes_elsewhere(outer: Any, inner: Any, setup: set, read: set | None) -> b
     return True
 
 
-__all__ = ["FLATTEN_HINT", "GLOBAL_ACCESSES", "POINTER_PATHS", "prefetch_next_iteration", "register_global_access",
+__all__ = ["FLATTEN_HINT", "GLOBAL_ACCESSES", "POINTER_PATHS", "overtaken_write", "prefetch_next_iteration", "register_global_access",
            "register_pointer_path", "root_argument", "wants_prefetch"]

@@ -88,7 +88,9 @@ register_ring_copies(BulkLoadOp, BulkCopies())
 # tensor map, named by the kernel argument the map comes from (a host descriptor's map
 # parameter, or the base pointer a map made in the kernel was built from).
 register_global_access(CopyToRingOp, BulkLoadOp)(lambda op: [(array_of(op, op.map), "r")])
-register_global_access(BulkStoreOp)(lambda op: [(array_of(op, op.map), "w")])
+# (And warp specialization's split of such a loop, after the store has become a copy from
+# shared memory: the producer loads the next tile while this one's is stored.)
+register_global_access(BulkStoreOp, StoreFromSharedOp)(lambda op: [(array_of(op, op.map), "w")])
 register_pointer_path(CreateMapOp, "base")
 # Thread 0 initializes the barriers and issues every copy and arrival: only the waits of
 # the other threads must follow the initialization (and they read the barriers).

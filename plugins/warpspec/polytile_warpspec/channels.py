@@ -20,10 +20,14 @@ def touches_tiles(op: Any) -> bool:
     return any(isinstance(v.type, t.TileType) for inner in op.walk() for v in (*inner.operands, *inner.results))
 
 
-def build_producer(block: Any, found: Any, empty: Any, location: Any) -> None:
-    """The producer's loop, at the end of ``block``: it issues the fills of ``found.loop``
-    in order, each once its slot is free (the wait on ``empty`` for the phase of the other
-    parity: a fresh barrier counts as released).
+def build_producer(block: Any, found: Any, empty: Any, location: Any, mapping: dict | None = None,
+                   start: tuple | None = None) -> Any:
+    """The producer's loop, at the end of ``block`` (returned): it issues the fills of
+    ``found.loop`` in order, each once its slot is free (the wait on ``empty`` for the
+    phase of the other parity: a fresh barrier counts as released).  ``mapping``: the
+    producer's own values for values the loop reads from outside it (a nested loop's
+    bounds, say); ``start``: the slot and phase its first fill takes (bulk copies; by
+    default slot 0 of a fresh ring), the loop's results being where the next one goes.
 
     Bulk copies (one thread): every fill, iteration ``i``'s being the body's fill at
     ``i - (S - 1)`` (the body issues the one ``S - 1`` ahead), into slots from 0.  Per-thread
@@ -35,24 +39,24 @@ def build_producer(block: Any, found: Any, empty: Any, location: Any) -> None:
     stages = found.full.type.shape[0]
     b = Builder.at_end(block, location)
     # The tiles the fills start from, made by the producer's warps for their own threads.
-    made: dict = {}
+    made: dict = dict(mapping or {})
+    lower, upper, step = (made.get(v, v) for v in (loop.lower, loop.upper, loop.step))
     for op in found.producer_copies:
         b.insert(op.clone(made))
     i32 = t.i32
     zero = arith.materialize_constant(b, 0, i32).result
     one = arith.materialize_constant(b, 1, i32).result
     count = arith.materialize_constant(b, stages, i32).result
-    ahead = b.create(arith.BINARY_OPS["muli"], loop.step,
+    ahead = b.create(arith.BINARY_OPS["muli"], step,
                      arith.materialize_constant(b, stages - 1, loop.induction_variable.type).result).result
     carried_index = [list(loop.region_iter_args).index(arg) for arg in found.carried]
     if found.per_thread:
-        upper = b.create(arith.BINARY_OPS["subi"], loop.upper, ahead).result
+        upper = b.create(arith.BINARY_OPS["subi"], upper, ahead).result
         first_slot = arith.materialize_constant(b, stages - 1, i32).result
         inits = [first_slot, zero, *(made.get(loop.init_args[i], loop.init_args[i]) for i in carried_index)]
     else:
-        upper = loop.upper
-        inits = [zero, zero]
-    producer = b.insert(scf.ForOp.create(loop.lower, upper, loop.step, inits, location=location, iv_name="fill"))
+        inits = list(start) if start is not None else [zero, zero]
+    producer = b.insert(scf.ForOp.create(lower, upper, step, inits, location=location, iv_name="fill"))
     i = producer.induction_variable
     slot, phase, *carried = producer.region_iter_args
     slot.name_hint, phase.name_hint = "slot", "phase"
@@ -63,19 +67,20 @@ def build_producer(block: Any, found: Any, empty: Any, location: Any) -> None:
         k = i
     else:
         k = inner.create(arith.BINARY_OPS["subi"], i, ahead).result
-    mapping = {**made, loop.induction_variable: k, found.write_slot: slot, **dict(zip(found.carried, carried))}
+    inside = {**made, loop.induction_variable: k, found.write_slot: slot, **dict(zip(found.carried, carried))}
     wanted = set(found.fills) | set(found.slice)
     for op in loop.body.block:
         if op in wanted:
-            inner.insert(op.clone(mapping))
+            inner.insert(op.clone(inside))
     bumped = inner.create(arith.BINARY_OPS["addi"], slot, one).result
     wraps = inner.create(arith.CmpIOp, bumped, count, predicate="eq").result
     next_slot = inner.create(arith.SelectOp, wraps, zero, bumped).result
     flipped = inner.create(arith.BINARY_OPS["xori"], phase, one).result
     next_phase = inner.create(arith.SelectOp, wraps, flipped, phase).result
     yielded = loop.body.block.last_op.operands
-    advanced = [mapping.get(yielded[index], yielded[index]) for index in carried_index]
+    advanced = [inside.get(yielded[index], yielded[index]) for index in carried_index]
     inner.create(scf.YieldOp, [next_slot, next_phase, *advanced])
+    return producer
 
 
 def drop_unused_carried(loop: Any, values: list) -> Any:
@@ -138,8 +143,10 @@ def _only_feeding(arg: Any, yielded: Any, body: Any) -> list | None:
     return chain
 
 
-def release_instead_of_fills(found: Any, empty: Any) -> None:
-    """Release each slot to the producer where the consumers are done with it.
+def release_instead_of_fills(found: Any, empty: Any) -> bool:
+    """Release each slot to the producer where the consumers are done with it; True
+    where the slot of the loop's last iteration is left to release after the loop (see
+    below), False where every iteration releases its own.
 
     Dots that read A from registers (attention's ``p @ v``) are retired in their own
     iteration: left in flight across the back edge, ptxas
@@ -153,7 +160,8 @@ def release_instead_of_fills(found: Any, empty: Any) -> None:
     body = loop.body.block
     _retire_register_dots(body)
     wait = body.first_op
-    if _nothing_in_flight_at_end(body):
+    previous = not _nothing_in_flight_at_end(body)
+    if not previous:
         at = Builder.before(body.last_op, loop.location)
         always = arith.materialize_constant(at, True, t.i1).result
         at.create(MBarrierArriveOp, empty, wait.index, always)
@@ -164,6 +172,7 @@ def release_instead_of_fills(found: Any, empty: Any) -> None:
         at.create(MBarrierArriveOp, empty, found.write_slot, later)
     for op in reversed(found.fills):
         op.erase()
+    return previous
 
 
 def take_turns(loop: Any) -> None:

@@ -98,6 +98,7 @@ class WarpSpecializeLoops(Pass):
         from polytile import config
         from polytile.gpu.lowering.target import gpu_target_of, num_warps_of
 
+        from .persistent import pipelined_inner_loops, split_persistent
         from .report import unsupported_reason
 
         target = gpu_target_of(context)
@@ -121,8 +122,12 @@ class WarpSpecializeLoops(Pass):
                                           options.get("producer_registers") or self.producer_registers,
                                           options.get("consumer_registers") or self.consumer_registers,
                                           getattr(context.options, "maxnreg", None))
-                    why = plan if isinstance(plan, str) else split_loop(function, loop, num_warps, plan,
-                                                                        options.get("pingpong", pingpong))
+                    if isinstance(plan, str):
+                        why = plan
+                    elif pipelined_inner_loops(loop):  # a persistent kernel's loop over tiles
+                        why = split_persistent(function, loop, num_warps, plan)
+                    else:
+                        why = split_loop(function, loop, num_warps, plan, options.get("pingpong", pingpong))
                 record_outcome(context.artifacts, loop, why, seen,
                                {"producer_registers": plan.producer, "consumer_registers": plan.consumer}
                                if why is None else None)
@@ -163,19 +168,40 @@ def loop_options(loop: Any) -> dict[str, Any]:
             if name.startswith(OPTION_PREFIX)}
 
 
-def _examine(function: Any, loop: Any, num_warps: int) -> "_Loop | str":
-    """The pieces of ``loop``, or why it cannot be split (the IR is unchanged)."""
-    if loop.parent_op is not function:
-        return "the loop is inside another loop or a branch; only a loop at the kernel's top level is split"
+NOT_PIPELINED_WHY = ("into rings completed by mbarriers (num_stages < 2, or none of its loads feeds a dot through a "
+                     "copy the pipeline can make)")
+#: Why a loop that has no ring to split off is not split.
+NOT_PIPELINED = f"the loop was not pipelined {NOT_PIPELINED_WHY}"
+#: Why a loop that is not at the kernel's top level is not split.
+NOT_TOP_LEVEL = "the loop is inside another loop or a branch; only a loop at the kernel's top level is split"
+
+
+def whole_warp_groups(num_warps: int) -> str | None:
+    """Why ``num_warps`` consumer warps cannot be split off, or None."""
     if num_warps % WARP_GROUP:
         return (f"num_warps = {num_warps}: the consumers are whole warp groups of {WARP_GROUP} warps (setmaxnreg "
                 "moves a whole warp group's registers)")
+    return None
+
+
+def _examine(function: Any, loop: Any, num_warps: int) -> "_Loop | str":
+    """The pieces of ``loop``, or why it cannot be split (the IR is unchanged)."""
+    if loop.parent_op is not function:
+        return NOT_TOP_LEVEL
+    found = whole_warp_groups(num_warps) or examine_ring_loop(loop, num_warps)
+    if found == NOT_PIPELINED and any(isinstance(op, scf.ForOp) for op in loop.body.block):
+        return f"neither the loop nor the loop in its body was pipelined {NOT_PIPELINED_WHY}"
+    return found
+
+
+def examine_ring_loop(loop: Any, num_warps: int) -> "_Loop | str":
+    """The pieces of a pipelined ``loop`` whose fills a producer can issue, or why not
+    (the IR is unchanged); where the loop sits is the caller's to check."""
     body = loop.body.block
     wait = body.first_op
     fills = [op for op in body if op.has_trait(IssuesIntoRing)]
     if not isinstance(wait, MBarrierWaitOp) or not fills:
-        return ("the loop was not pipelined into rings completed by mbarriers (num_stages < 2, or none of its loads "
-                "feeds a dot through a copy the pipeline can make)")
+        return NOT_PIPELINED
     full = wait.barriers
     per_thread = any(isinstance(v.type, t.TileType) for op in fills for v in op.operands)
     if per_thread and num_warps != PRODUCER_WARPS:
@@ -255,7 +281,7 @@ def split_loop(function: Any, loop: Any, num_warps: int, registers: RegisterPlan
     init = next((op for op in prefix if isinstance(op, MBarrierInitOp) and op.barriers is full), None)
     if not isinstance(full.defining_op, LocalAllocOp) or init is None:
         return "the ring's barriers are not made next to the loop"
-    moved = _moved_to_consumers(prefix, found, _ring_setup(prefix, init, full))
+    moved = moved_to_consumers(prefix, found, _ring_setup(prefix, init, full))
     if isinstance(moved, str):
         return moved
 
@@ -377,19 +403,20 @@ def _fills_ring(op: Any, found: _Loop) -> bool:
     return getattr(op, "barriers", None) is found.full or getattr(op, "ring", None) in rings
 
 
-def _moved_to_consumers(prefix: list, found: _Loop, ring_setup: set) -> "list | str":
+def moved_to_consumers(prefix: list, found: _Loop, ring_setup: set, producer_inputs: tuple = ()) -> "list | str":
     """The ops before the loop that work on tiles (made for the consumers' warps, which
     the producer's are not): they move into the consumer region, in order, and so does
     every later op with an effect (a proxy fence after a store to shared memory must stay
     after it).  The producer needs none of them, and none may write global memory (the
-    producer's copies would overtake the write)."""
+    producer's copies would overtake the write).  ``producer_inputs``: values the
+    producer reads besides the fills' and the loop's (a nested loop's bounds)."""
     from polytile.gpu.pipelining import writes_memory
 
     producer_needs: set = set()
     carried = list(found.loop.region_iter_args)
     stack = [v for op in (*found.fills, *found.slice) for v in op.operands]
     stack += [found.loop.init_args[carried.index(arg)] for arg in found.carried]
-    stack += [found.loop.lower, found.loop.upper, found.loop.step]
+    stack += [found.loop.lower, found.loop.upper, found.loop.step, *producer_inputs]
     while stack:
         value = stack.pop()
         owner = value.defining_op
@@ -432,4 +459,5 @@ def _moved_to_consumers(prefix: list, found: _Loop, ring_setup: set) -> "list | 
     return moved
 
 
-__all__ = ["PRODUCER_WARPS", "WarpSpecializeLoops", "split_loop"]
+__all__ = ["NOT_TOP_LEVEL", "PRODUCER_WARPS", "WarpSpecializeLoops", "examine_ring_loop", "loop_options", "moved_to_consumers",
+           "split_loop", "whole_warp_groups"]

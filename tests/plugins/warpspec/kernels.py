@@ -1,6 +1,7 @@
 """Kernels the warp-specialization tests compile and run: Triton's tutorial-09 descriptor
 matmul with ``pl.range(..., warp_specialize=WS)``, with host descriptors and with
-descriptors made in the kernel, and the pointer version (cp.async copies)."""
+descriptors made in the kernel, and the pointer version (cp.async copies); its
+persistent form (the hint on the loop over tiles); attention."""
 
 from __future__ import annotations
 
@@ -45,6 +46,33 @@ def matmul_device_descriptors(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: pl.constexp
         b = b_desc.load([offs_bn, k * BLOCK_K])
         accumulator = pl.dot(a, b.T, accumulator)
     c_desc.store([offs_am, offs_bn], accumulator.to(c_desc.dtype))
+
+
+@jit
+def matmul_persistent(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr,
+                      BLOCK_K: pl.constexpr, NUM_PROGRAMS: pl.constexpr, WS: pl.constexpr, FLATTEN: pl.constexpr,
+                      HOST: pl.constexpr = False):
+    # Tutorial 09's persistent kernel: each program walks the output tiles from its own,
+    # NUM_PROGRAMS apart, the hint on that loop; descriptors made in the kernel, or (HOST)
+    # a_ptr, b_ptr and c_ptr are host descriptors.
+    if HOST:
+        a_desc, b_desc, c_desc = a_ptr, b_ptr, c_ptr
+    else:
+        a_desc = pl.make_tensor_descriptor(a_ptr, [M, K], [K, 1], [BLOCK_M, BLOCK_K])
+        b_desc = pl.make_tensor_descriptor(b_ptr, [N, K], [K, 1], [BLOCK_N, BLOCK_K])
+        c_desc = pl.make_tensor_descriptor(c_ptr, [M, N], [N, 1], [BLOCK_M, BLOCK_N])
+    num_pid_n = pl.cdiv(N, BLOCK_N)
+    num_tiles = pl.cdiv(M, BLOCK_M) * num_pid_n
+    k_tiles = pl.cdiv(K, BLOCK_K)
+    for tile_id in pl.range(pl.program_id(0), num_tiles, NUM_PROGRAMS, flatten=FLATTEN, warp_specialize=WS):
+        offs_am = (tile_id // num_pid_n) * BLOCK_M
+        offs_bn = (tile_id % num_pid_n) * BLOCK_N
+        accumulator = pl.zeros((BLOCK_M, BLOCK_N), dtype=pl.float32)
+        for ki in range(k_tiles):
+            a = a_desc.load([offs_am, ki * BLOCK_K])
+            b = b_desc.load([offs_bn, ki * BLOCK_K])
+            accumulator = pl.dot(a, b.T, accumulator)
+        c_desc.store([offs_am, offs_bn], accumulator.to(c_desc.dtype))
 
 
 @jit

@@ -178,7 +178,8 @@ import hashlib, sys
 import numpy as np
 sys.path.insert(0, {root!r})
 from polytile.compiler import compile_module
-from tests.plugins.warpspec.kernels import attention_descriptors, matmul_device_descriptors, matmul_pointers
+from tests.plugins.warpspec.kernels import (attention_descriptors, matmul_device_descriptors, matmul_persistent,
+                                            matmul_pointers)
 f16 = np.zeros((256, 256), np.float16)
 q = np.zeros((512, 128), np.float16)
 kernels = [
@@ -187,6 +188,8 @@ kernels = [
                            WS=True), 4),
     (attention_descriptors.lower(q, q, q, q, 0.1, 512, 256, HEAD_DIM=128, BLOCK_M=128, BLOCK_N=64, CAUSAL=True,
                                  WS=True), 8),
+    (matmul_persistent.lower(f16, f16, f16, 256, 256, 256, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, NUM_PROGRAMS=132,
+                             WS=True, FLATTEN=True), 8),
 ]
 for module, warps in kernels:
     result = compile_module(module, "nvidia:sm_90a", num_warps=warps, num_stages=3)
@@ -210,7 +213,7 @@ def test_the_same_kernels_give_the_same_ptx_in_twenty_processes(tmp_path):
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         outputs = list(pool.map(digests, [1 + 7919 * i for i in range(20)]))
-    assert len(outputs[0].split()) == 3
+    assert len(outputs[0].split()) == 4
     assert len(set(outputs)) == 1, "the PTX differs between processes:\n" + "\n".join(sorted(set(outputs)))
 
 

@@ -20,14 +20,14 @@ from polytile.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 @pytest.fixture
 def doc_module(tmp_path, monkeypatch):
-    """docs/warpspec.md's python blocks (the second continues the first), imported from a
-    file of their own (the compiler reads a kernel's source)."""
+    """docs/warpspec.md's python blocks (the later ones continue the first), imported from
+    a file of their own (the compiler reads a kernel's source)."""
     import importlib
     import sys
 
     text = (pathlib.Path(__file__).parents[3] / "docs" / "warpspec.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 2, "docs/warpspec.md should have two python blocks"
+    assert len(blocks) == 3, "docs/warpspec.md should have three python blocks"
     (tmp_path / "warpspec_doc.py").write_text("\n\n".join(blocks))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "warpspec_doc", raising=False)
@@ -63,6 +63,29 @@ def test_the_doc_kernel_compiles_for_every_backend(doc_kernel, target, specialis
     descriptors = [TensorDescriptor.from_tensor(a, block) for block in ([128, 64], [128, 64], [128, 128])]
     module = matmul.lower(*descriptors, 256, 256, 256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64)
     entries = compile_module(module, target, num_warps=8, num_stages=3).metadata["warp_specialize"]
+    assert [e["specialised"] for e in entries] == [specialised], entries
+    assert specialised or "warp specialization needs them" in entries[0]["why"]
+
+
+def test_the_doc_persistent_kernel_runs_on_the_interpreter(doc_module):
+    a, b, c = _arrays()
+    descriptors = [TensorDescriptor.from_tensor(x, block) for x, block in ((a, [32, 16]), (b, [32, 16]), (c, [32, 32]))]
+    doc_module.persistent_matmul[(4,)](*descriptors, 96, 80, 72, BLOCK_M=32, BLOCK_N=32, BLOCK_K=16, NUM_SMS=4,
+                                       target="interp")
+    np.testing.assert_allclose(c, a @ b.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target, specialised", [("nvidia:sm_90a", True), ("nvidia:sm_80", False),
+                                                  ("amd:gfx942", False)])
+@pytest.mark.parametrize("num_warps", [4, 8])
+def test_the_doc_persistent_kernel_compiles_for_every_backend(doc_module, target, specialised, num_warps):
+    pytest.importorskip("polytile_nvidia" if target.startswith("nvidia") else "polytile_amd")
+    a = np.zeros((512, 512), np.float16)
+    bn = 64 * num_warps // 2
+    descriptors = [TensorDescriptor.from_tensor(a, block) for block in ([128, 64], [bn, 64], [128, bn])]
+    module = doc_module.persistent_matmul.lower(*descriptors, 512, 512, 512, BLOCK_M=128, BLOCK_N=bn, BLOCK_K=64,
+                                                NUM_SMS=132)
+    entries = compile_module(module, target, num_warps=num_warps, num_stages=3).metadata["warp_specialize"]
     assert [e["specialised"] for e in entries] == [specialised], entries
     assert specialised or "warp specialization needs them" in entries[0]["why"]
 

@@ -1,5 +1,6 @@
 """Warp-specialised matmuls on a Hopper GPU against torch, at and past the edges of the
-arrays, with one and two consumer warp groups, host and device descriptors."""
+arrays, with one and two consumer warp groups, host and device descriptors, and the
+persistent form (the hint on the loop over tiles)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from polytile.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 from tests.backends.nvidia.fake_cuda import nvidia_gpu  # noqa: E402, F401  (a fixture)
 from tests.plugins.tma.test_gpu_bulk import hopper  # noqa: E402, F401  (a fixture)
 
-from .kernels import matmul_descriptors, matmul_device_descriptors, matmul_pointers  # noqa: E402
+from .kernels import matmul_descriptors, matmul_device_descriptors, matmul_persistent, matmul_pointers  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -105,3 +106,52 @@ def test_specialised_pointer_matmul_matches_torch(hopper, shape, stages):
     torch.cuda.synchronize()
     _assert_split(compiled)
     torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=0.15, rtol=0.02)
+
+
+# The persistent form: few programs, so that each walks several tiles and the ring's slot
+# and phase run on from one tile's K loop into the next (K loops shorter and longer than
+# the ring; a last tile some programs do not get).
+@pytest.mark.parametrize("shape", [(512, 512, 512), (200, 144, 112), (384, 256, 1008), (640, 384, 64)])
+@pytest.mark.parametrize("config", [(128, 128, 64, 4, 4), (128, 256, 64, 8, 3), (64, 64, 32, 4, 2)],
+                         ids=["128x128x64-w4-s4", "128x256x64-w8-s3", "64x64x32-w4-s2"])
+@pytest.mark.parametrize("flatten", [False, True])
+@pytest.mark.parametrize("host", [False, True], ids=["device-descriptors", "host-descriptors"])
+def test_specialised_persistent_matmul_matches_torch(hopper, shape, config, flatten, host):
+    import polytile
+
+    m, n, k = shape
+    bm, bn, bk, warps, stages = config
+    polytile.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+    torch.manual_seed(5)
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, k, device="cuda", dtype=torch.float16)
+    c = torch.full((m, n), 7.0, device="cuda", dtype=torch.float16)
+    programs = 3
+    arrays = ((TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bn, bk]),
+               TensorDescriptor.from_tensor(c, [bm, bn])) if host else (a, b, c))
+    compiled = matmul_persistent[(programs,)](*arrays, m, n, k, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                              NUM_PROGRAMS=programs, WS=True, FLATTEN=flatten, HOST=host,
+                                              num_warps=warps, num_stages=stages)
+    torch.cuda.synchronize()
+    _assert_split(compiled)
+    torch.testing.assert_close(c.float(), a.float() @ b.float().T, atol=0.15, rtol=0.02)
+
+
+def test_persistent_launches_in_a_row_agree(hopper):
+    # One program per SM, as tutorial 09 launches it; 20 launches, each against the first.
+    m = n = k = 2048
+    torch.manual_seed(6)
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, k, device="cuda", dtype=torch.float16)
+    programs = torch.cuda.get_device_properties(0).multi_processor_count
+    expected = a.float() @ b.float().T
+    for _ in range(20):
+        c = torch.empty((m, n), device="cuda", dtype=torch.float16)
+        arrays = (TensorDescriptor.from_tensor(a, [128, 64]), TensorDescriptor.from_tensor(b, [256, 64]),
+                  TensorDescriptor.from_tensor(c, [128, 256]))
+        compiled = matmul_persistent[(programs,)](*arrays, m, n, k, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64,
+                                                  NUM_PROGRAMS=programs, WS=True, FLATTEN=False, HOST=True,
+                                                  num_warps=8, num_stages=3)
+        torch.cuda.synchronize()
+        _assert_split(compiled)
+        torch.testing.assert_close(c.float(), expected, atol=0.15, rtol=0.02)

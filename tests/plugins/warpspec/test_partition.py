@@ -26,12 +26,12 @@ NAMES = {
 }
 
 
-def run(text: str, *passes, target: str = "sm_90a", num_warps: int = 4) -> tuple[str, dict]:
-    for short, full in NAMES.items():
+def run(text: str, *passes, target: str = "sm_90a", num_warps: int = 4, names: dict = NAMES) -> tuple[str, dict]:
+    for short, full in names.items():
         text = text.replace("{" + short + "}", full)
     context = PassContext(target=Target("nvidia", target), options=BackendOptions(num_warps=num_warps, num_stages=3))
     out = apply_passes(text, *passes, context=context)
-    for short, full in sorted(NAMES.items(), key=lambda item: -len(item[1])):
+    for short, full in sorted(names.items(), key=lambda item: -len(item[1])):
         out = out.replace(full, "{" + short + "}")
     return out, context.artifacts
 

@@ -166,3 +166,54 @@ def test_attention_through_descriptors_matches_numpy(block_m, num_warps, causal,
     weights = np.exp(scores - scores.max(axis=1, keepdims=True))
     expected = weights @ v.astype(np.float64) / weights.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(out[:block_m].astype(np.float64), expected, atol=2e-3, rtol=2e-3)
+
+
+# --------------------------------------------------------------------------------------
+# A persistent kernel's loop over tiles split (polytile_warpspec.persistent): one program
+# walks every tile, so the ring's slot and phase run on from one tile's K loop into the
+# next, the producer a tile ahead of the consumers' store.
+
+def _persistent(m, n, k, block, num_warps, flatten, num_stages=3):
+    pytest.importorskip("polytile_tma")
+    from .kernels import matmul_persistent
+
+    rng = np.random.default_rng(m + n + k)
+    a = rng.integers(-2, 3, (m, k)).astype(np.float16)
+    b = rng.integers(-2, 3, (n, k)).astype(np.float16)
+    module = matmul_persistent.lower(a, b, np.zeros((m, n), np.float16), m, n, k, BLOCK_M=block[0],
+                                     BLOCK_N=block[1], BLOCK_K=block[2], NUM_PROGRAMS=1, WS=True, FLATTEN=flatten)
+    result = compile_module(module, "nvidia:sm_90a", num_warps=num_warps, num_stages=num_stages)
+    assert [e["specialised"] for e in result.metadata["warp_specialize"]] == [True]
+    return result, a, b
+
+
+def _run_persistent(result, a, b, edit=None):
+    m, k = a.shape
+    n = b.shape[0]
+    artifacts = result.context.artifacts
+    if edit is not None:
+        artifacts = {**artifacts, "llvm_ir": edit(artifacts["llvm_ir"])}
+    c = np.full((m, n), np.nan, np.float16)
+    scratch = np.zeros(int(result.metadata["global_scratch_bytes"]), np.uint8)
+    run_kernel(artifacts, [a, b, c, m, n, k, scratch], result.metadata["launch_warps"])
+    return c.astype(np.float64), a.astype(np.float64) @ b.T.astype(np.float64)
+
+
+@pytest.mark.parametrize("shape, block, num_warps, flatten", [
+    ((128, 128, 160), (64, 64, 32), 4, False),   # 4 tiles of 5 K steps: the ring wraps within and across tiles
+    ((96, 80, 96), (64, 64, 32), 4, True),       # partial tiles; the next tile's prologue was prefetched
+    ((256, 128, 96), (128, 64, 32), 8, True),    # two consumer warp groups
+    ((128, 128, 32), (64, 64, 32), 4, True),     # one K step per tile: fewer than the ring's slots
+])
+def test_the_split_persistent_matmul_matches_numpy(shape, block, num_warps, flatten):
+    result, a, b = _persistent(*shape, block, num_warps, flatten)
+    got, expected = _run_persistent(result, a, b)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_k_loop_that_does_not_release_its_last_slot_hangs_the_next_tile():
+    # The consumers release each K loop's last slot after it (the loop releases the one
+    # before each iteration's); without that release the producer never gets the slot back.
+    result, a, b = _persistent(128, 128, 64, (64, 64, 32), 4, False)  # 4 tiles of 2 K steps
+    with pytest.raises(SimulationError, match="no warp can make progress .* can never complete"):
+        _run_persistent(result, a, b, lambda text: _drop_line(text, "mbarrier.arrive.release", which=-1))
