@@ -404,3 +404,12 @@ def test_amd_takes_the_offsets_its_code_object_declares(tmp_path, monkeypatch):
         AmdBackend().argument_layout(kernel_name="k", params=params[:2], metadata=shifted)
     with pytest.raises(ValueError, match="no code object metadata"):
         AmdBackend().argument_layout(kernel_name="k", params=params, metadata={})
+
+
+def test_a_kernel_reading_its_thread_count_compiles_ahead_of_time_for_the_options_num_warps():
+    from tests.language.test_extra_cuda import threads_kernel
+
+    for target, warps, count in (("nvidia:sm_90a", 8, 256), ("interp", 2, 64), ("nvidia:sm_80", None, 128)):
+        options = {} if warps is None else {"num_warps": warps}  # the backend's default: 4 warps
+        result = compile_kernel(threads_kernel, target=target, signature="*i32:16,*i32:16", options=options)
+        assert f"tile<{count}xi32>" in str(result.stages[0].ir), target

@@ -426,8 +426,9 @@ def compile_kernel(fn_or_path_spec: Any, *, target: Any, signature: str | Sequen
                        "(constexpr parameters take values instead)")
     values = _constexpr_values(fn, dict(constexprs or {}), runtime)
     arg_types = {param: entry.type for param, entry in zip(runtime, entries)}
-    module, _ = generate_kernel(fn, arg_types, values)
-    from .runtime.jit import attach_hints
+    from .runtime.jit import attach_hints, launch_facts
+
+    module, _ = generate_kernel(fn, arg_types, values, launch=launch_facts(target, dict(options or {}), target_source))
 
     attach_hints(module, [entry.hint for entry in entries])
     result = compile_module(module, target, label=name, record_stages=True, target_source=target_source,

@@ -234,6 +234,11 @@ class Backend:
         device) has finished.  The autotuner times its trials with it.  The default is
         for backends whose launches return when the kernel is done (the interpreter)."""
 
+    def threads_per_warp(self, target: Target) -> int:
+        """Threads of one warp (wavefront) on ``target``: what ``pl.extra.cuda.num_threads()``
+        multiplies ``num_warps`` by.  32 unless the backend says otherwise."""
+        return 32
+
     def can_launch(self) -> bool:
         """Whether this backend runs kernels (else the runtime falls back to the
         interpreter when no target was asked for, and says so when one was)."""

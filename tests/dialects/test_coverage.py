@@ -12,12 +12,12 @@ from polytile.ir.opdef import define_op
 from polytile.ir.operation import Operation
 
 from . import (test_arith, test_builtin, test_func, test_gpu, test_math, test_scf, test_tile, test_tile_asm,
-               test_tile_block, test_tile_debug, test_tile_shape)
+               test_tile_block, test_tile_clock, test_tile_debug, test_tile_shape)
 
 ALL_ROUNDTRIP_TEXTS = {
     f"{module.__name__.rsplit('.', 1)[-1]}:{name}": text
     for module in (test_arith, test_builtin, test_func, test_gpu, test_math, test_scf, test_tile, test_tile_asm,
-                   test_tile_block, test_tile_debug, test_tile_shape)
+                   test_tile_block, test_tile_clock, test_tile_debug, test_tile_shape)
     for name, text in module.ROUNDTRIP.items()
 }
 

@@ -106,6 +106,9 @@ class AmdBackend(Backend):
         slots = tuple(ArgumentSlot(arg.size, min(arg.size, 8), arg.offset) for arg in declared)
         return ArgumentLayout(slots, kernel.explicit_size)
 
+    def threads_per_warp(self, target: Target) -> int:
+        return ARCHITECTURES[target.arch].wavefront_size
+
     def gpu_target(self, target: Target, options: BackendOptions | None = None) -> Any:
         """The target data and hooks of the shared GPU lowering (polytile.gpu.lowering)."""
         from .codegen import amd_gpu_target

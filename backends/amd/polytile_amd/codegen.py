@@ -90,6 +90,23 @@ def read_id(builder: ir.IRBuilder, kind: str, axis: int) -> Any:
     return builder.udiv(items, group)
 
 
+def processor_id_reader(fields: tuple) -> Any:
+    """``read_processor_id`` for an architecture whose compute unit id is in ``fields``
+    (see ``AmdArchitecture.processor_id_fields``)."""
+    def read_processor_id(builder: ir.IRBuilder) -> Any:
+        packed, shift = None, 0
+        for register, offset, bits in fields:
+            # s_getreg_b32's immediate: register, offset << 6, (bits - 1) << 11.
+            code = ir.Constant(_I32, register | offset << 6 | (bits - 1) << 11)
+            field = _call(builder, "llvm.amdgcn.s.getreg", _I32, [code])
+            if shift:
+                field = builder.shl(field, ir.Constant(_I32, shift))
+            packed = field if packed is None else builder.or_(packed, field)
+            shift += bits
+        return packed
+    return read_processor_id
+
+
 def barrier(builder: ir.IRBuilder) -> None:
     # s_barrier alone orders execution, not memory: the fences make LDS writes before it
     # visible to reads after it, as __syncthreads() does in HIP.
@@ -212,6 +229,8 @@ def amd_gpu_target(arch: str, waves_per_eu: int = 0, matrix_instr_nonkdim: int =
     return GpuTarget(
         backend_name="AMD", arch=arch, triple=TRIPLE, data_layout=data_layout(arch), warp_size=warp_size,
         kernel_calling_convention="amdgpu_kernel", read_id=read_id, barrier=barrier,
+        read_processor_id=processor_id_reader(ARCHITECTURES[arch].processor_id_fields),
+        steady_clock_period_ns=10,  # the real-time counter runs at 100 MHz
         shuffle_xor=lanes.shuffle_xor_hook(arch, shuffle_xor),
         shuffle_up=lanes.shuffle_up_hook(arch, shuffle_up), shuffle_idx=shuffle_idx, warp_uniform=warp_uniform,
         math=devicelibs.MATH, printf=devicelibs.printf,

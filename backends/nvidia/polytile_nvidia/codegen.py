@@ -75,6 +75,11 @@ def read_id(builder: ir.IRBuilder, kind: str, axis: int) -> Any:
     return builder.call(_declare(builder.module, name, _I32, []), [])
 
 
+def read_processor_id(builder: ir.IRBuilder) -> Any:
+    """``%smid``: the SM the program runs on."""
+    return builder.call(_declare(builder.module, "llvm.nvvm.read.ptx.sreg.smid", _I32, []), [])
+
+
 def barrier(builder: ir.IRBuilder) -> None:
     builder.asm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "~{memory}", [], side_effect=True)
 
@@ -488,7 +493,8 @@ def nvidia_gpu_target(arch: str, enable_wgmma: bool = True) -> GpuTarget:
     return GpuTarget(
         backend_name="NVIDIA", arch=arch, triple=TRIPLE, data_layout=DATA_LAYOUT,
         warp_size=ARCHITECTURES[arch].warp_size, kernel_calling_convention="ptx_kernel", read_id=read_id,
-        barrier=barrier, shuffle_xor=shuffle_xor, shuffle_up=shuffle_up, shuffle_idx=shuffle_idx,
+        read_processor_id=read_processor_id, barrier=barrier, shuffle_xor=shuffle_xor, shuffle_up=shuffle_up,
+        shuffle_idx=shuffle_idx,
         warp_uniform=warp_uniform, math=MATH, annotate_kernel=annotate_kernel, by_value_parameter=grid_constant,
         math_library_prefix=LIBDEVICE_PREFIX,
         max_shared_bytes=ARCHITECTURES[arch].shared_memory_per_block_optin, float8_convert=_float8_convert_hook(arch),

@@ -17,13 +17,14 @@ from .scf import SCF_DIALECT
 from .tile import TILE_DIALECT as _TILE_CORE
 from .tile_asm import TILE_ASM_OPS
 from .tile_block import TILE_BLOCK_OPS
+from .tile_clock import TILE_CLOCK_OPS
 from .tile_debug import TILE_DEBUG_OPS
 from .tile_shape import TILE_SHAPE_OPS
 
 # The tile dialect's ops live in several modules (tile.py, tile_shape.py, ...), split by
 # concept; the dialect registered is their union.
 TILE_DIALECT = _dataclasses.replace(_TILE_CORE, ops=_TILE_CORE.ops + TILE_SHAPE_OPS + TILE_DEBUG_OPS
-                                  + TILE_BLOCK_OPS + TILE_ASM_OPS)
+                                  + TILE_BLOCK_OPS + TILE_ASM_OPS + TILE_CLOCK_OPS)
 
 TILE_LEVEL_DIALECTS = (BUILTIN_DIALECT, FUNC_DIALECT, ARITH_DIALECT, MATH_DIALECT, SCF_DIALECT, TILE_DIALECT)
 

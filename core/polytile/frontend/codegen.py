@@ -13,6 +13,8 @@ them.  Control flow whose condition is a compile-time value is resolved here (st
 
 from __future__ import annotations
 
+import dataclasses
+
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -32,10 +34,22 @@ from .values import _RETURN
 # The module being generated (the context builtins see)
 
 
+@dataclasses.dataclass(frozen=True)
+class LaunchFacts:
+    """What the kernel's code may know of its launch at compile time
+    (``pl.extra.cuda.num_warps()``, ``num_threads()``): part of the compile's options."""
+
+    num_warps: int
+    #: Threads per warp on the target (32; 64 on AMD CDNA).
+    warp_size: int = 32
+
+
 class ModuleGen:
     """One kernel compilation: the module, the builder, and the noinline functions made."""
 
-    def __init__(self) -> None:
+    def __init__(self, launch: LaunchFacts | None = None) -> None:
+        #: The launch's facts, or None where the compile does not know them (``lower()``).
+        self.launch = launch
         self.module = ModuleOp([], [], {}, [Region([Block()])])
         self.builder = Builder()
         self.generators: list[FunctionGen] = []
@@ -114,16 +128,17 @@ def _read_only(src: Any, name: str, type_: t.Type) -> t.Type:
 
 
 def generate_kernel(jit_fn: Any, arg_types: dict[str, t.Type], constexprs: dict[str, Any],
-                    adapted: dict | None = None) -> tuple[Any, dict]:
+                    adapted: dict | None = None, launch: LaunchFacts | None = None) -> tuple[Any, dict]:
     """The module for one specialization of ``jit_fn``: run-time parameters get
     ``arg_types`` (by name), constexpr parameters take ``constexprs``; an argument a
     plugin adapts (``adapted``: name -> AdaptedPiece, a tensor descriptor) becomes one
-    kernel parameter per part, and its name the value the adapter builds from them.
+    kernel parameter per part, and its name the value the adapter builds from them;
+    ``launch``: what the code may know of the launch (None: nothing).
     Returns the module and the compile-time globals the kernel read (for the cache key)."""
     from ..runtime.adapters import expand_parameters
 
     src = jit_fn.source()
-    mod = ModuleGen()
+    mod = ModuleGen(launch)
     params = [p for p in jit_fn.param_names if p in arg_types]
     const = jit_fn.const_names() if hasattr(jit_fn, "const_names") else set()
     if const:

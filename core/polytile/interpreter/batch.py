@@ -199,6 +199,8 @@ class BatchRun:
         self.interpreter = interpreter
         self.num_programs = num_programs
         self.printed: dict[int, list[str]] = {}
+        #: Each program's virtual clock (``tile.read_clock``): readings so far, by program id.
+        self.clocks: dict[tuple, int] = {}
 
     def emit(self, lane: int, text: str) -> None:
         self.printed.setdefault(lane, []).append(text)

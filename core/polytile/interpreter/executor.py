@@ -355,7 +355,7 @@ class ProgramContext:
     are checked.
     """
 
-    __slots__ = ("interpreter", "program_id", "num_programs", "frames")
+    __slots__ = ("interpreter", "program_id", "num_programs", "frames", "clock")
 
     def __init__(self, interpreter: "Interpreter", program_id: tuple[int, int, int], num_programs: tuple[int, int, int]):
         self.interpreter = interpreter
@@ -364,6 +364,8 @@ class ProgramContext:
         #: One value environment per active function call; nested regions share their
         #: function's environment (SSA values are unique objects).
         self.frames: list[dict] = []
+        #: The program's virtual clock (``tile.read_clock``): readings so far.
+        self.clock = 0
 
     @property
     def kernel_name(self) -> str:

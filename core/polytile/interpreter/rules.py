@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..dialects import arith, func, scf, tile
+from ..dialects import arith, func, scf, tile, tile_clock
 from ..dialects import semantics as sem
 from ..ir import types as t
 from ..ir.operation import Operation
@@ -216,6 +216,18 @@ def inttoptr_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndar
 @register_rule(tile.ProgramIdOp)
 def program_id_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
     return np.asarray(ctx.program_id[op.attributes["axis"]], dtype=np.int32)
+
+
+@register_rule(tile_clock.ReadClockOp)
+def read_clock_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
+    # The virtual clock: 0, 1, 2... per program, whichever clock is read (deterministic).
+    reading, ctx.clock = ctx.clock, ctx.clock + 1
+    return np.asarray(reading, dtype=np.int64)
+
+
+@register_rule(tile_clock.ProcessorIdOp)
+def processor_id_rule(op: Operation, operands: list, ctx: ProgramContext) -> np.ndarray:
+    return np.asarray(0, dtype=np.int32)
 
 
 @register_rule(tile.NumProgramsOp)

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..dialects import arith, tile, tile_shape
+from ..dialects import arith, tile, tile_clock, tile_shape
 from ..dialects import semantics as sem
 from ..ir import types as t
 from ..ir.operation import Operation
@@ -53,6 +53,20 @@ def program_id_batched(op: Operation, operands: list, ctx: BatchContext) -> np.n
     if (ids == ids[0]).all():  # one row of a 2-D grid, say: keep what follows uniform
         return np.asarray(ids[0], dtype=np.int32)
     return ids.astype(np.int32)
+
+
+@register_batched_rule(tile_clock.ReadClockOp)
+def read_clock_batched(op: Operation, operands: list, ctx: BatchContext) -> np.ndarray:
+    # Each program's own virtual clock (programs of a batch may have taken other branches).
+    clocks = ctx.run.clocks
+    readings = np.empty(ctx.size, dtype=np.int64)
+    for row, program in enumerate(map(tuple, ctx.program_ids.tolist())):
+        readings[row] = clocks.get(program, 0)
+        clocks[program] = readings[row] + 1
+    return np.asarray(readings[0]) if (readings == readings[0]).all() else readings
+
+
+register_batched_rule(tile_clock.ProcessorIdOp, rules.processor_id_rule)
 
 
 # --------------------------------------------------------------------------------------

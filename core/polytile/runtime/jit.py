@@ -494,15 +494,21 @@ class JITFunction:
         :class:`~polytile.Target`, or None: target-neutral) starts: arguments a plugin
         adapts pass as that target's adapter passes them (a Hopper tensor descriptor
         with its tensor map)."""
-        from ..frontend.codegen import generate_kernel
+        from ..frontend.codegen import LaunchFacts, generate_kernel
         from ..target import Target
 
+        num_warps = kwargs.pop("num_warps", None)  # what pl.extra.cuda.num_warps() answers
         spec = self.specialize(self.bind(args, kwargs))
         adapted = spec.adapted
-        if target is not None and adapted:
+        if target is not None:
             target = Target.parse(target) if isinstance(target, str) else target
+        if target is not None and adapted:
             adapted = {n: AdaptedPiece(p.adapter.for_target(target), p.key) for n, p in adapted.items()}
-        module, _ = generate_kernel(self, spec.arg_types, spec.constexprs, adapted)
+        launch = None
+        if num_warps is not None:
+            launch = (launch_facts(target, {"num_warps": num_warps}) if target is not None
+                      else LaunchFacts(int(num_warps)))
+        module, _ = generate_kernel(self, spec.arg_types, spec.constexprs, adapted, launch)
         attach_hints(module, [h for _, _, h, _ in expand_parameters(list(spec.arg_types), spec.arg_types,
                                                                     spec.hints, adapted)])
         return module
@@ -581,9 +587,13 @@ class JITFunction:
 
         started = _compile_generation
 
+        from ..frontend.codegen import LaunchFacts
+
+        launch = LaunchFacts(parsed.num_warps, backend.threads_per_warp(resolved))
+
         def build(disk_key: str | None) -> tuple[CompiledKernel, Any]:
             compiled, entry = self._build(arg_types, constexprs, resolved, options, hints, params, make, disk_key,
-                                          adapted)
+                                          adapted, launch)
             # A setting the code depends on changed while it compiled (another thread):
             # the key was taken under the old value, the passes may have read the new one.
             return compiled, (entry if _compile_generation == started else None)
@@ -634,14 +644,14 @@ class JITFunction:
 
     def _build(self, arg_types: dict, constexprs: dict, resolved: Any, options: dict, hints: tuple,
                params: list, make: Callable, disk_key: str | None,
-               adapted: dict | None = None) -> tuple[CompiledKernel, Any]:
+               adapted: dict | None = None, launch: Any = None) -> tuple[CompiledKernel, Any]:
         """Compile one specialization: the kernel, and the cache entry to store."""
         # Imported only now: a kernel found in the disk cache needs neither.
         from ..compiler import compile_module
         from ..frontend.codegen import generate_kernel
         from .cache import global_snapshot
 
-        module, _ = generate_kernel(self, arg_types, constexprs, adapted)
+        module, _ = generate_kernel(self, arg_types, constexprs, adapted, launch)
         # Taken after generation, from the same sources the cache key hashes: every
         # global of every @jit function involved, whichever module it lives in.
         globals_used = global_snapshot(self)
@@ -681,6 +691,20 @@ def _backend_options(options: dict) -> dict:
     """The launch options that go to the backend: all but those at their neutral value."""
     return {k: v for k, v in options.items() if k in _LAUNCH_OPTIONS
             and not (k in _NEUTRAL_OPTIONS and v == _NEUTRAL_OPTIONS[k])}
+
+
+def launch_facts(target: Any, options: dict, where: str = "") -> Any:
+    """What a kernel compiled for ``target`` with the launch ``options`` may know of its
+    launch (:class:`~polytile.frontend.codegen.LaunchFacts`: num_warps, threads per warp);
+    ``where``: where the target came from, for the error a bad one gives."""
+    from ..frontend.codegen import LaunchFacts
+    from ..plugins.manager import get_plugin_manager
+
+    manager = get_plugin_manager()
+    choice = manager.choose_target(target, source=where) if where else None
+    backend, resolved = manager.backends.resolve(choice.target if choice is not None else target)
+    parsed = backend.parse_options(_backend_options(dict(options)))
+    return LaunchFacts(parsed.num_warps, backend.threads_per_warp(resolved))
 
 
 def _resolve(kernel: str, target: Any, options: dict) -> tuple[Any, Any, Any]:

@@ -158,3 +158,36 @@ def test_block_pointer_matmul(torch):
     b = rng.integers(-4, 4, (k, n)).astype(np.float32)
     _, _, c = run(torch, block_matmul, (3, 2), a, b, np.zeros((m, n), np.float32), m, n, k, BM=16, BN=16, BK=16)[:3]
     np.testing.assert_array_equal(c, a @ b)
+
+
+@pt.jit
+def clock_and_sm(times, sms, out, N: pl.constexpr):
+    pid = pl.program_id(0)
+    start = pl.extra.cuda.globaltimer()
+    offs = pl.arange(0, N)
+    x = pl.load(out + pid * N + offs)
+    for _ in range(64):  # some work between the readings
+        x = x * 1.0001 + 1.0
+    pl.store(out + pid * N + offs, x)
+    end = pl.extra.cuda.globaltimer()
+    pl.store(times + 2 * pid, start)
+    pl.store(times + 2 * pid + 1, end)
+    pl.store(sms + pid, pl.extra.cuda.smid())
+    n: pl.constexpr = pl.extra.cuda.num_threads()
+    pl.store(sms + 1024 + pl.arange(0, n), pl.full((n,), pid, pl.int32), mask=pid == 0)
+
+
+def test_globaltimer_smid_and_num_threads_on_the_gpu(torch):
+    programs = 512
+    times = np.zeros(2 * programs, np.int64)
+    sms = np.full(1024 + 256, -1, np.int32)
+    out = np.zeros(programs * 128, np.float32)
+    times, sms, _ = run(torch, clock_and_sm, (programs,), times, sms, out, N=128, num_warps=8)
+    start, end = times[0::2], times[1::2]
+    assert (end >= start).all() and (start > 0).all()
+    # Nanoseconds of one device clock: all readings within a few seconds of each other.
+    assert end.max() - start.min() < 5_000_000_000
+    count = torch.cuda.get_device_properties(0).multi_processor_count
+    assert ((sms[:programs] >= 0) & (sms[:programs] < count)).all()
+    assert len(set(sms[:programs].tolist())) > 1  # 512 programs ran on more than one SM
+    assert (sms[1024:1024 + 256] == 0).all()  # num_threads() = 8 warps x 32

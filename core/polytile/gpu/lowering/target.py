@@ -57,6 +57,14 @@ class GpuTarget:
     barrier: Callable[[Any], None]
     #: ``shuffle_xor(builder, value, lane_mask)``: the value of lane ``lane ^ lane_mask``.
     shuffle_xor: Callable[[Any, Any, int], Any]
+    #: ``read_processor_id(builder)``: the i32 index of the processor the program runs on
+    #: (``tile.processor_id``: NVIDIA ``%smid``).  None: the target cannot tell (an error
+    #: naming the op).
+    read_processor_id: Callable[[Any], Any] | None = None
+    #: Nanoseconds per tick of LLVM's ``llvm.readsteadycounter`` on this target (the clock
+    #: ``tile.read_clock {clock = "global"}`` reads): NVIDIA's ``%globaltimer`` counts
+    #: nanoseconds, AMD's real-time counter 100 MHz.
+    steady_clock_period_ns: int = 1
     #: ``shuffle_up(builder, value, delta, span)``: the value of lane ``lane - delta`` for
     #: every lane whose place in its group of ``span`` lanes (``lane % span``) is at least
     #: ``delta``; the other lanes may get any value.  ``delta`` and ``span`` are ints,

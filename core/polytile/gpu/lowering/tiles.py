@@ -7,7 +7,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from ...dialects import arith, tile, tile_debug
+from ...dialects import arith, tile, tile_clock, tile_debug
 from ...ir import types as t
 from .context import LoweringContext, linear_layout_of, register_lowering
 from .indexing import LLVMOps, coordinates, register_map
@@ -22,6 +22,28 @@ def _program_id(op: Any, operands: list, ctx: LoweringContext) -> list:
 @register_lowering(tile.NumProgramsOp)
 def _num_programs(op: Any, operands: list, ctx: LoweringContext) -> list:
     return [ctx.target.read_id(ctx.builder, "num_blocks", op.axis)]
+
+
+@register_lowering(tile_clock.ReadClockOp)
+def _read_clock(op: Any, operands: list, ctx: LoweringContext) -> list:
+    # LLVM's target-independent counters: NVPTX %globaltimer / %clock64, AMDGPU the
+    # real-time counter (s_memrealtime, or a message on gfx11) / s_memtime.
+    b = ctx.builder
+    i64 = ir.IntType(64)
+    name = "llvm.readsteadycounter" if op.clock == "global" else "llvm.readcyclecounter"
+    function = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(i64, []), name)
+    reading = b.call(function, [])
+    period = ctx.target.steady_clock_period_ns
+    if op.clock == "global" and period != 1:
+        reading = b.mul(reading, ir.Constant(i64, period))
+    return [reading]
+
+
+@register_lowering(tile_clock.ProcessorIdOp)
+def _processor_id(op: Any, operands: list, ctx: LoweringContext) -> list:
+    if ctx.target.read_processor_id is None:
+        raise ctx.unsupported(op, f"'{op.name}' (the processor a program runs on)")
+    return [ctx.target.read_processor_id(ctx.builder)]
 
 
 def tile_coordinates(ctx: LoweringContext, value: Any) -> list[list[Any]]:
