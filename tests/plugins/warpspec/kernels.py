@@ -140,6 +140,43 @@ def attention_descriptors(q_ptr, k_ptr, v_ptr, out_ptr, scale, rows, seq_len, HE
 
 
 @jit
+def attention_persistent(q_ptr, k_ptr, v_ptr, out_ptr, scale, seq_len, HEAD_DIM: pl.constexpr,
+                         BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr, CAUSAL: pl.constexpr,
+                         NUM_PROGRAMS: pl.constexpr, WS: pl.constexpr):
+    # The attention above as a persistent kernel over the query blocks of one head: the
+    # hint on the loop over blocks, the K/V loop (two dots, p @ v from registers) inside.
+    q_desc = pl.make_tensor_descriptor(q_ptr, [seq_len, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
+    k_desc = pl.make_tensor_descriptor(k_ptr, [seq_len, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
+    v_desc = pl.make_tensor_descriptor(v_ptr, [seq_len, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
+    o_desc = pl.make_tensor_descriptor(out_ptr, [seq_len, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
+    qk_scale = scale * 1.4426950408889634
+    offs_n = pl.arange(0, BLOCK_N)
+    for block in pl.range(pl.program_id(0), pl.cdiv(seq_len, BLOCK_M), NUM_PROGRAMS, warp_specialize=WS):
+        offs_m = block * BLOCK_M + pl.arange(0, BLOCK_M)
+        q = q_desc.load([block * BLOCK_M, 0])
+        m_i = pl.full((BLOCK_M,), float("-inf"), pl.float32)
+        l_i = pl.zeros((BLOCK_M,), dtype=pl.float32)
+        acc = pl.zeros((BLOCK_M, HEAD_DIM), dtype=pl.float32)
+        end = pl.minimum((block + 1) * BLOCK_M, seq_len) if CAUSAL else seq_len
+        for start in range(0, end, BLOCK_N):
+            k = k_desc.load([start, 0])
+            qk = pl.dot(q, k.T)
+            cols = start + offs_n
+            keep = cols[None, :] < seq_len
+            if CAUSAL:
+                keep = keep & (offs_m[:, None] >= cols[None, :])
+            qk = pl.where(keep, qk * qk_scale, float("-inf"))
+            m_new = pl.maximum(m_i, pl.max(qk, axis=1))
+            p = pl.exp2(qk - m_new[:, None])
+            alpha = pl.exp2(m_i - m_new)
+            l_i = l_i * alpha + pl.sum(p, axis=1)
+            v = v_desc.load([start, 0])
+            acc = pl.dot(p.to(pl.float16), v, acc * alpha[:, None])
+            m_i = m_new
+        o_desc.store([block * BLOCK_M, 0], (acc / l_i[:, None]).to(pl.float16))
+
+
+@jit
 def matmul_from_a_loaded_start(a_ptr, b_ptr, c_ptr, starts_ptr, M, N, K, BLOCK: pl.constexpr):
     # The loop's first iteration comes from memory through a tile: the consumers' warps
     # make it, so the producer could not: not split.

@@ -1,5 +1,6 @@
 """Warp-specialised flash attention (descriptors made in the kernel) on a Hopper GPU against
-torch, causal and not, head dims 64 and 128, one and two consumer warp groups."""
+torch, causal and not, head dims 64 and 128, one and two consumer warp groups, and its
+persistent form (the hint on the loop over query blocks)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import polytile  # noqa: E402
 from tests.backends.nvidia.fake_cuda import nvidia_gpu  # noqa: E402, F401  (a fixture)
 from tests.plugins.tma.test_gpu_bulk import hopper  # noqa: E402, F401  (a fixture)
 
-from .kernels import attention_descriptors  # noqa: E402
+from .kernels import attention_descriptors, attention_persistent  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -93,3 +94,23 @@ def test_overlapped_attention_matches_torch(hopper, causal, shape, block_n, stag
     block_m = 128 if shape[3] == 128 else 64
     _specialised_attention_matches_torch(shape, 11, causal, block_m, block_n, warps, stages,
                                          WS=pl.WarpSpecialize(overlap=True))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("seq_len, head_dim, block_m, warps, programs", [(1000, 64, 64, 4, 3), (1024, 128, 128, 8, 2),
+                                                                          (384, 128, 128, 8, 5)])
+def test_specialised_persistent_attention_matches_torch(hopper, causal, seq_len, head_dim, block_m, warps, programs):
+    # One head; a few programs walk its query blocks (more programs than blocks too), the
+    # K/V loops of one tile starting where the last left the ring.
+    polytile.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+    torch.manual_seed(seq_len + causal)
+    q, k, v = (torch.randn(seq_len, head_dim, device="cuda", dtype=torch.float16) for _ in range(3))
+    out = torch.full((seq_len, head_dim), float("nan"), device="cuda", dtype=torch.float16)
+    compiled = attention_persistent[(programs,)](q, k, v, out, 1 / math.sqrt(head_dim), seq_len, HEAD_DIM=head_dim,
+                                                 BLOCK_M=block_m, BLOCK_N=64, CAUSAL=causal, NUM_PROGRAMS=programs,
+                                                 WS=True, num_warps=warps, num_stages=2)
+    torch.cuda.synchronize()
+    _assert_split(compiled)
+    expected = torch.nn.functional.scaled_dot_product_attention(q[None, None], k[None, None], v[None, None],
+                                                                is_causal=causal)[0, 0]
+    torch.testing.assert_close(out, expected, atol=2e-2, rtol=2e-2)

@@ -217,3 +217,29 @@ def test_a_k_loop_that_does_not_release_its_last_slot_hangs_the_next_tile():
     result, a, b = _persistent(128, 128, 64, (64, 64, 32), 4, False)  # 4 tiles of 2 K steps
     with pytest.raises(SimulationError, match="no warp can make progress .* can never complete"):
         _run_persistent(result, a, b, lambda text: _drop_line(text, "mbarrier.arrive.release", which=-1))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_split_persistent_attention_matches_numpy(causal):
+    # One program walks three query blocks; causal: K/V loops of 1, 2 and 3 blocks, so
+    # each tile's loop starts wherever the last one left the ring.
+    pytest.importorskip("polytile_tma")
+    from .kernels import attention_persistent
+
+    seq, head_dim = 3 * 64, 64
+    rng = np.random.default_rng(10 + causal)
+    q, k, v = (rng.standard_normal((seq, head_dim)).astype(np.float16) for _ in range(3))
+    out = np.full((seq, head_dim), np.nan, np.float16)
+    scale = 1 / np.sqrt(head_dim)
+    module = attention_persistent.lower(q, k, v, out, scale, seq, HEAD_DIM=head_dim, BLOCK_M=64, BLOCK_N=64,
+                                        CAUSAL=causal, NUM_PROGRAMS=1, WS=True)
+    result = compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=2)
+    assert [e["specialised"] for e in result.metadata["warp_specialize"]] == [True]
+    scratch = np.zeros(int(result.metadata["global_scratch_bytes"]), np.uint8)
+    run_kernel(result.context.artifacts, [q, k, v, out, scale, seq, scratch], result.metadata["launch_warps"])
+    scores = q.astype(np.float64) @ k.astype(np.float64).T * scale
+    if causal:
+        scores[np.arange(seq)[:, None] < np.arange(seq)[None, :]] = -np.inf
+    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+    expected = weights @ v.astype(np.float64) / weights.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(out.astype(np.float64), expected, atol=2e-3, rtol=2e-3)
