@@ -95,6 +95,26 @@ def matmul_pointers(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_c
 
 
 @jit
+def attend(q, k_desc, v_desc, start, offs_m, offs_n, seq_len, qk_scale, m_i, l_i, acc, CAUSAL: pl.constexpr):
+    # One block of keys and values of flash attention (Triton's tutorial 06): the scores,
+    # the running max and sum, the output rescaled and accumulated.
+    k = k_desc.load([start, 0])
+    qk = pl.dot(q, k.T)
+    cols = start + offs_n
+    keep = cols[None, :] < seq_len
+    if CAUSAL:
+        keep = keep & (offs_m[:, None] >= cols[None, :])
+    qk = pl.where(keep, qk * qk_scale, float("-inf"))
+    m_new = pl.maximum(m_i, pl.max(qk, axis=1))
+    p = pl.exp2(qk - m_new[:, None])
+    alpha = pl.exp2(m_i - m_new)
+    l_i = l_i * alpha + pl.sum(p, axis=1)
+    v = v_desc.load([start, 0])
+    acc = pl.dot(p.to(pl.float16), v, acc * alpha[:, None])
+    return m_new, l_i, acc
+
+
+@jit
 def attention_descriptors(q_ptr, k_ptr, v_ptr, out_ptr, scale, rows, seq_len, HEAD_DIM: pl.constexpr,
                           BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr, CAUSAL: pl.constexpr, WS: pl.constexpr,
                           Q_POINTERS: pl.constexpr = False):
@@ -122,20 +142,7 @@ def attention_descriptors(q_ptr, k_ptr, v_ptr, out_ptr, scale, rows, seq_len, HE
     qk_scale = scale * 1.4426950408889634
     end = pl.minimum((block + 1) * BLOCK_M, seq_len) if CAUSAL else seq_len
     for start in pl.range(0, end, BLOCK_N, warp_specialize=WS):
-        k = k_desc.load([start, 0])
-        qk = pl.dot(q, k.T)
-        cols = start + offs_n
-        keep = cols[None, :] < seq_len
-        if CAUSAL:
-            keep = keep & (offs_m[:, None] >= cols[None, :])
-        qk = pl.where(keep, qk * qk_scale, float("-inf"))
-        m_new = pl.maximum(m_i, pl.max(qk, axis=1))
-        p = pl.exp2(qk - m_new[:, None])
-        alpha = pl.exp2(m_i - m_new)
-        l_i = l_i * alpha + pl.sum(p, axis=1)
-        v = v_desc.load([start, 0])
-        acc = pl.dot(p.to(pl.float16), v, acc * alpha[:, None])
-        m_i = m_new
+        m_i, l_i, acc = attend(q, k_desc, v_desc, start, offs_m, offs_n, seq_len, qk_scale, m_i, l_i, acc, CAUSAL)
     o_desc.store([block * BLOCK_M, 0], (acc / l_i[:, None]).to(pl.float16))
 
 
@@ -159,20 +166,7 @@ def attention_persistent(q_ptr, k_ptr, v_ptr, out_ptr, scale, seq_len, HEAD_DIM:
         acc = pl.zeros((BLOCK_M, HEAD_DIM), dtype=pl.float32)
         end = pl.minimum((block + 1) * BLOCK_M, seq_len) if CAUSAL else seq_len
         for start in range(0, end, BLOCK_N):
-            k = k_desc.load([start, 0])
-            qk = pl.dot(q, k.T)
-            cols = start + offs_n
-            keep = cols[None, :] < seq_len
-            if CAUSAL:
-                keep = keep & (offs_m[:, None] >= cols[None, :])
-            qk = pl.where(keep, qk * qk_scale, float("-inf"))
-            m_new = pl.maximum(m_i, pl.max(qk, axis=1))
-            p = pl.exp2(qk - m_new[:, None])
-            alpha = pl.exp2(m_i - m_new)
-            l_i = l_i * alpha + pl.sum(p, axis=1)
-            v = v_desc.load([start, 0])
-            acc = pl.dot(p.to(pl.float16), v, acc * alpha[:, None])
-            m_i = m_new
+            m_i, l_i, acc = attend(q, k_desc, v_desc, start, offs_m, offs_n, seq_len, qk_scale, m_i, l_i, acc, CAUSAL)
         o_desc.store([block * BLOCK_M, 0], (acc / l_i[:, None]).to(pl.float16))
 
 
