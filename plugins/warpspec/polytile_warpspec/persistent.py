@@ -247,6 +247,8 @@ def _ring_ops(function: Any, outer: Any, inner: Any, full: Any) -> tuple:
                 if isinstance(op, scf.IfOp) and any(ring_op(nested) for nested in op.walk())]
     for branch in branches:
         # A prologue in a branch (prefetch-next's): the ring's ops and scalars alone.
+        if branch.results:
+            return ("a branch that fills its inner loop's ring also gives values", None, None)
         for region in branch.regions:
             for op in region.block:
                 if not (ring_op(op) or op.has_trait(Pure) or isinstance(op, scf.YieldOp)
