@@ -138,6 +138,9 @@ def _examine(function: Any, loop: Any) -> "_Shape | str":
     body = loop.body.block
     ops = list(body)[:-1]
     terminator = body.last_op
+    if any(isinstance(op, scf.ForOp) and any(isinstance(d, tile.DotOp) for d in op.walk()) for op in ops):
+        return ("its dots are in a loop inside it (a persistent kernel's loop over tiles): the overlap rotates "
+                "the hinted loop's own dots; the inner loop of a persistent kernel is not rotated yet")
     impure = sorted({op.name for op in ops if not is_side_effect_free(op)})
     if impure:
         return f"the body has effects ({', '.join(impure)}) the rotation would reorder"

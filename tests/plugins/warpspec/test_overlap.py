@@ -307,3 +307,18 @@ def test_by_the_setting_a_loop_without_room_is_left_as_it_was(head_dim, block_n,
     result = compile_module(module, "nvidia:sm_90a", num_warps=warps, num_stages=stages)
     (entry,) = result.metadata["warp_specialize"]
     assert entry["specialised"] is True and entry["overlap"].startswith("not overlapped: " + why), entry
+
+
+def test_asked_for_on_a_persistent_loop_it_says_the_inner_loop_is_not_rotated():
+    import polytile.language as pl
+
+    from .kernels import attention_persistent
+
+    q = np.zeros((1024, 128), np.float16)
+    module = attention_persistent.lower(q, q, q, q, 0.1, 1024, HEAD_DIM=128, BLOCK_M=128, BLOCK_N=128, CAUSAL=False,
+                                        NUM_PROGRAMS=132, WS=pl.WarpSpecialize(overlap=True))
+    (entry,) = compile_module(module, "nvidia:sm_90a", num_warps=8, num_stages=2).metadata["warp_specialize"]
+    assert entry["specialised"] is True
+    assert entry["overlap"] == ("not overlapped: its dots are in a loop inside it (a persistent kernel's loop over "
+                                "tiles): the overlap rotates the hinted loop's own dots; the inner loop of a "
+                                "persistent kernel is not rotated yet")
