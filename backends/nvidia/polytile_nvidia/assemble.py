@@ -153,7 +153,8 @@ def select_assembler(explicit: str | None = None, *, ptx: str | None = None, ker
         if feature is not None:
             if choice == "auto" and whole_program_assembler() is not None:
                 return "ptxas"
-            _warn_relocatable(kernel_name, feature, chosen=choice != "auto")
+            _warn_relocatable(kernel_name, feature, chosen=choice != "auto",
+                              why=None if choice != "auto" else _whole_program_problem())
         return "nvjitlink"
     if choice == "nvjitlink":
         where = "the assembler= argument" if explicit is not None else config.source_of("nvidia_assembler")
@@ -166,26 +167,44 @@ def select_assembler(explicit: str | None = None, *, ptx: str | None = None, ker
 
 def whole_program_assembler() -> str | None:
     """The ptxas executable 'auto' runs for PTX that needs whole-program compilation, with
-    its version ("ptxas 13.0.88"), or None when none is found."""
+    its version ("ptxas 13.0.88"), or None when none is found, or the one found is older
+    than nvJitLink (it may not know the PTX ISA version LLVM wrote for nvJitLink: a CUDA
+    12.0 ptxas on the PATH beside CUDA 13.0's nvJitLink, say)."""
+    return None if _whole_program_problem() is not None else f"ptxas {ptxas_version()}"
+
+
+def _whole_program_problem() -> str | None:
+    """Why 'auto' has no ptxas for whole-program compilation, in words, or None."""
     try:
-        return f"ptxas {ptxas_version()}"
+        version = ptxas_version()
+    except (PolytileError, OSError):
+        return "no ptxas executable was found (the CUDA toolkit's, or pip install nvidia-cuda-nvcc)"
+    try:
+        linker = ASSEMBLERS["nvjitlink"].version()
     except (PolytileError, OSError):
         return None
+
+    def release(text: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in text.split(".")[:2] if part.isdigit())
+
+    if release(version) < release(linker):
+        return (f"the ptxas found ({find_ptxas()}, {version}) is older than nvJitLink ({linker}), whose PTX it may "
+                "not read")
+    return None
 
 
 _warned_relocatable: set = set()
 
 
-def _warn_relocatable(kernel_name: str, feature: str, *, chosen: bool) -> None:
+def _warn_relocatable(kernel_name: str, feature: str, *, chosen: bool, why: str | None = None) -> None:
     import warnings
 
     if kernel_name in _warned_relocatable:
         return
     _warned_relocatable.add(kernel_name)
-    why = ("nvidia_assembler is 'nvjitlink'" if chosen else
-           "no ptxas executable was found (the CUDA toolkit's, or pip install nvidia-cuda-nvcc)")
+    why = "nvidia_assembler is 'nvjitlink'" if chosen else (why or "no ptxas executable was found")
     fix = ("set nvidia_assembler to 'auto' or 'ptxas'" if chosen else
-           "install ptxas, or set ptxas_path (POLYTILE_PTXAS) to one")
+           "install a ptxas as new as nvJitLink, or set ptxas_path (POLYTILE_PTXAS) to one")
     warnings.warn(f"kernel '{kernel_name}': its PTX uses {feature}, which nvJitLink's relocatable "
                   f"compilation ignores (ptxas C7504), so its warp groups keep the launch's register count "
                   f"and may spill; {why}. To compile it whole, {fix}.", RuntimeWarning, stacklevel=4)

@@ -158,16 +158,26 @@ def _examine(function: Any, loop: Any) -> "_Shape | str":
     rescale = _rescale(body, carried, second)
     if isinstance(rescale, str):
         return rescale
+    if not rescale:
+        # Without ops between, async-dots would see the rotated dot as a carried dot whose
+        # A is carried too, and wait for it in its own iteration: no overlap, a loss.
+        return "the second dot accumulates into the carried value with nothing between to overlap it with"
     b_slice = _index_slice(body, second.b, loop)
     if isinstance(b_slice, str):
         return b_slice
-    # The ops that only feed the second dot (its B's addresses, the rescale) leave the
+    if any(isinstance(op, tile.DotOp) for op in (*rescale, *b_slice)):
+        return "the first dot's result feeds the second dot's B or accumulator"
+    # The ops that only compute the second dot's B (its addresses, the load) leave the
     # body's kept part; users come after their operands, so one pass backwards finds them.
-    moved = {second, *rescale}
+    moved_b: set = set()
     for op in reversed(b_slice):
-        if all(_top(use.owner, body) in moved for r in op.results for use in r.uses):
-            moved.add(op)
+        if all((use.owner is second and use.index == 1) or _top(use.owner, body) in moved_b
+               for r in op.results for use in r.uses):
+            moved_b.add(op)
+    moved = {second, *rescale, *moved_b}
     kept = [op for op in ops if op not in moved]
+    if first not in kept:
+        return "the first dot is needed only by the second"
     if any(use.owner in kept for r in second.results for use in r.uses):
         return "the body reads the second dot's result"
     return _Shape(first, second, index, rescale, b_slice, kept)

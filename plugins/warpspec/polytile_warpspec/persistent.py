@@ -140,6 +140,8 @@ def _examine(function: Any, outer: Any, num_warps: int) -> "_Plan | str":
     found = examine_ring_loop(inner, num_warps)
     if isinstance(found, str):
         return f"its inner loop: {found}"
+    if not isinstance(found.full.defining_op, LocalAllocOp):
+        return "its inner loop's ring barriers are not made in shared memory where the split can see it"
     if found.per_thread:
         return ("its inner loop's loads are per-thread cp.async copies of pointer tiles; in a loop nested in the split "
                 "one only bulk copies (tensor descriptors, polytile-tma) are issued by the producer")
@@ -221,6 +223,7 @@ def _ring_ops(function: Any, outer: Any, inner: Any, full: Any) -> tuple:
     gone: list = []
     setup: list = []
     first_init: list = []
+    unhoistable: list = []
 
     def ring_op(op: Any) -> bool:
         return getattr(op, "barriers", None) is full and (
@@ -235,6 +238,10 @@ def _ring_ops(function: Any, outer: Any, inner: Any, full: Any) -> tuple:
             elif op.has_trait(IssuesIntoRing):
                 run = None
             elif run is not None and not op.has_trait(Pure) and not touches_tiles(op):
+                # The copy engine's fence of the initialization: made once, before the split,
+                # so it may read nothing the tile loop makes, and give nothing.
+                if op.results or any(not _defined_before(v, outer) for v in op.operands):
+                    unhoistable.append(op)
                 run.append(op)
                 gone.append(op)
                 continue
@@ -251,8 +258,11 @@ def _ring_ops(function: Any, outer: Any, inner: Any, full: Any) -> tuple:
             return ("a branch that fills its inner loop's ring also gives values", None, None)
         for region in branch.regions:
             for op in region.block:
+                # The ring's ops, scalars, and the initialization's fence (no operands, no
+                # results): anything else would be dropped with the branch.
                 if not (ring_op(op) or op.has_trait(Pure) or isinstance(op, scf.YieldOp)
-                        or not (touches_tiles(op) or writes_memory(op) or op.regions)):
+                        or not (op.operands or op.results or op.regions or touches_tiles(op)
+                                or writes_memory(op))):
                     return (f"'{op.name}' runs beside its inner loop's prologue", None, None)
         kept = len(gone)
         for region in branch.regions:
@@ -261,7 +271,19 @@ def _ring_ops(function: Any, outer: Any, inner: Any, full: Any) -> tuple:
         gone.append(branch)
     if not first_init:
         return ("its inner loop's ring barriers are not initialized where the split can see it", None, None)
+    if unhoistable:
+        return (f"'{unhoistable[0].name}' between its inner loop's ring setup and first copy reads what the loop "
+                "makes; the split makes the setup once, before the loop", None, None)
     return gone, setup, first_init[0]
+
+
+def _defined_before(value: Any, outer: Any) -> bool:
+    """Whether ``value`` is defined outside ``outer`` (so, before it)."""
+    owner = value.defining_op
+    if owner is None:
+        block = getattr(value, "block", None)
+        return block is not None and not (block.parent_op is outer or outer.is_ancestor_of(block.parent_op))
+    return not (owner is outer or outer.is_ancestor_of(owner))
 
 
 def _retiring_wait(outer: Any, inner: Any) -> Any:

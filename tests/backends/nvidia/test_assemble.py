@@ -223,12 +223,13 @@ def _new_process() -> None:
 def test_toolchain_versions_are_remembered_in_the_cache_directory(monkeypatch):
     module, _ = fake_nvjitlink()
     monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: module)
-    assert assemble.toolchain_versions() == nvjitlink_versions()
+    expected = nvjitlink_versions()
+    assert assemble.toolchain_versions() == expected
     assert list((Path(config.get("cache_dir")) / "toolchains").glob("nvidia-*.json"))
     _new_process()
     # A launch from the disk cache needs the key only: nvJitLink is not loaded for it.
     monkeypatch.setattr(assemble, "_load_nvjitlink", lambda: pytest.fail("nvJitLink was loaded"))
-    assert assemble.toolchain_versions() == nvjitlink_versions()
+    assert assemble.toolchain_versions() == expected
 
 
 def test_the_toolchain_memo_follows_the_umask(monkeypatch):
@@ -388,6 +389,17 @@ def test_without_ptxas_setmaxnreg_is_linked_with_a_warning(fake_nvjitlink_loaded
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assemble.assemble_ptx(SETMAXNREG, "sm_90a", kernel_name="ws_kernel")
+    assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0",
+                                             "nvidia-whole-program-assembler": "none"}
+
+
+def test_a_ptxas_older_than_nvjitlink_is_not_given_setmaxnreg(fake_nvjitlink_loaded, monkeypatch, tmp_path):
+    # A CUDA 12.0 ptxas on the PATH beside CUDA 13.0's nvJitLink may not read the PTX ISA
+    # version LLVM writes for nvJitLink: linked instead, with the reason in the warning.
+    old = _fake_ptxas(tmp_path, "12.0.76")
+    monkeypatch.setenv("POLYTILE_PTXAS", str(old))
+    with pytest.warns(RuntimeWarning, match=r"the ptxas found \(.*12\.0\.76\) is older than nvJitLink \(13\.0\)"):
+        assert select_assembler(ptx=SETMAXNREG, kernel_name="ws_kernel_old") == "nvjitlink"
     assert assemble.toolchain_versions() == {"nvidia-assembler": "nvjitlink 13.0",
                                              "nvidia-whole-program-assembler": "none"}
 

@@ -158,6 +158,13 @@ def _only_loop(module):
      "the carried accumulator is read besides by the second dot's rescale"),
     (lambda text: text.replace("%vofs = tile.splat %i", "%vofs = tile.splat %n"),
      None),  # B from invariants only: rotated all the same
+    # No rescale: async-dots would wait for the rotated dot in its own iteration.
+    (lambda text: text.replace("    %scaled = arith.mulf %acc, %p : tile<64x64xf32>\n", "").replace(
+        "%acc_1 = tile.dot %p16, %v, %scaled", "%acc_1 = tile.dot %p16, %v, %acc"),
+     "the second dot accumulates into the carried value with nothing between to overlap it with"),
+    # The first dot feeds the second's B (h = x @ k; acc += p @ h): nothing to run beside.
+    (lambda text: text.replace("%acc_1 = tile.dot %p16, %v, %scaled", "%acc_1 = tile.dot %p16, %p16, %scaled"),
+     "the first dot's result feeds the second dot's B or accumulator"),
 ])
 def test_what_is_refused_and_why(edit, why):
     module = parse_module(dedent(edit(LOOP)))
@@ -322,3 +329,19 @@ def test_asked_for_on_a_persistent_loop_it_says_the_inner_loop_is_not_rotated():
     assert entry["overlap"] == ("not overlapped: its dots are in a loop inside it (a persistent kernel's loop over "
                                 "tiles): the overlap rotates the hinted loop's own dots; the inner loop of a "
                                 "persistent kernel is not rotated yet")
+
+
+def test_a_value_that_feeds_both_the_rescale_and_b_stays_in_the_body():
+    # %vf is part of B's slice and read by the rescale: it must stay where the rotated
+    # loop's rescale (and the epilogue's) can read it.
+    text = LOOP.replace("    %v = tile.load %vp : tile<64x64xf16>\n",
+                        "    %v = tile.load %vp : tile<64x64xf16>\n"
+                        "    %vf = arith.sitofp %vofs : tile<64x64xf32>\n"
+                        "    %vh = arith.truncf %vf : tile<64x64xf16>\n"
+                        "    %vv = arith.addf %v, %vh : tile<64x64xf16>\n").replace(
+        "%scaled = arith.mulf %acc, %p", "%scaled = arith.mulf %acc, %vf").replace(
+        "%acc_1 = tile.dot %p16, %v, %scaled", "%acc_1 = tile.dot %p16, %vv, %scaled")
+    module = parse_module(dedent(text))
+    verify(module)
+    assert overlap_loop(*_only_loop(module)) is None
+    verify(module)  # every use of %vf (and its copies) is dominated by its definition

@@ -281,3 +281,21 @@ def test_a_tile_loop_whose_k_loop_was_not_pipelined_says_so():
     (entry,) = result.metadata["warp_specialize"]
     assert not entry["specialised"]
     assert entry["why"].startswith("neither the loop nor the loop in its body was pipelined into rings")
+
+
+@pytest.mark.parametrize("edit, why", [
+    # Something that reads the tile between the ring's setup and its first copy: the split
+    # would make the setup once, before the loop, where the tile is not known.
+    (lambda text: text.replace("    tma.fence_barrier_init\n",
+                               "    tma.fence_barrier_init\n    tile.print %offs_m {prefix = \"tile \"}\n"),
+     "'tile.print' between its inner loop's ring setup and first copy reads what the loop makes; the split makes "
+     "the setup once, before the loop"),
+])
+def test_what_the_setup_may_hold(edit, why):
+    from polytile.ir_testing import dedent
+
+    before = edit(PERSISTENT)
+    assert before != PERSISTENT
+    out, outcome = _run(before)
+    assert out == dedent(before)
+    assert outcome == [{"specialised": False, "why": why}]
