@@ -200,7 +200,7 @@ def _run_persistent(result, a, b, edit=None):
 
 
 @pytest.mark.parametrize("shape, block, num_warps, flatten", [
-    ((128, 128, 160), (64, 64, 32), 4, False),   # 4 tiles of 5 K steps: the ring wraps within and across tiles
+    ((128, 128, 128), (64, 64, 32), 4, False),   # 4 tiles of 4 K steps: the ring wraps within and across tiles
     ((96, 80, 96), (64, 64, 32), 4, True),       # partial tiles; the next tile's prologue was prefetched
     ((256, 128, 96), (128, 64, 32), 8, True),    # two consumer warp groups
     ((128, 128, 32), (64, 64, 32), 4, True),     # one K step per tile: fewer than the ring's slots
@@ -219,7 +219,7 @@ def test_a_k_loop_that_does_not_release_its_last_slot_hangs_the_next_tile():
         _run_persistent(result, a, b, lambda text: _drop_line(text, "mbarrier.arrive.release", which=-1))
 
 
-@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("causal", [True])  # (not causal: loops of one length, as the matmul's above)
 def test_the_split_persistent_attention_matches_numpy(causal):
     # One program walks three query blocks; causal: K/V loops of 1, 2 and 3 blocks, so
     # each tile's loop starts wherever the last one left the ring.
