@@ -163,3 +163,25 @@ def test_no_name_polytile_provides_on_first_use_could_enter_a_key():
         value = getattr(module, name)
         assert isinstance(value, type) or not getattr(value, "__polytile_jit__", False), name  # JITFunction itself
         assert not _is_constant(value), name
+
+
+def test_a_warm_interpreter_launch_runs_no_frontend(tmp_path, monkeypatch):
+    # The interpreter runs the cached IR (it needs the dialects), but a kernel found in the
+    # disk cache is not generated again: the frontend stays unimported (a launch's facts
+    # for pl.extra.cuda.num_warps() are made only where the frontend runs).
+    _kernel_module(tmp_path)
+    script = """
+        import json, sys
+        import numpy as np
+        import warm_kernels
+        x = np.arange(8, dtype=np.float32)
+        out = np.zeros(8, np.float32)
+        warm_kernels.kernel[(1,)](x, out, 8, BLOCK=8, target="interp")
+        print(json.dumps({"frontend": "polytile.frontend.codegen" in sys.modules, "out": out.tolist()}))
+    """
+    monkeypatch.setenv("POLYTILE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("POLYTILE_CACHE", raising=False)
+    first = _child(tmp_path, script)
+    second = _child(tmp_path, script)
+    assert first["frontend"] is True and second["frontend"] is False
+    assert second["out"] == [3.0 * i for i in range(8)]

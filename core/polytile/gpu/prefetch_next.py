@@ -312,5 +312,5 @@ def _writes_elsewhere(outer: Any, inner: Any, setup: set, read: set | None) -> b
     return True
 
 
-__all__ = ["FLATTEN_HINT", "GLOBAL_ACCESSES", "POINTER_PATHS", "overtaken_write", "prefetch_next_iteration", "register_global_access",
-           "register_pointer_path", "root_argument", "wants_prefetch"]
+__all__ = ["FLATTEN_HINT", "GLOBAL_ACCESSES", "POINTER_PATHS", "overtaken_write", "prefetch_next_iteration",
+           "register_global_access", "register_pointer_path", "root_argument", "wants_prefetch"]

@@ -587,9 +587,9 @@ class JITFunction:
 
         started = _compile_generation
 
-        from ..frontend.codegen import LaunchFacts
-
-        launch = LaunchFacts(parsed.num_warps, backend.threads_per_warp(resolved))
+        # What the kernel's code may know of the launch (num_warps, threads per warp); the
+        # frontend makes its LaunchFacts only when it compiles (a disk-cache hit imports none).
+        launch = (parsed.num_warps, backend.threads_per_warp(resolved))
 
         def build(disk_key: str | None) -> tuple[CompiledKernel, Any]:
             compiled, entry = self._build(arg_types, constexprs, resolved, options, hints, params, make, disk_key,
@@ -644,14 +644,17 @@ class JITFunction:
 
     def _build(self, arg_types: dict, constexprs: dict, resolved: Any, options: dict, hints: tuple,
                params: list, make: Callable, disk_key: str | None,
-               adapted: dict | None = None, launch: Any = None) -> tuple[CompiledKernel, Any]:
+               adapted: dict | None = None, launch: tuple | None = None) -> tuple[CompiledKernel, Any]:
         """Compile one specialization: the kernel, and the cache entry to store."""
         # Imported only now: a kernel found in the disk cache needs neither.
         from ..compiler import compile_module
         from ..frontend.codegen import generate_kernel
         from .cache import global_snapshot
 
-        module, _ = generate_kernel(self, arg_types, constexprs, adapted, launch)
+        from ..frontend.codegen import LaunchFacts
+
+        facts = LaunchFacts(*launch) if launch is not None else None
+        module, _ = generate_kernel(self, arg_types, constexprs, adapted, facts)
         # Taken after generation, from the same sources the cache key hashes: every
         # global of every @jit function involved, whichever module it lives in.
         globals_used = global_snapshot(self)
