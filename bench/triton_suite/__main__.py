@@ -17,6 +17,7 @@ import argparse
 import collections
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -49,14 +50,56 @@ def run(args: argparse.Namespace) -> int:
     # Triton's conftest (the --device option, its fixtures) sits above the test file.
     root = next((d for d in tests.parents if (d / "conftest.py").is_file() and d != tests.parent), tests.parent)
     command += ["--rootdir", str(root)]
+    if args.sample > 1:
+        chosen = sample(command, env, root, args.sample)
+        print(f"sample: {len(chosen)} tests (one in {args.sample} of each test function's cases)", flush=True)
+        listing = Path(args.out).resolve().with_suffix(".tests.txt")
+        listing.write_text("".join(f"{test}\n" for test in chosen))
+        command = [part for part in command if part != str(tests)] + chosen
     print("$", " ".join(command), flush=True)
-    code = subprocess.call(command, env=env, cwd=str(root))
+    code = _call(command, env, root, args.time_limit)
     out = Path(args.out)
     if out.is_file():  # which test functions touch Triton's internals, for the report
         results = json.loads(out.read_text())
         results["__internals__"] = internal_tests(tests.read_text())
         out.write_text(json.dumps(results, indent=0, sort_keys=True))
     return code
+
+
+def _call(command: list[str], env: dict, root: Path, time_limit: float | None) -> int:
+    """Run pytest; past ``time_limit`` seconds interrupt it as Ctrl-C would, so that it
+    stops and writes what it has (the report counts the tests not run as missing)."""
+    process = subprocess.Popen(command, env=env, cwd=str(root))
+    try:
+        return process.wait(timeout=time_limit)
+    except subprocess.TimeoutExpired:
+        print(f"time limit ({time_limit:g} s) reached: interrupting the run", flush=True)
+        process.send_signal(signal.SIGINT)
+        try:
+            return process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return process.wait()
+
+
+def sample(command: list[str], env: dict, root: Path, every: int) -> list[str]:
+    """One in ``every`` of each test function's collected cases, the first of each among
+    them: the same tests on every machine and for both tools (collection order is the
+    parametrization's), and every test function represented."""
+    serial = [part for i, part in enumerate(command) if part != "-n" and (i == 0 or command[i - 1] != "-n")]
+    listed = subprocess.run(serial + ["--collect-only"], env=env, cwd=str(root), capture_output=True,
+                            text=True)
+    tests = [line.strip() for line in listed.stdout.splitlines() if "::" in line and not line.startswith(" ")]
+    if not tests:
+        raise SystemExit(f"collecting the tests found none:\n{listed.stdout[-2000:]}{listed.stderr[-2000:]}")
+    seen: collections.Counter = collections.Counter()
+    chosen = []
+    for test in tests:
+        function = test.split("[", 1)[0]
+        if seen[function] % every == 0:
+            chosen.append(test)
+        seen[function] += 1
+    return chosen
 
 
 def report(args: argparse.Namespace) -> int:
@@ -96,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     run_parser.add_argument("--device", help="the tests' --device (default: cpu for interp, else cuda)")
     run_parser.add_argument("-n", "--workers", type=int, default=0, help="pytest-xdist workers")
     run_parser.add_argument("-k", help="pytest's -k expression")
+    run_parser.add_argument("--sample", type=int, default=1, metavar="K",
+                            help="run one in K of each test function's cases (the same on every machine; "
+                                 "the list goes beside --out as .tests.txt)")
+    run_parser.add_argument("--time-limit", type=float, metavar="SECONDS",
+                            help="interrupt the run after this long, keeping what it measured")
     run_parser.add_argument("--out", required=True, help="where the JSON results go")
     report_parser = commands.add_parser("report", help="compare polytile's results with Triton's")
     report_parser.add_argument("polytile")

@@ -26,10 +26,28 @@ def pytest_runtest_logreport(report) -> None:
         if hasattr(report, "wasxfail"):
             outcome = "xfail" if report.skipped else "xpass"
         _RESULTS[report.nodeid] = [outcome, _message(report)[:500]]
+        if len(_RESULTS) % FLUSH_EVERY == 0:
+            _write()
+
+
+#: Results are written every so many tests too, so that a run stopped by a time limit
+#: (a GPU machine's) still leaves what it measured.
+FLUSH_EVERY = 200
+_CONTROLLER = True
+
+
+def pytest_configure(config) -> None:
+    global _CONTROLLER
+    _CONTROLLER = not hasattr(config, "workerinput")  # the controller writes (xdist forwards reports)
+
+
+def _write() -> None:
+    path = os.environ.get("TRITON_SUITE_RESULTS")
+    if path and _CONTROLLER:
+        with open(path + ".part", "w") as handle:
+            json.dump(_RESULTS, handle, indent=0, sort_keys=True)
+        os.replace(path + ".part", path)
 
 
 def pytest_sessionfinish(session) -> None:
-    path = os.environ.get("TRITON_SUITE_RESULTS")
-    if path and not hasattr(session.config, "workerinput"):  # the controller writes (xdist forwards reports)
-        with open(path, "w") as handle:
-            json.dump(_RESULTS, handle, indent=0, sort_keys=True)
+    _write()

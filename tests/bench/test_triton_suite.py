@@ -83,3 +83,22 @@ def test_a_triton_style_file_runs_against_polytile_and_is_reported(tmp_path):
     assert "Triton passes 5 tests; 1 of them test Triton's internals (counted apart)." in shown
     assert "polytile passes 3 of the other 4: 75.0%." in shown
     assert "| 1 | results differ from NumPy | `test_fails` |" in shown
+
+
+def test_a_sample_takes_one_in_k_of_each_function_and_lists_them(tmp_path):
+    suite = tmp_path / "python" / "test"
+    (suite / "unit").mkdir(parents=True)
+    (suite / "conftest.py").write_text(CONFTEST)
+    (suite / "unit" / "test_small.py").write_text(textwrap.dedent(TESTS))
+    ours = tmp_path / "polytile.json"
+    done = subprocess.run([sys.executable, "-m", "bench.triton_suite", "run", str(suite / "unit" / "test_small.py"),
+                           "--sample", "2", "--time-limit", "240", "--out", str(ours)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert "sample: 4 tests (one in 2 of each test function's cases)" in done.stdout, done.stdout + done.stderr
+    results = json.loads(ours.read_text())
+    results.pop("__internals__")
+    # Every function keeps its first case; test_add's second case is left out.
+    assert sorted(test.split("::")[-1] for test in results) == [
+        "test_add[8]", "test_fails", "test_internal", "test_the_language_is_polytiles"]
+    listed = (tmp_path / "polytile.tests.txt").read_text().split()
+    assert sorted(test.split("::")[-1] for test in listed) == sorted(test.split("::")[-1] for test in results)
