@@ -169,7 +169,7 @@ def bad(x_ptr, BLOCK: pl.constexpr):
      "polytile: error: kernel 'add_kernel': constexpr parameter 'BLOCK_SIZE' needs a value (--constexpr "
      "BLOCK_SIZE=VALUE, or constexprs={'BLOCK_SIZE': ...})\n"),
     ([KERNEL, "-s", SIGNATURE, "-c", "BLOCK_SIZE=64", "--num-warps", "3"],
-     "polytile: error: option 'num_warps' must be a power of two >= 1, got 3\n"),
+     "polytile: error: option 'num_warps' must be a power of 2 (1, 2, 4, 8, ...), got 3\n"),
     ([KERNEL, "-s", SIGNATURE, "-c", "BLOCK_SIZE=64", "--num-warps", "4", "--option", "num_warps=8"],
      "polytile: error: --num-warps and --option num_warps=... both give num_warps: keep one\n"),
     ([KERNEL, "-s", SIGNATURE, "-c", "BLOCK_SIZE=64", "--emit", "sass"],

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar, Mapping, NamedTuple, Protocol, Sequence
 
-from .errors import ConfigError, LaunchError, TargetError, UnknownNameError
+from .errors import ConfigError, LaunchError, NumWarpsError, TargetError, UnknownNameError
 from .target import Target
 
 
@@ -188,7 +188,7 @@ class Backend:
     def check_options(self, options: BackendOptions) -> None:
         """Reject option values this backend cannot honour (raise ``ConfigError``)."""
         if options.num_warps < 1 or options.num_warps & (options.num_warps - 1):
-            raise ConfigError(f"option 'num_warps' must be a power of two >= 1, got {options.num_warps}")
+            raise NumWarpsError(f"option 'num_warps' must be a power of 2 (1, 2, 4, 8, ...), got {options.num_warps}")
         if options.num_stages < 1:
             raise ConfigError(f"option 'num_stages' must be >= 1, got {options.num_stages}")
 

@@ -64,6 +64,12 @@ class ConfigError(PolytileError, ValueError):
     """A setting has a value that is not allowed."""
 
 
+class NumWarpsError(ConfigError, AssertionError):
+    """``num_warps`` is not a power of two: a :class:`ConfigError`, and an
+    ``AssertionError`` as Triton raises for it (``pytest.raises(AssertionError)`` in code
+    ported from Triton keeps working)."""
+
+
 class UnsupportedOptionError(ConfigError):
     """A launch option the target's backend does not have (``maxnreg`` on AMD or the
     interpreter, say) was given a value that asks for something.  The autotuner drops a

@@ -54,9 +54,7 @@ def test_unsupported_constructs_are_named_errors(tmp_path, body, message):
 
 
 @pytest.mark.parametrize("body, message, caret_at", [
-    # Triton raises on these too (or, for `and`/`or` on tiles, deprecates them).
-    ("v = x and s", "'and' needs scalars, but this is a tensor of shape [4]; use '&' on tensors", "x and"),
-    ("v = s or x", "'or' needs scalars, but this is a tensor of shape [4]; use '|' on tensors", "x\n"),
+    # Triton raises on these too.
     ("v = 0 < x < 1", "a chained comparison ('0 < x < 1') needs scalars", "0 <"),
     ("v = 1 if x > 0 else 2", "the condition of a conditional expression must be a scalar", "x > 0"),
     ("pl.static_print(f'x is {x}')", "an f-string can only format compile-time values; 'x' is known only", "x}"),
@@ -110,6 +108,30 @@ def test_bool_ops_and_chained_comparisons_on_scalars():
     np.testing.assert_array_equal(out, [7, 0, 1, 1, 0])
     bool_ops_kernel[(1,)](out, 0, False)
     np.testing.assert_array_equal(out, [0, 0, 0, 0, 0])
+
+
+@jit
+def tensor_bool_ops_kernel(x_ptr, out_ptr, n, FLAG: pl.constexpr):
+    offs = pl.arange(0, 8)
+    x = pl.load(x_ptr + offs)
+    keep = (offs < n) and (x % 2 != 0)    # Triton: element by element (logical_and), broadcast
+    pl.store(out_ptr + offs, keep)
+    pl.store(out_ptr + 8 + offs, (x > 4) or (offs == 0))
+    pl.store(out_ptr + 16 + offs, (n > 3) and (x > 2))  # a run-time scalar broadcast against a tensor
+    pl.store(out_ptr + 24 + offs, FLAG or (x > 6))       # FLAG is True: the result is True
+    pl.store(out_ptr + 32 + offs, x and (offs > 1))      # a non-boolean tensor counts where it is not 0
+
+
+def test_and_or_on_tensors_work_element_by_element_as_in_triton():
+    x = np.array([0, 1, 2, 3, 4, 5, 6, 7], np.int32)
+    out = np.full(40, -1, np.int8)
+    tensor_bool_ops_kernel[(1,)](x, out, 5, True)
+    offs = np.arange(8)
+    np.testing.assert_array_equal(out[:8], (offs < 5) & (x % 2 != 0))
+    np.testing.assert_array_equal(out[8:16], (x > 4) | (offs == 0))
+    np.testing.assert_array_equal(out[16:24], x > 2)
+    np.testing.assert_array_equal(out[24:32], 1)
+    np.testing.assert_array_equal(out[32:], (x != 0) & (offs > 1))
 
 
 @jit
@@ -223,3 +245,28 @@ def test_indexing_a_tensor_with_a_number_is_an_error_in_tritons_words():
     with pytest.raises(CompilationError, match=r"unsupported tensor index: tensors can be indexed only with None and "
                                                r"':' \(to add or keep dimensions\), got"):
         index_with_a_number[(1,)](np.zeros(4, np.float32), target="interp")
+
+
+@pytest.mark.parametrize("target", ["nvidia:sm_90a", "nvidia:sm_80", "amd:gfx942"])
+def test_and_or_on_tensors_compile_for_gpus(target):
+    pytest.importorskip("polytile_amd" if target.startswith("amd") else "polytile_nvidia")
+    from polytile.compiler import compile_module
+
+    module = tensor_bool_ops_kernel.lower(np.zeros(8, np.int32), np.zeros(40, np.int8), 5, True)
+    assert compile_module(module, target, num_warps=4).context.artifacts["llvm_ir"]
+
+
+@jit
+def logical_methods_kernel(x_ptr, out_ptr):
+    offs = pl.arange(0, 8)
+    x = pl.load(x_ptr + offs)
+    pl.store(out_ptr + offs, (x > 2).logical_and(x < 6))
+    pl.store(out_ptr + 8 + offs, x.logical_or(offs == 7))
+
+
+def test_tensor_logical_and_or_methods():
+    x = np.array([0, 1, 2, 3, 4, 5, 6, 0], np.int32)
+    out = np.full(16, -1, np.int8)
+    logical_methods_kernel[(1,)](x, out)
+    np.testing.assert_array_equal(out[:8], (x > 2) & (x < 6))
+    np.testing.assert_array_equal(out[8:], (x != 0) | (np.arange(8) == 7))

@@ -48,18 +48,18 @@ def rmw(p, v, o, OP: pl.constexpr, BLOCK: pl.constexpr):
 
 
 CASES = [
-    (np.int32, "add", "atom.global.acq_rel.gpu.add.u32"),
-    (np.uint32, "max", "atom.global.acq_rel.gpu.max.u32"),
-    (np.int32, "max", "atom.global.acq_rel.gpu.max.s32"),
-    (np.int64, "min", "atom.global.acquire.cta.min.s64"),
-    (np.uint64, "min", "atom.global.acquire.cta.min.u64"),
-    (np.int32, "and", "atom.global.relaxed.gpu.and.b32"),
-    (np.int64, "xchg", "atom.global.acq_rel.sys.exch.b64"),
-    (np.float32, "add", "atom.global.acq_rel.gpu.add.f32"),
-    (np.float64, "add", "atom.global.acq_rel.gpu.add.f64"),
-    (np.float16, "add", "atom.global.acq_rel.gpu.add.noftz.f16"),
-    (np.int32, "cas", "atom.global.acq_rel.gpu.cas.b32"),
-    (np.float64, "cas", "atom.global.acq_rel.gpu.cas.b64"),
+    (np.int32, "add", "atom.global.gpu.acq_rel.add.u32"),
+    (np.uint32, "max", "atom.global.gpu.acq_rel.max.u32"),
+    (np.int32, "max", "atom.global.gpu.acq_rel.max.s32"),
+    (np.int64, "min", "atom.global.cta.acquire.min.s64"),
+    (np.uint64, "min", "atom.global.cta.acquire.min.u64"),
+    (np.int32, "and", "atom.global.gpu.relaxed.and.b32"),
+    (np.int64, "xchg", "atom.global.sys.acq_rel.exch.b64"),
+    (np.float32, "add", "atom.global.gpu.acq_rel.add.f32"),
+    (np.float64, "add", "atom.global.gpu.acq_rel.add.f64"),
+    (np.float16, "add", "atom.global.gpu.acq_rel.add.noftz.f16"),
+    (np.int32, "cas", "atom.global.gpu.acq_rel.cas.b32"),
+    (np.float64, "cas", "atom.global.gpu.acq_rel.cas.b64"),
 ]
 
 
@@ -74,14 +74,14 @@ def test_rmw_instructions(dtype, op, instruction, arch):
 @pytest.mark.parametrize("dtype, bits", [(np.float32, 32), (np.float64, 64)])
 def test_float_max_is_signed_max_or_unsigned_min_by_sign(dtype, bits):
     lines = atomic_lines(compile_ptx(rmw, *[np.zeros(128, dtype)] * 3, OP="max", BLOCK=128))
-    assert {line.split()[0] for line in lines} == {f"atom.global.acq_rel.gpu.max.s{bits}",
-                                                   f"atom.global.acq_rel.gpu.min.u{bits}"}
+    assert {line.split()[0] for line in lines} == {f"atom.global.gpu.acq_rel.max.s{bits}",
+                                                   f"atom.global.gpu.acq_rel.min.u{bits}"}
 
 
 def test_half_max_and_xchg_loop_on_16_bit_compare_and_swap():
     for op in ("max", "xchg"):
         lines = atomic_lines(compile_ptx(rmw, *[np.zeros(128, np.float16)] * 3, OP=op, BLOCK=128))
-        assert [line.split()[0] for line in lines] == [f"atom.global.acq_rel.{'gpu' if op == 'max' else 'sys'}.cas.b16"]
+        assert [line.split()[0] for line in lines] == [f"atom.global.{'gpu' if op == 'max' else 'sys'}.acq_rel.cas.b16"]
 
 
 @pt.jit
@@ -92,13 +92,13 @@ def histogram(x, bins, n, BLOCK: pl.constexpr, SEM: pl.constexpr):
     pl.atomic_add(bins + v, 1, mask=mask, sem=SEM)
 
 
-def test_unused_results_use_red_where_the_ordering_allows():
+def test_unused_results_are_atoms_as_in_triton():
+    # atom, its result unused or not, scope then ordering: Triton's PTX text (its
+    # test_atomic_rmw reads "atom.global.gpu.<sem>"); ptxas makes an unused one a RED.
     args = (np.zeros(1000, np.int32), np.zeros(16, np.int32), 1000)
-    relaxed = atomic_lines(compile_ptx(histogram, *args, BLOCK=256, SEM="relaxed"))
-    assert relaxed and all(line.startswith("red.global.relaxed.gpu.add.u32") for line in relaxed)
-    # red has no acquire half: acq_rel keeps atom (the old value is dropped).
-    acq_rel = atomic_lines(compile_ptx(histogram, *args, BLOCK=256, SEM="acq_rel"))
-    assert acq_rel and all(line.startswith("atom.global.acq_rel.gpu.add.u32") for line in acq_rel)
+    for sem in ("relaxed", "release", "acq_rel", "acquire"):
+        lines = atomic_lines(compile_ptx(histogram, *args, BLOCK=256, SEM=sem))
+        assert lines and all(line.startswith(f"atom.global.gpu.{sem}.add.u32") for line in lines), lines
 
 
 def test_each_element_is_updated_once_when_the_layout_repeats_it():

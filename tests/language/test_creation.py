@@ -296,7 +296,7 @@ def test_static_assert_and_static_print(target, capsys):
 @pytest.mark.parametrize("body, message", [
     ("pl.arange(0, 12)", "arange's range must be a power of 2, got 12"),
     ("pl.arange(4, 4)", "arange's end (4) must be greater than its start (4)"),
-    ("pl.program_id(3)", "program_id axis must be 0, 1 or 2, got 3"),
+    ("pl.program_id(3)", "program_id axis must be 0, 1, or 2 but got 3"),
     ("pl.full((4, 0), 1, pl.int32)", "has a dimension that is not positive"),
     ("pl.zeros((4,), 'float32')", "dtype must be a dtype such as pl.float32"),
     ("pl.static_assert(pl.program_id(0) == 0)", "pl.static_assert needs a compile-time condition"),

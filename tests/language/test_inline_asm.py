@@ -3,6 +3,8 @@ interpreter's error, PTX for NVIDIA targets (assembled by ptxas), with packing a
 results, and the AMD backend's refusal (it cannot assemble inline assembly yet).  tests/backends/nvidia/test_gpu_inline_asm.py
 runs the NVIDIA kernels on a GPU."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -44,6 +46,15 @@ def two_results_kernel(x_ptr, lo_ptr, hi_ptr, N: pl.constexpr):
 
 
 @pt.jit
+def pointer_operands_kernel(x_ptr, y_ptr, N: pl.constexpr):
+    # Triton's test_inline_asm_with_pointers: the assembly loads and stores through the
+    # addresses it is given (64-bit "l" operands); its int8 result is unused.
+    pl.inline_asm_elementwise("ld.global.b8 $0, [$1];\n\tshl.b32 $0, $0, 3;\n\tst.global.b8 [$2], $0;", "=r,l,l",
+                              [x_ptr + pl.arange(0, N), y_ptr + pl.arange(0, N)], dtype=pl.int8, is_pure=False,
+                              pack=1)
+
+
+@pt.jit
 def amd_shift_kernel(x_ptr, out_ptr, N: pl.constexpr):
     offs = pl.arange(0, N)
     x = pl.load(x_ptr + offs)
@@ -68,6 +79,11 @@ def test_nvidia_ptx_holds_the_assembly_and_assembles(arch):
     ptx = _ptx(two_results_kernel, np.zeros(128, np.int64), i32, i32, N=128, arch=arch)
     assert ptx.count("mov.b64 {") == 1
     assembles(ptx, arch, "two_results_kernel")
+    ptx = _ptx(pointer_operands_kernel, u8, u8, N=512, arch=arch)
+    # 512 elements, 128 threads: four instances each, every one kept (not pure), its
+    # addresses in 64-bit registers.
+    assert len(re.findall(r"ld\.global\.b8 %r\d+, \[%rd\d+\];", ptx)) == 4
+    assembles(ptx, arch, "pointer_operands_kernel")
 
 
 @pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])

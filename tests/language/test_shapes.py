@@ -113,7 +113,7 @@ def test_shape_errors(body, message, tmp_path):
 
 @jit
 def interleave_kernel(x_ptr, y_ptr, out_ptr, pair_ptr, n, ROWS: pl.constexpr, COLS: pl.constexpr):
-    pl.assume(n > 0)  # Triton's tl.assume: not checked, changes nothing
+    pl.assume(n > 0)  # Triton's tl.assume: a hint on GPUs, checked on the interpreter
     rows = pl.arange(0, ROWS)[:, None]
     grid = rows * COLS + pl.arange(0, COLS)[None, :]
     z = pl.interleave(pl.load(x_ptr + grid), pl.load(y_ptr + grid))
@@ -195,3 +195,49 @@ def bad_index_kernel(x_ptr, WHAT: pl.constexpr):
 def test_indexing_and_store_rank_mistakes(what, message):
     with pytest.raises(CompilationError, match=message):
         bad_index_kernel[(1,)](np.zeros(16, np.float32), WHAT=what)
+
+
+@jit
+def assume_kernel(out_ptr, N: pl.constexpr, BLOCK_N: pl.constexpr):
+    # Triton's test_assume: every program has at least BLOCK_N elements left, so the
+    # else branch cannot run.
+    current_size = N - pl.program_id(0) * BLOCK_N
+    pl.assume(current_size >= BLOCK_N)
+    if current_size >= 128:
+        pl.store(out_ptr + pl.program_id(0), current_size)
+    else:
+        pl.store(out_ptr + pl.program_id(0), current_size + 101024)
+
+
+def test_a_false_assumption_is_found_on_the_interpreter():
+    out = np.zeros(9, np.int32)
+    assume_kernel[(8,)](out, N=1024, BLOCK_N=128, target="interp")
+    assert out[:8].tolist() == [1024 - 128 * i for i in range(8)]
+    # The ninth program has none left: on a GPU the compiler relies on the promise.
+    with pytest.raises(Exception, match=r"program \(8, 0, 0\).*pl.assume: the condition is false; on a GPU the "
+                                        r"compiler relies on it"):
+        assume_kernel[(9,)](out, N=1024, BLOCK_N=128, target="interp")
+
+
+@jit
+def assume_tile_kernel(x_ptr, n):
+    offs = pl.arange(0, 8)
+    pl.assume(offs < n)
+    pl.store(x_ptr + offs, offs)
+
+
+def test_a_false_assumption_on_a_tile_names_the_element():
+    with pytest.raises(Exception, match=r"pl.assume: the condition is false at element 5"):
+        assume_tile_kernel[(1,)](np.zeros(8, np.int32), 5, target="interp")
+
+
+@pytest.mark.parametrize("target_name", ["nvidia:sm_90a", "nvidia:sm_80", "amd:gfx942", "amd:gfx1100"])
+def test_gpus_rely_on_the_assumption(target_name):
+    pytest.importorskip("polytile_amd" if target_name.startswith("amd") else "polytile_nvidia")
+    from polytile.compiler import compile_module
+
+    artifacts = compile_module(assume_kernel.lower(np.zeros(8, np.int32), N=1024, BLOCK_N=128),
+                               target_name).context.artifacts
+    assert "llvm.assume" in artifacts["llvm_ir"]
+    machine_code = artifacts["ptx"] if "ptx" in artifacts else artifacts["amdgcn"].resolve()
+    assert "101024" not in machine_code  # the branch the assumption rules out is gone

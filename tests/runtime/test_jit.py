@@ -360,3 +360,23 @@ def test_enable_fp_fusion_is_a_launch_option_of_every_target(fusion):
     compiled = multiply_add[(1,)](x, out, BLOCK=16, enable_fp_fusion=fusion, target="interp")
     assert compiled.options.enable_fp_fusion is fusion
     assert (out == x * np.float32(1.5) + np.float32(1.0)).all()
+
+
+@pytest.mark.parametrize("target", ["interp", "nvidia:sm_90a", "amd:gfx942"])
+def test_num_warps_not_a_power_of_two_is_refused_as_in_triton(target):
+    # Triton raises an AssertionError ("must be a power of 2"); polytile's error is both
+    # that and a ConfigError.
+    from polytile.errors import ConfigError
+
+    backend = None
+    if target.startswith("nvidia"):
+        backend = pytest.importorskip("polytile_nvidia.backend").NvidiaBackend()
+    elif target.startswith("amd"):
+        backend = pytest.importorskip("polytile_amd.backend").AmdBackend()
+    x = np.zeros(16, np.float32)
+    for error in (AssertionError, ConfigError):
+        with pytest.raises(error, match=r"option 'num_warps' must be a power of 2 \(1, 2, 4, 8, \.\.\.\), got 3"):
+            if backend is None:
+                multiply_add[(1,)](x, x, BLOCK=16, num_warps=3, target="interp")
+            else:
+                backend.parse_options({"num_warps": 3})

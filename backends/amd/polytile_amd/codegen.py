@@ -29,6 +29,7 @@ from polytile.errors import PolytileError
 from polytile.gpu.lowering import SHARED_BYTES, GpuTarget
 from polytile.gpu.lowering.context import SHARED_MEMORY_SYMBOL
 from polytile.gpu.lowering.dot import register_matrix_unit
+from polytile.gpu.lowering.types import bit_width
 from polytile.llvm_codegen import EmitFromLLVM, optimized_module, target_machine
 from polytile.llvm_codegen import llvm as binding
 from polytile.passes.artifacts import DeferredArtifact
@@ -123,17 +124,11 @@ def lane_id(builder: ir.IRBuilder, warp_size: int) -> Any:
     return _call(builder, "llvm.amdgcn.mbcnt.hi", _I32, [ir.Constant(_I32, -1), low])
 
 
-def _bit_width(type_: ir.Type) -> int:
-    if isinstance(type_, ir.IntType):
-        return type_.width
-    return {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}.get(type(type_), 32)
-
-
 def bpermute(builder: ir.IRBuilder, value: Any, source_lane: Any) -> Any:
     """The ``value`` of lane ``source_lane`` (an i32), for values of up to 64 bits
     (``ds_bpermute_b32`` moves 32 bits; wider values move in halves)."""
     address = builder.shl(source_lane, ir.Constant(_I32, 2))  # ds_bpermute takes a byte address
-    width = _bit_width(value.type)
+    width = bit_width(value.type)
     is_int = isinstance(value.type, ir.IntType)
     bits = value if is_int else builder.bitcast(value, ir.IntType(width))
 

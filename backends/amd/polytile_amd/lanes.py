@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from llvmlite import ir
+from polytile.gpu.lowering.types import bit_width
 
 from .architectures import ARCHITECTURES
 
@@ -96,15 +97,9 @@ def xor_move(arch: str, lane_mask: int) -> Move32 | None:
     return None
 
 
-def _bit_width(type_: ir.Type) -> int:
-    if isinstance(type_, ir.IntType):
-        return type_.width
-    return {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}[type(type_)]
-
-
 def move_words(builder: ir.IRBuilder, value: Any, move: Move32) -> Any:
     """``move`` applied to ``value`` (up to 64 bits) one 32-bit word at a time."""
-    width = _bit_width(value.type)
+    width = bit_width(value.type)
     is_int = isinstance(value.type, ir.IntType)
     bits = value if is_int else builder.bitcast(value, ir.IntType(width))
     if width == 64:

@@ -29,6 +29,7 @@ from polytile.gpu.lowering.async_copy import register_async_copy_unit
 from polytile.gpu.lowering.dot import register_matrix_unit
 from polytile.gpu.lowering.elementwise import LOG2E
 from polytile.gpu.lowering.mbarrier import register_barrier_unit
+from polytile.gpu.lowering.types import bit_width
 from polytile.llvm_codegen import EmitFromLLVM, link_library, optimized_module
 from polytile.passes.pass_base import Pass, PassContext, PreservedAnalyses
 
@@ -103,8 +104,7 @@ def set_max_registers(builder: ir.IRBuilder, count: int, increase: bool) -> None
 
 def _shuffle(builder: ir.IRBuilder, mode: str, value: Any, lane: Any, clamp: int) -> Any:
     """``shfl.sync.<mode>`` of any value up to 64 bits wide (wider ones move in 32-bit halves)."""
-    width = value.type.width if isinstance(value.type, ir.IntType) else \
-        {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}.get(type(value.type), 32)
+    width = bit_width(value.type)
     if not isinstance(lane, ir.Value):
         lane = ir.Constant(_I32, lane)
     fn = _declare(builder.module, f"llvm.nvvm.shfl.sync.{mode}.i32", _I32, [_I32, _I32, _I32, _I32])
@@ -246,8 +246,6 @@ MATH = {
 _CONSTRAINT = {8: "h", 16: "h", 32: "r", 64: "l"}
 _ATOM_OPS = {"add": "add.u", "fadd": "add.f", "max": "max.s", "min": "min.s", "umax": "max.u", "umin": "min.u",
              "and": "and.b", "or": "or.b", "xor": "xor.b", "xchg": "exch.b"}
-#: ``red`` orders like a store: it has no acquire half.
-_RED_SEMANTICS = ("relaxed", "release")
 
 
 def _width(type_: ir.Type) -> int:
@@ -313,12 +311,10 @@ def _atomic_rmw_hook(arch: str) -> Any:
         guard, pred, extra = _predicated(mask)
         bits = _as_bits(builder, value)
         c = _CONSTRAINT[_bits_of(value)]
-        if not returns and sem in _RED_SEMANTICS:
-            _inline(builder, f"{guard}red.global.{sem}.{scope}.{op} [$0], $1;", [], ["l", c + pred],
-                    [ptr, bits, *extra], ir.VoidType())
-            return ir.Constant(value.type, None)
+        # Always atom, its result unused or not (ptxas makes an unused one a RED), with the
+        # scope before the ordering as Triton writes it: the same PTX text as Triton's.
         zero = f"mov.b{max(_bits_of(value), 16)} $0, 0;\n\t" if mask is not None else ""
-        old = _inline(builder, f"{zero}{guard}atom.global.{sem}.{scope}.{op} $0, [$1], $2;", ["=" + c],
+        old = _inline(builder, f"{zero}{guard}atom.global.{scope}.{sem}.{op} $0, [$1], $2;", ["=" + c],
                       ["l", c + pred], [ptr, bits, *extra], bits.type)
         return _from_bits(builder, old, value.type)
     return atomic_rmw
@@ -329,7 +325,7 @@ def atomic_cas(builder: ir.IRBuilder, ptr: Any, compare: Any, value: Any, mask: 
     c = _CONSTRAINT[width]
     guard, pred, extra = _predicated(mask)
     zero = f"mov.b{width} $0, 0;\n\t" if mask is not None else ""
-    return _inline(builder, f"{zero}{guard}atom.global.{sem}.{scope}.cas.b{width} $0, [$1], $2, $3;", ["=" + c],
+    return _inline(builder, f"{zero}{guard}atom.global.{scope}.{sem}.cas.b{width} $0, [$1], $2, $3;", ["=" + c],
                    ["l", c, c + pred], [ptr, compare, value, *extra], value.type)
 
 

@@ -7,7 +7,8 @@ that order).  Its operands are tiles of one shape (or scalars), its results tile
 shape.  ``pack`` elements go to one instance of the assembly: narrow elements share
 32-bit registers (four i8s in one ``r``), wider ones take a register each, so an
 instance has, per operand and per result, ``ceil(pack * bits / 32)`` registers of
-``min(pack, 32 / bits)`` elements (one 64-bit register per element of 64 bits).
+``min(pack, 32 / bits)`` elements (one 64-bit register per element of 64 bits).  A
+pointer operand is its address, a 64-bit integer (``l`` on NVIDIA).
 
 No ``Pure`` trait: an instance with side effects must run, so no pass deletes, merges or
 hoists it (``pure`` says whether its results are all it does: backends may use it).
@@ -23,7 +24,7 @@ from ..ir.operation import Operation
 
 def registers_of(element: t.Type, pack: int) -> tuple[int, int]:
     """(registers, elements per register) one instance passes for ``pack`` elements."""
-    bits = 8 if element == t.i1 else element.width
+    bits = 8 if element == t.i1 else 64 if isinstance(element, t.PointerType) else element.width
     per_register = max(1, 32 // bits) if bits <= 32 else 1
     per_register = min(per_register, pack)
     return -(-pack // per_register), per_register
@@ -53,10 +54,12 @@ class InlineAsmOp(Operation):
         if len(shapes) > 1:
             raise op_error(self, f"operands and results must be tiles of one shape (or scalars), got shapes "
                                  f"{sorted(shapes)}")
-        for value in (*self.operands, *self.results):
-            element = t.element_type(value.type)
-            if not isinstance(element, (t.IntType, t.FloatType)):
-                raise op_error(self, f"takes and gives numbers, got {value.type}")
+        for value in self.operands:  # addresses go in as 64-bit integers (Triton's "l" operands)
+            if not isinstance(t.element_type(value.type), (t.IntType, t.FloatType, t.PointerType)):
+                raise op_error(self, f"takes numbers and pointers, got {value.type}")
+        for value in self.results:
+            if not isinstance(t.element_type(value.type), (t.IntType, t.FloatType)):
+                raise op_error(self, f"gives numbers, got {value.type}")
         outputs = sum(registers_of(t.element_type(r.type), pack)[0] for r in self.results)
         inputs = sum(registers_of(t.element_type(v.type), pack)[0] for v in self.operands)
         written = [c for c in self.attributes["constraints"].split(",") if c.strip()]

@@ -1,4 +1,5 @@
-"""``tile`` ops for debugging kernels: ``tile.print``, ``tile.assert``, ``tile.barrier``.
+"""``tile`` ops for debugging kernels: ``tile.print``, ``tile.assert``, ``tile.barrier``;
+and ``tile.assume``, what the author promises holds.
 
 They have side effects (no ``Pure`` trait), so no pass deletes, merges or hoists them.
 """
@@ -47,4 +48,14 @@ class BarrierOp(Operation):
     name = "tile.barrier"
 
 
-TILE_DEBUG_OPS = (PrintOp, AssertOp, BarrierOp)
+@define_op
+class AssumeOp(Operation):
+    """``condition`` holds (``pl.assume``): on GPUs a hint the code generator may rely on
+    (``llvm.assume``, never checked); the interpreter checks it as an assertion, so that a
+    false promise is found there rather than as wrong results on a GPU."""
+
+    name = "tile.assume"
+    condition = Operand(BoolLike)
+
+
+TILE_DEBUG_OPS = (PrintOp, AssertOp, BarrierOp, AssumeOp)

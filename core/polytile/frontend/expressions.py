@@ -175,7 +175,9 @@ class ExpressionGen:
 
     def visit_BoolOp(self, node: ast.BoolOp) -> Any:
         # Triton's rule: a compile-time operand either decides the result (False for 'and',
-        # True for 'or': it is the result) or drops out; run-time scalars combine as i1.
+        # True for 'or': it is the result) or drops out; run-time values combine as i1,
+        # tensors element by element (Triton's logical_and / logical_or, broadcast), with
+        # every operand evaluated.
         is_and = isinstance(node.op, ast.And)
         run_time: list[Any] = []
         value: Any = None
@@ -185,18 +187,14 @@ class ExpressionGen:
                 if bool(value) != is_and:
                     return value
                 continue
-            if value.shape:
-                raise self.error(value_node, f"'{'and' if is_and else 'or'}' needs scalars, but this is a tensor "
-                                             f"of shape {list(value.shape)}; use '{'&' if is_and else '|'}' on "
-                                             "tensors")
             run_time.append(value)
         if not run_time:
             return value  # every operand compile-time, none decided: Python gives the last
         if len(run_time) == 1:
             return run_time[0]
-        result = sem.to_bool(run_time[0])
+        result = run_time[0]
         for other in run_time[1:]:
-            result = sem.binary("and" if is_and else "or", result, sem.to_bool(other))
+            result = result.logical_and(other) if is_and else result.logical_or(other)
         return result
 
     def visit_Compare(self, node: ast.Compare) -> Any:

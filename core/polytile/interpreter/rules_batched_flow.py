@@ -10,6 +10,8 @@ uniform condition runs as in one program, for the whole batch.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..dialects import func, scf, tile, tile_block, tile_debug
@@ -156,16 +158,25 @@ def print_batched(op: Operation, operands: list, ctx: BatchContext) -> None:
 
 @register_batched_rule(tile_debug.AssertOp)
 def assert_batched(op: Operation, operands: list, ctx: BatchContext) -> None:
-    condition = operands[0]
+    _check_batched(op, operands[0], ctx, rules_debug.assertion_failure)
+
+
+@register_batched_rule(tile_debug.AssumeOp)
+def assume_batched(op: Operation, operands: list, ctx: BatchContext) -> None:
+    _check_batched(op, operands[0], ctx, rules_debug.assumption_failure)
+
+
+def _check_batched(op: Operation, condition: Any, ctx: BatchContext, failure: Any) -> None:
+    """Raise ``failure``'s message for the first program whose ``condition`` is false."""
     if not is_batched(condition, op.operands[0].type):
-        message = rules_debug.assertion_failure(op, condition)
+        message = failure(op, condition)
         lane = 0
     else:
         failing = ~np.asarray(condition, dtype=bool).reshape(ctx.size, -1).all(axis=1)
         if not failing.any():
             return None
         lane = int(np.argmax(failing))
-        message = rules_debug.assertion_failure(op, condition[lane])
+        message = failure(op, condition[lane])
     if message is not None:
         raise ctx.error(op, message, lane=lane)
     return None

@@ -47,6 +47,23 @@ def assert_rule(op: Operation, operands: list, ctx: ProgramContext) -> None:
         raise ctx.error(op, message)
 
 
+@register_rule(tile_debug.AssumeOp)
+def assume_rule(op: Operation, operands: list, ctx: ProgramContext) -> None:
+    message = assumption_failure(op, operands[0])
+    if message is not None:
+        raise ctx.error(op, message)
+
+
+def assumption_failure(op: Operation, condition: np.ndarray) -> str | None:
+    """What a false ``pl.assume`` says (a GPU would compute wrong results from it)."""
+    message = assertion_failure(op, condition)
+    if message is None:
+        return None
+    where = message.removeprefix("device assertion failed")
+    return (f"pl.assume: the condition is false{where}; on a GPU the compiler relies on it, and what the kernel "
+            "computes would then be wrong")
+
+
 def assertion_failure(op: Operation, condition: np.ndarray) -> str | None:
     """The message of a failed assertion on one program's ``condition``, or None."""
     failed = ~np.asarray(condition, dtype=bool)

@@ -478,6 +478,17 @@ class tensor:
         """``pl.cast(self, ...)`` (Triton's ``tensor.cast``; ``to`` is the same)."""
         return _std().cast(self, dtype, fp_downcast_rounding, bitcast)
 
+    def logical_and(self, other):
+        """Element by element: both non-zero (Triton's ``tensor.logical_and``; what ``and``
+        gives on tensors)."""
+        sem = _sem()
+        return sem.binary("and", sem.to_bool(self), sem.to_bool(sem.to_tensor(other)))
+
+    def logical_or(self, other):
+        """Element by element: either non-zero (Triton's ``tensor.logical_or``)."""
+        sem = _sem()
+        return sem.binary("or", sem.to_bool(self), sem.to_bool(sem.to_tensor(other)))
+
     # Triton's member functions of builtins that live in other modules.
     def ravel(self, can_reorder=False): return _module("shape").ravel(self, can_reorder)
     def gather(self, index, axis): return _module("shape").gather(self, index, axis)

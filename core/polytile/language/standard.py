@@ -72,7 +72,7 @@ def program_id(axis: Any) -> tensor:
     """The index of this program along grid axis 0, 1 or 2."""
     axis = _const_int(axis, "axis")
     if axis not in (0, 1, 2):
-        raise semantic_error(f"program_id axis must be 0, 1 or 2, got {axis}")
+        raise semantic_error(f"program_id axis must be 0, 1, or 2 but got {axis}")
     return tensor(sem.emit(tile.ProgramIdOp, axis=axis).result)
 
 
@@ -81,7 +81,7 @@ def num_programs(axis: Any) -> tensor:
     """The number of programs along grid axis 0, 1 or 2."""
     axis = _const_int(axis, "axis")
     if axis not in (0, 1, 2):
-        raise semantic_error(f"num_programs axis must be 0, 1 or 2, got {axis}")
+        raise semantic_error(f"num_programs axis must be 0, 1, or 2 but got {axis}")
     return tensor(sem.emit(tile.NumProgramsOp, axis=axis).result)
 
 
@@ -721,13 +721,17 @@ def _dot_accumulators(element: t.Type) -> tuple[t.Type, ...]:
 
 @builtin
 def assume(cond: Any) -> None:
-    """Tell the compiler that ``cond`` holds (Triton's ``tl.assume``).  It is not checked
-    and changes no result; a kernel whose ``cond`` is false is wrong.  ``cond`` is a
-    boolean: a comparison, a Python bool, or a tensor of them."""
+    """Tell the compiler that ``cond`` holds (Triton's ``tl.assume``): on GPUs LLVM may
+    rely on it (``llvm.assume``) and it is not checked, so a kernel whose ``cond`` is false
+    computes wrong results there; the interpreter checks it and says where it is false.
+    ``cond`` is a boolean: a comparison, a Python bool, or a tensor of them."""
     cond = unwrap(cond)
     if isinstance(cond, tensor):
         if t.element_type(cond.type) != t.i1:
             raise semantic_error(f"pl.assume needs a boolean condition (a comparison), got {sem._describe(cond)}")
+        from ..dialects.tile_debug import AssumeOp
+
+        sem.emit(AssumeOp, cond.handle)
         return None
     if not isinstance(cond, bool):
         raise semantic_error(f"pl.assume needs a boolean condition (a comparison), got {cond!r}")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from language.test_inline_asm import funnel_shift_kernel, packed_bytes_kernel, two_results_kernel
+from language.test_inline_asm import (funnel_shift_kernel, packed_bytes_kernel, pointer_operands_kernel,
+                                      two_results_kernel)
 
 from .fake_cuda import nvidia_gpu, torch_cuda  # noqa: F401  (nvidia_gpu is a fixture)
 
@@ -42,3 +43,11 @@ def test_two_results(nvidia_gpu):  # noqa: F811
     two_results_kernel[(1,)](x, lo, hi, N=128)
     as_words = x.cpu().numpy().view(np.int32).reshape(128, 2)
     assert (lo.cpu().numpy() == as_words[:, 0]).all() and (hi.cpu().numpy() == as_words[:, 1]).all()
+
+
+def test_pointer_operands(nvidia_gpu):  # noqa: F811
+    torch = torch_cuda()
+    x = torch.randint(0, 256, (512,), dtype=torch.uint8, device="cuda")
+    y = torch.zeros(512, dtype=torch.uint8, device="cuda")
+    pointer_operands_kernel[(1,)](x, y, N=512)
+    assert (y.cpu().numpy() == (x.cpu().numpy() << 3).astype(np.uint8)).all()

@@ -157,4 +157,16 @@ def _assert(op: Any, operands: list, ctx: LoweringContext) -> list:
     return []
 
 
+@register_lowering(tile_debug.AssumeOp)
+def _assume(op: Any, operands: list, ctx: LoweringContext) -> list:
+    # One llvm.assume per element this thread holds: LLVM may fold what follows from it
+    # (bounds, branches) and emits no code for it.
+    b = ctx.builder
+    assume = b.module.declare_intrinsic("llvm.assume", fnty=ir.FunctionType(ir.VoidType(), [ir.IntType(1)]))
+    condition = operands[0]
+    for bit in dict.fromkeys(condition if isinstance(condition, list) else [condition]):
+        b.call(assume, [bit])
+    return []
+
+
 __all__: list[str] = []

@@ -35,6 +35,8 @@ def _register_type(element: t.Type, per_register: int) -> ir.Type:
 
 
 def _pack(b: ir.IRBuilder, values: list, element: t.Type, per_register: int) -> Any:
+    if isinstance(element, t.PointerType):
+        return b.ptrtoint(values[0], ir.IntType(64))  # one address per register
     if element == t.i1:
         values = [b.zext(v, ir.IntType(8)) for v in values]
     if per_register == 1:

@@ -217,7 +217,12 @@ def _store(op: Any, operands: list, ctx: LoweringContext) -> list:
     mask = operands[2] if op.mask is not None else None
     memory_element = _in_memory(element)
     if not isinstance(op.ptr.type, t.TileType):
-        _store_vector(ctx, ptrs, _to_memory(ctx, [values]), ir.VectorType(memory_element, 1), mask, qualifiers)
+        # Every thread holds the scalar; one stores it.  Were all to store, a warp storing
+        # early could overwrite what a later warp of the same program has yet to load
+        # (``x = load(p); store(p, x * 2)`` doubling twice: Triton's test_load_store_same_ptr).
+        owner = b.icmp_unsigned("==", ctx.thread_id, ctx.i32(0))
+        _store_vector(ctx, ptrs, _to_memory(ctx, [values]), ir.VectorType(memory_element, 1),
+                      owner if mask is None else b.and_(mask, owner), qualifiers)
         return []
     values = _to_memory(ctx, values)
     layout, width = _plan(op, ctx)

@@ -37,7 +37,7 @@ from ..allocation import SCRATCH_ALIGNMENT, register_scratch
 from ..linear_layout import LinearLayout, log2
 from .context import LoweringContext, linear_layout_of, register_lowering
 from .indexing import LLVMOps, PyOps, coordinates
-from .types import UnsupportedType, llvm_type
+from .types import UnsupportedType, bit_width, llvm_type
 
 Pack = list  # one value per operand of the reduction (argmax: value, index)
 Combine = Callable[[Pack, Pack], Pack]
@@ -473,11 +473,8 @@ def _reduce_scratch(op: Any, target: Any, num_warps: int) -> int:
 
 
 def element_bytes(type_: ir.Type) -> int:
-    if isinstance(type_, ir.IntType):
-        return max(type_.width // 8, 1)
-    if isinstance(type_, ir.PointerType):
-        return 8
-    return {ir.HalfType: 2, ir.FloatType: 4, ir.DoubleType: 8}[type(type_)]
+    """Bytes of one element in scratch (i1 in a byte; bf16 2, as f16)."""
+    return max(bit_width(type_) // 8, 1)
 
 
 def thread_ops(op: Any, ctx: LoweringContext, slots: int) -> LLVMThreadOps:
