@@ -58,8 +58,8 @@ CASES = [
     (np.float32, "add", "atom.global.gpu.acq_rel.add.f32"),
     (np.float64, "add", "atom.global.gpu.acq_rel.add.f64"),
     (np.float16, "add", "atom.global.gpu.acq_rel.add.noftz.f16"),
-    (np.int32, "cas", "atom.global.gpu.acq_rel.cas.b32"),
-    (np.float64, "cas", "atom.global.gpu.acq_rel.cas.b64"),
+    (np.int32, "cas", "atom.global.acq_rel.gpu.cas.b32"),
+    (np.float64, "cas", "atom.global.acq_rel.gpu.cas.b64"),
 ]
 
 
@@ -81,7 +81,7 @@ def test_float_max_is_signed_max_or_unsigned_min_by_sign(dtype, bits):
 def test_half_max_and_xchg_loop_on_16_bit_compare_and_swap():
     for op in ("max", "xchg"):
         lines = atomic_lines(compile_ptx(rmw, *[np.zeros(128, np.float16)] * 3, OP=op, BLOCK=128))
-        assert [line.split()[0] for line in lines] == [f"atom.global.{'gpu' if op == 'max' else 'sys'}.acq_rel.cas.b16"]
+        assert [line.split()[0] for line in lines] == [f"atom.global.acq_rel.{'gpu' if op == 'max' else 'sys'}.cas.b16"]
 
 
 @pt.jit

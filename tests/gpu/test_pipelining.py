@@ -5,6 +5,8 @@ cp.async only at the cp.async.wait_group that retires it) against NumPy."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 
@@ -227,10 +229,20 @@ def test_with_barriers_the_only_barrier_of_an_iteration_orders_reads_before_the_
     assert epilogue.index("gpu.mbarrier_wait") < epilogue.index("gpu.barrier") < epilogue.index("gpu.mbarrier_inval")
 
 
-def test_auto_completion_is_barriers_where_the_target_has_them():
-    assert "gpu.mbarrier_wait" in run(LOOP, PipelineLoops(num_stages=3))
-    out = run(LOOP, PipelineLoops(num_stages=3), arch="sm_80")
+def test_auto_completion_is_commit_groups_unless_the_loop_needs_barriers():
+    # cp.async copies complete on commit groups everywhere (Triton's choice on Hopper: the
+    # fewest instructions per wait) ...
+    for arch in ("sm_90a", "sm_80"):
+        out = run(LOOP, PipelineLoops(num_stages=3), arch=arch)
+        assert "gpu.async_wait" in out and "mbarrier" not in out
+    # ... but a loop to be warp-specialised gets a barrier per slot, through which the
+    # producer's copies reach the consumers, where the target has them.
+    hinted = LOOP.replace("%ptrs, %acc : tile", "%ptrs, %acc {pt.warp_specialize = true} : tile")
+    assert hinted != LOOP
+    assert "gpu.mbarrier_wait" in run(hinted, PipelineLoops(num_stages=3))
+    out = run(hinted, PipelineLoops(num_stages=3), arch="sm_80")
     assert "gpu.async_wait" in out and "mbarrier" not in out
+    assert "gpu.mbarrier_wait" in run(LOOP, PipelineLoops(num_stages=3, completion="barriers"))
 
 
 def test_barriers_on_a_target_without_them_are_refused():
@@ -295,10 +307,14 @@ def matmul_loop_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, strid
 
 
 def simulate_matmul(dtype, k: int, block_k: int, num_stages: int, drop: str | None = None,
-                    arch: str = "sm_90a", edit=None) -> tuple:
+                    arch: str = "sm_90a", edit=None, completion: str = "auto") -> tuple:
     """A 32x32 matmul over K on the simulator: its result, NumPy's, and the LLVM IR.
-    sm_90a completes the rings on mbarriers, sm_80 with commit groups.  ``drop``: a wait
-    to weaken; ``edit``: a change to the LLVM IR before it runs."""
+    ``completion``: how the rings' copies complete (auto: commit groups; "barriers", an
+    mbarrier per slot, on sm_90a); ``drop``: a wait to weaken; ``edit``: a change to the
+    LLVM IR before it runs."""
+    if completion != "auto":  # the default pipeline's pass, as if built with the option
+        with mock.patch.object(PipelineLoops, "_completion", lambda self, loop, loads, has_barriers: completion):
+            return simulate_matmul(dtype, k, block_k, num_stages, drop, arch, edit)
     m = n = 32
     rng = np.random.default_rng(k + num_stages)
     a = rng.integers(-3, 4, (m, k)).astype(dtype)
@@ -317,7 +333,7 @@ def simulate_matmul(dtype, k: int, block_k: int, num_stages: int, drop: str | No
     return c, a.astype(np.float64) @ b.astype(np.float64), artifacts["llvm_ir"]
 
 
-@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("arch, completion", [("sm_90a", "barriers"), ("sm_90a", "auto"), ("sm_80", "auto")])
 @pytest.mark.parametrize("num_stages, k, block_k", [
     (2, 64, 16),    # more iterations than stages
     (3, 48, 32),    # a masked K tail (48 = 32 + 16)
@@ -325,11 +341,11 @@ def simulate_matmul(dtype, k: int, block_k: int, num_stages: int, drop: str | No
     (4, 32, 32),    # one iteration: two of the three prologue copies are predicated off
     (3, 0, 32),     # no iteration: every fill predicated off, waited for and the barriers retired
 ])
-def test_pipelined_matmul_matches_numpy(num_stages, k, block_k, arch):
-    got, expected, llvm_ir = simulate_matmul(np.float16, k, block_k, num_stages, arch=arch)
+def test_pipelined_matmul_matches_numpy(num_stages, k, block_k, arch, completion):
+    got, expected, llvm_ir = simulate_matmul(np.float16, k, block_k, num_stages, arch=arch, completion=completion)
     # 16 or 8 bytes a copy: a 32x16 tile of A gives each of 128 threads 4 elements.
     assert ("cp.async.cg.shared.global" in llvm_ir or "cp.async.ca.shared.global" in llvm_ir) and "ldmatrix" in llvm_ir
-    if arch == "sm_90a":
+    if completion == "barriers":
         assert "mbarrier.try_wait.parity" in llvm_ir and "cp.async.wait_group" not in llvm_ir
     else:
         assert "cp.async.wait_group" in llvm_ir and "mbarrier" not in llvm_ir
@@ -383,14 +399,14 @@ def _flips_every_iteration(builder, phase, next_slot, one, zero):
 def test_the_simulator_catches_a_wait_on_the_wrong_phase(monkeypatch, mistake, message):
     monkeypatch.setattr(polytile.gpu.pipelining, "_next_phase", mistake)
     with pytest.raises(SimulationError, match=message):
-        simulate_matmul(np.float16, 64, 16, 3)
+        simulate_matmul(np.float16, 64, 16, 3, completion="barriers")
 
 
 def test_the_simulator_catches_a_phase_that_cannot_complete(monkeypatch):
     # Each barrier expects one arrival more than the threads make.
     monkeypatch.setattr(PointerTileCopies, "arrivals", lambda self, num_threads: num_threads + 1)
     with pytest.raises(SimulationError, match="can never complete: phase 0 needs 1 more arrivals"):
-        simulate_matmul(np.float16, 64, 16, 3)
+        simulate_matmul(np.float16, 64, 16, 3, completion="barriers")
 
 
 def test_the_simulator_catches_barriers_invalidated_while_copies_are_in_flight():
@@ -401,7 +417,7 @@ def test_the_simulator_catches_barriers_invalidated_while_copies_are_in_flight()
         return llvm_ir[:start] + llvm_ir[llvm_ir.index("\n", at) + 1:]
 
     with pytest.raises(SimulationError, match="invalidates the mbarrier .* still in flight"):
-        simulate_matmul(np.float16, 64, 16, 3, edit=drop_last_wait)
+        simulate_matmul(np.float16, 64, 16, 3, edit=drop_last_wait, completion="barriers")
 
 
 class _RecordingCopies(PointerTileCopies):

@@ -325,7 +325,9 @@ def atomic_cas(builder: ir.IRBuilder, ptr: Any, compare: Any, value: Any, mask: 
     c = _CONSTRAINT[width]
     guard, pred, extra = _predicated(mask)
     zero = f"mov.b{width} $0, 0;\n\t" if mask is not None else ""
-    return _inline(builder, f"{zero}{guard}atom.global.{scope}.{sem}.cas.b{width} $0, [$1], $2, $3;", ["=" + c],
+    # Ordering, then scope: Triton's spelling of compare-and-swap (its test_atomic_cas reads
+    # "atom.global.<sem>"), where its other atomics put the scope first.
+    return _inline(builder, f"{zero}{guard}atom.global.{sem}.{scope}.cas.b{width} $0, [$1], $2, $3;", ["=" + c],
                    ["l", c, c + pred], [ptr, compare, value, *extra], value.type)
 
 
