@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from unittest import mock
+
 import numpy as np
 import pytest
 
@@ -88,8 +90,8 @@ def test_pipelined_loops_read_column_blocks_in_place_with_one_wgmma_in_flight(a_
     a, b, c = np.zeros((m, k), np.float16), np.zeros((k, n), np.float16), np.zeros((m, n), np.float32)
     strides = ((1, m) if a_col else (k, 1)) + ((1, k) if b_col else (n, 1))
     artifacts = _compile(loop_kernel, [a, b, c, m, n, k, *strides], 4, 3, BM=m, BN=n, BK=bk, ACC16=False)
-    # The two rings and their three mbarriers (24 bytes, placed in 32), nothing else.
-    assert artifacts["shared_bytes"] == 3 * (m * bk + bk * n) * 2 + 32
+    # The two rings, nothing else (their copies complete on commit groups).
+    assert artifacts["shared_bytes"] == 3 * (m * bk + bk * n) * 2
     assert artifacts["ptx"].count("wgmma.wait_group.sync.aligned 1;") == 1
     got, expected = _loop(m, n, k, bk, a_col=a_col, b_col=b_col, num_stages=3)
     np.testing.assert_array_equal(got, expected)
@@ -141,29 +143,41 @@ def test_a_loop_invariant_q_is_stored_once_and_k_and_v_are_pipelined():
     o = np.zeros((64, 64), np.float32)
     args = [q, k, v, o, 160]
     artifacts = _compile(invariant_q_kernel, args, 4, 3, BM=64, BN=64, D=64)
-    rings = 2 * 3 * 64 * 64 * 2
-    barriers = 32  # the rings' three mbarriers (24 bytes, placed in 32)
-    assert artifacts["shared_bytes"] == 64 * 64 * 2 + rings + barriers  # q, the K and V rings: no dot scratch
+    rings = 2 * 3 * 64 * 64 * 2  # completed by commit groups: no barriers in shared memory
+    assert artifacts["shared_bytes"] == 64 * 64 * 2 + rings  # q, the K and V rings: no dot scratch
     assert artifacts["ptx"].count("cp.async.cg") >= 2
     run_kernel(artifacts, args, 4)
     np.testing.assert_array_equal(o, expected)
 
 
-def test_attention_keeps_p_at_v_in_flight_across_the_next_scores():
+@pytest.mark.parametrize("completion, waits", [
+    # Commit groups (the default): every thread waits for its own copies, a barrier makes
+    # all of them visible before the dots read the slots.
+    ("auto", ["gpu.async_wait", "gpu.barrier", "tile.dot", "gpu.dot_wait", "gpu.barrier",
+              "gpu.async_commit_group", "gpu.dot_wait", "tile.dot"]),
+    # A barrier per slot: the wait on it is all the dots need.
+    ("barriers", ["gpu.mbarrier_wait", "tile.dot", "gpu.dot_wait", "gpu.barrier", "gpu.async_copy_arrive",
+                  "gpu.dot_wait", "tile.dot"]),
+])
+def test_attention_keeps_p_at_v_in_flight_across_the_next_scores(completion, waits):
     # Both dots issue asynchronously: the scores' dot, then a wait that leaves only it in
     # flight (retiring the previous iteration's P @ V, whose slots the copies after it
     # refill), then the scores' own wait right before the scores are read; P @ V (A in
-    # registers) stays in flight into the next iteration.  One barrier per iteration.
+    # registers) stays in flight into the next iteration.
+    from polytile.gpu.pipelining import PipelineLoops
+
     q, k, v, expected = invariant_q_case(64, 64, 160)
     o = np.zeros((64, 64), np.float32)
     args = [q, k, v, o, 160]
     module = invariant_q_kernel.lower(*args, BM=64, BN=64, D=64)
-    result = compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=3)
+    with mock.patch.object(PipelineLoops, "_completion",
+                           lambda self, loop, loads, has_barriers: completion if completion != "auto" else "groups"):
+        result = compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=3)
     text = str(result.module)
     loop = text[text.index("scf.for"):text.index("scf.yield")]
-    ops = re.findall(r"(tile\.dot|gpu\.dot_wait|gpu\.barrier|gpu\.async_copy_arrive|gpu\.mbarrier_wait)", loop)
-    assert ops == ["gpu.mbarrier_wait", "tile.dot", "gpu.dot_wait", "gpu.barrier", "gpu.async_copy_arrive",
-                   "gpu.dot_wait", "tile.dot"]
+    ops = re.findall(r"(tile\.dot|gpu\.dot_wait|gpu\.barrier|gpu\.async_copy_arrive|gpu\.mbarrier_wait|"
+                     r"gpu\.async_wait|gpu\.async_commit_group)", loop)
+    assert ops == waits
     assert loop.count("{gpu.async = true}") == 2
     assert re.findall(r"gpu.dot_wait .*?\{pending = (\d)\}", loop) == ["1", "0"]
     artifacts = result.context.artifacts

@@ -20,8 +20,9 @@ software pipelining, with ``cp.async`` on NVIDIA):
   copies past the last iteration, predicated off, write zeros) before the ring's bytes
   are reused.
 
-Where the target has mbarriers (``completion`` option; auto: NVIDIA sm_90), each slot
-completes on its own barrier instead: the copies of a fill arrive on it, the body waits
+Where the target has mbarriers and the loop needs them (``completion`` option; auto: a
+loop to be warp-specialised, or with bulk copies, on NVIDIA sm_90), each slot completes
+on its own barrier instead: the copies of a fill arrive on it, the body waits
 for the read slot's phase (carried, flipping as the slots wrap), and after the loop the
 fills past the last iteration are waited for before the barriers are invalidated.  What
 a load becomes is up to the :class:`~.ring_copies.RingCopies` registered for its op class
@@ -75,10 +76,12 @@ class PipelineLoops(Pass):
     #: Slots per ring; 0: the kernel's ``num_stages`` launch option.  Below 2: no pipelining.
     num_stages: int = field(default=0, metadata={"doc": "ring slots (0: the num_stages launch option)"})
     #: How a slot's copies complete: "groups" (commit groups and a counted wait),
-    #: "barriers" (one mbarrier per slot), "auto" (barriers where the target has them).
+    #: "barriers" (one mbarrier per slot), "auto" (barriers where the loop needs them and
+    #: the target has them, else groups: see ``_completion``).
     completion: Literal["auto", "groups", "barriers"] = field(
-        default="auto", metadata={"doc": "groups | barriers (an mbarrier per slot) | auto: barriers where the target "
-                                         "has them"})
+        default="auto", metadata={"doc": "groups | barriers (an mbarrier per slot) | auto: barriers for a loop to be "
+                                         "warp-specialised or with bulk copies, where the target has them; else "
+                                         "groups"})
 
     def __post_init__(self) -> None:
         if self.completion not in ("auto", GROUPS, BARRIERS):

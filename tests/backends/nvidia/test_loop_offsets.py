@@ -147,7 +147,7 @@ def test_the_pipelined_matmul_keeps_its_copy_offsets_whole():
     assert "keep-loop-offsets" in str(result.pipeline)
     text = result.context.artifacts["ptx"]
     # The K loop starts at the label before its first wait for a ring slot.
-    label = re.findall(r"^\$L__BB\d+_\d+:", text[:text.index("mbarrier.try_wait")], re.MULTILINE)[-1]
+    label = re.findall(r"^\$L__BB\d+_\d+:", text[:text.index("cp.async.wait_group")], re.MULTILINE)[-1]
     loop = text[text.index(label):]
     offsets = set(re.findall(r"add\.s64 \t%rd\d+, (%rd\d+), %rd\d+;", loop))
     wide = set(re.findall(r"mul\.wide\.s32 \t(%rd\d+),", text))

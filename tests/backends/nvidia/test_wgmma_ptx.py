@@ -182,15 +182,15 @@ def test_wgmma_ptx(blocks, num_warps, num_stages, dtype, acc, a_t, instruction):
         fence = ptx.index("fence.proxy.async.shared::cta")
         assert fence < wg_fence and ptx.index("bar.sync", fence) < wg_fence
     else:
-        # Pipelined: the slots are read in place (no stores, no barrier) once the loop
-        # has waited for the slot's mbarrier phase (the phase flips as slots wrap); a
-        # proxy fence after the wait orders cp.async's generic-proxy writes before
-        # wgmma's async-proxy reads.
-        wait = ptx.index("mbarrier.try_wait.parity")
-        assert ptx.index("mbarrier.init.shared.b64") < ptx.index("cp.async.mbarrier.arrive.noinc") < wait < wg_fence
+        # Pipelined: the slots are read in place (no stores) once the loop has waited for
+        # the slot's commit group and a barrier has made every thread's copies visible; a
+        # proxy fence after them orders cp.async's generic-proxy writes before wgmma's
+        # async-proxy reads.
+        wait = ptx.index("cp.async.wait_group", ptx.index("cp.async.commit_group"))
+        barrier = ptx.index("bar.sync", wait)
         fence = ptx.index("fence.proxy.async.shared::cta", wait)
-        assert fence < first and "bar.sync" not in ptx[fence:first]
-        assert "cp.async.wait_group" not in ptx and "mbarrier.inval.shared.b64" in ptx
+        assert wait < barrier < fence < wg_fence < first and "bar.sync" not in ptx[fence:first]
+        assert "mbarrier" not in ptx
     assembles(ptx, "sm_90a", name)
 
 
@@ -317,9 +317,9 @@ def test_attention_keeps_its_wgmmas_in_flight_without_ptxas_serializing_them(hea
     assert artifacts["resources"]["spills"] == {"store_bytes": 0, "load_bytes": 0}
     # K and V of an iteration complete at one wait: one proxy fence after it orders both
     # slots for Q @ K and P @ V (a second one before P @ V would stall every iteration).
-    loop = _loop_body(artifacts["ptx"], "mbarrier.try_wait")
+    loop = _loop_body(artifacts["ptx"], "cp.async.wait_group")
     assert loop.count("fence.proxy.async.shared::cta") == 1
-    assert loop.index("mbarrier.try_wait") < loop.index("fence.proxy.async") < loop.index("wgmma.mma_async")
+    assert loop.index("cp.async.wait_group") < loop.index("fence.proxy.async") < loop.index("wgmma.mma_async")
     assembles(artifacts["ptx"], "sm_90a", artifacts["kernel_name"])
 
 
@@ -374,8 +374,8 @@ def test_two_dots_of_an_iteration_share_the_fence_after_its_one_wait():
     module = two_dots.lower(x, x, x, np.zeros((4, 4), np.float32), 256, BM=128, BN=128, BK=64)
     result = compile_module(module, "nvidia:sm_90a", num_warps=4, num_stages=3)
     ptx = result.context.artifacts["ptx"]
-    loop = _loop_body(ptx, "mbarrier.try_wait")
-    waits, fences = loop.count("mbarrier.try_wait"), loop.count("fence.proxy.async.shared::cta")
+    loop = _loop_body(ptx, "cp.async.wait_group")
+    waits, fences = loop.count("cp.async.wait_group"), loop.count("fence.proxy.async.shared::cta")
     dots = loop.count("wgmma.commit_group")
     assert (dots, waits, fences) == (2, 1, 1)
     assembles(ptx, "sm_90a", result.context.artifacts["kernel_name"])
@@ -403,23 +403,22 @@ def _attention_after_memory_stage():
 
 
 def test_a_dot_needs_no_second_fence_unless_a_wait_or_call_comes_between():
-    from polytile.dialects.gpu import MBarrierWaitOp
+    from polytile.dialects.gpu import AsyncWaitOp
     from polytile.dialects.tile import DotOp
+    from polytile.dialects.tile_debug import PrintOp
 
     module = _attention_after_memory_stage()
     dots = [op for op in module.walk() if isinstance(op, DotOp)]
-    wait = next(op for op in module.walk() if isinstance(op, MBarrierWaitOp))
+    wait = next(op for op in module.walk() if isinstance(op, AsyncWaitOp) and op.parent is dots[0].parent)
     qk, pv = dots
     assert qk.parent is pv.parent is wait.parent
     assert not wgmma._fenced_since_last_wait(qk)  # the first after the wait fences
     assert wgmma._fenced_since_last_wait(pv)       # Q @ K's fence ordered V's slot too
     # An op not known to leave copies alone between the two (a plugin's, say): a fence again.
-    from polytile.dialects.gpu import MBarrierInitOp
-
-    init = next(op for op in module.walk() if isinstance(op, MBarrierInitOp)).clone()
-    pv.parent.insert_before(init, pv)
+    foreign = PrintOp.build(prefix="between")
+    pv.parent.insert_before(foreign, pv)
     assert not wgmma._fenced_since_last_wait(pv)
-    init.erase()
+    foreign.erase()
     assert wgmma._fenced_since_last_wait(pv)
     # A wait between the two (its copies are completed after Q @ K's fence): a fence again.
     pv.parent.insert_before(wait.clone(), pv)
