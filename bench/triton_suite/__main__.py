@@ -50,9 +50,13 @@ def run(args: argparse.Namespace) -> int:
     # Triton's conftest (the --device option, its fixtures) sits above the test file.
     root = next((d for d in tests.parents if (d / "conftest.py").is_file() and d != tests.parent), tests.parent)
     command += ["--rootdir", str(root)]
+    if args.offset and not 0 <= args.offset < args.sample:
+        raise SystemExit(f"--offset must be from 0 to {args.sample - 1} (one of the --sample {args.sample} parts), "
+                         f"got {args.offset}")
     if args.sample > 1:
-        chosen = sample(command, env, root, args.sample)
-        print(f"sample: {len(chosen)} tests (one in {args.sample} of each test function's cases)", flush=True)
+        chosen = sample(command, env, root, args.sample, args.offset)
+        print(f"sample: {len(chosen)} tests (one in {args.sample} of each test function's cases, from case "
+              f"{args.offset})", flush=True)
         listing = Path(args.out).resolve().with_suffix(".tests.txt")
         listing.write_text("".join(f"{test}\n" for test in chosen))
         command = [part for part in command if part != str(tests)] + chosen
@@ -82,10 +86,11 @@ def _call(command: list[str], env: dict, root: Path, time_limit: float | None) -
             return process.wait()
 
 
-def sample(command: list[str], env: dict, root: Path, every: int) -> list[str]:
-    """One in ``every`` of each test function's collected cases, the first of each among
-    them: the same tests on every machine and for both tools (collection order is the
-    parametrization's), and every test function represented."""
+def sample(command: list[str], env: dict, root: Path, every: int, offset: int = 0) -> list[str]:
+    """One in ``every`` of each test function's collected cases, from case ``offset``:
+    the same tests on every machine and for both tools (collection order is the
+    parametrization's), every test function represented (with offset 0, its first case),
+    and the ``every`` offsets together the whole file."""
     serial = [part for i, part in enumerate(command) if part != "-n" and (i == 0 or command[i - 1] != "-n")]
     listed = subprocess.run(serial + ["--collect-only"], env=env, cwd=str(root), capture_output=True,
                             text=True)
@@ -96,15 +101,28 @@ def sample(command: list[str], env: dict, root: Path, every: int) -> list[str]:
     chosen = []
     for test in tests:
         function = test.split("[", 1)[0]
-        if seen[function] % every == 0:
+        if seen[function] % every == offset:
             chosen.append(test)
         seen[function] += 1
     return chosen
 
 
+def _merged(paths: str) -> dict:
+    """The results of one tool: one JSON file, or several (comma-separated: parts of a
+    run, ``--sample K --offset J``) merged."""
+    merged: dict = {}
+    for path in paths.split(","):
+        results = json.loads(Path(path).read_text())
+        internals = results.pop("__internals__", None)
+        merged.update(results)
+        if internals is not None:
+            merged["__internals__"] = sorted(set(merged.get("__internals__", [])) | set(internals))
+    return merged
+
+
 def report(args: argparse.Namespace) -> int:
-    ours = json.loads(Path(args.polytile).read_text())
-    theirs = json.loads(Path(args.triton).read_text())
+    ours = _merged(args.polytile)
+    theirs = _merged(args.triton)
     functions = ours.pop("__internals__", None)
     theirs.pop("__internals__", None)
     passed_by_triton = {test for test, (outcome, _) in theirs.items() if outcome == "passed"}
@@ -142,12 +160,15 @@ def main(argv: list[str] | None = None) -> int:
     run_parser.add_argument("--sample", type=int, default=1, metavar="K",
                             help="run one in K of each test function's cases (the same on every machine; "
                                  "the list goes beside --out as .tests.txt)")
+    run_parser.add_argument("--offset", type=int, default=0, metavar="J",
+                            help="with --sample K, the part to run: cases J, J + K, J + 2K... of each test "
+                                 "function (0 to K - 1; the K parts are the whole file)")
     run_parser.add_argument("--time-limit", type=float, metavar="SECONDS",
                             help="interrupt the run after this long, keeping what it measured")
     run_parser.add_argument("--out", required=True, help="where the JSON results go")
     report_parser = commands.add_parser("report", help="compare polytile's results with Triton's")
-    report_parser.add_argument("polytile")
-    report_parser.add_argument("triton")
+    report_parser.add_argument("polytile", help="polytile's results (JSON; parts of one run comma-separated)")
+    report_parser.add_argument("triton", help="Triton's results, likewise")
     report_parser.add_argument("--groups", type=int, default=30, help="how many failing groups to list")
     args = parser.parse_args(argv)
     return run(args) if args.command == "run" else report(args)

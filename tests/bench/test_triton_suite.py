@@ -94,7 +94,7 @@ def test_a_sample_takes_one_in_k_of_each_function_and_lists_them(tmp_path):
     done = subprocess.run([sys.executable, "-m", "bench.triton_suite", "run", str(suite / "unit" / "test_small.py"),
                            "--sample", "2", "--time-limit", "240", "--out", str(ours)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert "sample: 4 tests (one in 2 of each test function's cases)" in done.stdout, done.stdout + done.stderr
+    assert "sample: 4 tests (one in 2 of each test function's cases, from case 0)" in done.stdout, done.stdout + done.stderr
     results = json.loads(ours.read_text())
     results.pop("__internals__")
     # Every function keeps its first case; test_add's second case is left out.
@@ -102,3 +102,32 @@ def test_a_sample_takes_one_in_k_of_each_function_and_lists_them(tmp_path):
         "test_add[8]", "test_fails", "test_internal", "test_the_language_is_polytiles"]
     listed = (tmp_path / "polytile.tests.txt").read_text().split()
     assert sorted(test.split("::")[-1] for test in listed) == sorted(test.split("::")[-1] for test in results)
+
+
+def test_the_parts_of_a_sample_are_the_whole_file_and_reports_merge_them(tmp_path):
+    suite = tmp_path / "python" / "test"
+    (suite / "unit").mkdir(parents=True)
+    (suite / "conftest.py").write_text(CONFTEST)
+    (suite / "unit" / "test_small.py").write_text(textwrap.dedent(TESTS))
+    parts = []
+    for offset in (0, 1):
+        out = tmp_path / f"part{offset}.json"
+        done = subprocess.run([sys.executable, "-m", "bench.triton_suite", "run", str(suite / "unit" / "test_small.py"),
+                               "--sample", "2", "--offset", str(offset), "--out", str(out)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert out.is_file(), done.stdout + done.stderr
+        parts.append(out)
+    names = [sorted(t.split("::")[-1] for t in json.loads(p.read_text()) if t != "__internals__") for p in parts]
+    # Part 1 holds each function's second case: only test_add has one.
+    assert names == [["test_add[8]", "test_fails", "test_internal", "test_the_language_is_polytiles"], ["test_add[16]"]]
+    theirs = tmp_path / "triton.json"
+    theirs.write_text(json.dumps({test: ["passed", ""] for p in parts for test in json.loads(p.read_text())
+                                  if test != "__internals__"}))
+    shown = subprocess.run([sys.executable, "-m", "bench.triton_suite", "report", f"{parts[0]},{parts[1]}", str(theirs)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    assert "Triton passes 5 tests; 1 of them test Triton's internals (counted apart)." in shown
+    assert "polytile passes 3 of the other 4: 75.0%." in shown
+    bad = subprocess.run([sys.executable, "-m", "bench.triton_suite", "run", str(suite / "unit" / "test_small.py"),
+                          "--sample", "2", "--offset", "2", "--out", str(tmp_path / "x.json")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "--offset must be from 0 to 1 (one of the --sample 2 parts), got 2" in bad.stderr
