@@ -3,6 +3,8 @@ that names it, at its line, with a caret; nothing is silently dropped."""
 
 import importlib.util
 
+import re
+
 import numpy as np
 import pytest
 
@@ -29,7 +31,6 @@ def _kernel(tmp_path, body, params="x_ptr, n"):
 
 
 @pytest.mark.parametrize("body, message", [
-    ("with open('f') as f:\n    pass", "'with' statements"),
     ("try:\n    pass\nexcept Exception:\n    pass", "'try' statements"),
     ("f = lambda v: v + 1", "lambdas"),
     ("t = [i for i in range(3)]", "list comprehensions"),
@@ -270,3 +271,84 @@ def test_tensor_logical_and_or_methods():
     logical_methods_kernel[(1,)](x, out)
     np.testing.assert_array_equal(out[:8], (x > 2) & (x < 6))
     np.testing.assert_array_equal(out[8:], (x != 0) | (np.arange(8) == 7))
+
+
+
+# --------------------------------------------------------------------------------------
+# 'with' over kernel context managers
+
+
+class _Marker(pl.KernelContext):
+    """Emits a device_print at the block's start and end (what a profiler's scope would
+    record), and gives its name to 'as'."""
+
+    def __init__(self, name):
+        self.name = pl.constexpr(name).value
+
+    def __enter__(self):
+        pl.device_print(f"enter {self.name}")
+        return self.name
+
+    def __exit__(self, *exc_info):
+        pl.device_print(f"exit {self.name}")
+
+
+@jit
+def with_kernel(x_ptr, n):
+    x = pl.load(x_ptr + pl.arange(0, 4))
+    with _Marker("outer") as name:
+        pl.static_assert(name == "outer")
+        for i in range(n):
+            with _Marker("inner"), _Marker("innermost"):
+                if i == 1:
+                    continue  # leaves both blocks through their exits
+                x = x + 1
+    pl.store(x_ptr + pl.arange(0, 4), x)
+
+
+def test_with_runs_enter_and_exit_around_its_block_in_order(capfd):
+    text = print_ir(with_kernel.lower(np.zeros(4, np.float32), 3))
+    prints = re.findall(r'prefix = "(\w+ \w+)', text)
+    assert prints == ["enter outer", "enter inner", "enter innermost", "exit innermost", "exit inner", "exit outer"]
+    x = np.zeros(4, np.float32)
+    with_kernel[(1,)](x, 3, target="interp")
+    np.testing.assert_array_equal(x, 2)  # i = 0 and 2; i = 1 continued
+    lines = [line.split(") ", 1)[1] for line in capfd.readouterr().out.splitlines()]
+    assert lines == ["enter outer", *["enter inner", "enter innermost", "exit innermost", "exit inner"] * 3,
+                     "exit outer"]
+
+
+@pytest.mark.parametrize("body, message", [
+    ("with pl.arange(0, 4):\n    pass", "a 'with' statement in a kernel takes a kernel context manager (a "
+                                         "polytile.language.KernelContext, such as a plugin's scope), got"),
+    ("with open('f') as f:\n    pass", "undefined name 'open'"),  # no Python context manager runs
+    ("with x:\n    pass", "takes a kernel context manager (a polytile.language.KernelContext, such as a plugin's "
+                          "scope), got a run-time value"),
+])
+def test_with_takes_only_kernel_context_managers(tmp_path, body, message):
+    kernel, path = _kernel(tmp_path, body)
+    with pytest.raises(CompilationError) as info:
+        kernel.lower(np.zeros(4, np.float32), 4)
+    assert message in info.value.message, info.value.message
+
+
+@jit
+def with_return_kernel(x_ptr):
+    with _Marker("scope"):
+        return
+
+
+def test_a_return_inside_with_is_refused():
+    with pytest.raises(CompilationError, match="'return' inside a 'with' block is not supported: the block's exit "
+                                               "would not run"):
+        with_return_kernel.lower(np.zeros(4, np.float32))
+
+
+@pytest.mark.parametrize("target", ["nvidia:sm_90a", "amd:gfx942"])
+def test_with_blocks_compile_for_gpus(target):
+    pytest.importorskip("polytile_amd" if target.startswith("amd") else "polytile_nvidia")
+    from polytile.compiler import compile_module
+
+    module = with_kernel.lower(np.zeros(4, np.float32), 3)
+    assert compile_module(module, target, num_warps=4).context.artifacts["llvm_ir"].count("vprintf" if "nvidia" in target
+                                                                                           else "printf") >= 1

@@ -116,6 +116,8 @@ class CallGen:
             return None
         if lc.is_builtin(fn) or isinstance(getattr(fn, "__self__", None), (lc.tensor, lc.dtype)):
             return fn(*args, **kwargs)
+        if isinstance(fn, type) and issubclass(fn, lc.KernelContext):  # made for a 'with' (a plugin's scope)
+            return fn(*args, **kwargs)
         if _one_of(fn, _COMPILE_TIME_VALUES) or isinstance(fn, type) and issubclass(fn, lc.dtype):
             value = fn(*args, **kwargs)
             return value.value if isinstance(value, lc.constexpr) else value

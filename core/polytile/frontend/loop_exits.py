@@ -122,6 +122,15 @@ def rewrite_body(body: list[ast.stmt], flags: ExitFlags, error) -> list[ast.stmt
         if not _own_jumps([stmt]):
             out.append(stmt)
             continue
+        if isinstance(stmt, ast.With):
+            # The jump skips the rest of the block, whose exit still runs (it is emitted
+            # after the block), then the rest of the loop body as after any jump.
+            block = ast.With(items=stmt.items, body=rewrite_body(stmt.body, flags, error) or [ast.Pass()])
+            out.append(_at(stmt, block))
+            rest = body[index + 1:]
+            if rest:
+                out.append(unless(rest[0], flags.skip, rewrite_body(rest, flags, error)))
+            return out
         if not isinstance(stmt, ast.If):
             jump = _own_jumps([stmt])[0]
             word = "break" if isinstance(jump, ast.Break) else "continue"

@@ -103,6 +103,29 @@ class StatementGen:
 
         self.mod.compile_time_effect(check)
 
+    def visit_With(self, node: ast.With) -> None:
+        # Each item's __enter__ where the block starts, its __exit__ where it ends (the
+        # last item's first), both at compile time: a KernelContext emits what it needs.
+        managers = []
+        for item in node.items:
+            manager = lc.unwrap(self.visit(item.context_expr))
+            if not isinstance(manager, lc.KernelContext):
+                what = "a run-time value" if _is_tensor(manager) else sem._describe(manager)
+                raise self.error(item.context_expr, f"a 'with' statement in a kernel takes a kernel context manager "
+                                                    f"(a polytile.language.KernelContext, such as a plugin's "
+                                                    f"scope), got {what}")
+            returns = [n for n in ast.walk(ast.Module(body=node.body, type_ignores=[])) if isinstance(n, ast.Return)]
+            if returns:
+                raise self.error(returns[0], "'return' inside a 'with' block is not supported: the block's exit "
+                                             "would not run")
+            entered = manager.__enter__()
+            if item.optional_vars is not None:
+                self.assign(item.optional_vars, entered)
+            managers.append(manager)
+        self.visit_stmts(node.body)
+        for manager in reversed(managers):
+            manager.__exit__(None, None, None)
+
     def visit_Break(self, node: ast.Break) -> None:
         # A loop rewrites its own jumps before generating its body (frontend/loop_exits.py).
         raise self.error(node, "'break' outside a loop")

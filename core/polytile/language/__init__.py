@@ -11,6 +11,7 @@ import importlib
 from typing import Any
 
 from .core import (
+    KernelContext,
     PropagateNan,
     bfloat16,
     const,

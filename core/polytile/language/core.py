@@ -92,6 +92,27 @@ def unwrap(value: Any) -> Any:
 
 
 # --------------------------------------------------------------------------------------
+# kernel context managers
+
+
+class KernelContext:
+    """Base of what a kernel's ``with`` statement takes: ``with pl.some_scope(...):``.
+
+    While a kernel compiles, ``__enter__()`` runs where the ``with`` starts (its value is
+    what ``as`` binds) and ``__exit__(None, None, None)`` where its block ends; both may
+    emit ops, as a builtin does.  Only instances of this class are accepted, so that a
+    kernel's ``with`` never runs an arbitrary Python context manager (a file's, say) at
+    compile time.  A ``return`` inside the block is refused (its exit would not run);
+    ``break`` and ``continue`` leave the block through its exit."""
+
+    def __enter__(self) -> Any:
+        return None
+
+    def __exit__(self, *exc_info: Any) -> None:
+        return None
+
+
+# --------------------------------------------------------------------------------------
 # dtypes
 
 
