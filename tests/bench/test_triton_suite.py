@@ -62,11 +62,17 @@ def test_internal():
 '''
 
 
-def test_a_triton_style_file_runs_against_polytile_and_is_reported(tmp_path):
+def _suite(tmp_path: Path) -> Path:
+    """A Triton-style test tree (python/test with its conftest) holding TESTS."""
     suite = tmp_path / "python" / "test"
     (suite / "unit").mkdir(parents=True)
     (suite / "conftest.py").write_text(CONFTEST)
     (suite / "unit" / "test_small.py").write_text(textwrap.dedent(TESTS))
+    return suite
+
+
+def test_a_triton_style_file_runs_against_polytile_and_is_reported(tmp_path):
+    suite = _suite(tmp_path)
     ours = tmp_path / "polytile.json"
     done = subprocess.run([sys.executable, "-m", "bench.triton_suite", "run", str(suite / "unit" / "test_small.py"),
                            "--out", str(ours)], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -86,10 +92,7 @@ def test_a_triton_style_file_runs_against_polytile_and_is_reported(tmp_path):
 
 
 def test_a_sample_takes_one_in_k_of_each_function_and_lists_them(tmp_path):
-    suite = tmp_path / "python" / "test"
-    (suite / "unit").mkdir(parents=True)
-    (suite / "conftest.py").write_text(CONFTEST)
-    (suite / "unit" / "test_small.py").write_text(textwrap.dedent(TESTS))
+    suite = _suite(tmp_path)
     ours = tmp_path / "polytile.json"
     done = subprocess.run([sys.executable, "-m", "bench.triton_suite", "run", str(suite / "unit" / "test_small.py"),
                            "--sample", "2", "--time-limit", "240", "--out", str(ours)],
@@ -105,10 +108,7 @@ def test_a_sample_takes_one_in_k_of_each_function_and_lists_them(tmp_path):
 
 
 def test_the_parts_of_a_sample_are_the_whole_file_and_reports_merge_them(tmp_path):
-    suite = tmp_path / "python" / "test"
-    (suite / "unit").mkdir(parents=True)
-    (suite / "conftest.py").write_text(CONFTEST)
-    (suite / "unit" / "test_small.py").write_text(textwrap.dedent(TESTS))
+    suite = _suite(tmp_path)
     parts = []
     for offset in (0, 1):
         out = tmp_path / f"part{offset}.json"
