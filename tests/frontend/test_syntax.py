@@ -352,3 +352,28 @@ def test_with_blocks_compile_for_gpus(target):
     module = with_kernel.lower(np.zeros(4, np.float32), 3)
     assert compile_module(module, target, num_warps=4).context.artifacts["llvm_ir"].count("vprintf" if "nvidia" in target
                                                                                            else "printf") >= 1
+
+
+@jit
+def with_jump_kernel(out_ptr, n):
+    acc = 0
+    for i in range(n):
+        if i % 2 == 0:
+            with _Marker("even"):
+                continue  # the block always jumps: the rest moves to the else branch
+        else:
+            y = i * 10
+        acc += y
+    pl.store(out_ptr, acc)
+
+
+def test_a_with_block_that_always_jumps_counts_as_a_jump():
+    out = np.zeros(1, np.int32)
+    with_jump_kernel[(1,)](out, 5, target="interp")
+    assert out[0] == 10 + 30
+
+
+def test_and_of_pointer_tensors_says_what_it_takes(tmp_path):
+    kernel, path = _kernel(tmp_path, "v = (x_ptr + pl.arange(0, 4)) and (x > 0)")
+    with pytest.raises(CompilationError, match="'and' of tensors takes numbers and booleans, got a tensor of"):
+        kernel.lower(np.zeros(4, np.float32), 4)

@@ -76,13 +76,19 @@ class _Barrier:
         self.expected: int | None = None
 
 
+#: Step the warps last-first (tests set it): nothing orders warps between barriers, so a
+#: kernel must be right in either order; running warp 0 first hides a missing barrier
+#: after something only warp 0 does.
+WARPS_LAST_FIRST = False
+
+
 def run_threads(cta: CTA, threads: list) -> None:
     """Run ``threads`` (one generator per thread, from ``CTA._thread``) to the end."""
     total, size = len(threads), cta.warp_size
     cta.memory.clocks = np.zeros((total, total), np.int64)
     np.fill_diagonal(cta.memory.clocks, 1)
     pending = [next(t, None) for t in threads]
-    warps = range(total // size)
+    warps = range(total // size - 1, -1, -1) if WARPS_LAST_FIRST else range(total // size)
     barriers: dict[int, _Barrier] = {}
 
     def lanes(w: int) -> range:

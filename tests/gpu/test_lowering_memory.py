@@ -79,3 +79,26 @@ def test_a_scalar_store_runs_once_per_program():
     artifacts = compile_module(double_in_place.lower(x, 4), "nvidia:sm_90a", num_warps=4).context.artifacts
     run_kernel(artifacts, [x, 4], 4)
     np.testing.assert_array_equal(x, [2, 2, 3, 4])
+
+
+@pt.jit
+def store_then_load(p, out):
+    # Thread 0 stores the scalar; every warp loads it back.
+    pl.store(p, 7.0)
+    x = pl.load(p)
+    pl.store(out + pl.arange(0, 128), pl.zeros([128], pl.float32) + x)
+
+
+@pytest.mark.parametrize("last_first", [False, True])
+def test_a_scalar_stored_then_loaded_is_seen_by_every_warp(monkeypatch, last_first):
+    from . import llvm_cta_schedule
+
+    monkeypatch.setattr(llvm_cta_schedule, "WARPS_LAST_FIRST", last_first)
+    p, out = np.zeros(1, np.float32), np.zeros(128, np.float32)
+    artifacts = compile_module(store_then_load.lower(p, out), "nvidia:sm_90a", num_warps=4).context.artifacts
+    run_kernel(artifacts, [p, out], 4)
+    np.testing.assert_array_equal(out, 7)
+    # Only where something reads after the store: double_in_place ends with its store.
+    x = np.ones(4, np.float32)
+    ptx = compile_module(double_in_place.lower(x, 4), "nvidia:sm_90a", num_warps=4).context.artifacts["ptx"]
+    assert "bar.sync" not in ptx[ptx.index(".entry"):]

@@ -491,3 +491,29 @@ def test_a_plugins_copy_into_a_ring_is_a_write_from_its_issue_like_gpu_async_cop
 
     assert _copies_into_ring(BulkCopy()) and not _copies_into_ring(NotACopy())
     assert AsyncCopyOp.has_trait(IssuesIntoRing) and AsyncCommitGroupOp.has_trait(IssuesIntoRing)
+
+
+@pt.jit
+def promised_matmul_kernel(a_ptr, b_ptr, c_ptr, K, BLOCK: pl.constexpr):
+    r = pl.arange(0, BLOCK)
+    acc = pl.zeros((BLOCK, BLOCK), pl.float32)
+    for kk in range(K // BLOCK):
+        kb = kk * BLOCK
+        pl.assume(kb < K)  # a promise about the address computation
+        a = pl.load(a_ptr + r[:, None] * K + (kb + r)[None, :])
+        b = pl.load(b_ptr + (kb + r)[:, None] * BLOCK + r[None, :])
+        acc = pl.dot(a, b, acc)
+    pl.store(c_ptr + r[:, None] * BLOCK + r[None, :], acc)
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_a_promise_about_the_addresses_is_dropped_rather_than_the_pipelining(arch):
+    # The address computation runs ahead once pipelined, so a pl.assume reading it would
+    # speak of a later iteration: the hint goes, the loop is still pipelined.
+    a, b, c = np.ones((32, 128), np.float16), np.ones((128, 32), np.float16), np.zeros((32, 32), np.float32)
+    result = compile_module(promised_matmul_kernel.lower(a, b, c, 128, BLOCK=32), f"nvidia:{arch}", num_warps=4,
+                            num_stages=3)
+    text = str(result.module)
+    assert "gpu.async_copy" in text and "tile.assume" not in text[text.index("scf.for"):]
+    run_kernel(result.context.artifacts, [a, b, c, 128], 4)
+    np.testing.assert_array_equal(c, 128)

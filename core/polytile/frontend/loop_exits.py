@@ -102,6 +102,8 @@ def always_jumps(stmts: list[ast.stmt]) -> bool:
             return True
         if isinstance(stmt, ast.If) and always_jumps(stmt.body) and always_jumps(stmt.orelse):
             return True
+        if isinstance(stmt, ast.With) and always_jumps(stmt.body):
+            return True
     return False
 
 

@@ -58,6 +58,7 @@ from ..ir.opdef import Pure, WritesMemory
 from ..passes.pass_base import Pass, PassContext, PreservedAnalyses
 from .layouts import DotOperandLayout, SwizzledSharedLayout
 from .prefetch_next import prefetch_next_iteration, wants_prefetch
+from ..dialects.tile_debug import AssumeOp
 from ..warp_specialize import HINT as WARP_SPECIALIZE_HINT
 from .ring_copies import BARRIERS, GROUPS, MIN_COPY_BYTES, feeds_dot, ring_copies_for
 
@@ -217,13 +218,33 @@ def _plan(loop: Any, loads: list) -> _Plan | None:
             return None
         ops.add(op)
         work.extend(op.operands)
-    # The carried values now run ahead: nothing else may see them.
+    # The carried values now run ahead: nothing else may see them, but for a promise
+    # (pl.assume) about them, a hint that would then speak of a later iteration: those are
+    # dropped with the loop pipelined rather than the loop kept for them.
     allowed = ops | set(loads)
+    hints: list = []
+
+    def only_promised(op: Any) -> bool:
+        """``op`` is a promise, or pure and read only by promises (``kb < K`` of
+        ``pl.assume(kb < K)``)."""
+        if op.parent is not body:
+            return False
+        if isinstance(op, AssumeOp):
+            return True
+        return (op.has_trait(Pure) and not op.regions and op.results
+                and all(only_promised(use.owner) for result in op.results for use in result.uses))
+
+    def other_use(owner: Any) -> bool:
+        if owner not in allowed and only_promised(owner):
+            hints.append(owner)
+            return False
+        return owner not in allowed
+
     for index in carried:
         if loop.results[index].has_uses:
             return None
         for use in carried_args[index].uses:
-            if use.owner not in allowed:
+            if other_use(use.owner):
                 return None
     for op in ops:
         for result in op.results:
@@ -231,8 +252,18 @@ def _plan(loop: Any, loads: list) -> _Plan | None:
                 if use.owner is body.last_op:
                     if use.index not in carried:
                         return None  # a value of the address computation is yielded for other use
-                elif use.owner not in allowed:
+                elif other_use(use.owner):
                     return None
+    doomed: dict = {}
+    work = list(hints)
+    while work:  # the promises and the pure ops only they read, users first
+        op = work.pop()
+        if op in doomed:
+            continue
+        doomed[op] = None
+        work.extend(use.owner for result in op.results for use in result.uses)
+    for op in sorted(doomed, key=lambda o: -list(body).index(o)):
+        op.erase()
     order = [op for op in body if op in ops]
     return _Plan(loads, order, sorted(carried))
 

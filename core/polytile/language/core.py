@@ -91,6 +91,15 @@ def unwrap(value: Any) -> Any:
     return value.value if isinstance(value, constexpr) else value
 
 
+def _logical(kind: str, x: "tensor", other: Any) -> "tensor":
+    sem = _sem()
+    operands = [x, sem.to_tensor(other)]
+    for operand in operands:
+        if isinstance(t.element_type(operand.type), t.PointerType):
+            raise semantic_error(f"'{kind}' of tensors takes numbers and booleans, got {sem._describe(operand)}")
+    return sem.binary(kind, sem.to_bool(operands[0]), sem.to_bool(operands[1]))
+
+
 # --------------------------------------------------------------------------------------
 # kernel context managers
 
@@ -502,13 +511,11 @@ class tensor:
     def logical_and(self, other):
         """Element by element: both non-zero (Triton's ``tensor.logical_and``; what ``and``
         gives on tensors)."""
-        sem = _sem()
-        return sem.binary("and", sem.to_bool(self), sem.to_bool(sem.to_tensor(other)))
+        return _logical("and", self, other)
 
     def logical_or(self, other):
         """Element by element: either non-zero (Triton's ``tensor.logical_or``)."""
-        sem = _sem()
-        return sem.binary("or", sem.to_bool(self), sem.to_bool(sem.to_tensor(other)))
+        return _logical("or", self, other)
 
     # Triton's member functions of builtins that live in other modules.
     def ravel(self, can_reorder=False): return _module("shape").ravel(self, can_reorder)

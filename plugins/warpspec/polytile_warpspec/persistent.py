@@ -34,8 +34,8 @@ from __future__ import annotations
 from typing import Any
 
 from polytile.dialects import arith, scf
-from polytile.dialects.gpu import (IssuesIntoRing, LocalAllocOp, MBarrierArriveOp, MBarrierInitOp, MBarrierInvalOp,
-                                   MBarrierWaitOp)
+from polytile.dialects.gpu import (AsyncWaitOp, IssuesIntoRing, LocalAllocOp, MBarrierArriveOp, MBarrierInitOp,
+                                   MBarrierInvalOp, MBarrierWaitOp)
 from polytile.ir import types as t
 from polytile.ir.builder import Builder
 from polytile.ir.opdef import Pure
@@ -45,12 +45,19 @@ from .channels import touches_tiles
 from .registers import RegisterPlan
 
 
+#: Why a persistent loop whose K loop copies pointer tiles is not split.
+PER_THREAD_COPIES = ("its inner loop's loads are per-thread cp.async copies of pointer tiles; in a loop nested in the "
+                     "split one only bulk copies (tensor descriptors, polytile-tma) are issued by the producer")
+
+
 def pipelined_inner_loops(outer: Any) -> list:
     """The loops directly in ``outer``'s body that ``pipeline-loops`` turned into ring
-    readers (their body starts with the wait for a slot and issues fills)."""
+    readers: their body issues fills and waits for a slot, on a barrier (its first op)
+    or, for cp.async rings, on commit groups."""
     return [op for op in outer.body.block if isinstance(op, scf.ForOp)
-            and isinstance(op.body.block.first_op, MBarrierWaitOp)
-            and any(inner.has_trait(IssuesIntoRing) for inner in op.body.block)]
+            and any(inner.has_trait(IssuesIntoRing) for inner in op.body.block)
+            and (isinstance(op.body.block.first_op, MBarrierWaitOp)
+                 or any(isinstance(inner, AsyncWaitOp) for inner in op.body.block))]
 
 
 def split_persistent(function: Any, outer: Any, num_warps: int, registers: RegisterPlan) -> str | None:
@@ -137,14 +144,15 @@ def _examine(function: Any, outer: Any, num_warps: int) -> "_Plan | str":
         return (f"its body runs {len(inners)} pipelined loops; the producer is split off around one (the loop over "
                 "K of a persistent kernel)")
     inner = inners[0]
+    if not isinstance(inner.body.block.first_op, MBarrierWaitOp):  # commit groups: per-thread cp.async rings
+        return PER_THREAD_COPIES
     found = examine_ring_loop(inner, num_warps)
     if isinstance(found, str):
         return f"its inner loop: {found}"
     if not isinstance(found.full.defining_op, LocalAllocOp):
         return "its inner loop's ring barriers are not made in shared memory where the split can see it"
     if found.per_thread:
-        return ("its inner loop's loads are per-thread cp.async copies of pointer tiles; in a loop nested in the split "
-                "one only bulk copies (tensor descriptors, polytile-tma) are issued by the producer")
+        return PER_THREAD_COPIES
     full = found.full
     carried = list(inner.region_iter_args)
     wait = inner.body.block.first_op

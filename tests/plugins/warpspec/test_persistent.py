@@ -6,6 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import polytile as pt
+import polytile.language as pl
+
 from polytile.compiler import compile_module
 from polytile.passes.dce import DeadCodeElimination
 
@@ -281,6 +284,35 @@ def test_a_tile_loop_whose_k_loop_was_not_pipelined_says_so():
     (entry,) = result.metadata["warp_specialize"]
     assert not entry["specialised"]
     assert entry["why"].startswith("neither the loop nor the loop in its body was pipelined into rings")
+
+
+@pt.jit
+def pointer_persistent_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: pl.constexpr, BLOCK_N: pl.constexpr,
+                              BLOCK_K: pl.constexpr, NUM_PROGRAMS: pl.constexpr, FLATTEN: pl.constexpr):
+    num_pid_n = pl.cdiv(N, BLOCK_N)
+    num_tiles = pl.cdiv(M, BLOCK_M) * num_pid_n
+    for tile_id in pl.range(pl.program_id(0), num_tiles, NUM_PROGRAMS, flatten=FLATTEN, warp_specialize=True):
+        offs_m = (tile_id // num_pid_n) * BLOCK_M + pl.arange(0, BLOCK_M)
+        offs_n = (tile_id % num_pid_n) * BLOCK_N + pl.arange(0, BLOCK_N)
+        offs_k = pl.arange(0, BLOCK_K)
+        acc = pl.zeros((BLOCK_M, BLOCK_N), dtype=pl.float32)
+        for ki in range(pl.cdiv(K, BLOCK_K)):
+            a = pl.load(a_ptr + offs_m[:, None] * K + (ki * BLOCK_K + offs_k)[None, :])
+            b = pl.load(b_ptr + (ki * BLOCK_K + offs_k)[:, None] * N + offs_n[None, :])
+            acc = pl.dot(a, b, acc)
+        pl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(pl.float16))
+
+
+@pytest.mark.parametrize("flatten", [False, True])
+def test_a_tile_loop_whose_k_loop_copies_pointer_tiles_says_so(flatten):
+    # Its K loop's cp.async ring completes on commit groups; the reason is the copies'.
+    f16 = np.zeros(1, np.float16)
+    module = pointer_persistent_matmul.lower(f16, f16, f16, 256, 256, 256, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32,
+                                             NUM_PROGRAMS=4, FLATTEN=flatten)
+    result = compile_module(module, "nvidia:sm_90a", num_warps=4)
+    (entry,) = result.metadata["warp_specialize"]
+    assert not entry["specialised"]
+    assert entry["why"].startswith("its inner loop's loads are per-thread cp.async copies of pointer tiles"), entry
 
 
 @pytest.mark.parametrize("edit, why", [

@@ -223,6 +223,10 @@ def _store(op: Any, operands: list, ctx: LoweringContext) -> list:
         owner = b.icmp_unsigned("==", ctx.thread_id, ctx.i32(0))
         _store_vector(ctx, ptrs, _to_memory(ctx, [values]), ir.VectorType(memory_element, 1),
                       owner if mask is None else b.and_(mask, owner), qualifiers)
+        if may_read_after(op):
+            # A later load of the element by another warp must see it (store(p, 7);
+            # x = load(p)): the barrier orders thread 0's store before everyone's reads.
+            ctx.target.barrier(b)
         return []
     values = _to_memory(ctx, values)
     layout, width = _plan(op, ctx)
@@ -237,6 +241,38 @@ def _store(op: Any, operands: list, ctx: LoweringContext) -> list:
             bit = owner if bit is None else b.and_(bit, owner)
         _store_vector(ctx, ptrs[start], values[start:start + width], vector, bit, qualifiers)
     return []
+
+
+def may_read_after(op: Any) -> bool:
+    """Whether the program may read memory after ``op``: an op that reads (``ReadsMemory``)
+    or whose effects are not known (not ``Pure``: atomics, calls, a plugin's op) among the
+    ops after it to the function's end, and anywhere in a loop around it (the next
+    iteration comes after it)."""
+    from ...dialects import scf, tile_debug
+    from ...ir.opdef import Pure, ReadsMemory, Terminator
+
+    def reads(candidate: Any) -> bool:  # an op with regions is judged by what they hold
+        if candidate.regions or candidate.has_trait(Terminator) or isinstance(
+                candidate, (tile.StoreOp, tile_debug.PrintOp, tile_debug.AssertOp, tile_debug.AssumeOp,
+                            tile_debug.BarrierOp)):
+            return False
+        return candidate.has_trait(ReadsMemory) or not candidate.has_trait(Pure)
+
+    def any_reads(ops: Any) -> bool:
+        return any(reads(inner) for top in ops for inner in top.walk())
+
+    node = op
+    while node.parent is not None:
+        block = list(node.parent)
+        if any_reads(block[block.index(node) + 1:]):
+            return True
+        parent = node.parent_op
+        if parent is None:
+            return False
+        if isinstance(parent, (scf.ForOp, scf.WhileOp)) and any_reads([parent]):
+            return True
+        node = parent
+    return False
 
 
 def _store_vector(ctx: LoweringContext, ptr: Any, values: list, vector: ir.VectorType, mask: Any,
