@@ -47,6 +47,12 @@ def run(args: argparse.Namespace) -> int:
         command += ["-n", str(args.workers)]
     if args.k:
         command += ["-k", args.k]
+    if args.test_timeout:
+        import importlib.util
+
+        if importlib.util.find_spec("pytest_timeout") is None:
+            raise SystemExit("--test-timeout needs pytest-timeout (pip install pytest-timeout)")
+        command += [f"--timeout={args.test_timeout:g}"]
     # Triton's conftest (the --device option, its fixtures) sits above the test file.
     root = next((d for d in tests.parents if (d / "conftest.py").is_file() and d != tests.parent), tests.parent)
     command += ["--rootdir", str(root)]
@@ -163,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     run_parser.add_argument("--offset", type=int, default=0, metavar="J",
                             help="with --sample K, the part to run: cases J, J + K, J + 2K... of each test "
                                  "function (0 to K - 1; the K parts are the whole file)")
+    run_parser.add_argument("--test-timeout", type=float, metavar="SECONDS",
+                            help="fail a test that runs longer (pytest-timeout; Triton's interpreter stalls on a "
+                                 "few tests for many minutes)")
     run_parser.add_argument("--time-limit", type=float, metavar="SECONDS",
                             help="interrupt the run after this long, keeping what it measured")
     run_parser.add_argument("--out", required=True, help="where the JSON results go")

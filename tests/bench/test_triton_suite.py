@@ -131,3 +131,16 @@ def test_the_parts_of_a_sample_are_the_whole_file_and_reports_merge_them(tmp_pat
                           "--sample", "2", "--offset", "2", "--out", str(tmp_path / "x.json")],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "--offset must be from 0 to 1 (one of the --sample 2 parts), got 2" in bad.stderr
+
+
+def test_a_per_test_timeout_is_pytest_timeouts(tmp_path):
+    import importlib.util
+
+    suite = _suite(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "bench.triton_suite", "run", str(suite / "unit" / "test_small.py"),
+                           "-k", "test_add", "--test-timeout", "60", "--out", str(tmp_path / "out.json")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    if importlib.util.find_spec("pytest_timeout") is None:
+        assert done.returncode != 0 and "--test-timeout needs pytest-timeout (pip install pytest-timeout)" in done.stderr
+    else:
+        assert "--timeout=60" in done.stdout and json.loads((tmp_path / "out.json").read_text())
