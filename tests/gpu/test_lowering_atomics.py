@@ -93,8 +93,8 @@ def histogram(x, bins, n, BLOCK: pl.constexpr, SEM: pl.constexpr):
 
 
 def test_unused_results_are_atoms_as_in_triton():
-    # atom, its result unused or not, scope then ordering: Triton's PTX text (its
-    # test_atomic_rmw reads "atom.global.gpu.<sem>"); ptxas makes an unused one a RED.
+    # atom, its result unused or not (as Triton issues it), scope then ordering: Triton's
+    # PTX text, which its test_atomic_rmw reads ("atom.global.gpu.<sem>").
     args = (np.zeros(1000, np.int32), np.zeros(16, np.int32), 1000)
     for sem in ("relaxed", "release", "acq_rel", "acquire"):
         lines = atomic_lines(compile_ptx(histogram, *args, BLOCK=256, SEM=sem))

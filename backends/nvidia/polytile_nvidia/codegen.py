@@ -311,8 +311,8 @@ def _atomic_rmw_hook(arch: str) -> Any:
         guard, pred, extra = _predicated(mask)
         bits = _as_bits(builder, value)
         c = _CONSTRAINT[_bits_of(value)]
-        # Always atom, its result unused or not (ptxas makes an unused one a RED), with the
-        # scope before the ordering as Triton writes it: the same PTX text as Triton's.
+        # Always atom, its result unused or not (as Triton; nothing waits for an old value no
+        # instruction reads), with the scope before the ordering as Triton writes it.
         zero = f"mov.b{max(_bits_of(value), 16)} $0, 0;\n\t" if mask is not None else ""
         old = _inline(builder, f"{zero}{guard}atom.global.{scope}.{sem}.{op} $0, [$1], $2;", ["=" + c],
                       ["l", c + pred], [ptr, bits, *extra], bits.type)

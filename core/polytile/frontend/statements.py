@@ -106,6 +106,10 @@ class StatementGen:
     def visit_With(self, node: ast.With) -> None:
         # Each item's __enter__ where the block starts, its __exit__ where it ends (the
         # last item's first), both at compile time: a KernelContext emits what it needs.
+        returns = [n for n in ast.walk(ast.Module(body=node.body, type_ignores=[])) if isinstance(n, ast.Return)]
+        if returns:
+            raise self.error(returns[0], "'return' inside a 'with' block is not supported: the block's exit would "
+                                         "not run")
         managers = []
         for item in node.items:
             manager = lc.unwrap(self.visit(item.context_expr))
@@ -114,10 +118,6 @@ class StatementGen:
                 raise self.error(item.context_expr, f"a 'with' statement in a kernel takes a kernel context manager "
                                                     f"(a polytile.language.KernelContext, such as a plugin's "
                                                     f"scope), got {what}")
-            returns = [n for n in ast.walk(ast.Module(body=node.body, type_ignores=[])) if isinstance(n, ast.Return)]
-            if returns:
-                raise self.error(returns[0], "'return' inside a 'with' block is not supported: the block's exit "
-                                             "would not run")
             entered = manager.__enter__()
             if item.optional_vars is not None:
                 self.assign(item.optional_vars, entered)

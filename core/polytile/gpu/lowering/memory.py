@@ -28,7 +28,7 @@ from ...ir import types as t
 from .context import LoweringContext, linear_layout_of, register_lowering
 from .elementwise import fastest_register_dim, suffix
 from .indexing import contiguous_registers, duplicate_register_mask, duplicate_thread_masks
-from .types import UnsupportedType, bit_width, element_bits, llvm_type
+from .types import UnsupportedType, byte_width, element_bits, llvm_type
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def _load(op: Any, operands: list, ctx: LoweringContext) -> list:
 def _load_vector(ctx: LoweringContext, ptr: Any, vector: ir.VectorType, mask: Any, other: list | None,
                  qualifiers: Qualifiers) -> list:
     b = ctx.builder
-    align = vector.count * max(_bytes(vector.element), 1)
+    align = vector.count * byte_width(vector.element)
     if qualifiers or _predicated_by_target(ctx, ptr, mask):
         return ctx.target.memory_access(b, "load", ptr, vector, mask, other if mask is not None else None,
                                         qualifiers)
@@ -189,10 +189,6 @@ def _from_memory(ctx: LoweringContext, values: list, element: ir.Type) -> list:
         return values
     zero = ir.Constant(ir.IntType(8), 0)
     return [ctx.builder.icmp_unsigned("!=", v, zero) for v in values]
-
-
-def _bytes(type_: ir.Type) -> int:
-    return max(bit_width(type_) // 8, 1)
 
 
 def thread_owner(ctx: LoweringContext, layout: Any) -> Any | None:
@@ -281,7 +277,7 @@ def _store_vector(ctx: LoweringContext, ptr: Any, values: list, vector: ir.Vecto
     if qualifiers or _predicated_by_target(ctx, ptr, mask):
         ctx.target.memory_access(b, "store", ptr, vector, mask, values, qualifiers)
         return
-    align = vector.count * _bytes(vector.element)
+    align = vector.count * byte_width(vector.element)
     packed = _pack(ctx, values, vector)
     if mask is None:
         b.store(packed, ptr, align=align)

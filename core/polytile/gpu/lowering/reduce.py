@@ -37,7 +37,8 @@ from ..allocation import SCRATCH_ALIGNMENT, register_scratch
 from ..linear_layout import LinearLayout, log2
 from .context import LoweringContext, linear_layout_of, register_lowering
 from .indexing import LLVMOps, PyOps, coordinates
-from .types import UnsupportedType, bit_width, llvm_type
+from .types import UnsupportedType, llvm_type
+from .types import byte_width as element_bytes  # scratch bytes of one element (scan's too)
 
 Pack = list  # one value per operand of the reduction (argmax: value, index)
 Combine = Callable[[Pack, Pack], Pack]
@@ -470,11 +471,6 @@ def _reduce_scratch(op: Any, target: Any, num_warps: int) -> int:
     except (NotReducible, UnsupportedType):
         return 0  # the lowering reports it
     return scratch_offsets(sizes, plan.scratch_slots)[1] if plan.scratch_slots else 0
-
-
-def element_bytes(type_: ir.Type) -> int:
-    """Bytes of one element in scratch (i1 in a byte; bf16 2, as f16)."""
-    return max(bit_width(type_) // 8, 1)
 
 
 def thread_ops(op: Any, ctx: LoweringContext, slots: int) -> LLVMThreadOps:

@@ -86,6 +86,11 @@ def bit_width(type_: ir.Type) -> int:
     return _FLOAT_BITS[type(type_)]
 
 
+def byte_width(type_: ir.Type) -> int:
+    """Bytes of an LLVM scalar type in memory (i1 in a byte; 8 for pointers)."""
+    return max(bit_width(type_) // 8, 1)
+
+
 def constant(type_: t.Type, value: Any) -> ir.Constant:
     """An LLVM constant of the element type of ``type_``."""
     llvm = llvm_type(type_)
