@@ -102,3 +102,25 @@ def test_a_scalar_stored_then_loaded_is_seen_by_every_warp(monkeypatch, last_fir
     x = np.ones(4, np.float32)
     ptx = compile_module(double_in_place.lower(x, 4), "nvidia:sm_90a", num_warps=4).context.artifacts["ptx"]
     assert "bar.sync" not in ptx[ptx.index(".entry"):]
+
+
+@pt.jit
+def two_scalars_then_load(p, q, out):
+    # Layer norm's mean and rstd: two scalar stores, then loads.
+    pl.store(p, 7.0)
+    pl.store(q, 8.0)
+    x = pl.load(p) + pl.load(q)
+    pl.store(out + pl.arange(0, 128), pl.zeros([128], pl.float32) + x)
+
+
+@pytest.mark.parametrize("last_first", [False, True])
+def test_consecutive_scalar_stores_share_one_barrier(monkeypatch, last_first):
+    from . import llvm_cta_schedule
+
+    monkeypatch.setattr(llvm_cta_schedule, "WARPS_LAST_FIRST", last_first)
+    p, q, out = np.zeros(1, np.float32), np.zeros(1, np.float32), np.zeros(128, np.float32)
+    artifacts = compile_module(two_scalars_then_load.lower(p, q, out), "nvidia:sm_90a", num_warps=4).context.artifacts
+    ptx = artifacts["ptx"]
+    assert ptx[ptx.index(".entry"):].count("bar.sync") == 1
+    run_kernel(artifacts, [p, q, out], 4)
+    np.testing.assert_array_equal(out, 15)

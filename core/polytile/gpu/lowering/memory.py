@@ -257,6 +257,12 @@ def may_read_after(op: Any) -> bool:
     def any_reads(ops: Any) -> bool:
         return any(reads(inner) for top in ops for inner in top.walk())
 
+    block = list(op.parent)
+    for later in block[block.index(op) + 1:]:
+        if any_reads([later]):
+            return True
+        if isinstance(later, tile.StoreOp) and not isinstance(later.ptr.type, t.TileType):
+            return False  # the next scalar store's barrier orders this one too (mean, then rstd)
     node = op
     while node.parent is not None:
         block = list(node.parent)
